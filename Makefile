@@ -1,0 +1,54 @@
+# prefixd — every target runs inside the build environment (scripts/in-env): natively where the
+# host has libllama, else inside the machine-wide Debian sid root.
+SHELL := /bin/bash
+IN_ENV := scripts/in-env
+BUILD ?= build
+JOBS ?= $(shell nproc)
+HOST ?= 127.0.0.1
+PORT ?= 8080
+MODEL ?= models/default.gguf
+DEFAULT_PRESET ?= qwen2-0.5b
+
+.PHONY: all build test test-asan serve model bench clean env shell
+
+all: build
+
+env:
+	@scripts/env-root >/dev/null
+
+$(BUILD)/build.ninja: CMakeLists.txt | env
+	$(IN_ENV) cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+build: $(BUILD)/build.ninja
+	$(IN_ENV) cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	$(IN_ENV) bash -c 'cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600'
+
+build-asan/build.ninja: CMakeLists.txt | env
+	$(IN_ENV) cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPREFIXD_SANITIZE=ON
+
+test-asan: build-asan/build.ninja
+	$(IN_ENV) cmake --build build-asan -j $(JOBS)
+	$(IN_ENV) bash -c 'cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) --timeout 900'
+
+$(MODEL): | build
+	@mkdir -p $(dir $(MODEL))
+	$(IN_ENV) $(BUILD)/bin/prefixd mkmodel --preset $(DEFAULT_PRESET) --out $(MODEL)
+
+model: build $(MODEL)
+
+serve: build $(MODEL)
+	@echo "prefixd: serving $(MODEL) on http://$(HOST):$(PORT) — try:"
+	@echo "  curl http://$(HOST):$(PORT)/v1/chat/completions -H 'Content-Type: application/json' \\"
+	@echo "    -d '{\"model\":\"default\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":16}'"
+	$(IN_ENV) $(BUILD)/bin/prefixd serve --model $(MODEL) --host $(HOST) --port $(PORT) $(ARGS)
+
+bench: build $(MODEL)
+	$(IN_ENV) bench/run.sh
+
+shell: | env
+	$(IN_ENV) bash
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,87 @@
+#include "api/cache_namespace.h"
+
+#include <array>
+#include <cstdint>
+
+#include <blake3.h>
+
+namespace prefixd::api {
+namespace {
+
+// Incremental BLAKE3 over a domain separator and length-prefixed fields.
+class FieldHasher {
+ public:
+  explicit FieldHasher(std::string_view domain) {
+    blake3_hasher_init(&hasher_);
+    field(domain);
+  }
+
+  FieldHasher& field(std::string_view bytes) {
+    // Little-endian u64 length, written byte by byte so the encoding does not depend on the host.
+    std::array<std::uint8_t, 8> length{};
+    auto n = static_cast<std::uint64_t>(bytes.size());
+    for (auto& b : length) {
+      b = static_cast<std::uint8_t>(n & 0xFF);
+      n >>= 8;
+    }
+    blake3_hasher_update(&hasher_, length.data(), length.size());
+    blake3_hasher_update(&hasher_, bytes.data(), bytes.size());
+    return *this;
+  }
+
+  std::string finish() const {
+    std::string out(BLAKE3_OUT_LEN, '\0');
+    blake3_hasher_finalize(&hasher_, reinterpret_cast<std::uint8_t*>(out.data()), out.size());
+    return out;
+  }
+
+ private:
+  blake3_hasher hasher_;
+};
+
+// nlohmann::json keeps object keys sorted, so dump() is a canonical form for objects. Null, absent
+// and {} are the same thing to a template, so they share one encoding.
+std::string canonical(const nlohmann::json& value) {
+  if (value.is_null() || (value.is_object() && value.empty())) return {};
+  return value.dump();
+}
+
+}  // namespace
+
+std::string namespace_digest(const NamespaceFields& fields) {
+  return FieldHasher("prefixd.namespace.v1")
+      .field(fields.model_id)
+      .field(fields.lora_id)
+      .field(fields.template_signature)
+      .field(fields.rope_regime)
+      .field(fields.multimodal_digest)
+      .field(fields.tenant_salt)
+      .finish();
+}
+
+std::string template_signature(std::string_view template_source, const nlohmann::json& chat_template_kwargs,
+                               const nlohmann::json& tool_choice, const nlohmann::json& tools) {
+  FieldHasher tools_digest("prefixd.tools.v1");
+  if (tools.is_array()) {
+    for (const auto& tool : tools) tools_digest.field(canonical(tool));
+  }
+  return FieldHasher("prefixd.template.v1")
+      .field(template_source)
+      .field(canonical(chat_template_kwargs))
+      .field(canonical(tool_choice))
+      .field(tools_digest.finish())
+      .finish();
+}
+
+std::string to_hex(std::string_view bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 0x0F]);
+  }
+  return out;
+}
+
+}  // namespace prefixd::api

@@ -1,0 +1,329 @@
+// HttpServer: routes, auth and error mapping over httplib. Request semantics live in the parser,
+// the prompt builder, the responses and the relays; this file only wires them to HTTP.
+#include "api/server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <format>
+#include <utility>
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include "api/errors.h"
+#include "api/prompt_builder.h"
+#include "api/request_parser.h"
+#include "api/responses.h"
+#include "api/stream_relay.h"
+
+namespace prefixd::api {
+namespace {
+
+constexpr const char* kJson = "application/json";
+
+// Routes and the one method each answers, so that a wrong method gets 405 instead of 404.
+struct Route {
+  const char* path;
+  const char* method;
+};
+constexpr Route kRoutes[] = {
+    {"/health", "GET"},          {"/v1/models", "GET"},           {"/v1/chat/completions", "POST"},
+    {"/chat/completions", "POST"}, {"/v1/completions", "POST"},   {"/completions", "POST"},
+    {"/metrics", "GET"},         {"/tokenize", "POST"},           {"/apply-template", "POST"},
+};
+
+const Route* find_route(const std::string& path) {
+  for (const auto& route : kRoutes) {
+    if (path == route.path) return &route;
+  }
+  return nullptr;
+}
+
+void send_json(httplib::Response& res, int status, const std::string& body) {
+  res.status = status;
+  res.set_content(body, kJson);
+}
+
+void send_error(httplib::Response& res, const ApiError& error) {
+  send_json(res, error.status, dump_json(error.to_json()));
+}
+
+ApiError submit_error(scheduler::SubmitError error) {
+  const std::string message = scheduler::submit_error_message(error);
+  switch (error) {
+    case scheduler::SubmitError::queue_full: return server_busy(message);
+    case scheduler::SubmitError::shutting_down: return server_busy(message);
+    case scheduler::SubmitError::prompt_too_long:
+      return ApiError{.status = 400, .message = message, .code = "context_length_exceeded"};
+    case scheduler::SubmitError::empty_prompt: return invalid_request(message);
+  }
+  return internal_error(message);
+}
+
+// Compares in time independent of where the strings differ, so the key cannot be guessed byte by
+// byte from response times.
+bool same_secret(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
+  return diff == 0 && !b.empty();
+}
+
+}  // namespace
+
+class HttpServer::Impl {
+ public:
+  Impl(const engine::Engine& engine, scheduler::Scheduler& scheduler, ServerOptions options)
+      : engine_(engine),
+        scheduler_(scheduler),
+        options_(std::move(options)),
+        served_id_(options_.model_alias.empty() ? engine.model().id : options_.model_alias),
+        prompts_(engine.vocab(), model_chat_template(engine.model(), engine.vocab()),
+                 engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint),
+        started_(unix_seconds()) {
+    parse_options_.model_names = {served_id_};
+    if (engine.model().id != served_id_) parse_options_.model_names.push_back(engine.model().id);
+    parse_options_.cache_prompt_default = options_.cache_prompt_default;
+    parse_options_.vocab_size = engine.vocab().size();
+    configure();
+  }
+
+  bool run() {
+    int port = options_.port;
+    if (port == 0) {
+      port = http_.bind_to_any_port(options_.host);
+    } else if (!http_.bind_to_port(options_.host, port)) {
+      port = -1;
+    }
+    if (port <= 0) {
+      spdlog::error("cannot listen on {}:{}", options_.host, options_.port);
+      return false;
+    }
+    port_ = port;
+    if (stopping_) return true;
+    spdlog::info("listening on http://{}:{}", options_.host, port);
+    return http_.listen_after_bind();
+  }
+
+  void stop() {
+    // Waiting handlers see `stopping_`, cancel their requests and return, which lets httplib's
+    // worker pool join.
+    stopping_ = true;
+    http_.stop();
+  }
+
+  int bound_port() const { return port_; }
+
+ private:
+  void configure() {
+    const auto threads = static_cast<std::size_t>(std::max(1, options_.http_threads));
+    // httplib takes ownership of the queue it gets from this factory (its documented contract).
+    http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http_.set_payload_max_length(options_.max_body_bytes);
+
+    http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (options_.api_key.empty() || req.path == "/health" || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+      send_error(res, unauthorized());
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // already an API error
+      fill_transport_error(req, res);
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    http_.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      spdlog::error("{} {}: {}", req.method, req.path, what);
+      send_error(res, internal_error("internal error: " + what));
+    });
+    http_.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+      spdlog::debug("{} {} -> {}", req.method, req.path, res.status);
+    });
+
+    http_.Get("/health", guard([](const httplib::Request&, httplib::Response& res) {
+      send_json(res, 200, R"({"status":"ok"})");
+    }));
+    http_.Get("/v1/models", guard([this](const httplib::Request&, httplib::Response& res) {
+      send_json(res, 200, dump_json(models_body(served_id_, engine_.model(), started_)));
+    }));
+    http_.Get(R"(/v1/models/(.+))", guard([this](const httplib::Request& req, httplib::Response& res) {
+      const auto& id = req.matches[1].str();
+      if (std::ranges::find(parse_options_.model_names, id) == parse_options_.model_names.end()) {
+        return send_error(res, model_not_found(id));
+      }
+      send_json(res, 200, dump_json(model_body(served_id_, engine_.model(), started_)));
+    }));
+    auto chat = guard([this](const httplib::Request& req, httplib::Response& res) {
+      serve(req, res, parse_chat_request(req.body, parse_options_), Endpoint::chat);
+    });
+    auto completion = guard([this](const httplib::Request& req, httplib::Response& res) {
+      serve(req, res, parse_completion_request(req.body, parse_options_), Endpoint::completion);
+    });
+    // llama.cpp's helper routes: what a prompt becomes, so clients (and tests) can count tokens.
+    http_.Post("/tokenize", guard([this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); }));
+    http_.Post("/apply-template", guard([this](const httplib::Request& req, httplib::Response& res) {
+      auto parsed = parse_chat_request(req.body, parse_options_);
+      if (!parsed) return send_error(res, parsed.error());
+      auto prompt = prompts_.render(*parsed);
+      if (!prompt) return send_error(res, prompt.error());
+      send_json(res, 200, dump_json(nlohmann::json{{"prompt", *prompt}}));
+    }));
+    http_.Post("/v1/chat/completions", chat);
+    http_.Post("/chat/completions", chat);
+    http_.Post("/v1/completions", completion);
+    http_.Post("/completions", completion);
+    if (options_.metrics) {
+      http_.Get("/metrics", guard([this](const httplib::Request&, httplib::Response& res) {
+        res.status = 200;
+        res.set_content(metrics_text(scheduler_.stats()), "text/plain; version=0.0.4; charset=utf-8");
+      }));
+    }
+  }
+
+  // No request may take the server down: whatever escapes a handler becomes a 500 here.
+  template <class Handler>
+  static httplib::Server::Handler guard(Handler handler) {
+    return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+      try {
+        handler(req, res);
+      } catch (const std::exception& e) {
+        spdlog::error("{} {}: {}", req.method, req.path, e.what());
+        send_error(res, internal_error(std::string("internal error: ") + e.what()));
+      } catch (...) {
+        spdlog::error("{} {}: unknown exception", req.method, req.path);
+        send_error(res, internal_error("internal error"));
+      }
+    };
+  }
+
+  void tokenize(const httplib::Request& req, httplib::Response& res) const {
+    auto body = parse_json_object(req.body);
+    if (!body) return send_error(res, body.error());
+    const auto content = body->find("content");
+    if (content == body->end() || !content->is_string()) {
+      return send_error(res, invalid_param("content", "'content' must be a string"));
+    }
+    auto flag = [&](const char* name, bool fallback) -> std::expected<bool, ApiError> {
+      const auto it = body->find(name);
+      if (it == body->end() || it->is_null()) return fallback;
+      if (!it->is_boolean()) return std::unexpected(invalid_param(name, std::format("'{}' must be a boolean", name)));
+      return it->get<bool>();
+    };
+    // Defaults as llama.cpp's /tokenize: no BOS, special tokens parsed.
+    const auto add_special = flag("add_special", false);
+    const auto parse_special = flag("parse_special", true);
+    if (!add_special) return send_error(res, add_special.error());
+    if (!parse_special) return send_error(res, parse_special.error());
+    const auto tokens = prompts_.tokenize(content->get<std::string>(), *add_special, *parse_special);
+    send_json(res, 200, dump_json(nlohmann::json{{"tokens", tokens}}));
+  }
+
+  bool authorized(const httplib::Request& req) const {
+    constexpr std::string_view bearer = "Bearer ";
+    const std::string header = req.get_header_value("Authorization");
+    if (header.starts_with(bearer)) return same_secret(std::string_view(header).substr(bearer.size()), options_.api_key);
+    // Some clients (Anthropic-style SDKs, curl scripts) send the key alone.
+    return req.has_header("X-Api-Key") && same_secret(req.get_header_value("X-Api-Key"), options_.api_key);
+  }
+
+  // httplib answered on its own (no route, body too large, unparsable request): give it our shape.
+  void fill_transport_error(const httplib::Request& req, httplib::Response& res) const {
+    ApiError error{.status = res.status};
+    if (res.status == 404) {
+      if (const Route* route = find_route(req.path); route && (options_.metrics || req.path != "/metrics")) {
+        error.status = 405;
+        error.message = std::format("{} is not allowed on {}; use {}", req.method, req.path, route->method);
+        error.code = "method_not_allowed";
+        res.set_header("Allow", route->method);
+      } else {
+        error.message = std::format("no route for {} {}", req.method, req.path);
+        error.code = "not_found";
+      }
+    } else if (res.status == 413) {
+      error.message = std::format("the request body is larger than {} bytes", options_.max_body_bytes);
+      error.code = "request_too_large";
+    } else {
+      error.message = httplib::status_message(res.status);
+      if (res.status >= 500) error.type = "server_error";
+    }
+    send_error(res, error);
+  }
+
+  template <class Parsed>
+  void serve(const httplib::Request& req, httplib::Response& res, std::expected<Parsed, ApiError> parsed,
+             Endpoint endpoint) {
+    if (!parsed) return send_error(res, parsed.error());
+    auto generation = prompts_.build(*parsed, scheduler_.max_prompt_tokens());
+    if (!generation) return send_error(res, generation.error());
+    if (stopping_) return send_error(res, server_busy("the server is shutting down"));
+    auto stream = scheduler_.submit(std::move(*generation));
+    if (!stream) return send_error(res, submit_error(stream.error()));
+
+    ResponseMeta meta{.endpoint = endpoint,
+                      .id = ids_.next(endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-"),
+                      .created = unix_seconds(),
+                      .model = served_id_};
+    // A copy of httplib's probe: it holds the socket by value, so it stays callable from the
+    // content provider after this handler returns.
+    auto connection_closed = req.is_connection_closed;
+    auto should_abort = [this, connection_closed] { return stopping_.load() || connection_closed(); };
+
+    if (!parsed->params.stream) {
+      auto collected = collect_completion(**stream, should_abort);
+      switch (collected.done.finish) {
+        case scheduler::FinishReason::error:
+          return send_error(res, internal_error(collected.done.error.empty() ? "generation failed" : collected.done.error));
+        case scheduler::FinishReason::cancelled:
+          return send_error(res, server_busy("the request was cancelled"));
+        default:
+          return send_json(res, 200, dump_json(completion_body(meta, collected.text, collected.done)));
+      }
+    }
+
+    auto relay = std::make_shared<SseRelay>(std::move(*stream), std::move(meta), parsed->params.include_usage,
+                                            std::move(should_abort));
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [relay](std::size_t, httplib::DataSink& sink) {
+          if (!sink.is_writable()) {
+            relay->abort();
+            return false;
+          }
+          const auto step = relay->pump([&sink](std::string_view frame) { return sink.write(frame.data(), frame.size()); });
+          if (step == SseRelay::Step::finished) sink.done();
+          return step != SseRelay::Step::aborted;
+        },
+        // httplib calls this when the response ends; an unfinished one (a server stop, a write
+        // error) must not leave the request running.
+        [relay](bool) { relay->abort(); });
+  }
+
+  const engine::Engine& engine_;
+  scheduler::Scheduler& scheduler_;
+  ServerOptions options_;
+  std::string served_id_;
+  ParseOptions parse_options_;
+  PromptBuilder prompts_;
+  IdGenerator ids_;
+  std::int64_t started_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> port_{0};
+  httplib::Server http_;
+};
+
+HttpServer::HttpServer(const engine::Engine& engine, scheduler::Scheduler& scheduler, ServerOptions options)
+    : impl_(std::make_unique<Impl>(engine, scheduler, std::move(options))) {}
+HttpServer::~HttpServer() = default;
+bool HttpServer::run() { return impl_->run(); }
+void HttpServer::stop() { impl_->stop(); }
+int HttpServer::bound_port() const { return impl_->bound_port(); }
+
+}  // namespace prefixd::api

@@ -1,0 +1,399 @@
+#include "api/request_parser.h"
+
+#include <algorithm>
+#include <cmath>
+#include <format>
+#include <limits>
+#include <optional>
+#include <utility>
+
+namespace prefixd::api {
+namespace {
+
+using nlohmann::json;
+
+// Inside this file a rejection unwinds to the public entry point, which turns it into the
+// std::expected the caller sees; this keeps each rule one line instead of a chain of checks.
+struct Rejection {
+  ApiError error;
+};
+
+[[noreturn]] void reject(std::string param, std::string message) {
+  throw Rejection{invalid_param(std::move(param), std::move(message))};
+}
+
+std::string type_name(const json& value) {
+  if (value.is_number_integer()) return "integer";
+  if (value.is_number()) return "number";
+  return value.type_name();
+}
+
+// Reads the fields of one request object. OpenAI clients send null for "unset", so null and
+// absent mean the same. Fields that other servers accept inside `extra_body` (the Python client's
+// escape hatch, sometimes sent literally) are looked up there too.
+class FieldReader {
+ public:
+  explicit FieldReader(const json& root) : root_(root) {
+    if (const json* extra = at(root_, "extra_body")) {
+      if (!extra->is_object()) reject("extra_body", "'extra_body' must be an object");
+      extra_ = extra;
+    }
+  }
+
+  const json& root() const { return root_; }
+
+  const json* find(std::string_view name) const { return at(root_, name); }
+  // Root first, then extra_body.
+  const json* find_extended(std::string_view name) const {
+    if (const json* value = at(root_, name)) return value;
+    return extra_ ? at(*extra_, name) : nullptr;
+  }
+
+  std::optional<bool> boolean(std::string_view name, bool extended = false) const {
+    const json* value = extended ? find_extended(name) : find(name);
+    if (!value) return std::nullopt;
+    if (!value->is_boolean()) reject(std::string(name), std::format("'{}' must be a boolean, not {}", name, type_name(*value)));
+    return value->get<bool>();
+  }
+
+  std::optional<std::string> string(std::string_view name, bool extended = false) const {
+    const json* value = extended ? find_extended(name) : find(name);
+    if (!value) return std::nullopt;
+    if (!value->is_string()) reject(std::string(name), std::format("'{}' must be a string, not {}", name, type_name(*value)));
+    return value->get<std::string>();
+  }
+
+  // A number in [lo, hi] (or (lo, hi] when lo_open).
+  std::optional<double> number(std::string_view name, double lo, double hi, bool lo_open = false) const {
+    const json* value = find(name);
+    if (!value) return std::nullopt;
+    if (!value->is_number()) reject(std::string(name), std::format("'{}' must be a number, not {}", name, type_name(*value)));
+    const double x = value->get<double>();
+    if (!std::isfinite(x) || x > hi || (lo_open ? x <= lo : x < lo)) {
+      reject(std::string(name), std::format("'{}' must be in {}{}, {}], got {}", name, lo_open ? "(" : "[", lo, hi, x));
+    }
+    return x;
+  }
+
+  // An integer in [lo, hi]; 3.0 counts as an integer, 3.5 does not.
+  std::optional<std::int64_t> integer(std::string_view name, std::int64_t lo, std::int64_t hi) const {
+    const json* value = find(name);
+    if (!value) return std::nullopt;
+    return to_integer(*value, std::string(name), lo, hi);
+  }
+
+  static std::int64_t to_integer(const json& value, const std::string& param, std::int64_t lo, std::int64_t hi) {
+    std::int64_t n = 0;
+    if (value.is_number_unsigned()) {
+      const auto u = value.get<std::uint64_t>();
+      n = u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ? std::numeric_limits<std::int64_t>::max()
+                                                                                  : static_cast<std::int64_t>(u);
+    } else if (value.is_number_integer()) {
+      n = value.get<std::int64_t>();
+    } else if (value.is_number_float() && std::isfinite(value.get<double>()) &&
+               value.get<double>() == std::trunc(value.get<double>()) && std::abs(value.get<double>()) < 9e18) {
+      n = static_cast<std::int64_t>(value.get<double>());
+    } else {
+      reject(param, std::format("'{}' must be an integer, not {}", param, type_name(value)));
+    }
+    if (n < lo || n > hi) reject(param, std::format("'{}' must be in [{}, {}], got {}", param, lo, hi, n));
+    return n;
+  }
+
+ private:
+  static const json* at(const json& object, std::string_view name) {
+    auto it = object.find(std::string(name));
+    if (it == object.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  const json& root_;
+  const json* extra_ = nullptr;
+};
+
+constexpr std::int64_t kInt32Max = std::numeric_limits<std::int32_t>::max();
+
+void check_model(const FieldReader& in, const ParseOptions& options) {
+  const auto model = in.string("model");
+  if (!model) return;  // a missing model means "whatever this server serves"
+  if (std::ranges::find(options.model_names, *model) == options.model_names.end()) throw Rejection{model_not_found(*model)};
+}
+
+std::vector<std::string> parse_stop(const FieldReader& in) {
+  const json* value = in.find("stop");
+  if (!value) return {};
+  std::vector<std::string> stop;
+  auto add = [&](const json& item) {
+    if (!item.is_string()) reject("stop", "'stop' must be a string or an array of strings");
+    auto text = item.get<std::string>();
+    if (text.empty()) reject("stop", "stop strings must not be empty");
+    if (text.size() > kMaxStopStringBytes) reject("stop", std::format("stop strings are limited to {} bytes", kMaxStopStringBytes));
+    stop.push_back(std::move(text));
+  };
+  if (value->is_array()) {
+    if (value->size() > kMaxStopStrings) reject("stop", std::format("at most {} stop strings are supported", kMaxStopStrings));
+    for (const auto& item : *value) add(item);
+  } else {
+    add(*value);
+  }
+  return stop;
+}
+
+std::int32_t parse_max_tokens(const FieldReader& in) {
+  // OpenAI renamed max_tokens to max_completion_tokens; llama.cpp clients say n_predict (where -1
+  // means "no limit"). The newest name wins when several are present.
+  if (auto n = in.integer("max_completion_tokens", 1, kInt32Max)) return static_cast<std::int32_t>(*n);
+  if (const json* value = in.find("max_tokens")) {
+    const auto n = FieldReader::to_integer(*value, "max_tokens", std::numeric_limits<std::int64_t>::min(), kInt32Max);
+    if (n < 1) reject("max_tokens", std::format("'max_tokens' must be at least 1, got {}", n));
+    return static_cast<std::int32_t>(n);
+  }
+  if (auto n = in.integer("n_predict", -1, kInt32Max)) {
+    if (*n == 0) reject("n_predict", "'n_predict' must be -1 (no limit) or at least 1");
+    return static_cast<std::int32_t>(*n);
+  }
+  return -1;
+}
+
+engine::SamplingParams parse_sampling(const FieldReader& in) {
+  engine::SamplingParams sampling;
+  if (auto v = in.number("top_p", 0.0, 1.0, /*lo_open=*/true)) sampling.top_p = static_cast<float>(*v);
+  if (auto v = in.integer("top_k", 0, kInt32Max)) sampling.top_k = static_cast<std::int32_t>(*v);
+  if (auto v = in.number("min_p", 0.0, 1.0)) sampling.min_p = static_cast<float>(*v);
+  if (const json* seed = in.find("seed")) {
+    const auto n = FieldReader::to_integer(*seed, "seed", std::numeric_limits<std::int64_t>::min(),
+                                           std::numeric_limits<std::int64_t>::max());
+    // Negative seeds ask for a random one (llama.cpp's -1); others are taken modulo 2^32.
+    sampling.seed = n < 0 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(n & 0xFFFFFFFF);
+  }
+  if (auto v = in.number("temperature", 0.0, 2.0)) {
+    sampling.temperature = static_cast<float>(*v);
+    // Temperature 0 means "always the most likely token": top_k = 1 makes it greedy whatever
+    // sampler chain the engine builds.
+    if (*v == 0.0) sampling.top_k = 1;
+  }
+  // Accepted for compatibility and range-checked, but this server applies no penalties.
+  in.number("presence_penalty", -2.0, 2.0);
+  in.number("frequency_penalty", -2.0, 2.0);
+  return sampling;
+}
+
+CacheFields parse_cache_fields(const FieldReader& in, const ParseOptions& options) {
+  CacheFields cache;
+  cache.enabled = options.cache_prompt_default && in.boolean("cache_prompt", /*extended=*/true).value_or(true);
+  const auto key = in.string("prompt_cache_key", /*extended=*/true);
+  const auto user = in.string("user");
+  cache.session_key = key ? *key : user.value_or("");
+  cache.salt = in.string("cache_salt", /*extended=*/true).value_or("");
+  return cache;
+}
+
+CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
+  check_model(in, options);
+  CommonParams params;
+  params.sampling = parse_sampling(in);
+  params.max_tokens = parse_max_tokens(in);
+  params.stop = parse_stop(in);
+  params.stream = in.boolean("stream").value_or(false);
+  if (const json* stream_options = in.find("stream_options")) {
+    if (!stream_options->is_object()) reject("stream_options", "'stream_options' must be an object");
+    params.include_usage = FieldReader(*stream_options).boolean("include_usage").value_or(false);
+  }
+  if (auto n = in.integer("n", std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max());
+      n && *n != 1) {
+    reject("n", "only n = 1 is supported");
+  }
+  params.cache = parse_cache_fields(in, options);
+  return params;
+}
+
+// OpenAI content is a string or an array of parts; templates expect strings, so text parts are
+// joined. Anything but text needs a multimodal model this server does not have.
+json flatten_content(const json& content, const std::string& param) {
+  if (content.is_string()) return content;
+  if (!content.is_array()) reject(param, std::format("'{}' must be a string or an array of content parts", param));
+  std::string text;
+  for (const auto& part : content) {
+    if (!part.is_object()) reject(param, "content parts must be objects");
+    const auto type = part.find("type");
+    if (type == part.end() || !type->is_string()) reject(param, "content parts need a string 'type'");
+    if (*type != "text") reject(param, std::format("content parts of type '{}' are not supported (text only)", type->get<std::string>()));
+    const auto part_text = part.find("text");
+    if (part_text == part.end() || !part_text->is_string()) reject(param, "text content parts need a string 'text'");
+    if (!text.empty()) text += '\n';
+    text += part_text->get<std::string>();
+  }
+  return text;
+}
+
+void check_tool_calls(const json& calls, const std::string& param) {
+  if (!calls.is_array()) reject(param, "'tool_calls' must be an array");
+  for (const auto& call : calls) {
+    const auto function = call.is_object() ? call.find("function") : call.end();
+    if (!call.is_object() || function == call.end() || !function->is_object() || !function->contains("name") ||
+        !(*function)["name"].is_string()) {
+      reject(param, "each tool call needs a 'function' object with a string 'name'");
+    }
+  }
+}
+
+json parse_messages(const FieldReader& in) {
+  const json* messages = in.find("messages");
+  if (!messages) reject("messages", "'messages' is required");
+  if (!messages->is_array()) reject("messages", "'messages' must be an array");
+  if (messages->empty()) reject("messages", "'messages' must contain at least one message");
+  json out = json::array();
+  for (std::size_t i = 0; i < messages->size(); ++i) {
+    const json& message = (*messages)[i];
+    const std::string param = std::format("messages[{}]", i);
+    if (!message.is_object()) reject(param, std::format("'{}' must be an object", param));
+    json copy = message;
+    const auto role = message.find("role");
+    if (role == message.end() || !role->is_string() || role->get<std::string>().empty()) {
+      reject(param + ".role", std::format("'{}.role' must be a non-empty string", param));
+    }
+    // "developer" is OpenAI's newer name for "system"; chat templates only know the old one.
+    if (*role == "developer") copy["role"] = "system";
+    const bool has_tool_calls = message.contains("tool_calls") && !message["tool_calls"].is_null();
+    if (has_tool_calls) {
+      if (*role != "assistant") reject(param + ".tool_calls", "only assistant messages carry tool_calls");
+      check_tool_calls(message["tool_calls"], param + ".tool_calls");
+    }
+    const auto content = message.find("content");
+    if (content == message.end() || content->is_null()) {
+      if (!has_tool_calls) reject(param + ".content", std::format("'{}.content' is required", param));
+      copy["content"] = nullptr;
+    } else {
+      copy["content"] = flatten_content(*content, param + ".content");
+    }
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+json parse_tools(const FieldReader& in) {
+  const json* tools = in.find("tools");
+  if (!tools) return nullptr;
+  if (!tools->is_array()) reject("tools", "'tools' must be an array");
+  for (const auto& tool : *tools) {
+    const auto function = tool.is_object() ? tool.find("function") : tool.end();
+    if (!tool.is_object() || function == tool.end() || !function->is_object() || !function->contains("name") ||
+        !(*function)["name"].is_string()) {
+      reject("tools", "each tool needs a 'function' object with a string 'name'");
+    }
+    if (tool.contains("type") && tool["type"] != "function") reject("tools", "only tools of type 'function' are supported");
+  }
+  return *tools;
+}
+
+json parse_tool_choice(const FieldReader& in, const json& tools) {
+  const bool has_tools = tools.is_array() && !tools.empty();
+  const json* choice = in.find("tool_choice");
+  if (!choice) return has_tools ? "auto" : "none";
+  if (choice->is_string()) {
+    if (*choice != "none" && *choice != "auto" && *choice != "required") {
+      reject("tool_choice", "'tool_choice' must be 'none', 'auto', 'required' or a function object");
+    }
+  } else if (!choice->is_object()) {
+    reject("tool_choice", "'tool_choice' must be a string or an object");
+  }
+  if (*choice != "none" && !has_tools) reject("tool_choice", "'tool_choice' needs 'tools'");
+  return *choice;
+}
+
+json parse_template_kwargs(const FieldReader& in) {
+  const json* kwargs = in.find_extended("chat_template_kwargs");
+  if (!kwargs) return nullptr;
+  if (!kwargs->is_object()) reject("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+  // These names are the template's own inputs; a kwarg must not silently replace them.
+  for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}) {
+    if (kwargs->contains(reserved)) {
+      reject("chat_template_kwargs", std::format("'chat_template_kwargs' must not set '{}'", reserved));
+    }
+  }
+  return *kwargs;
+}
+
+TokenPrompt parse_token_ids(const json& ids, const ParseOptions& options) {
+  TokenPrompt tokens;
+  tokens.reserve(ids.size());
+  const std::int64_t hi = options.vocab_size > 0 ? options.vocab_size - 1 : kInt32Max;
+  for (const auto& id : ids) tokens.push_back(static_cast<engine::Token>(FieldReader::to_integer(id, "prompt", 0, hi)));
+  return tokens;
+}
+
+std::variant<std::string, TokenPrompt> parse_prompt(const FieldReader& in, const ParseOptions& options) {
+  const json* prompt = in.find("prompt");
+  if (!prompt) reject("prompt", "'prompt' is required");
+  auto text = [](const json& value) {
+    auto s = value.get<std::string>();
+    if (s.empty()) reject("prompt", "'prompt' must not be empty");
+    return s;
+  };
+  if (prompt->is_string()) return text(*prompt);
+  if (!prompt->is_array()) reject("prompt", "'prompt' must be a string, an array of token ids or an array with one string");
+  if (prompt->empty()) reject("prompt", "'prompt' must not be empty");
+  const json& first = prompt->front();
+  if (first.is_number()) return parse_token_ids(*prompt, options);
+  // A batch of prompts would need n choices; only a batch of one is accepted.
+  if (prompt->size() != 1) reject("prompt", "only one prompt per request is supported");
+  if (first.is_string()) return text(first);
+  if (first.is_array() && !first.empty()) return parse_token_ids(first, options);
+  reject("prompt", "'prompt' must be a string, an array of token ids or an array with one string");
+}
+
+template <class F>
+auto guarded(F&& parse) -> std::expected<decltype(parse()), ApiError> {
+  try {
+    return parse();
+  } catch (const Rejection& rejection) {
+    return std::unexpected(rejection.error);
+  } catch (const json::exception& e) {
+    // A type mismatch a rule above did not anticipate is still the client's malformed input.
+    return std::unexpected(invalid_request(std::format("invalid request: {}", e.what())));
+  }
+}
+
+}  // namespace
+
+std::expected<json, ApiError> parse_json_object(std::string_view body) {
+  json root = json::parse(body, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return std::unexpected(invalid_request("the request body is not valid JSON", "invalid_json"));
+  if (!root.is_object()) return std::unexpected(invalid_request("the request body must be a JSON object"));
+  return root;
+}
+
+std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, const ParseOptions& options) {
+  auto root = parse_json_object(body);
+  if (!root) return std::unexpected(root.error());
+  return guarded([&] {
+    const FieldReader in(*root);
+    ChatRequest request;
+    request.params = parse_common(in, options);
+    if (auto logprobs = in.boolean("logprobs"); logprobs && *logprobs) reject("logprobs", "logprobs are not supported");
+    request.chat.messages = parse_messages(in);
+    request.tools = parse_tools(in);
+    request.tool_choice = parse_tool_choice(in, request.tools);
+    if (request.tool_choice != "none") request.chat.tools = request.tools;
+    request.chat.add_generation_prompt = in.boolean("add_generation_prompt").value_or(true);
+    request.chat.extra_context = parse_template_kwargs(in);
+    return request;
+  });
+}
+
+std::expected<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
+                                                                    const ParseOptions& options) {
+  auto root = parse_json_object(body);
+  if (!root) return std::unexpected(root.error());
+  return guarded([&] {
+    const FieldReader in(*root);
+    CompletionRequest request;
+    request.params = parse_common(in, options);
+    if (auto logprobs = in.integer("logprobs", 0, 20); logprobs && *logprobs > 0) reject("logprobs", "logprobs are not supported");
+    if (auto echo = in.boolean("echo"); echo && *echo) reject("echo", "echo is not supported");
+    request.prompt = parse_prompt(in, options);
+    return request;
+  });
+}
+
+}  // namespace prefixd::api

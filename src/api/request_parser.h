@@ -1,0 +1,69 @@
+// prefixd api — JSON request bodies in, validated requests (or the ApiError to answer) out.
+//
+// Pure functions: no model, no scheduler, no I/O, so every rejection rule is unit-testable.
+// Tokenizing and the prompt-length check happen later (prompt_builder.h), where the vocabulary is.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/chat_template.h"
+#include "api/errors.h"
+#include "engine/types.h"
+
+namespace prefixd::api {
+
+struct ParseOptions {
+  std::vector<std::string> model_names;  // accepted values of `model` (served id, alias)
+  bool cache_prompt_default = true;      // false: the server runs with --no-cache-prompt
+  std::int32_t vocab_size = 0;           // token ids in a prompt must be below this; 0: unchecked
+};
+
+// Limits that are part of the API contract.
+inline constexpr std::size_t kMaxStopStrings = 16;
+inline constexpr std::size_t kMaxStopStringBytes = 1024;
+
+struct CacheFields {
+  bool enabled = true;       // cache_prompt (root or extra_body) && the server default
+  std::string session_key;   // prompt_cache_key > user > ""
+  std::string salt;          // cache_salt: tenants with different salts never share K/V
+};
+
+// What /v1/chat/completions and /v1/completions have in common.
+struct CommonParams {
+  engine::SamplingParams sampling;
+  std::int32_t max_tokens = -1;    // -1: until end of generation or the context is full
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;      // stream_options.include_usage: an extra usage-only chunk
+  CacheFields cache;
+};
+
+struct ChatRequest {
+  CommonParams params;
+  ChatInput chat;               // messages with text parts flattened, tools (none when tool_choice is "none")
+  nlohmann::json tools;         // as requested (null when absent), for the template signature
+  nlohmann::json tool_choice;   // effective: as requested, else "auto" with tools, "none" without
+};
+
+using TokenPrompt = std::vector<engine::Token>;
+
+struct CompletionRequest {
+  CommonParams params;
+  std::variant<std::string, TokenPrompt> prompt;  // text to tokenize, or token ids used as is
+};
+
+// Malformed JSON or a body that is not an object.
+std::expected<nlohmann::json, ApiError> parse_json_object(std::string_view body);
+
+std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, const ParseOptions& options);
+std::expected<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
+                                                                    const ParseOptions& options);
+
+}  // namespace prefixd::api

@@ -1,0 +1,110 @@
+#include "api/stream_relay.h"
+
+#include <utility>
+
+#include "api/errors.h"
+
+namespace prefixd::api {
+
+scheduler::StreamEvent cancel_and_drain(scheduler::RequestStream& stream) {
+  stream.cancel();
+  const auto deadline = std::chrono::steady_clock::now() + kDrainLimit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto event = stream.next(kPollInterval);
+    if (event && event->kind == scheduler::StreamEvent::Kind::done) return std::move(*event);
+  }
+  scheduler::StreamEvent gave_up{.kind = scheduler::StreamEvent::Kind::done, .finish = scheduler::FinishReason::cancelled};
+  gave_up.error = "the scheduler did not finish the cancelled request in time";
+  return gave_up;
+}
+
+CollectedCompletion collect_completion(scheduler::RequestStream& stream, const std::function<bool()>& should_abort) {
+  CollectedCompletion out;
+  for (;;) {
+    auto event = stream.next(kPollInterval);
+    if (!event) {
+      if (should_abort && should_abort()) {
+        out.done = cancel_and_drain(stream);
+        return out;
+      }
+      continue;
+    }
+    if (event->kind == scheduler::StreamEvent::Kind::done) {
+      out.done = std::move(*event);
+      return out;
+    }
+    out.text += event->text;
+  }
+}
+
+SseRelay::SseRelay(std::shared_ptr<scheduler::RequestStream> stream, ResponseMeta meta, bool include_usage,
+                   std::function<bool()> should_abort)
+    : stream_(std::move(stream)),
+      meta_(std::move(meta)),
+      include_usage_(include_usage),
+      should_abort_(std::move(should_abort)) {}
+
+SseRelay::~SseRelay() { abort(); }
+
+void SseRelay::abort() {
+  if (ended_) return;
+  ended_ = true;
+  cancel_and_drain(*stream_);
+}
+
+SseRelay::Step SseRelay::pump(const Write& write) {
+  if (ended_) return Step::finished;
+  if (!opened_) {
+    opened_ = true;
+    // OpenAI opens a chat stream with the role; clients that assemble messages rely on it.
+    if (meta_.endpoint == Endpoint::chat && !write(sse_data(role_chunk(meta_)))) {
+      abort();
+      return Step::aborted;
+    }
+  }
+  auto event = stream_->next(kPollInterval);
+  if (!event) {
+    if (should_abort_ && should_abort_()) {
+      abort();
+      return Step::aborted;
+    }
+    return Step::more;
+  }
+  // Write everything already waiting, so a fast decoder does not cost one wake-up per token.
+  while (event) {
+    const bool last = event->kind == scheduler::StreamEvent::Kind::done;
+    if (!write_event(*event, write)) {
+      if (last) {
+        ended_ = true;  // the request is over anyway; nothing to cancel
+      } else {
+        abort();
+      }
+      return Step::aborted;
+    }
+    if (last) {
+      ended_ = true;
+      return Step::finished;
+    }
+    event = stream_->next(std::chrono::milliseconds(0));
+  }
+  return Step::more;
+}
+
+bool SseRelay::write_event(const scheduler::StreamEvent& event, const Write& write) {
+  if (event.kind == scheduler::StreamEvent::Kind::text) {
+    return event.text.empty() || write(sse_data(text_chunk(meta_, event.text)));
+  }
+  std::string frames;
+  if (event.finish == scheduler::FinishReason::error) {
+    // Mid-stream the status line is long gone; OpenAI clients raise an APIError for an
+    // {"error": ...} payload.
+    frames += sse_data(internal_error(event.error.empty() ? "generation failed" : event.error).to_json());
+  } else {
+    frames += sse_data(finish_chunk(meta_, event));
+    if (include_usage_) frames += sse_data(usage_chunk(meta_, event));
+  }
+  frames += kSseDone;
+  return write(frames);
+}
+
+}  // namespace prefixd::api

@@ -1,0 +1,14 @@
+// prefixd cli — the `prefixd` binary: one subcommand per job, each registered on a CLI11 app.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace prefixd::cli {
+
+// Each registers its subcommand and returns the function that runs it (exit status).
+std::function<int()> add_serve_command(CLI::App& app);
+std::function<int()> add_mkmodel_command(CLI::App& app);
+
+}  // namespace prefixd::cli

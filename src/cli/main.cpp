@@ -1,0 +1,36 @@
+#include <iostream>
+#include <map>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"prefixd: an LLM inference server whose heart is a prompt-prefix KV cache"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("prefixd 0.1.0"));
+  std::map<CLI::App*, std::function<int()>> runners;
+  auto add = [&](auto&& register_command) {
+    auto run = register_command(app);
+    runners.emplace(app.get_subcommands({}).back(), std::move(run));
+  };
+  add(prefixd::cli::add_serve_command);
+  add(prefixd::cli::add_mkmodel_command);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (auto& [command, run] : runners) {
+    if (command->parsed()) {
+      try {
+        return run();
+      } catch (const std::exception& e) {
+        std::cerr << "prefixd " << command->get_name() << ": error: " << e.what() << "\n";
+        return 1;
+      }
+    }
+  }
+  return 1;
+}

@@ -1,0 +1,182 @@
+// `prefixd serve`: load the model, start the scheduler thread and the HTTP server.
+#include <csignal>
+#include <fstream>
+#include <memory>
+#include <pthread.h>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "api/server.h"
+#include "cache/block_hash.h"
+#include "cli/commands.h"
+#include "engine/engine.h"
+#include "scheduler/scheduler.h"
+
+namespace prefixd::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model_path;
+  std::string log_level = "info";
+  engine::ContextOptions context;
+  scheduler::SchedulerOptions scheduler;
+  api::ServerOptions server;
+  bool no_cache_prompt = false;
+  bool cache_enabled = true;
+  std::string apc_hash = "sha256";
+  std::uint64_t cache_capacity_bytes = 0;  // 0: derived at startup
+  std::int64_t cache_ttl_seconds = 3600;
+  std::int32_t device_cells = -1;          // -1: half the context
+};
+
+std::uint64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 4ull << 30;
+}
+
+// The host tier's default budget: a quarter of the memory available at startup, at most 8 GiB.
+std::uint64_t default_host_capacity() { return std::min<std::uint64_t>(available_memory_bytes() / 4, 8ull << 30); }
+
+// Blocks SIGINT/SIGTERM in every thread and waits for them on a dedicated one, so shutdown needs
+// no signal handler and no global state.
+class ShutdownOnSignal {
+ public:
+  ShutdownOnSignal() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  }
+  void start(api::HttpServer& server) {
+    waiter_ = std::jthread([this, &server] {
+      int signal = 0;
+      if (sigwait(&set_, &signal) == 0 && signal != SIGUSR2) {
+        spdlog::info("signal {}: shutting down", signal);
+        server.stop();
+      }
+    });
+  }
+  ~ShutdownOnSignal() {
+    if (waiter_.joinable()) pthread_kill(waiter_.native_handle(), SIGUSR2);
+  }
+
+ private:
+  sigset_t set_;
+  std::jthread waiter_;
+};
+
+int run_serve(ServeOptions& o) {
+  spdlog::set_level(spdlog::level::from_str(o.log_level));
+  const bool cache_on = o.cache_enabled && !o.no_cache_prompt;
+  o.server.cache_prompt_default = cache_on;
+  ShutdownOnSignal signals;  // before any thread starts, so all of them inherit the mask
+  cache::CacheConfig& cache = o.scheduler.cache;
+  cache.enabled = cache_on;
+  cache.hash = cache::parse_hash_algorithm(o.apc_hash);
+  cache.ttl = std::chrono::seconds(o.cache_ttl_seconds);
+  cache.trace = [] {
+    const char* trace = std::getenv("PREFIXD_CACHE_TRACE");
+    return trace != nullptr && std::string_view(trace) == "1";
+  }();
+  if (cache.host_segment_tokens % cache.block_size != 0) {
+    throw std::runtime_error("--prompt-cache-host-segment must be a multiple of --apc-block-size");
+  }
+  cache.device_cells = o.device_cells >= 0 ? o.device_cells : o.context.n_ctx / 2;
+  cache.host_capacity_bytes = o.cache_capacity_bytes > 0 ? o.cache_capacity_bytes : default_host_capacity();
+  o.context.n_holder_seqs = cache_on ? o.scheduler.cache_holders + 1 : 0;
+  if (!cache_on) o.scheduler.cache_holders = 0;
+  std::unique_ptr<engine::Engine> model = engine::load_llama_engine(o.model_path, o.context, o.server.model_alias);
+  o.scheduler.n_slots = o.context.n_parallel;
+  const std::size_t per_token = model->model().kv_bytes_per_token;
+  spdlog::info("prompt cache: {}; device tier {} cells in {} holder sequences, host tier {:.1f} MiB ({} tokens at {} "
+               "bytes/token), min prefix {}, block {} ({}), ttl {} s",
+               cache_on ? (engine::family_can_trim(model->model().family) ? "on" : "on (cold path for this family)") : "off",
+               cache.device_cells, o.scheduler.cache_holders, static_cast<double>(cache.host_capacity_bytes) / (1 << 20),
+               per_token > 0 ? cache.host_capacity_bytes / per_token : 0, per_token, cache.min_prefix, cache.block_size,
+               o.apc_hash, o.cache_ttl_seconds);
+  scheduler::Scheduler scheduler(*model, o.scheduler);
+  api::HttpServer server(*model, scheduler, o.server);
+  signals.start(server);
+  if (!server.run()) return 1;
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_serve_command(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API");
+  cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required()->envname("PREFIXD_MODEL")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--alias", o->server.model_alias, "Model id the API reports (default: the file name)")
+      ->envname("PREFIXD_ALIAS");
+  cmd->add_option("--host", o->server.host, "Address to listen on")->capture_default_str()->envname("PREFIXD_HOST");
+  cmd->add_option("--port", o->server.port, "Port to listen on (0: any free port)")
+      ->capture_default_str()->envname("PREFIXD_PORT")->check(CLI::Range(0, 65535));
+  cmd->add_option("-c,--ctx-size", o->context.n_ctx, "KV cache cells shared by all sequences")
+      ->capture_default_str()->envname("PREFIXD_CTX_SIZE")->check(CLI::Range(16, 1 << 22));
+  cmd->add_option("--parallel", o->context.n_parallel, "Requests decoded at once")
+      ->capture_default_str()->envname("PREFIXD_PARALLEL")->check(CLI::Range(1, 64));
+  cmd->add_option("-b,--batch-size", o->context.n_batch, "Most tokens per model call (prefill chunk size)")
+      ->capture_default_str()->envname("PREFIXD_BATCH_SIZE")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("-t,--threads", o->context.n_threads, "CPU threads (0: all)")
+      ->capture_default_str()->envname("PREFIXD_THREADS")->check(CLI::Range(0, 1024));
+  cmd->add_flag("--flash-attn,!--no-flash-attn", o->context.flash_attention, "Use flash attention")
+      ->capture_default_str()->envname("PREFIXD_FLASH_ATTN");
+  cmd->add_option("--gpu-layers,--n-gpu-layers", o->context.gpu_layers, "Layers to offload to a GPU backend, if one is built in")
+      ->capture_default_str()->envname("PREFIXD_GPU_LAYERS");
+  cmd->add_option("--max-queued", o->scheduler.max_queued, "Requests that may wait for a slot; more get 503")
+      ->capture_default_str()->envname("PREFIXD_MAX_QUEUED")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on every route but /health")
+      ->envname("PREFIXD_API_KEY");
+  cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "Largest request body accepted")
+      ->capture_default_str()->envname("PREFIXD_MAX_BODY_BYTES");
+  cmd->add_option("--http-threads", o->server.http_threads, "HTTP worker threads")
+      ->capture_default_str()->envname("PREFIXD_HTTP_THREADS")->check(CLI::Range(1, 1024));
+  cmd->add_flag("--metrics,!--no-metrics", o->server.metrics, "Serve Prometheus metrics at GET /metrics")
+      ->capture_default_str()->envname("PREFIXD_METRICS");
+  cmd->add_flag("--no-cache-prompt", o->no_cache_prompt, "Never read or write the prompt cache")
+      ->envname("PREFIXD_NO_CACHE_PROMPT");
+  cmd->add_option("--prompt-cache-enabled", o->cache_enabled, "Reuse K/V of earlier prompts (true/false)")
+      ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_ENABLED");
+  cmd->add_option("--prompt-cache-min-prefix", o->scheduler.cache.min_prefix, "Shortest match worth adopting (tokens)")
+      ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_MIN_PREFIX")->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--prompt-cache-capacity-bytes", o->cache_capacity_bytes,
+                  "Host-tier budget in bytes (default: a quarter of available memory, at most 8 GiB)")
+      ->envname("PREFIXD_PROMPT_CACHE_CAPACITY_BYTES");
+  cmd->add_option("--prompt-cache-max-entries", o->scheduler.cache.max_entries,
+                  "Most cached entries (device entries plus host segments)")
+      ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_MAX_ENTRIES")->check(CLI::Range(1, 1 << 30));
+  cmd->add_option("--prompt-cache-ttl", o->cache_ttl_seconds, "Seconds an unused entry is kept")
+      ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_TTL")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--prompt-cache-holders", o->scheduler.cache_holders,
+                  "Sequence ids that keep finished prompts in the model's KV cells (device tier entries)")
+      ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_HOLDERS")->check(CLI::Range(0, 200));
+  cmd->add_option("--prompt-cache-device-cells", o->device_cells,
+                  "Idle KV cells the device tier may keep (default: half of --ctx-size)")
+      ->envname("PREFIXD_PROMPT_CACHE_DEVICE_CELLS")->check(CLI::Range(-1, 1 << 24));
+  cmd->add_option("--prompt-cache-host-segment", o->scheduler.cache.host_segment_tokens,
+                  "Tokens per host-tier segment (a multiple of --apc-block-size)")
+      ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_HOST_SEGMENT")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--apc-enabled", o->scheduler.cache.apc_enabled,
+                  "Reuse a stored prefix up to where a request diverges from it (true/false)")
+      ->capture_default_str()->envname("PREFIXD_APC_ENABLED");
+  cmd->add_option("--apc-block-size", o->scheduler.cache.block_size, "Tokens per hashed block")
+      ->capture_default_str()->envname("PREFIXD_APC_BLOCK_SIZE")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--apc-hash", o->apc_hash, "Block hash: sha256 or blake3")
+      ->capture_default_str()->envname("PREFIXD_APC_HASH")->check(CLI::IsMember({"sha256", "blake3"}));
+  cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")
+      ->capture_default_str()->envname("PREFIXD_LOG_LEVEL")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  return [o]() { return run_serve(*o); };
+}
+
+}  // namespace prefixd::cli

@@ -1,0 +1,83 @@
+// prefixd engine — the narrow interface between prefixd and a model runtime.
+//
+// Owns: the model, its vocabulary, one inference context with a unified KV cache, batches and
+// samplers. The scheduler thread is the only caller of the mutating methods (decode, sequence
+// ops, state I/O); the vocabulary methods are safe from any thread. The cache and the scheduler
+// see only this interface, so a FakeEngine can stand in for unit tests.
+// Must not know: HTTP, requests, the prompt cache's data structures.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/types.h"
+
+namespace prefixd::engine {
+
+// Thread-safe, read-only view of the model's tokenizer.
+class Vocabulary {
+ public:
+  virtual ~Vocabulary() = default;
+  // add_special: prepend BOS etc. as the model asks; parse_special: "<|im_start|>" becomes one token.
+  virtual std::vector<Token> tokenize(std::string_view text, bool add_special, bool parse_special) const = 0;
+  // The bytes one token stands for (special tokens rendered only when render_special).
+  virtual std::string piece(Token token, bool render_special = false) const = 0;
+  // True for end-of-generation tokens (EOS, EOT, <|im_end|>...).
+  virtual bool is_end_of_generation(Token token) const = 0;
+  virtual std::int32_t size() const = 0;
+};
+
+// A sampler chain built for one request; owned by the scheduler and used only on its thread.
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  // Samples from the logits of batch row `row` of the last decode, and records the choice.
+  virtual Token sample(std::int32_t row) = 0;
+};
+
+enum class DecodeStatus { ok, no_kv_space, aborted, error };
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  virtual const ModelInfo& model() const = 0;
+  virtual const Vocabulary& vocab() const = 0;
+  virtual std::int32_t context_size() const = 0;   // KV cells shared by all sequences
+  virtual std::int32_t batch_size() const = 0;     // most tokens one decode() accepts
+  virtual std::int32_t sequence_count() const = 0; // valid sequence ids are [0, sequence_count())
+
+  // Runs the model over `batch` (at most batch_size() tokens). After ok, logits(row) is valid for
+  // every row whose BatchToken::logits was set, until the next decode. On failure the KV cache
+  // holds no partial result of this batch.
+  virtual DecodeStatus decode(std::span<const BatchToken> batch) = 0;
+  virtual std::span<const float> logits(std::int32_t row) const = 0;
+  virtual std::unique_ptr<Sampler> make_sampler(const SamplingParams& params) = 0;
+
+  // Sequence operations on the unified KV cache. Ranges are [p0, p1); p1 < 0 means "to the end".
+  // copy_sequence shares cells (metadata only): dst then holds src's tokens in [p0, p1) too.
+  virtual void copy_sequence(SeqId src, SeqId dst, Pos p0 = 0, Pos p1 = -1) = 0;
+  // Returns false when the memory cannot drop a partial range (recurrent state).
+  virtual bool remove_sequence(SeqId seq, Pos p0 = 0, Pos p1 = -1) = 0;
+  virtual PosRange sequence_positions(SeqId seq) const = 0;
+  virtual void clear() = 0;
+
+  // Serialized state of one sequence (its K/V cells or recurrent state), restorable into any
+  // sequence id of a context of the same model. restore_sequence returns false and leaves `dst`
+  // empty when the bytes do not fit this context or are malformed.
+  virtual Bytes save_sequence(SeqId seq) const = 0;
+  virtual bool restore_sequence(std::span<const std::uint8_t> state, SeqId dst) = 0;
+};
+
+// Loads a GGUF file and creates a context. Throws std::runtime_error with the reason on failure.
+std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const ContextOptions& options,
+                                          const std::string& model_id = {});
+
+// Reads model metadata without creating a context (used by `prefixd config` and tests).
+ModelInfo inspect_model(const std::string& model_path);
+
+}  // namespace prefixd::engine

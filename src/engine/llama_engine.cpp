@@ -1,0 +1,242 @@
+// The Engine implementation over libllama: one model, one context with a unified KV cache.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include <llama.h>
+#include <spdlog/spdlog.h>
+
+#include "engine/engine.h"
+#include "engine/llama_handles.h"
+#include "engine/model_info_internal.h"
+
+namespace prefixd::engine {
+namespace detail {
+
+namespace {
+void route_llama_log(ggml_log_level level, const char* text, void* /*user_data*/) {
+  std::string_view line(text);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  if (line.empty()) return;
+  switch (level) {
+    case GGML_LOG_LEVEL_ERROR: spdlog::error("llama: {}", line); break;
+    case GGML_LOG_LEVEL_WARN: spdlog::warn("llama: {}", line); break;
+    default: spdlog::trace("llama: {}", line); break;
+  }
+}
+}  // namespace
+
+void ensure_backend_initialized() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llama_log_set(route_llama_log, nullptr);
+    llama_backend_init();
+  });
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::ContextPtr;
+using detail::ModelPtr;
+using detail::SamplerPtr;
+
+class LlamaVocabulary final : public Vocabulary {
+ public:
+  explicit LlamaVocabulary(const llama_vocab* vocab) : vocab_(vocab) {}
+
+  std::vector<Token> tokenize(std::string_view text, bool add_special, bool parse_special) const override {
+    std::vector<Token> tokens(text.size() + 8);
+    int32_t n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
+                               static_cast<int32_t>(tokens.size()), add_special, parse_special);
+    if (n < 0) {
+      tokens.resize(static_cast<size_t>(-n));
+      n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
+                         static_cast<int32_t>(tokens.size()), add_special, parse_special);
+    }
+    if (n < 0) throw std::runtime_error("tokenization failed");
+    tokens.resize(static_cast<size_t>(n));
+    return tokens;
+  }
+
+  std::string piece(Token token, bool render_special) const override {
+    char small[64];
+    int32_t n = llama_token_to_piece(vocab_, token, small, sizeof small, 0, render_special);
+    if (n >= 0) return std::string(small, static_cast<size_t>(n));
+    std::string large(static_cast<size_t>(-n), '\0');
+    n = llama_token_to_piece(vocab_, token, large.data(), static_cast<int32_t>(large.size()), 0, render_special);
+    large.resize(static_cast<size_t>(std::max(n, 0)));
+    return large;
+  }
+
+  bool is_end_of_generation(Token token) const override { return llama_vocab_is_eog(vocab_, token); }
+  std::int32_t size() const override { return llama_vocab_n_tokens(vocab_); }
+
+ private:
+  const llama_vocab* vocab_;  // owned by the model, which outlives this object
+};
+
+class LlamaSampler final : public Sampler {
+ public:
+  LlamaSampler(SamplerPtr chain, llama_context* ctx) : chain_(std::move(chain)), ctx_(ctx) {}
+  Token sample(std::int32_t row) override { return llama_sampler_sample(chain_.get(), ctx_, row); }
+
+ private:
+  SamplerPtr chain_;
+  llama_context* ctx_;  // not owned; the engine outlives its samplers
+};
+
+class LlamaEngine final : public Engine {
+ public:
+  LlamaEngine(ModelPtr model, ContextPtr ctx, ModelInfo info)
+      : model_(std::move(model)),
+        ctx_(std::move(ctx)),
+        info_(std::move(info)),
+        vocab_(llama_model_get_vocab(model_.get())),
+        batch_(static_cast<int>(llama_n_batch(ctx_.get()))) {}
+
+  const ModelInfo& model() const override { return info_; }
+  const Vocabulary& vocab() const override { return vocab_; }
+  std::int32_t context_size() const override { return static_cast<std::int32_t>(llama_n_ctx(ctx_.get())); }
+  std::int32_t batch_size() const override { return batch_.capacity(); }
+  std::int32_t sequence_count() const override { return static_cast<std::int32_t>(llama_n_seq_max(ctx_.get())); }
+
+  DecodeStatus decode(std::span<const BatchToken> tokens) override {
+    if (tokens.empty()) return DecodeStatus::ok;
+    if (static_cast<int>(tokens.size()) > batch_.capacity()) return DecodeStatus::error;
+    llama_batch& batch = batch_.get();
+    batch.n_tokens = static_cast<int32_t>(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      batch.token[i] = tokens[i].token;
+      batch.pos[i] = tokens[i].pos;
+      batch.n_seq_id[i] = 1;
+      batch.seq_id[i][0] = tokens[i].seq;
+      batch.logits[i] = tokens[i].logits ? 1 : 0;
+    }
+    const int32_t rc = llama_decode(ctx_.get(), batch);
+    switch (rc) {
+      case 0: return DecodeStatus::ok;
+      case 1: return DecodeStatus::no_kv_space;
+      case 2: return DecodeStatus::aborted;
+      default: return DecodeStatus::error;
+    }
+  }
+
+  std::span<const float> logits(std::int32_t row) const override {
+    const float* data = llama_get_logits_ith(ctx_.get(), row);
+    if (data == nullptr) return {};
+    return {data, static_cast<size_t>(info_.n_vocab)};
+  }
+
+  std::unique_ptr<Sampler> make_sampler(const SamplingParams& params) override {
+    llama_sampler_chain_params chain_params = llama_sampler_chain_default_params();
+    chain_params.no_perf = true;
+    SamplerPtr chain(llama_sampler_chain_init(chain_params));
+    if (params.temperature <= 0.0f) {
+      llama_sampler_chain_add(chain.get(), llama_sampler_init_greedy());
+    } else {
+      if (params.top_k > 0) llama_sampler_chain_add(chain.get(), llama_sampler_init_top_k(params.top_k));
+      if (params.top_p < 1.0f) llama_sampler_chain_add(chain.get(), llama_sampler_init_top_p(params.top_p, 1));
+      if (params.min_p > 0.0f) llama_sampler_chain_add(chain.get(), llama_sampler_init_min_p(params.min_p, 1));
+      llama_sampler_chain_add(chain.get(), llama_sampler_init_temp(params.temperature));
+      llama_sampler_chain_add(chain.get(), llama_sampler_init_dist(params.seed));
+    }
+    return std::make_unique<LlamaSampler>(std::move(chain), ctx_.get());
+  }
+
+  void copy_sequence(SeqId src, SeqId dst, Pos p0, Pos p1) override {
+    llama_memory_seq_cp(memory(), src, dst, p0, p1);
+  }
+
+  bool remove_sequence(SeqId seq, Pos p0, Pos p1) override { return llama_memory_seq_rm(memory(), seq, p0, p1); }
+
+  PosRange sequence_positions(SeqId seq) const override {
+    return {llama_memory_seq_pos_min(memory(), seq), llama_memory_seq_pos_max(memory(), seq)};
+  }
+
+  void clear() override { llama_memory_clear(memory(), true); }
+
+  Bytes save_sequence(SeqId seq) const override {
+    const size_t size = llama_state_seq_get_size_ext(ctx_.get(), seq, LLAMA_STATE_SEQ_FLAGS_NONE);
+    Bytes out(size);
+    const size_t written = llama_state_seq_get_data_ext(ctx_.get(), out.data(), out.size(), seq, LLAMA_STATE_SEQ_FLAGS_NONE);
+    out.resize(written);
+    return out;
+  }
+
+  bool restore_sequence(std::span<const std::uint8_t> state, SeqId dst) override {
+    if (state.empty()) return false;
+    const size_t read =
+        llama_state_seq_set_data_ext(ctx_.get(), state.data(), state.size(), dst, LLAMA_STATE_SEQ_FLAGS_NONE);
+    if (read == 0) {
+      llama_memory_seq_rm(memory(), dst, -1, -1);
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  llama_memory_t memory() const { return llama_get_memory(ctx_.get()); }
+
+  ModelPtr model_;
+  ContextPtr ctx_;
+  ModelInfo info_;
+  LlamaVocabulary vocab_;
+  detail::OwnedBatch batch_;
+};
+
+ModelPtr load_model(const std::string& path, bool vocab_only, int gpu_layers) {
+  detail::ensure_backend_initialized();
+  llama_model_params params = llama_model_default_params();
+  params.vocab_only = vocab_only;
+  params.n_gpu_layers = gpu_layers;
+  ModelPtr model(llama_model_load_from_file(path.c_str(), params));
+  if (!model) throw std::runtime_error("cannot load model '" + path + "' (missing file or not a GGUF model)");
+  return model;
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const ContextOptions& options,
+                                          const std::string& model_id) {
+  if (options.n_parallel < 1) throw std::runtime_error("--parallel must be at least 1");
+  if (options.n_batch < 1) throw std::runtime_error("--batch-size must be at least 1");
+  if (options.n_holder_seqs < 0) throw std::runtime_error("holder sequence count must not be negative");
+  const int n_seq = options.n_parallel + options.n_holder_seqs;
+  if (n_seq > static_cast<int>(llama_max_parallel_sequences())) {
+    throw std::runtime_error("--parallel plus cache holder sequences exceeds libllama's limit of " +
+                             std::to_string(llama_max_parallel_sequences()));
+  }
+  ModelPtr model = load_model(model_path, false, options.gpu_layers);
+  ModelInfo info = detail::describe_model(model.get(), model_path, model_id);
+
+  llama_context_params params = llama_context_default_params();
+  params.n_ctx = static_cast<uint32_t>(options.n_ctx);
+  params.n_batch = static_cast<uint32_t>(options.n_batch);
+  params.n_ubatch = static_cast<uint32_t>(options.n_batch);
+  params.n_seq_max = static_cast<uint32_t>(n_seq);
+  const int threads = options.n_threads > 0 ? options.n_threads
+                                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  params.n_threads = threads;
+  params.n_threads_batch = threads;
+  params.kv_unified = true;  // one cell pool: seq_cp shares cells between sequences with no copy
+  params.swa_full = true;    // keep every SWA cell so sequences can be copied and restored whole
+  params.no_perf = true;
+  params.flash_attn_type = options.flash_attention ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  ContextPtr ctx(llama_init_from_model(model.get(), params));
+  if (!ctx) throw std::runtime_error("cannot create a context for '" + model_path + "' (out of memory?)");
+  spdlog::info("model {} ({}, family {}, {} layers, {} KV bytes/token), context {} cells, {} sequences, {} threads",
+               info.id, info.description, family_name(info.family), info.n_layer, info.kv_bytes_per_token,
+               llama_n_ctx(ctx.get()), n_seq, threads);
+  return std::make_unique<LlamaEngine>(std::move(model), std::move(ctx), std::move(info));
+}
+
+ModelInfo inspect_model(const std::string& model_path) {
+  ModelPtr model = load_model(model_path, false, 0);
+  return detail::describe_model(model.get(), model_path, {});
+}
+
+}  // namespace prefixd::engine

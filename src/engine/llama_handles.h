@@ -1,0 +1,43 @@
+// RAII owners for libllama objects. Internal to src/engine/.
+#pragma once
+
+#include <memory>
+
+#include <llama.h>
+
+namespace prefixd::engine::detail {
+
+struct ModelDeleter {
+  void operator()(llama_model* model) const { llama_model_free(model); }
+};
+struct ContextDeleter {
+  void operator()(llama_context* ctx) const { llama_free(ctx); }
+};
+struct SamplerDeleter {
+  void operator()(llama_sampler* sampler) const { llama_sampler_free(sampler); }
+};
+
+using ModelPtr = std::unique_ptr<llama_model, ModelDeleter>;
+using ContextPtr = std::unique_ptr<llama_context, ContextDeleter>;
+using SamplerPtr = std::unique_ptr<llama_sampler, SamplerDeleter>;
+
+// A llama_batch sized once for the context; llama_batch_free runs on destruction.
+class OwnedBatch {
+ public:
+  explicit OwnedBatch(int capacity) : batch_(llama_batch_init(capacity, 0, 1)), capacity_(capacity) {}
+  ~OwnedBatch() { llama_batch_free(batch_); }
+  OwnedBatch(const OwnedBatch&) = delete;
+  OwnedBatch& operator=(const OwnedBatch&) = delete;
+
+  llama_batch& get() { return batch_; }
+  int capacity() const { return capacity_; }
+
+ private:
+  llama_batch batch_;
+  int capacity_;
+};
+
+// Process-wide libllama initialisation (backends, log routing); idempotent and thread-safe.
+void ensure_backend_initialized();
+
+}  // namespace prefixd::engine::detail

@@ -1,0 +1,84 @@
+// prefixd engine — value types shared by everything that talks to the model runtime.
+// This header does not include llama.h; only src/engine/*.cpp do.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace prefixd::engine {
+
+using Token = std::int32_t;
+using SeqId = std::int32_t;
+using Pos = std::int32_t;
+
+// How a model's per-sequence memory can be reused, decided from GGUF metadata at load.
+enum class ModelFamily {
+  dense,           // every layer is full attention: K/V can be trimmed to any earlier token
+  sliding_window,  // some layers attend over a window: exact reuse only while inside it
+  recurrent,       // every layer keeps a fixed-size state: reuse only at snapshot positions
+  hybrid,          // attention and recurrent layers mixed: as recurrent
+};
+
+const char* family_name(ModelFamily family);
+
+// True when the sequence memory can be cut back to an arbitrary earlier position.
+inline bool family_can_trim(ModelFamily family) { return family == ModelFamily::dense; }
+
+struct ModelInfo {
+  std::string id;            // display id, the file name without extension unless overridden
+  std::string path;
+  std::string architecture;  // general.architecture
+  std::string description;   // llama_model_desc
+  ModelFamily family = ModelFamily::dense;
+  std::int32_t n_ctx_train = 0;
+  std::int32_t n_embd = 0;
+  std::int32_t n_layer = 0;
+  std::int32_t n_head = 0;
+  std::int32_t n_head_kv = 0;
+  std::int32_t n_vocab = 0;
+  std::int32_t sliding_window = 0;   // 0 when the model has no sliding-window layers
+  std::size_t kv_bytes_per_token = 0;  // K+V bytes one token occupies in the attention cache
+  std::uint64_t n_params = 0;
+  std::uint64_t model_bytes = 0;
+  std::string chat_template;  // tokenizer.chat_template, empty when the file has none
+  std::string fingerprint;    // hex digest of shapes + file size: identifies the weights
+};
+
+struct ContextOptions {
+  std::int32_t n_ctx = 16384;     // total cells of the unified KV cache
+  std::int32_t n_batch = 512;     // most tokens decoded in one call
+  std::int32_t n_parallel = 4;    // sequences that run requests
+  std::int32_t n_holder_seqs = 4; // extra sequence ids reserved for the prompt cache
+  std::int32_t n_threads = 0;     // 0: all hardware threads
+  bool flash_attention = false;
+  std::int32_t gpu_layers = 0;
+};
+
+// One token of a batch: which sequence it extends, at which position, whether its logits are read.
+struct BatchToken {
+  Token token = 0;
+  Pos pos = 0;
+  SeqId seq = 0;
+  bool logits = false;
+};
+
+struct PosRange {
+  Pos min = -1;  // first position held, -1 when the sequence is empty
+  Pos max = -1;  // last position held, -1 when the sequence is empty
+  bool empty() const { return max < 0; }
+  Pos count() const { return empty() ? 0 : max - min + 1; }
+};
+
+struct SamplingParams {
+  float temperature = 0.8f;
+  float top_p = 0.95f;
+  std::int32_t top_k = 40;
+  float min_p = 0.05f;
+  std::uint32_t seed = 0xFFFFFFFFu;  // 0xFFFFFFFF: a random seed
+};
+
+using Bytes = std::vector<std::uint8_t>;
+
+}  // namespace prefixd::engine

@@ -1,0 +1,304 @@
+// Presets: architecture hyper-parameters and tensor layouts, written the way llama.cpp's loader
+// expects them (tensor names and ggml shapes follow llama.cpp's converter output for each
+// architecture; ne[0] is the input dimension of a linear weight).
+#include <cmath>
+#include <format>
+#include <stdexcept>
+#include <string_view>
+
+#include "modelgen/modelgen.h"
+#include "modelgen/spec.h"
+
+namespace prefixd::modelgen {
+
+std::int64_t TensorSpec::element_count() const {
+  std::int64_t n = 1;
+  for (const auto d : ne) {
+    n *= d;
+  }
+  return n;
+}
+
+namespace {
+
+// Linear weight of a layer mapping `in` features to `out`. Drawn with variance 1/in so every
+// projection roughly preserves the scale of its (normalized) input: activations stay O(1)
+// through any depth instead of vanishing (which would make logits ignore the context) or
+// blowing up (which would overflow f16).
+TensorSpec linear(std::string name, std::int64_t in, std::int64_t out) {
+  return {std::move(name), {in, out}, Normal{1.0f / std::sqrt(static_cast<float>(in))}, StorageClass::matrix};
+}
+
+// RMS-norm gain. llama.cpp's converters store Gemma/Qwen3.5 "1 + w" gains already folded, so a
+// freshly initialised norm is all ones for every architecture here.
+TensorSpec norm(std::string name, std::int64_t n) { return {std::move(name), {n}, Constant{1.0f}, StorageClass::f32}; }
+
+TensorSpec bias(std::string name, std::int64_t n) { return {std::move(name), {n}, Normal{0.02f}, StorageClass::f32}; }
+
+std::string blk(int layer, std::string_view what) { return std::format("blk.{}.{}", layer, what); }
+
+// The embedding table doubles as the output projection when `tied`; its rows are drawn with the
+// same 1/n_embd variance as any linear weight, so logits come out with unit-ish spread.
+void add_embeddings(ModelSpec& spec, std::int64_t n_embd, bool tied) {
+  const std::int64_t n_vocab = spec.vocab.size;
+  spec.tensors.push_back(linear("token_embd.weight", n_embd, n_vocab));
+  spec.tensors.push_back(norm("output_norm.weight", n_embd));
+  if (!tied) {
+    spec.tensors.push_back(linear("output.weight", n_embd, n_vocab));
+  }
+}
+
+// Hyper-parameters every architecture here shares.
+void add_common_hparams(ModelSpec& spec, std::uint32_t n_ctx, std::uint32_t n_embd, std::uint32_t n_layer,
+                        float rms_eps) {
+  spec.hparams.push_back({"context_length", n_ctx});
+  spec.hparams.push_back({"embedding_length", n_embd});
+  spec.hparams.push_back({"block_count", n_layer});
+  spec.hparams.push_back({"attention.layer_norm_rms_epsilon", rms_eps});
+}
+
+// ---- qwen2: dense attention with q/k/v biases, SwiGLU FFN -------------------------------------
+
+struct Qwen2Shape {
+  std::uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
+  float rope_base, rms_eps;
+  bool tied;
+};
+
+void build_qwen2(ModelSpec& spec, const Qwen2Shape& s) {
+  spec.architecture = "qwen2";
+  add_common_hparams(spec, s.n_ctx, s.n_embd, s.n_layer, s.rms_eps);
+  spec.hparams.push_back({"feed_forward_length", s.n_ff});
+  spec.hparams.push_back({"attention.head_count", s.n_head});
+  spec.hparams.push_back({"attention.head_count_kv", s.n_head_kv});
+  spec.hparams.push_back({"rope.freq_base", s.rope_base});
+
+  const std::int64_t head_dim = s.n_embd / s.n_head;
+  const std::int64_t kv_dim = head_dim * s.n_head_kv;
+  add_embeddings(spec, s.n_embd, s.tied);
+  for (int il = 0; il < static_cast<int>(s.n_layer); ++il) {
+    spec.tensors.push_back(norm(blk(il, "attn_norm.weight"), s.n_embd));
+    spec.tensors.push_back(linear(blk(il, "attn_q.weight"), s.n_embd, s.n_embd));
+    spec.tensors.push_back(bias(blk(il, "attn_q.bias"), s.n_embd));
+    spec.tensors.push_back(linear(blk(il, "attn_k.weight"), s.n_embd, kv_dim));
+    spec.tensors.push_back(bias(blk(il, "attn_k.bias"), kv_dim));
+    spec.tensors.push_back(linear(blk(il, "attn_v.weight"), s.n_embd, kv_dim));
+    spec.tensors.push_back(bias(blk(il, "attn_v.bias"), kv_dim));
+    spec.tensors.push_back(linear(blk(il, "attn_output.weight"), s.n_embd, s.n_embd));
+    spec.tensors.push_back(norm(blk(il, "ffn_norm.weight"), s.n_embd));
+    spec.tensors.push_back(linear(blk(il, "ffn_gate.weight"), s.n_embd, s.n_ff));
+    spec.tensors.push_back(linear(blk(il, "ffn_up.weight"), s.n_embd, s.n_ff));
+    spec.tensors.push_back(linear(blk(il, "ffn_down.weight"), s.n_ff, s.n_embd));
+  }
+}
+
+ModelSpec tiny() {
+  ModelSpec spec{.preset = "tiny", .display_name = "prefixd tiny (random)", .default_weight_type = "f32",
+                 .vocab = {.size = 4096, .n_regular = 4000}};
+  // Separate output head (unlike qwen2-0.5b) so both the tied and the untied path get exercised.
+  build_qwen2(spec, {.n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .n_ff = 128, .n_ctx = 4096,
+                     .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = false});
+  return spec;
+}
+
+ModelSpec qwen2_0_5b() {
+  // Qwen2.5-0.5B: 151643 regular tokens, 22 specials and padding up to the embedding size.
+  ModelSpec spec{.preset = "qwen2-0.5b", .display_name = "prefixd qwen2-0.5b (random)",
+                 .default_weight_type = "q8_0", .vocab = {.size = 151936, .n_regular = 151643}};
+  build_qwen2(spec, {.n_embd = 896, .n_layer = 24, .n_head = 14, .n_head_kv = 2, .n_ff = 4864, .n_ctx = 32768,
+                     .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = true});
+  return spec;
+}
+
+// ---- gemma3: sliding-window attention on 5 of every 6 layers, GELU FFN, sandwich norms --------
+
+ModelSpec gemma3_tiny() {
+  ModelSpec spec{.preset = "gemma3-tiny", .architecture = "gemma3", .display_name = "prefixd gemma3-tiny (random)",
+                 .default_weight_type = "f16", .vocab = {.size = 4096, .n_regular = 4000}};
+  constexpr std::uint32_t n_embd = 128, n_layer = 6, n_head = 4, n_head_kv = 2, head_dim = 32, n_ff = 256;
+  // llama.cpp hard-codes Gemma 3's pattern (layers 0-4 of each 6 use the window, layer 5 is
+  // global), so 6 layers give exactly one global layer. A small window lets tests cross it with
+  // short prompts.
+  constexpr std::uint32_t window = 64;
+  add_common_hparams(spec, 8192, n_embd, n_layer, 1e-6f);
+  spec.hparams.push_back({"feed_forward_length", n_ff});
+  spec.hparams.push_back({"attention.head_count", n_head});
+  spec.hparams.push_back({"attention.head_count_kv", n_head_kv});
+  spec.hparams.push_back({"attention.key_length", head_dim});
+  spec.hparams.push_back({"attention.value_length", head_dim});
+  spec.hparams.push_back({"attention.sliding_window", window});
+  spec.hparams.push_back({"rope.freq_base", 1000000.0f});  // global layers; local ones use 10000
+
+  add_embeddings(spec, n_embd, /*tied=*/true);  // Gemma always ties the output head
+  for (int il = 0; il < static_cast<int>(n_layer); ++il) {
+    spec.tensors.push_back(norm(blk(il, "attn_norm.weight"), n_embd));
+    spec.tensors.push_back(linear(blk(il, "attn_q.weight"), n_embd, head_dim * n_head));
+    spec.tensors.push_back(linear(blk(il, "attn_k.weight"), n_embd, head_dim * n_head_kv));
+    spec.tensors.push_back(linear(blk(il, "attn_v.weight"), n_embd, head_dim * n_head_kv));
+    spec.tensors.push_back(norm(blk(il, "attn_q_norm.weight"), head_dim));
+    spec.tensors.push_back(norm(blk(il, "attn_k_norm.weight"), head_dim));
+    spec.tensors.push_back(linear(blk(il, "attn_output.weight"), head_dim * n_head, n_embd));
+    spec.tensors.push_back(norm(blk(il, "post_attention_norm.weight"), n_embd));
+    spec.tensors.push_back(norm(blk(il, "ffn_norm.weight"), n_embd));
+    spec.tensors.push_back(linear(blk(il, "ffn_gate.weight"), n_embd, n_ff));
+    spec.tensors.push_back(linear(blk(il, "ffn_up.weight"), n_embd, n_ff));
+    spec.tensors.push_back(linear(blk(il, "ffn_down.weight"), n_ff, n_embd));
+    spec.tensors.push_back(norm(blk(il, "post_ffw_norm.weight"), n_embd));
+  }
+  return spec;
+}
+
+// ---- mamba2: pure selective-state-space recurrence, no attention, no FFN ----------------------
+
+// SSM parameters chosen so the recurrence is stable: A < 0 makes exp(dt * A) a decay in (0, 1);
+// dt = softplus(dt_bias + ...) starts in Mamba's [1e-3, 1e-1] range; D = 1 is the skip path.
+TensorSpec ssm_a(std::string name, std::vector<std::int64_t> ne) {
+  return {std::move(name), std::move(ne), Uniform{-16.0f, -1.0f}, StorageClass::f32};
+}
+TensorSpec ssm_dt_bias(std::string name, std::int64_t n) {
+  return {std::move(name), {n}, InverseSoftplusLogUniform{1e-3f, 1e-1f}, StorageClass::f32};
+}
+// Depthwise causal conv kernel: fan-in is the kernel width.
+TensorSpec conv_kernel(std::string name, std::int64_t width, std::int64_t channels) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(width));
+  return {std::move(name), {width, channels}, Uniform{-bound, bound}, StorageClass::f32};
+}
+
+ModelSpec mamba2_tiny() {
+  ModelSpec spec{.preset = "mamba2-tiny", .architecture = "mamba2", .display_name = "prefixd mamba2-tiny (random)",
+                 .default_weight_type = "f32", .vocab = {.size = 4096, .n_regular = 4000}};
+  constexpr std::uint32_t n_embd = 128, n_layer = 4;
+  constexpr std::uint32_t d_inner = 2 * n_embd, d_state = 64, n_group = 1, head_dim = 64, d_conv = 4;
+  constexpr std::uint32_t n_head = d_inner / head_dim;  // GGUF calls it ssm.time_step_rank
+  add_common_hparams(spec, 8192, n_embd, n_layer, 1e-5f);
+  // Attention and FFN sizes are zero, exactly as llama.cpp's converter writes them for Mamba.
+  spec.hparams.push_back({"feed_forward_length", std::uint32_t{0}});
+  spec.hparams.push_back({"attention.head_count", std::uint32_t{0}});
+  spec.hparams.push_back({"attention.head_count_kv", std::uint32_t{0}});
+  spec.hparams.push_back({"ssm.conv_kernel", d_conv});
+  spec.hparams.push_back({"ssm.inner_size", d_inner});
+  spec.hparams.push_back({"ssm.state_size", d_state});
+  spec.hparams.push_back({"ssm.time_step_rank", n_head});
+  spec.hparams.push_back({"ssm.group_count", n_group});
+
+  // in_proj produces [z (d_inner), x (d_inner), B (n_group*d_state), C (n_group*d_state), dt (n_head)];
+  // the conv runs over x, B and C.
+  const std::int64_t d_in_proj = 2 * d_inner + 2 * n_group * d_state + n_head;
+  const std::int64_t conv_channels = d_inner + 2 * n_group * d_state;
+  add_embeddings(spec, n_embd, /*tied=*/false);
+  for (int il = 0; il < static_cast<int>(n_layer); ++il) {
+    spec.tensors.push_back(norm(blk(il, "attn_norm.weight"), n_embd));
+    spec.tensors.push_back(linear(blk(il, "ssm_in.weight"), n_embd, d_in_proj));
+    spec.tensors.push_back(conv_kernel(blk(il, "ssm_conv1d.weight"), d_conv, conv_channels));
+    spec.tensors.push_back({blk(il, "ssm_conv1d.bias"), {conv_channels}, Constant{0.0f}, StorageClass::f32});
+    spec.tensors.push_back(ssm_dt_bias(blk(il, "ssm_dt.bias"), n_head));
+    spec.tensors.push_back(ssm_a(blk(il, "ssm_a"), {1, n_head}));
+    spec.tensors.push_back({blk(il, "ssm_d"), {1, n_head}, Constant{1.0f}, StorageClass::f32});
+    spec.tensors.push_back({blk(il, "ssm_norm.weight"), {d_inner / n_group, n_group}, Constant{1.0f}, StorageClass::f32});
+    spec.tensors.push_back(linear(blk(il, "ssm_out.weight"), d_inner, n_embd));
+  }
+  return spec;
+}
+
+// ---- qwen35: Qwen3.5-style hybrid, gated delta-net layers with one gated-attention layer in 4 --
+
+ModelSpec qwen35_tiny() {
+  ModelSpec spec{.preset = "qwen35-tiny", .architecture = "qwen35", .display_name = "prefixd qwen35-tiny (random)",
+                 .default_weight_type = "f32", .vocab = {.size = 4096, .n_regular = 4000}};
+  constexpr std::uint32_t n_embd = 128, n_layer = 4, full_attention_interval = 4, n_ff = 256;
+  constexpr std::uint32_t n_head = 4, n_head_kv = 2, head_dim = 64, n_rot = 16;  // partial RoPE, like Qwen3.5
+  // Gated delta net: n_k_heads (group_count) key heads shared by n_v_heads (time_step_rank)
+  // value heads, each head of width d_state.
+  constexpr std::uint32_t d_state = 32, n_k_heads = 2, n_v_heads = 4, d_conv = 4;
+  constexpr std::uint32_t key_dim = d_state * n_k_heads, value_dim = d_state * n_v_heads;
+  add_common_hparams(spec, 8192, n_embd, n_layer, 1e-6f);
+  spec.hparams.push_back({"feed_forward_length", n_ff});
+  spec.hparams.push_back({"attention.head_count", n_head});
+  spec.hparams.push_back({"attention.head_count_kv", n_head_kv});
+  spec.hparams.push_back({"attention.key_length", head_dim});
+  spec.hparams.push_back({"attention.value_length", head_dim});
+  spec.hparams.push_back({"rope.dimension_count", n_rot});
+  // Multi-section RoPE over n_rot/2 frequency pairs; for text all sections see the same position.
+  spec.hparams.push_back({"rope.dimension_sections", std::vector<std::int32_t>{3, 3, 2, 0}});
+  spec.hparams.push_back({"rope.freq_base", 10000000.0f});
+  spec.hparams.push_back({"full_attention_interval", full_attention_interval});
+  spec.hparams.push_back({"ssm.conv_kernel", d_conv});
+  spec.hparams.push_back({"ssm.inner_size", value_dim});
+  spec.hparams.push_back({"ssm.state_size", d_state});
+  spec.hparams.push_back({"ssm.time_step_rank", n_v_heads});
+  spec.hparams.push_back({"ssm.group_count", n_k_heads});
+
+  add_embeddings(spec, n_embd, /*tied=*/true);
+  for (int il = 0; il < static_cast<int>(n_layer); ++il) {
+    spec.tensors.push_back(norm(blk(il, "attn_norm.weight"), n_embd));
+    if ((il + 1) % full_attention_interval == 0) {
+      // Gated attention: attn_q yields the queries and an output gate of the same size.
+      spec.tensors.push_back(linear(blk(il, "attn_q.weight"), n_embd, 2 * head_dim * n_head));
+      spec.tensors.push_back(linear(blk(il, "attn_k.weight"), n_embd, head_dim * n_head_kv));
+      spec.tensors.push_back(linear(blk(il, "attn_v.weight"), n_embd, head_dim * n_head_kv));
+      spec.tensors.push_back(norm(blk(il, "attn_q_norm.weight"), head_dim));
+      spec.tensors.push_back(norm(blk(il, "attn_k_norm.weight"), head_dim));
+      spec.tensors.push_back(linear(blk(il, "attn_output.weight"), head_dim * n_head, n_embd));
+    } else {
+      spec.tensors.push_back(linear(blk(il, "attn_qkv.weight"), n_embd, 2 * key_dim + value_dim));
+      spec.tensors.push_back(linear(blk(il, "attn_gate.weight"), n_embd, value_dim));
+      spec.tensors.push_back(conv_kernel(blk(il, "ssm_conv1d.weight"), d_conv, 2 * key_dim + value_dim));
+      spec.tensors.push_back(ssm_dt_bias(blk(il, "ssm_dt.bias"), n_v_heads));
+      spec.tensors.push_back(ssm_a(blk(il, "ssm_a"), {n_v_heads}));
+      spec.tensors.push_back(linear(blk(il, "ssm_alpha.weight"), n_embd, n_v_heads));
+      spec.tensors.push_back(linear(blk(il, "ssm_beta.weight"), n_embd, n_v_heads));
+      spec.tensors.push_back(norm(blk(il, "ssm_norm.weight"), d_state));
+      spec.tensors.push_back(linear(blk(il, "ssm_out.weight"), value_dim, n_embd));
+    }
+    spec.tensors.push_back(norm(blk(il, "post_attention_norm.weight"), n_embd));
+    spec.tensors.push_back(linear(blk(il, "ffn_gate.weight"), n_embd, n_ff));
+    spec.tensors.push_back(linear(blk(il, "ffn_up.weight"), n_embd, n_ff));
+    spec.tensors.push_back(linear(blk(il, "ffn_down.weight"), n_ff, n_embd));
+  }
+  return spec;
+}
+
+struct PresetEntry {
+  PresetInfo info;
+  ModelSpec (*build)();
+};
+
+const std::vector<PresetEntry>& preset_table() {
+  // Immutable after first use; the order is the order `presets()` lists them in.
+  static const std::vector<PresetEntry> table = {
+      {{"tiny", "qwen2", "qwen2 dense, 64 wide, 2 layers, 4096-token vocab, f32 (~2.4 MB); for tests"}, tiny},
+      {{"qwen2-0.5b", "qwen2", "Qwen2.5-0.5B shapes: 896 wide, 24 layers, 14/2 heads, 151936 vocab, q8_0 (~530 MB)"},
+       qwen2_0_5b},
+      {{"gemma3-tiny", "gemma3", "Gemma 3 style: 5 sliding-window (64 tokens) + 1 global layer, 128 wide, f16"},
+       gemma3_tiny},
+      {{"mamba2-tiny", "mamba2", "Mamba-2 recurrent: 4 SSM layers, 128 wide, state 64, f32"}, mamba2_tiny},
+      {{"qwen35-tiny", "qwen35", "Qwen3.5 style hybrid: 3 gated delta-net layers + 1 gated attention, 128 wide, f32"},
+       qwen35_tiny},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::vector<PresetInfo> presets() {
+  std::vector<PresetInfo> out;
+  for (const auto& entry : preset_table()) {
+    out.push_back(entry.info);
+  }
+  return out;
+}
+
+ModelSpec make_spec(const std::string& preset) {
+  for (const auto& entry : preset_table()) {
+    if (entry.info.name == preset) {
+      return entry.build();
+    }
+  }
+  std::string known;
+  for (const auto& entry : preset_table()) {
+    known += (known.empty() ? "" : ", ") + entry.info.name;
+  }
+  throw std::runtime_error(std::format("unknown model preset '{}' (known presets: {})", preset, known));
+}
+
+}  // namespace prefixd::modelgen

@@ -1,0 +1,94 @@
+// prefixd scheduler — what a request asks for and what flows back from it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/types.h"
+
+namespace prefixd::scheduler {
+
+// Cache-related parameters of one request, computed by the API layer (which knows the template,
+// tools, salt and session) and consumed by the prompt cache. `namespace_digest` is opaque here.
+struct CacheOptions {
+  bool enabled = true;             // false: read nothing, donate nothing (cache_prompt: false)
+  std::string namespace_digest;    // 32 raw bytes; requests share K/V only within one namespace
+  std::string session_key;         // prompt_cache_key > user > "" (anonymous)
+};
+
+struct GenerationRequest {
+  std::vector<engine::Token> prompt;        // at least one token
+  engine::SamplingParams sampling;
+  std::int32_t max_tokens = -1;             // -1: until end of generation or the context is full
+  std::vector<std::string> stop;            // generation stops before any of these strings
+  CacheOptions cache;
+};
+
+enum class FinishReason { stop, length, cancelled, error };
+const char* finish_reason_name(FinishReason reason);
+
+// What the prompt cache did for a request (telemetry in every response).
+struct CacheReport {
+  std::string outcome = "cold";   // cold, hit_extend, hit_restore, partial, bypass
+  std::int32_t cached_tokens = 0; // prompt tokens reused, not fed through the model
+  std::int32_t fed_tokens = 0;    // prompt tokens fed through the model
+  std::string tier;               // device, host... empty on cold/bypass
+  std::string scope;              // in_session, cross_session, empty on cold/bypass
+};
+
+struct Usage {
+  std::int32_t prompt_tokens = 0;
+  std::int32_t completion_tokens = 0;
+  std::int32_t cached_tokens = 0;
+};
+
+struct Timings {
+  double queued_ms = 0;      // submit -> first scheduled
+  double prefill_ms = 0;     // first scheduled -> first token sampled
+  double decode_ms = 0;      // first token -> finish
+};
+
+// One event of a request's stream. Text events carry complete UTF-8 with stop strings removed.
+struct StreamEvent {
+  enum class Kind { text, done } kind = Kind::text;
+  std::string text;                       // kind == text
+  FinishReason finish = FinishReason::stop;  // kind == done
+  std::string error;                      // kind == done && finish == error
+  Usage usage;                            // kind == done
+  CacheReport cache;                      // kind == done
+  Timings timings;                        // kind == done
+
+  static StreamEvent text_event(std::string text) {
+    StreamEvent e;
+    e.text = std::move(text);
+    return e;
+  }
+};
+
+// The channel between the scheduler thread (producer) and one HTTP handler (consumer).
+// Thread-safe. Invariant: exactly one `done` event is pushed, and it is the last one.
+class RequestStream {
+ public:
+  // Blocks up to `timeout` for the next event; nullopt on timeout.
+  std::optional<StreamEvent> next(std::chrono::milliseconds timeout);
+  // Asks the scheduler to stop this request; a `done` event with FinishReason::cancelled follows.
+  void cancel();
+  bool cancelled() const;
+
+  // Scheduler side.
+  void push(StreamEvent event);
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<StreamEvent> events_;
+  bool cancelled_ = false;
+};
+
+}  // namespace prefixd::scheduler

@@ -1,0 +1,501 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <optional>
+#include <spdlog/spdlog.h>
+
+#include "scheduler/text_stream.h"
+
+namespace prefixd::scheduler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using engine::BatchToken;
+using engine::DecodeStatus;
+using engine::Token;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// A request that has been given a sequence id.
+struct Active {
+  std::uint64_t id = 0;
+  GenerationRequest request;
+  std::shared_ptr<RequestStream> stream;
+  engine::SeqId seq = 0;
+  Clock::time_point submitted;
+  Clock::time_point started;
+  Clock::time_point first_token;
+  std::vector<Token> tokens;   // prompt, then every sampled token
+  std::int32_t n_past = 0;     // tokens[0, n_past) are in the KV cache of `seq`
+  std::int32_t n_prompt = 0;
+  std::int32_t max_new = 0;    // most tokens this request may sample
+  std::int32_t generated = 0;  // tokens sampled (end-of-generation excluded)
+  std::int32_t row = -1;       // batch row whose logits this request samples from, -1 if none
+  std::unique_ptr<engine::Sampler> sampler;
+  TextStream text{{}};
+  CacheReport cache;
+  bool emitted_any = false;
+  std::uint64_t waits_for = 0;  // id of a running request whose prefill this one will share
+  std::int32_t wait_until = 0;  // ... up to this position
+
+  bool waiting() const { return waits_for != 0; }
+  bool prefilling() const { return !waiting() && n_past < n_prompt; }
+  bool decoding() const { return !waiting() && n_past >= n_prompt; }
+  bool uses_cache() const { return request.cache.enabled; }
+  cache::RequestKey cache_key() const { return {request.cache.namespace_digest, request.cache.session_key}; }
+};
+
+std::int32_t common_prefix(std::span<const Token> a, std::span<const Token> b) {
+  const auto [ia, ib] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
+  return static_cast<std::int32_t>(ia - a.begin());
+}
+
+struct Queued {
+  std::uint64_t id = 0;
+  GenerationRequest request;
+  std::shared_ptr<RequestStream> stream;
+  Clock::time_point submitted;
+};
+
+}  // namespace
+
+const char* submit_error_message(SubmitError error) {
+  switch (error) {
+    case SubmitError::queue_full: return "the server is busy: the request queue is full, retry later";
+    case SubmitError::prompt_too_long: return "the prompt does not fit in the context";
+    case SubmitError::empty_prompt: return "the prompt is empty";
+    case SubmitError::shutting_down: return "the server is shutting down";
+  }
+  return "request refused";
+}
+
+class Scheduler::Impl {
+ public:
+  Impl(engine::Engine& engine, SchedulerOptions options) : engine_(engine), options_(options) {
+    options_.n_slots = std::clamp(options_.n_slots, 1, engine_.sequence_count());
+    options_.cache_holders = std::clamp(options_.cache_holders, 0, engine_.sequence_count() - options_.n_slots - 1);
+    std::vector<engine::SeqId> holders;
+    for (engine::SeqId s = 0; s < options_.cache_holders; ++s) holders.push_back(options_.n_slots + s);
+    if (options_.cache_holders == 0) options_.cache.enabled = false;
+    cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders),
+                                                  options_.n_slots + options_.cache_holders);
+    free_seqs_.reserve(static_cast<size_t>(options_.n_slots));
+    for (engine::SeqId s = options_.n_slots - 1; s >= 0; --s) free_seqs_.push_back(s);
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+  std::expected<std::shared_ptr<RequestStream>, SubmitError> submit(GenerationRequest request) {
+    std::lock_guard lock(mutex_);
+    if (request.prompt.empty()) return reject(SubmitError::empty_prompt);
+    if (static_cast<std::int32_t>(request.prompt.size()) > max_prompt_tokens()) {
+      return reject(SubmitError::prompt_too_long);
+    }
+    if (stopping_) return reject(SubmitError::shutting_down);
+    if (static_cast<std::int32_t>(queue_.size()) >= options_.max_queued) return reject(SubmitError::queue_full);
+    auto stream = std::make_shared<RequestStream>();
+    queue_.push_back(Queued{++next_id_, std::move(request), stream, Clock::now()});
+    ++stats_.requests_total;
+    stats_.queued = static_cast<std::int32_t>(queue_.size());
+    wake_.notify_all();
+    return stream;
+  }
+
+  SchedulerStats stats() const {
+    std::lock_guard lock(mutex_);
+    return stats_;
+  }
+
+  cache::CacheStats cache_stats() const { return cache_->stats(); }
+
+  cache::ResetReport reset_cache() {
+    std::packaged_task<cache::ResetReport()> task([this] { return cache_->reset(); });
+    std::future<cache::ResetReport> result = task.get_future();
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return {};
+      commands_.emplace_back([&task] { task(); });
+    }
+    wake_.notify_all();
+    return result.get();
+  }
+
+  // One cell is kept free for the first generated token.
+  std::int32_t max_prompt_tokens() const { return engine_.context_size() - 1; }
+
+ private:
+  std::unexpected<SubmitError> reject(SubmitError error) {
+    ++stats_.requests_rejected;
+    return std::unexpected(error);
+  }
+
+  void run() {
+    auto next_expiry = Clock::now();
+    while (true) {
+      std::deque<std::function<void()>> commands;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait_for(lock, std::chrono::seconds(1), [this] {
+          return stopping_ || !queue_.empty() || !active_.empty() || !commands_.empty();
+        });
+        if (stopping_) break;
+        commands.swap(commands_);
+      }
+      for (auto& command : commands) command();
+      if (Clock::now() >= next_expiry) {
+        cache_->expire();
+        next_expiry = Clock::now() + std::chrono::seconds(1);
+      }
+      admit();
+      drop_cancelled();
+      resolve_waits();
+      step();
+    }
+    shutdown();
+  }
+
+  // Moves queued requests into free sequences while their prompts fit in the free cells.
+  void admit() {
+    std::lock_guard lock(mutex_);
+    while (!queue_.empty() && !free_seqs_.empty()) {
+      Queued& next = queue_.front();
+      if (next.stream->cancelled()) {
+        finish_unstarted(next, FinishReason::cancelled, "");
+        queue_.pop_front();
+        continue;
+      }
+      const auto need = static_cast<std::int32_t>(next.request.prompt.size()) + 1;
+      const std::int64_t held = cache_->stats().device_tokens;
+      if (committed_cells() + need + held > engine_.context_size()) {
+        cache_->release_device_cells(committed_cells() + need + held - engine_.context_size());
+      }
+      if (!active_.empty() && committed_cells() + need > engine_.context_size()) break;
+      start(std::move(next));
+      queue_.pop_front();
+    }
+    stats_.queued = static_cast<std::int32_t>(queue_.size());
+    stats_.running = static_cast<std::int32_t>(active_.size());
+  }
+
+  std::int32_t committed_cells() const {
+    std::int32_t total = 0;
+    for (const auto& a : active_) total += static_cast<std::int32_t>(a->tokens.size()) + 1;
+    return total;
+  }
+
+  void start(Queued queued) {
+    auto a = std::make_unique<Active>();
+    a->id = queued.id;
+    a->stream = std::move(queued.stream);
+    a->submitted = queued.submitted;
+    a->started = Clock::now();
+    a->seq = free_seqs_.back();
+    free_seqs_.pop_back();
+    a->tokens = queued.request.prompt;
+    a->n_prompt = static_cast<std::int32_t>(a->tokens.size());
+    const std::int32_t room = engine_.context_size() - a->n_prompt;
+    a->max_new = queued.request.max_tokens < 0 ? room : std::min(queued.request.max_tokens, room);
+    a->sampler = engine_.make_sampler(queued.request.sampling);
+    a->text = TextStream(queued.request.stop);
+    a->request = std::move(queued.request);
+    engine_.remove_sequence(a->seq, 0, -1);
+    if (a->uses_cache()) {
+      const cache::Acquisition got = cache_->acquire(a->cache_key(), a->tokens, a->seq);
+      a->n_past = got.reused;
+      a->cache.outcome = cache::outcome_name(got.outcome);
+      a->cache.tier = got.tier;
+      if (got.reused > 0) a->cache.scope = got.in_session ? "in_session" : "cross_session";
+      share_inflight(*a);
+    } else {
+      a->cache.outcome = "bypass";
+    }
+    a->cache.cached_tokens = a->n_past;
+    a->cache.fed_tokens = a->n_prompt - a->n_past;
+    active_.push_back(std::move(a));
+  }
+
+  // In-flight sharing: if a running request of the same namespace holds (or is computing) a
+  // longer prefix of this prompt than the cache gave, take it from that request's sequence
+  // instead of computing the same tokens twice.
+  void share_inflight(Active& a) {
+    if (!cache_->can_reuse()) return;
+    const auto limit = std::span<const Token>(a.tokens).first(static_cast<size_t>(a.n_prompt - 1));
+    Active* best = nullptr;
+    std::int32_t best_len = a.n_past;
+    for (auto& other : active_) {
+      if (!other->uses_cache() || other->request.cache.namespace_digest != a.request.cache.namespace_digest) continue;
+      // Only the prompt part of a request that is computing its own prompt can be waited for.
+      const auto known = std::max(other->n_past, other->n_prompt);
+      const std::int32_t len = common_prefix(limit, std::span<const Token>(other->tokens).first(static_cast<size_t>(
+                                                        std::min<std::int32_t>(known, static_cast<std::int32_t>(other->tokens.size())))));
+      if (len > best_len) {
+        best = other.get();
+        best_len = len;
+      }
+    }
+    if (best == nullptr || best_len < options_.cache.min_prefix) return;
+    a.waits_for = best->id;
+    a.wait_until = best_len;
+    resolve_wait(a);
+  }
+
+  // Copies the shared prefix once the request being waited for has computed it.
+  void resolve_wait(Active& a) {
+    if (a.waits_for == 0) return;
+    auto other = std::find_if(active_.begin(), active_.end(), [&](const auto& o) { return o->id == a.waits_for; });
+    if (other == active_.end()) {
+      // It finished first and donated its sequence: the cache now holds the prefix.
+      a.waits_for = 0;
+      engine_.remove_sequence(a.seq, 0, -1);
+      const cache::Acquisition got = cache_->acquire(a.cache_key(), a.tokens, a.seq);
+      a.n_past = got.reused;
+      a.cache.outcome = cache::outcome_name(got.outcome);
+      a.cache.tier = got.tier;
+      a.cache.scope = got.reused > 0 ? (got.in_session ? "in_session" : "cross_session") : "";
+    } else if ((*other)->n_past >= a.wait_until) {
+      engine_.remove_sequence(a.seq, 0, -1);
+      engine_.copy_sequence((*other)->seq, a.seq, 0, a.wait_until);
+      a.n_past = a.wait_until;
+      a.waits_for = 0;
+      a.cache.outcome = "hit_extend";
+      a.cache.tier = "device";
+      a.cache.scope = (*other)->request.cache.session_key == a.request.cache.session_key ? "in_session" : "cross_session";
+      spdlog::debug("request {} shares {} prompt tokens computed by request {}", a.id, a.wait_until, (*other)->id);
+    } else {
+      return;
+    }
+    a.cache.cached_tokens = a.n_past;
+    a.cache.fed_tokens = a.n_prompt - a.n_past;
+  }
+
+  void resolve_waits() {
+    for (auto& a : active_) resolve_wait(*a);
+  }
+
+  void drop_cancelled() {
+    for (size_t i = 0; i < active_.size();) {
+      if (active_[i]->stream->cancelled()) {
+        finish(i, FinishReason::cancelled, "");
+      } else {
+        ++i;
+      }
+    }
+  }
+
+  // Builds one batch: a decode token for every generating request, then prefill chunks in turn.
+  void step() {
+    if (active_.empty()) return;
+    batch_.clear();
+    for (auto& a : active_) a->row = -1;
+    const auto capacity = static_cast<size_t>(engine_.batch_size());
+    for (auto& a : active_) {
+      if (!a->decoding() || batch_.size() >= capacity) continue;
+      a->row = static_cast<std::int32_t>(batch_.size());
+      batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(a->n_past)], a->n_past, a->seq, true});
+    }
+    std::vector<std::pair<Active*, std::int32_t>> chunks;  // request, tokens added this step
+    for (size_t k = 0; k < active_.size() && batch_.size() < capacity; ++k) {
+      Active& a = *active_[(prefill_cursor_ + k) % active_.size()];
+      if (!a.prefilling()) continue;
+      const auto take = static_cast<std::int32_t>(
+          std::min<size_t>(capacity - batch_.size(), static_cast<size_t>(a.n_prompt - a.n_past)));
+      for (std::int32_t j = 0; j < take; ++j) {
+        const std::int32_t pos = a.n_past + j;
+        const bool last = pos == a.n_prompt - 1;
+        if (last) a.row = static_cast<std::int32_t>(batch_.size());
+        batch_.push_back(BatchToken{a.tokens[static_cast<size_t>(pos)], pos, a.seq, last});
+      }
+      chunks.emplace_back(&a, take);
+    }
+    prefill_cursor_ = (prefill_cursor_ + 1) % std::max<size_t>(1, active_.size());
+    if (batch_.empty()) return;
+
+    const DecodeStatus status = engine_.decode(batch_);
+    if (status != DecodeStatus::ok) {
+      recover_from_failed_decode(status);
+      return;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& [a, take] : chunks) stats_.prompt_tokens_fed_total += take;
+    }
+    for (auto& [a, take] : chunks) a->n_past += take;
+    for (auto& a : active_) {
+      if (a->row >= 0 && a->decoding() && a->n_past == static_cast<std::int32_t>(a->tokens.size()) - 1) {
+        a->n_past += 1;  // the decode token is now in the KV cache
+      }
+    }
+    for (size_t i = 0; i < active_.size();) {
+      Active& a = *active_[i];
+      if (a.row < 0 || a.n_past != static_cast<std::int32_t>(a.tokens.size())) {
+        ++i;
+        continue;
+      }
+      if (!sample_next(a)) {
+        finish(i, a.text.stopped() ? FinishReason::stop : finish_reason_for(a), "");
+      } else {
+        ++i;
+      }
+    }
+  }
+
+  FinishReason finish_reason_for(const Active& a) const {
+    return a.generated >= a.max_new ? FinishReason::length : FinishReason::stop;
+  }
+
+  // Samples one token for `a`; returns false when the request is complete.
+  bool sample_next(Active& a) {
+    const Token token = a.sampler->sample(a.row);
+    const auto now = Clock::now();
+    if (a.generated == 0) a.first_token = now;
+    if (engine_.vocab().is_end_of_generation(token)) return false;
+    a.generated += 1;
+    a.tokens.push_back(token);
+    std::string text = a.text.append(engine_.vocab().piece(token, false));
+    if (!text.empty()) {
+      a.emitted_any = true;
+      a.stream->push(StreamEvent::text_event(std::move(text)));
+    }
+    if (a.text.stopped()) return false;
+    if (a.generated >= a.max_new) return false;
+    if (static_cast<std::int32_t>(a.tokens.size()) >= engine_.context_size()) return false;
+    return true;
+  }
+
+  // No KV room: the newest request that has sent nothing goes back to the queue; otherwise the
+  // newest generating request ends with `length`.
+  void recover_from_failed_decode(DecodeStatus status) {
+    if (status == DecodeStatus::no_kv_space && cache_->release_device_cells(engine_.batch_size()) > 0) {
+      return;  // idle cached prefixes made room; the next step retries the batch
+    }
+    if (status != DecodeStatus::no_kv_space || active_.size() == 0) {
+      spdlog::error("decode failed ({}); failing {} running requests", static_cast<int>(status), active_.size());
+      while (!active_.empty()) finish(active_.size() - 1, FinishReason::error, "the model failed to decode the batch");
+      return;
+    }
+    for (size_t i = active_.size(); i-- > 0;) {
+      if (!active_[i]->emitted_any && active_[i]->generated == 0 && active_.size() > 1) {
+        requeue(i);
+        return;
+      }
+    }
+    const size_t victim = active_.size() - 1;
+    if (active_[victim]->generated > 0) {
+      finish(victim, FinishReason::length, "");
+    } else {
+      finish(victim, FinishReason::error, "the context is full");
+    }
+  }
+
+  void requeue(size_t index) {
+    std::unique_ptr<Active> a = std::move(active_[index]);
+    active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(index));
+    engine_.remove_sequence(a->seq, 0, -1);
+    std::lock_guard lock(mutex_);
+    free_seqs_.push_back(a->seq);
+    queue_.push_front(Queued{a->id, std::move(a->request), std::move(a->stream), a->submitted});
+    stats_.running = static_cast<std::int32_t>(active_.size());
+  }
+
+  void finish(size_t index, FinishReason reason, std::string error) {
+    std::unique_ptr<Active> a = std::move(active_[index]);
+    active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(index));
+    const auto now = Clock::now();
+    if (std::string rest = a->text.finish(); !rest.empty() && reason != FinishReason::cancelled) {
+      a->stream->push(StreamEvent::text_event(std::move(rest)));
+    }
+    if (a->uses_cache() && a->waits_for == 0 && reason != FinishReason::error) {
+      const auto kept = static_cast<size_t>(std::min<std::int32_t>(a->n_past, static_cast<std::int32_t>(a->tokens.size())));
+      cache_->donate(a->cache_key(), std::span<const Token>(a->tokens).first(kept), a->seq);
+    } else {
+      engine_.remove_sequence(a->seq, 0, -1);
+    }
+
+    StreamEvent done;
+    done.kind = StreamEvent::Kind::done;
+    done.finish = reason;
+    done.error = std::move(error);
+    done.usage = Usage{a->n_prompt, a->generated, a->cache.cached_tokens};
+    done.cache = a->cache;
+    done.timings.queued_ms = ms_between(a->submitted, a->started);
+    const auto first = a->generated > 0 || a->first_token != Clock::time_point{} ? a->first_token : now;
+    done.timings.prefill_ms = ms_between(a->started, first);
+    done.timings.decode_ms = ms_between(first, now);
+    spdlog::debug("request {} finished ({}): prompt {} (cached {}, fed {}), generated {}, prefill {:.1f} ms, decode {:.1f} ms",
+                  a->id, finish_reason_name(reason), a->n_prompt, a->cache.cached_tokens, a->cache.fed_tokens,
+                  a->generated, done.timings.prefill_ms, done.timings.decode_ms);
+    {
+      std::lock_guard lock(mutex_);
+      free_seqs_.push_back(a->seq);
+      stats_.prompt_tokens_total += a->n_prompt;
+      stats_.generated_tokens_total += a->generated;
+      stats_.running = static_cast<std::int32_t>(active_.size());
+    }
+    a->stream->push(std::move(done));
+  }
+
+  void finish_unstarted(Queued& q, FinishReason reason, std::string error) {
+    StreamEvent done;
+    done.kind = StreamEvent::Kind::done;
+    done.finish = reason;
+    done.error = std::move(error);
+    done.usage.prompt_tokens = static_cast<std::int32_t>(q.request.prompt.size());
+    done.cache.outcome = "bypass";
+    q.stream->push(std::move(done));
+  }
+
+  void shutdown() {
+    while (!active_.empty()) finish(active_.size() - 1, FinishReason::cancelled, "the server is shutting down");
+    std::lock_guard lock(mutex_);
+    for (Queued& q : queue_) finish_unstarted(q, FinishReason::cancelled, "the server is shutting down");
+    queue_.clear();
+  }
+
+  engine::Engine& engine_;
+  SchedulerOptions options_;
+
+  // Owned by the scheduler thread.
+  std::unique_ptr<cache::PrefixCache> cache_;
+  std::vector<std::unique_ptr<Active>> active_;
+  std::vector<BatchToken> batch_;
+  size_t prefill_cursor_ = 0;
+
+  // Shared with submitters; guarded by mutex_.
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Queued> queue_;
+  std::deque<std::function<void()>> commands_;
+  std::vector<engine::SeqId> free_seqs_;
+  SchedulerStats stats_;
+  std::uint64_t next_id_ = 0;
+  bool stopping_ = false;
+
+  std::thread thread_;  // last: starts after every member above is constructed
+};
+
+Scheduler::Scheduler(engine::Engine& engine, SchedulerOptions options)
+    : impl_(std::make_unique<Impl>(engine, options)) {}
+Scheduler::~Scheduler() = default;
+
+std::expected<std::shared_ptr<RequestStream>, SubmitError> Scheduler::submit(GenerationRequest request) {
+  return impl_->submit(std::move(request));
+}
+SchedulerStats Scheduler::stats() const { return impl_->stats(); }
+std::int32_t Scheduler::max_prompt_tokens() const { return impl_->max_prompt_tokens(); }
+cache::CacheStats Scheduler::cache_stats() const { return impl_->cache_stats(); }
+cache::ResetReport Scheduler::reset_cache() { return impl_->reset_cache(); }
+
+}  // namespace prefixd::scheduler

@@ -1,0 +1,69 @@
+// prefixd scheduler — the one thread that owns the engine.
+//
+// Owns: the admission queue, the running requests (one sequence id each), continuous batching
+// (prefill chunks of up to batch_size tokens interleaved with one decode step of every running
+// request), sampling, stop strings, streaming tokens to RequestStreams, and the calls into the
+// prompt cache at request boundaries.
+// Must not know: HTTP or JSON; the cache's internal layout.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <expected>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "cache/prefix_cache.h"
+#include "engine/engine.h"
+#include "scheduler/request.h"
+
+namespace prefixd::scheduler {
+
+struct SchedulerOptions {
+  std::int32_t n_slots = 4;       // requests running at once; they use sequence ids [0, n_slots)
+  std::int32_t max_queued = 64;   // requests waiting for a slot; more are refused
+  // Sequence ids [n_slots, n_slots + cache_holders) hold cached prefixes; the next one is the
+  // cache's scratch sequence. The engine must have n_slots + cache_holders + 1 sequences.
+  std::int32_t cache_holders = 16;
+  cache::CacheConfig cache;
+};
+
+enum class SubmitError { queue_full, prompt_too_long, empty_prompt, shutting_down };
+const char* submit_error_message(SubmitError error);
+
+struct SchedulerStats {
+  std::int64_t requests_total = 0;
+  std::int64_t requests_rejected = 0;
+  std::int64_t prompt_tokens_total = 0;      // prompt tokens of finished requests
+  std::int64_t prompt_tokens_fed_total = 0;  // prompt tokens run through the model
+  std::int64_t generated_tokens_total = 0;
+  std::int32_t running = 0;
+  std::int32_t queued = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(engine::Engine& engine, SchedulerOptions options);
+  ~Scheduler();  // cancels everything still queued or running and joins the thread
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request. The returned stream delivers its tokens and exactly one `done` event.
+  std::expected<std::shared_ptr<RequestStream>, SubmitError> submit(GenerationRequest request);
+
+  SchedulerStats stats() const;
+  std::int32_t max_prompt_tokens() const;  // longest prompt that can be admitted
+
+  // Thread-safe snapshot of the prompt cache's counters and sizes.
+  cache::CacheStats cache_stats() const;
+  // Empties every tier (runs on the scheduler thread; blocks until done).
+  cache::ResetReport reset_cache();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace prefixd::scheduler

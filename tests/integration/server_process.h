@@ -1,0 +1,70 @@
+// prefixd integration tests — the real `prefixd serve` binary as a child process.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+namespace prefixd::testing {
+
+struct ServerConfig {
+  std::vector<std::string> extra_args;                       // appended after the standard flags
+  std::vector<std::pair<std::string, std::string>> env;      // added to (or replacing in) the environment
+  int parallel = 4;
+  int ctx_size = 2048;
+};
+
+// Starts `PREFIXD_BINARY serve --model PREFIXD_TINY_MODEL --host 127.0.0.1 --port P --ctx-size N
+// --parallel N [extra args]` on a free loopback port, and waits until GET /health answers. The
+// destructor stops it (SIGTERM, then SIGKILL after a grace period) and reaps it.
+// Throws std::runtime_error, with the server's log, if it does not come up within 60 s.
+class ServerProcess {
+ public:
+  explicit ServerProcess(ServerConfig config = {});
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  int port() const { return port_; }
+  // A fresh client with generous timeouts; `api_key` adds the bearer header.
+  std::unique_ptr<httplib::Client> client(const std::string& api_key = {}) const;
+  // Everything the server wrote to stdout and stderr so far.
+  std::string log() const;
+  // True while the child has not exited.
+  bool running();
+
+ private:
+  void wait_until_healthy(std::chrono::seconds limit);
+  void shutdown();  // stops and reaps the child, removes the log; idempotent
+
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string log_path_;
+};
+
+// A port that was free on 127.0.0.1 a moment ago.
+int pick_free_port();
+
+// Posts JSON, returns {status, parsed body (discarded when not JSON)}.
+struct JsonReply {
+  int status = 0;
+  nlohmann::json body;
+  std::string raw;
+};
+JsonReply post_json(httplib::Client& client, const std::string& path, const nlohmann::json& body);
+JsonReply get_json(httplib::Client& client, const std::string& path);
+
+// The `data:` payloads of an SSE body, in order ("[DONE]" included as a string).
+std::vector<std::string> sse_payloads(const std::string& body);
+
+// A metric's value from GET /metrics text; -1 when absent.
+double metric_value(const std::string& metrics_text, const std::string& name);
+
+}  // namespace prefixd::testing

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs the official `openai` npm client (tests/node/openai.test.mjs) against a real prefixd server.
+# Usage: run.sh PATH_TO_PREFIXD PATH_TO_TINY_MODEL
+# Installs the locked packages into tests/node/node_modules on first use (needs the npm registry).
+set -euo pipefail
+if [ $# -ne 2 ]; then
+  echo "usage: $0 PATH_TO_PREFIXD PATH_TO_TINY_MODEL" >&2
+  exit 2
+fi
+prefixd=$(realpath "$1")
+model=$(realpath "$2")
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here"
+
+if [ ! -f node_modules/openai/package.json ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+
+# A port that was free a moment ago, from the kernel rather than a guess.
+port=$(node -e 'const s = require("net").createServer(); s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });')
+log=$(mktemp /tmp/prefixd-node-test-XXXXXX)
+
+# The server must not pick up a developer's PREFIXD_* settings (an API key would fail every call).
+env $(env | sed -n 's/^\(PREFIXD_[A-Z_]*\)=.*/-u \1/p') \
+  "$prefixd" serve --model "$model" --host 127.0.0.1 --port "$port" --ctx-size 2048 --parallel 4 >"$log" 2>&1 &
+pid=$!
+
+cleanup() {
+  status=$?
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  if [ "$status" -ne 0 ]; then
+    echo "--- prefixd log ---" >&2
+    cat "$log" >&2
+  fi
+  rm -f "$log"
+  exit "$status"
+}
+trap cleanup EXIT
+
+healthy=0
+for _ in $(seq 1 600); do
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "prefixd exited during startup" >&2
+    exit 1
+  fi
+  if node -e "fetch('http://127.0.0.1:$port/health').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"; then
+    healthy=1
+    break
+  fi
+  sleep 0.1
+done
+if [ "$healthy" -ne 1 ]; then
+  echo "prefixd did not answer /health within 60 s" >&2
+  exit 1
+fi
+
+PREFIXD_BASE_URL="http://127.0.0.1:$port/v1" PREFIXD_MODEL_ID=$(basename "$model" .gguf) \
+  node --test --test-reporter=spec openai.test.mjs

@@ -1,0 +1,286 @@
+// Request validation: every rejection rule of /v1/chat/completions and /v1/completions, as a pure
+// function from JSON text to a parsed request or the ApiError the server answers with.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "api/request_parser.h"
+
+namespace prefixd::api {
+namespace {
+
+using nlohmann::json;
+
+ParseOptions options() {
+  ParseOptions o;
+  o.model_names = {"tiny", "tiny-alias"};
+  o.vocab_size = 1000;
+  return o;
+}
+
+json chat_body(json extra = json::object()) {
+  json body = {{"model", "tiny"}, {"messages", json::array({{{"role", "user"}, {"content", "Hello"}}})}};
+  for (auto& [key, value] : extra.items()) body[key] = value;
+  return body;
+}
+
+ChatRequest chat_ok(const json& body, const ParseOptions& o = options()) {
+  auto parsed = parse_chat_request(body.dump(), o);
+  EXPECT_TRUE(parsed.has_value()) << (parsed ? "" : parsed.error().message);
+  return parsed.value_or(ChatRequest{});
+}
+
+ApiError chat_error(const std::string& body, const ParseOptions& o = options()) {
+  auto parsed = parse_chat_request(body, o);
+  EXPECT_FALSE(parsed.has_value()) << body;
+  return parsed ? ApiError{} : parsed.error();
+}
+
+ApiError chat_error(const json& body) { return chat_error(body.dump()); }
+
+ApiError completion_error(const json& body) {
+  auto parsed = parse_completion_request(body.dump(), options());
+  EXPECT_FALSE(parsed.has_value()) << body.dump();
+  return parsed ? ApiError{} : parsed.error();
+}
+
+CompletionRequest completion_ok(const json& body) {
+  auto parsed = parse_completion_request(body.dump(), options());
+  EXPECT_TRUE(parsed.has_value()) << (parsed ? "" : parsed.error().message);
+  return parsed.value_or(CompletionRequest{});
+}
+
+TEST(ApiRequestParser, MinimalChatRequestGetsDefaults) {
+  const auto request = chat_ok(chat_body());
+  EXPECT_EQ(request.params.max_tokens, -1);
+  EXPECT_FALSE(request.params.stream);
+  EXPECT_TRUE(request.params.stop.empty());
+  EXPECT_TRUE(request.params.cache.enabled);
+  EXPECT_EQ(request.params.cache.session_key, "");
+  EXPECT_EQ(request.chat.messages.size(), 1u);
+  EXPECT_TRUE(request.chat.add_generation_prompt);
+  EXPECT_EQ(request.tool_choice, "none");
+  const engine::SamplingParams defaults;
+  EXPECT_EQ(request.params.sampling.temperature, defaults.temperature);
+  EXPECT_EQ(request.params.sampling.top_k, defaults.top_k);
+}
+
+TEST(ApiRequestParser, MalformedJsonIs400) {
+  const auto error = chat_error(std::string(R"({"messages": [)"));
+  EXPECT_EQ(error.status, 400);
+  EXPECT_EQ(error.code, "invalid_json");
+  EXPECT_EQ(chat_error(std::string("[1,2]")).status, 400);
+  EXPECT_EQ(chat_error(std::string("")).status, 400);
+}
+
+TEST(ApiRequestParser, UnknownModelIs404ModelNotFound) {
+  const auto error = chat_error(chat_body({{"model", "gpt-4"}}));
+  EXPECT_EQ(error.status, 404);
+  EXPECT_EQ(error.code, "model_not_found");
+  EXPECT_EQ(error.param, "model");
+  EXPECT_EQ(chat_error(chat_body({{"model", 7}})).status, 400);
+}
+
+TEST(ApiRequestParser, AliasAndMissingModelAreAccepted) {
+  chat_ok(chat_body({{"model", "tiny-alias"}}));
+  json body = chat_body();
+  body.erase("model");
+  chat_ok(body);
+  chat_ok(chat_body({{"model", nullptr}}));
+}
+
+TEST(ApiRequestParser, MessagesMustBeANonEmptyArrayOfRoleContentObjects) {
+  json body = chat_body();
+  body.erase("messages");
+  EXPECT_EQ(chat_error(body).param, "messages");
+  EXPECT_EQ(chat_error(chat_body({{"messages", json::array()}})).status, 400);
+  EXPECT_EQ(chat_error(chat_body({{"messages", "hello"}})).status, 400);
+  EXPECT_EQ(chat_error(chat_body({{"messages", json::array({"hello"})}})).param, "messages[0]");
+  EXPECT_EQ(chat_error(chat_body({{"messages", json::array({{{"content", "x"}}})}})).param, "messages[0].role");
+  EXPECT_EQ(chat_error(chat_body({{"messages", json::array({{{"role", "user"}}})}})).param, "messages[0].content");
+  EXPECT_EQ(chat_error(chat_body({{"messages", json::array({{{"role", "user"}, {"content", 5}}})}})).param,
+            "messages[0].content");
+}
+
+TEST(ApiRequestParser, TextContentPartsAreFlattenedAndImagesRefused) {
+  const json parts = json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}});
+  const auto request = chat_ok(chat_body({{"messages", json::array({{{"role", "user"}, {"content", parts}}})}}));
+  EXPECT_EQ(request.chat.messages[0]["content"], "a\nb");
+  const json image = json::array({{{"type", "image_url"}, {"image_url", {{"url", "http://x/y.png"}}}}});
+  EXPECT_EQ(chat_error(chat_body({{"messages", json::array({{{"role", "user"}, {"content", image}}})}})).status, 400);
+}
+
+TEST(ApiRequestParser, DeveloperRoleBecomesSystem) {
+  const auto request = chat_ok(chat_body({{"messages", json::array({{{"role", "developer"}, {"content", "rules"}},
+                                                                   {{"role", "user"}, {"content", "hi"}}})}}));
+  EXPECT_EQ(request.chat.messages[0]["role"], "system");
+}
+
+TEST(ApiRequestParser, AssistantToolCallsMayOmitContent) {
+  const json call = {{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{}"}}}};
+  const json messages = json::array({{{"role", "user"}, {"content", "x"}},
+                                     {{"role", "assistant"}, {"tool_calls", json::array({call})}},
+                                     {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "42"}}});
+  const json tools = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+  const auto request = chat_ok(chat_body({{"messages", messages}, {"tools", tools}}));
+  EXPECT_TRUE(request.chat.messages[1]["content"].is_null());
+  EXPECT_EQ(request.tool_choice, "auto");
+  EXPECT_EQ(request.chat.tools, tools);
+  const json bad_call = json::array({{{"role", "assistant"}, {"tool_calls", json::array({{{"type", "function"}}})}}});
+  EXPECT_EQ(chat_error(chat_body({{"messages", bad_call}})).status, 400);
+}
+
+TEST(ApiRequestParser, ToolsAndToolChoiceAreValidated) {
+  const json tools = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+  EXPECT_EQ(chat_error(chat_body({{"tools", "f"}})).param, "tools");
+  EXPECT_EQ(chat_error(chat_body({{"tools", json::array({{{"type", "function"}}})}})).param, "tools");
+  EXPECT_EQ(chat_error(chat_body({{"tools", tools}, {"tool_choice", "sometimes"}})).param, "tool_choice");
+  EXPECT_EQ(chat_error(chat_body({{"tool_choice", "required"}})).param, "tool_choice");
+  // tool_choice "none" keeps the tools out of the prompt but in the signature inputs.
+  const auto none = chat_ok(chat_body({{"tools", tools}, {"tool_choice", "none"}}));
+  EXPECT_TRUE(none.chat.tools.is_null());
+  EXPECT_EQ(none.tools, tools);
+  const auto required = chat_ok(chat_body({{"tools", tools}, {"tool_choice", "required"}}));
+  EXPECT_EQ(required.tool_choice, "required");
+}
+
+TEST(ApiRequestParser, SamplingRangesAreEnforced) {
+  EXPECT_EQ(chat_error(chat_body({{"temperature", -0.1}})).param, "temperature");
+  EXPECT_EQ(chat_error(chat_body({{"temperature", 2.5}})).param, "temperature");
+  EXPECT_EQ(chat_error(chat_body({{"temperature", "hot"}})).param, "temperature");
+  EXPECT_EQ(chat_error(chat_body({{"top_p", 0}})).param, "top_p");
+  EXPECT_EQ(chat_error(chat_body({{"top_p", 1.01}})).param, "top_p");
+  EXPECT_EQ(chat_error(chat_body({{"top_k", -1}})).param, "top_k");
+  EXPECT_EQ(chat_error(chat_body({{"top_k", 2.5}})).param, "top_k");
+  EXPECT_EQ(chat_error(chat_body({{"min_p", 1.5}})).param, "min_p");
+  EXPECT_EQ(chat_error(chat_body({{"seed", "abc"}})).param, "seed");
+  EXPECT_EQ(chat_error(chat_body({{"presence_penalty", 3}})).param, "presence_penalty");
+  const auto request = chat_ok(chat_body({{"temperature", 1.5}, {"top_p", 0.5}, {"top_k", 7}, {"min_p", 0.1}, {"seed", 42}}));
+  EXPECT_FLOAT_EQ(request.params.sampling.temperature, 1.5f);
+  EXPECT_FLOAT_EQ(request.params.sampling.top_p, 0.5f);
+  EXPECT_EQ(request.params.sampling.top_k, 7);
+  EXPECT_FLOAT_EQ(request.params.sampling.min_p, 0.1f);
+  EXPECT_EQ(request.params.sampling.seed, 42u);
+}
+
+TEST(ApiRequestParser, ZeroTemperatureIsGreedy) {
+  const auto request = chat_ok(chat_body({{"temperature", 0}, {"top_k", 50}}));
+  EXPECT_EQ(request.params.sampling.temperature, 0.0f);
+  EXPECT_EQ(request.params.sampling.top_k, 1);
+}
+
+TEST(ApiRequestParser, NegativeSeedMeansRandom) {
+  EXPECT_EQ(chat_ok(chat_body({{"seed", -1}})).params.sampling.seed, 0xFFFFFFFFu);
+}
+
+TEST(ApiRequestParser, MaxTokensAndItsAliases) {
+  EXPECT_EQ(chat_ok(chat_body({{"max_tokens", 16}})).params.max_tokens, 16);
+  EXPECT_EQ(chat_ok(chat_body({{"max_completion_tokens", 8}, {"max_tokens", 16}})).params.max_tokens, 8);
+  EXPECT_EQ(chat_ok(chat_body({{"n_predict", -1}})).params.max_tokens, -1);
+  EXPECT_EQ(chat_ok(chat_body({{"n_predict", 5}})).params.max_tokens, 5);
+  EXPECT_EQ(chat_error(chat_body({{"max_tokens", -1}})).param, "max_tokens");
+  EXPECT_EQ(chat_error(chat_body({{"max_tokens", -100}})).status, 400);
+  EXPECT_EQ(chat_error(chat_body({{"max_tokens", 0}})).param, "max_tokens");
+  EXPECT_EQ(chat_error(chat_body({{"max_tokens", "many"}})).param, "max_tokens");
+  EXPECT_EQ(chat_error(chat_body({{"max_completion_tokens", 0}})).param, "max_completion_tokens");
+}
+
+TEST(ApiRequestParser, StopIsAStringOrAnArrayOfUpTo16) {
+  EXPECT_EQ(chat_ok(chat_body({{"stop", "\n"}})).params.stop, std::vector<std::string>{"\n"});
+  EXPECT_EQ(chat_ok(chat_body({{"stop", {"a", "b"}}})).params.stop, (std::vector<std::string>{"a", "b"}));
+  json many = json::array();
+  for (int i = 0; i < 17; ++i) many.push_back("s" + std::to_string(i));
+  EXPECT_EQ(chat_error(chat_body({{"stop", many}})).param, "stop");
+  EXPECT_EQ(chat_error(chat_body({{"stop", 3}})).param, "stop");
+  EXPECT_EQ(chat_error(chat_body({{"stop", {"a", 3}}})).param, "stop");
+  EXPECT_EQ(chat_error(chat_body({{"stop", ""}})).param, "stop");
+}
+
+TEST(ApiRequestParser, OnlyOneChoiceIsSupported) {
+  EXPECT_EQ(chat_error(chat_body({{"n", 2}})).param, "n");
+  chat_ok(chat_body({{"n", 1}}));
+}
+
+TEST(ApiRequestParser, StreamFlagsAreBooleans) {
+  const auto request = chat_ok(chat_body({{"stream", true}, {"stream_options", {{"include_usage", true}}}}));
+  EXPECT_TRUE(request.params.stream);
+  EXPECT_TRUE(request.params.include_usage);
+  EXPECT_EQ(chat_error(chat_body({{"stream", "yes"}})).param, "stream");
+  EXPECT_EQ(chat_error(chat_body({{"stream_options", 1}})).param, "stream_options");
+}
+
+TEST(ApiRequestParser, CacheFieldsComeFromRootOrExtraBody) {
+  auto request = chat_ok(chat_body({{"cache_prompt", false}, {"prompt_cache_key", "k"}, {"user", "u"}, {"cache_salt", "s"}}));
+  EXPECT_FALSE(request.params.cache.enabled);
+  EXPECT_EQ(request.params.cache.session_key, "k");
+  EXPECT_EQ(request.params.cache.salt, "s");
+
+  request = chat_ok(chat_body({{"extra_body", {{"cache_prompt", false}, {"prompt_cache_key", "k2"}, {"cache_salt", "s2"}}}}));
+  EXPECT_FALSE(request.params.cache.enabled);
+  EXPECT_EQ(request.params.cache.session_key, "k2");
+  EXPECT_EQ(request.params.cache.salt, "s2");
+
+  request = chat_ok(chat_body({{"user", "alice"}}));
+  EXPECT_EQ(request.params.cache.session_key, "alice");
+
+  EXPECT_EQ(chat_error(chat_body({{"cache_prompt", "no"}})).param, "cache_prompt");
+  EXPECT_EQ(chat_error(chat_body({{"extra_body", 3}})).param, "extra_body");
+  EXPECT_EQ(chat_error(chat_body({{"user", 3}})).param, "user");
+}
+
+TEST(ApiRequestParser, ServerWideNoCachePromptWins) {
+  auto o = options();
+  o.cache_prompt_default = false;
+  EXPECT_FALSE(chat_ok(chat_body({{"cache_prompt", true}}), o).params.cache.enabled);
+}
+
+TEST(ApiRequestParser, ChatTemplateKwargsMustBeAnObjectWithoutReservedNames) {
+  const auto request = chat_ok(chat_body({{"chat_template_kwargs", {{"enable_thinking", false}}}}));
+  EXPECT_EQ(request.chat.extra_context, json({{"enable_thinking", false}}));
+  EXPECT_EQ(chat_ok(chat_body({{"extra_body", {{"chat_template_kwargs", {{"a", 1}}}}}})).chat.extra_context, json({{"a", 1}}));
+  EXPECT_EQ(chat_error(chat_body({{"chat_template_kwargs", "x"}})).param, "chat_template_kwargs");
+  EXPECT_EQ(chat_error(chat_body({{"chat_template_kwargs", {{"messages", json::array()}}}})).param, "chat_template_kwargs");
+}
+
+TEST(ApiRequestParser, LogprobsAreRefused) {
+  EXPECT_EQ(chat_error(chat_body({{"logprobs", true}})).param, "logprobs");
+  chat_ok(chat_body({{"logprobs", false}}));
+}
+
+TEST(ApiRequestParser, CompletionPromptForms) {
+  auto text = completion_ok({{"prompt", "Once upon"}});
+  EXPECT_EQ(std::get<std::string>(text.prompt), "Once upon");
+  auto one = completion_ok({{"prompt", {"Once upon"}}});
+  EXPECT_EQ(std::get<std::string>(one.prompt), "Once upon");
+  auto ids = completion_ok({{"prompt", {1, 2, 3}}});
+  EXPECT_EQ(std::get<TokenPrompt>(ids.prompt), (TokenPrompt{1, 2, 3}));
+  auto nested = completion_ok({{"prompt", json::array({json::array({4, 5})})}});
+  EXPECT_EQ(std::get<TokenPrompt>(nested.prompt), (TokenPrompt{4, 5}));
+}
+
+TEST(ApiRequestParser, CompletionPromptErrors) {
+  EXPECT_EQ(completion_error(json::object()).param, "prompt");
+  EXPECT_EQ(completion_error({{"prompt", ""}}).param, "prompt");
+  EXPECT_EQ(completion_error({{"prompt", json::array()}}).param, "prompt");
+  EXPECT_EQ(completion_error({{"prompt", {"a", "b"}}}).param, "prompt");
+  EXPECT_EQ(completion_error({{"prompt", 12}}).param, "prompt");
+  EXPECT_EQ(completion_error({{"prompt", {1, -2}}}).param, "prompt");
+  EXPECT_EQ(completion_error({{"prompt", {1, 1000}}}).param, "prompt");  // vocab_size is 1000
+  EXPECT_EQ(completion_error({{"prompt", {1, "a"}}}).param, "prompt");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"model", "other"}}).status, 404);
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"max_tokens", -5}}).param, "max_tokens");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"echo", true}}).param, "echo");
+}
+
+TEST(ApiRequestParser, ErrorJsonHasTheOpenAiShape) {
+  const auto error = chat_error(chat_body({{"temperature", 9}}));
+  const json body = error.to_json();
+  ASSERT_TRUE(body.contains("error"));
+  EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(body["error"]["param"], "temperature");
+  EXPECT_TRUE(body["error"]["code"].is_null());
+  EXPECT_TRUE(body["error"]["message"].is_string());
+}
+
+}  // namespace
+}  // namespace prefixd::api

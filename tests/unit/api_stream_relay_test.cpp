@@ -1,0 +1,191 @@
+// Relays between a RequestStream and a client: text is forwarded in order, the end of a request
+// produces the right final frames, and a client that goes away cancels its request.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/stream_relay.h"
+
+namespace prefixd::api {
+namespace {
+
+using nlohmann::json;
+using scheduler::FinishReason;
+using scheduler::RequestStream;
+using scheduler::StreamEvent;
+
+StreamEvent text(std::string s) { return StreamEvent{.kind = StreamEvent::Kind::text, .text = std::move(s)}; }
+
+StreamEvent done(FinishReason finish, std::string error = {}) {
+  StreamEvent event{.kind = StreamEvent::Kind::done, .finish = finish, .error = std::move(error)};
+  event.usage = {.prompt_tokens = 5, .completion_tokens = 2, .cached_tokens = 0};
+  return event;
+}
+
+// Plays the scheduler's part of cancellation: once the stream is cancelled, it pushes the final
+// `done` event, as the real scheduler promises to.
+class CancellationResponder {
+ public:
+  explicit CancellationResponder(std::shared_ptr<RequestStream> stream)
+      : thread_([stream](std::stop_token stop) {
+          while (!stop.stop_requested()) {
+            if (stream->cancelled()) {
+              stream->push(done(FinishReason::cancelled));
+              return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          }
+        }) {}
+
+ private:
+  std::jthread thread_;
+};
+
+std::vector<json> frames_to_json(const std::vector<std::string>& frames, bool& saw_done) {
+  std::vector<json> out;
+  saw_done = false;
+  for (const auto& chunk : frames) {
+    std::size_t at = 0;
+    while (at < chunk.size()) {
+      const auto end = chunk.find("\n\n", at);
+      EXPECT_NE(end, std::string::npos) << chunk;
+      const std::string frame = chunk.substr(at, end - at);
+      EXPECT_TRUE(frame.starts_with("data: ")) << frame;
+      if (frame == "data: [DONE]") {
+        saw_done = true;
+      } else {
+        EXPECT_FALSE(saw_done) << "a frame after [DONE]";
+        out.push_back(json::parse(frame.substr(6)));
+      }
+      at = end + 2;
+    }
+  }
+  return out;
+}
+
+ResponseMeta chat_meta() { return {.endpoint = Endpoint::chat, .id = "chatcmpl-x", .created = 1, .model = "m"}; }
+
+TEST(ApiStreamRelay, CollectGathersTextInOrderUntilDone) {
+  RequestStream stream;
+  stream.push(text("Hel"));
+  stream.push(text("lo"));
+  stream.push(done(FinishReason::length));
+  const auto collected = collect_completion(stream, [] { return false; });
+  EXPECT_EQ(collected.text, "Hello");
+  EXPECT_EQ(collected.done.finish, FinishReason::length);
+  EXPECT_EQ(collected.done.usage.prompt_tokens, 5);
+  EXPECT_FALSE(stream.cancelled());
+}
+
+TEST(ApiStreamRelay, CollectCancelsWhenTheClientIsGone) {
+  auto stream = std::make_shared<RequestStream>();
+  CancellationResponder responder(stream);
+  stream->push(text("partial"));
+  const auto collected = collect_completion(*stream, [] { return true; });
+  EXPECT_TRUE(stream->cancelled());
+  EXPECT_EQ(collected.done.finish, FinishReason::cancelled);
+}
+
+TEST(ApiStreamRelay, SseRelayWritesRoleTextFinishUsageAndDone) {
+  auto stream = std::make_shared<RequestStream>();
+  SseRelay relay(stream, chat_meta(), /*include_usage=*/true, [] { return false; });
+  std::vector<std::string> written;
+  auto write = [&](std::string_view frame) {
+    written.emplace_back(frame);
+    return true;
+  };
+  stream->push(text("a"));
+  stream->push(text("b"));
+  stream->push(done(FinishReason::stop));
+  SseRelay::Step step = SseRelay::Step::more;
+  for (int i = 0; i < 100 && step == SseRelay::Step::more; ++i) step = relay.pump(write);
+  ASSERT_EQ(step, SseRelay::Step::finished);
+
+  bool saw_done = false;
+  const auto chunks = frames_to_json(written, saw_done);
+  EXPECT_TRUE(saw_done);
+  ASSERT_EQ(chunks.size(), 5u);  // role, "a", "b", finish, usage
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(chunks[1]["choices"][0]["delta"]["content"], "a");
+  EXPECT_EQ(chunks[2]["choices"][0]["delta"]["content"], "b");
+  EXPECT_EQ(chunks[3]["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(chunks[3]["usage"]["prompt_tokens"], 5);
+  EXPECT_TRUE(chunks[3].contains("prompt_cache"));
+  EXPECT_EQ(chunks[4]["choices"], json::array());
+  EXPECT_EQ(chunks[4]["usage"]["completion_tokens"], 2);
+  for (const auto& chunk : chunks) EXPECT_EQ(chunk["id"], "chatcmpl-x");
+  EXPECT_FALSE(stream->cancelled());
+  EXPECT_EQ(relay.pump(write), SseRelay::Step::finished);  // idempotent after the end
+}
+
+TEST(ApiStreamRelay, WithoutIncludeUsageThereIsNoUsageOnlyChunk) {
+  auto stream = std::make_shared<RequestStream>();
+  SseRelay relay(stream, chat_meta(), /*include_usage=*/false, [] { return false; });
+  std::vector<std::string> written;
+  stream->push(done(FinishReason::length));
+  while (relay.pump([&](std::string_view f) {
+    written.emplace_back(f);
+    return true;
+  }) == SseRelay::Step::more) {
+  }
+  bool saw_done = false;
+  const auto chunks = frames_to_json(written, saw_done);
+  ASSERT_EQ(chunks.size(), 2u);  // role, finish (which still carries usage)
+  EXPECT_EQ(chunks[1]["usage"]["total_tokens"], 7);
+  EXPECT_TRUE(saw_done);
+}
+
+TEST(ApiStreamRelay, FailedWriteCancelsTheRequest) {
+  auto stream = std::make_shared<RequestStream>();
+  CancellationResponder responder(stream);
+  SseRelay relay(stream, chat_meta(), false, [] { return false; });
+  stream->push(text("a"));
+  int writes = 0;
+  const auto write = [&](std::string_view) { return ++writes < 2; };  // the role chunk goes out, then the client is gone
+  SseRelay::Step step = SseRelay::Step::more;
+  for (int i = 0; i < 100 && step == SseRelay::Step::more; ++i) step = relay.pump(write);
+  EXPECT_EQ(step, SseRelay::Step::aborted);
+  EXPECT_TRUE(stream->cancelled());
+}
+
+TEST(ApiStreamRelay, AbortRequestWhileIdleCancels) {
+  auto stream = std::make_shared<RequestStream>();
+  CancellationResponder responder(stream);
+  std::atomic<bool> gone = false;
+  SseRelay relay(stream, chat_meta(), false, [&] { return gone.load(); });
+  const auto write = [](std::string_view) { return true; };
+  EXPECT_EQ(relay.pump(write), SseRelay::Step::more);
+  gone = true;
+  EXPECT_EQ(relay.pump(write), SseRelay::Step::aborted);
+  EXPECT_TRUE(stream->cancelled());
+}
+
+TEST(ApiStreamRelay, DestroyingAnUnfinishedRelayCancels) {
+  auto stream = std::make_shared<RequestStream>();
+  CancellationResponder responder(stream);
+  { SseRelay relay(stream, chat_meta(), false, [] { return false; }); }
+  EXPECT_TRUE(stream->cancelled());
+}
+
+TEST(ApiStreamRelay, GenerationErrorBecomesAnErrorPayloadThenDone) {
+  auto stream = std::make_shared<RequestStream>();
+  SseRelay relay(stream, chat_meta(), true, [] { return false; });
+  std::vector<std::string> written;
+  stream->push(done(FinishReason::error, "decode failed"));
+  while (relay.pump([&](std::string_view f) {
+    written.emplace_back(f);
+    return true;
+  }) == SseRelay::Step::more) {
+  }
+  bool saw_done = false;
+  const auto chunks = frames_to_json(written, saw_done);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[1]["error"]["message"], "decode failed");
+  EXPECT_TRUE(saw_done);
+}
+
+}  // namespace
+}  // namespace prefixd::api

@@ -1,0 +1,136 @@
+// The libllama engine on the generated tiny model: load, decode, sequence ops, state I/O.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/engine.h"
+
+namespace prefixd::engine {
+namespace {
+
+ContextOptions small_context() {
+  ContextOptions o;
+  o.n_ctx = 512;
+  o.n_batch = 64;
+  o.n_parallel = 2;
+  o.n_holder_seqs = 2;
+  o.n_threads = 2;
+  return o;
+}
+
+std::vector<Token> prompt_tokens(const Engine& e) {
+  return e.vocab().tokenize("<|im_start|>user\nThe quick brown fox jumps over the lazy dog.<|im_end|>\n", false, true);
+}
+
+// Feeds `tokens` into `seq` from position `start`, in chunks; returns logits of the last token.
+std::vector<float> feed(Engine& e, SeqId seq, std::span<const Token> tokens, Pos start, size_t chunk = 64) {
+  std::vector<float> last;
+  for (size_t i = 0; i < tokens.size(); i += chunk) {
+    std::vector<BatchToken> batch;
+    for (size_t j = i; j < std::min(tokens.size(), i + chunk); ++j) {
+      batch.push_back({tokens[j], start + static_cast<Pos>(j), seq, j + 1 == tokens.size()});
+    }
+    EXPECT_EQ(e.decode(batch), DecodeStatus::ok);
+  }
+  const auto row = static_cast<std::int32_t>((tokens.size() - 1) % chunk);
+  auto span = e.logits(row);
+  last.assign(span.begin(), span.end());
+  return last;
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+  return worst;
+}
+
+TEST(LlamaEngine, LoadsTinyModelAsDenseWithKvSize) {
+  auto e = load_llama_engine(PREFIXD_TINY_MODEL, small_context());
+  EXPECT_EQ(e->model().family, ModelFamily::dense);
+  EXPECT_GT(e->model().kv_bytes_per_token, 0u);
+  EXPECT_FALSE(e->model().chat_template.empty());
+  EXPECT_EQ(e->sequence_count(), 4);
+  EXPECT_EQ(e->context_size(), 512);
+}
+
+TEST(LlamaEngine, SpecialTokensTokenizeToOneToken) {
+  auto e = load_llama_engine(PREFIXD_TINY_MODEL, small_context());
+  auto tokens = e->vocab().tokenize("<|im_start|>", false, true);
+  ASSERT_EQ(tokens.size(), 1u);
+  EXPECT_EQ(e->vocab().piece(tokens[0], true), "<|im_start|>");
+  auto end = e->vocab().tokenize("<|im_end|>", false, true);
+  ASSERT_EQ(end.size(), 1u);
+  EXPECT_TRUE(e->vocab().is_end_of_generation(end[0]));
+}
+
+TEST(LlamaEngine, SequenceCopyRemoveAndPositions) {
+  auto e = load_llama_engine(PREFIXD_TINY_MODEL, small_context());
+  const auto tokens = prompt_tokens(*e);
+  feed(*e, 0, tokens, 0);
+  const auto n = static_cast<Pos>(tokens.size());
+  EXPECT_EQ(e->sequence_positions(0).count(), n);
+  e->copy_sequence(0, 2, 0, 5);
+  EXPECT_EQ(e->sequence_positions(2).max, 4);
+  EXPECT_TRUE(e->remove_sequence(0, 5, -1));
+  EXPECT_EQ(e->sequence_positions(0).max, 4);
+  EXPECT_TRUE(e->remove_sequence(0));
+  EXPECT_TRUE(e->sequence_positions(0).empty());
+  EXPECT_EQ(e->sequence_positions(2).count(), 5) << "removing the source keeps the copy";
+}
+
+TEST(LlamaEngine, RestoredSequenceInEmptyContextGivesBitIdenticalLogits) {
+  auto original = load_llama_engine(PREFIXD_TINY_MODEL, small_context());
+  const auto tokens = prompt_tokens(*original);
+  const auto n = static_cast<Pos>(tokens.size());
+  feed(*original, 0, tokens, 0);
+  const Bytes state = original->save_sequence(0);
+  ASSERT_FALSE(state.empty());
+  const Token next = tokens[3];
+  const auto expected = feed(*original, 0, std::span(&next, 1), n);
+
+  auto fresh = load_llama_engine(PREFIXD_TINY_MODEL, small_context());
+  ASSERT_TRUE(fresh->restore_sequence(state, 3));
+  EXPECT_EQ(fresh->sequence_positions(3).count(), n);
+  const auto restored = feed(*fresh, 3, std::span(&next, 1), n);
+  ASSERT_EQ(expected.size(), restored.size());
+  EXPECT_EQ(max_abs_diff(expected, restored), 0.0f);
+}
+
+TEST(LlamaEngine, RestoredSequenceBesideOthersAgreesWithinTolerance) {
+  auto original = load_llama_engine(PREFIXD_TINY_MODEL, small_context());
+  const auto tokens = prompt_tokens(*original);
+  const auto n = static_cast<Pos>(tokens.size());
+  feed(*original, 0, tokens, 0);
+  const Bytes state = original->save_sequence(0);
+  const Token next = tokens[2];
+  const auto expected = feed(*original, 0, std::span(&next, 1), n);
+
+  auto busy = load_llama_engine(PREFIXD_TINY_MODEL, small_context());
+  const auto other = busy->vocab().tokenize("Some unrelated text occupies other cells first.", false, true);
+  feed(*busy, 1, other, 0);
+  ASSERT_TRUE(busy->restore_sequence(state, 2));
+  const auto restored = feed(*busy, 2, std::span(&next, 1), n);
+  const float diff = max_abs_diff(expected, restored);
+  RecordProperty("max_abs_diff", std::to_string(diff));
+  EXPECT_LT(diff, 5e-3f);
+  EXPECT_EQ(std::max_element(expected.begin(), expected.end()) - expected.begin(),
+            std::max_element(restored.begin(), restored.end()) - restored.begin());
+}
+
+TEST(LlamaEngine, CorruptStateIsRefusedAndLeavesSequenceEmpty) {
+  auto e = load_llama_engine(PREFIXD_TINY_MODEL, small_context());
+  const auto tokens = prompt_tokens(*e);
+  feed(*e, 0, tokens, 0);
+  Bytes state = e->save_sequence(0);
+  state.resize(state.size() / 2);
+  EXPECT_FALSE(e->restore_sequence(state, 1));
+  EXPECT_TRUE(e->sequence_positions(1).empty());
+}
+
+TEST(LlamaEngine, MissingModelFileIsAClearError) {
+  EXPECT_THROW(load_llama_engine("/nonexistent/model.gguf", small_context()), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace prefixd::engine

@@ -1,0 +1,377 @@
+// modelgen: generated GGUF files are deterministic, have the architecture's real layout, carry a
+// ChatML vocabulary and template, and appear atomically. Files are read back with gguf.h only.
+#include <ggml-cpp.h>
+#include <gguf.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "modelgen/modelgen.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using prefixd::modelgen::GenerateOptions;
+using prefixd::modelgen::generate_model;
+
+// A fresh directory per test, removed afterwards.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() /
+            (std::string("prefixd-modelgen-") + info->test_suite_name() + "-" + info->name() + "-" +
+             std::to_string(::getpid()));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  fs::path file(const std::string& name) const { return path_ / name; }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(path_)) {
+      names.push_back(entry.path().filename().string());
+    }
+    std::ranges::sort(names);
+    return names;
+  }
+
+ private:
+  fs::path path_;
+};
+
+fs::path generate(const ScratchDir& dir, const std::string& preset, std::uint64_t seed = 42,
+                  const std::string& weight_type = "", const std::string& name = "") {
+  GenerateOptions options;
+  options.preset = preset;
+  options.out_path = dir.file(name.empty() ? preset + ".gguf" : name).string();
+  options.seed = seed;
+  options.weight_type = weight_type;
+  options.quiet = true;
+  generate_model(options);
+  return options.out_path;
+}
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A GGUF file read back with its tensor data.
+class Gguf {
+ public:
+  explicit Gguf(const fs::path& path) {
+    ggml_context* data = nullptr;
+    gguf_.reset(gguf_init_from_file(path.c_str(), {/*no_alloc=*/false, &data}));
+    data_.reset(data);
+    if (!gguf_) {
+      throw std::runtime_error("cannot read GGUF " + path.string());
+    }
+  }
+
+  std::int64_t key(const std::string& name) const {
+    const std::int64_t id = gguf_find_key(gguf_.get(), name.c_str());
+    EXPECT_GE(id, 0) << "missing key " << name;
+    return id;
+  }
+  std::string str(const std::string& name) const { return gguf_get_val_str(gguf_.get(), key(name)); }
+  std::uint32_t u32(const std::string& name) const { return gguf_get_val_u32(gguf_.get(), key(name)); }
+  bool boolean(const std::string& name) const { return gguf_get_val_bool(gguf_.get(), key(name)); }
+
+  std::vector<std::string> strings(const std::string& name) const {
+    const std::int64_t id = key(name);
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < gguf_get_arr_n(gguf_.get(), id); ++i) {
+      out.emplace_back(gguf_get_arr_str(gguf_.get(), id, i));
+    }
+    return out;
+  }
+  std::vector<std::int32_t> i32s(const std::string& name) const {
+    const std::int64_t id = key(name);
+    const auto* data = static_cast<const std::int32_t*>(gguf_get_arr_data(gguf_.get(), id));
+    return {data, data + gguf_get_arr_n(gguf_.get(), id)};
+  }
+
+  std::int64_t tensor_count() const { return gguf_get_n_tensors(gguf_.get()); }
+  bool has_tensor(const std::string& name) const { return gguf_find_tensor(gguf_.get(), name.c_str()) >= 0; }
+
+  const ggml_tensor& tensor(const std::string& name) const {
+    const ggml_tensor* t = ggml_get_tensor(data_.get(), name.c_str());
+    if (t == nullptr) {
+      throw std::runtime_error("missing tensor " + name);
+    }
+    return *t;
+  }
+  std::vector<std::int64_t> shape(const std::string& name) const {
+    const ggml_tensor& t = tensor(name);
+    return {t.ne, t.ne + ggml_n_dims(&t)};
+  }
+  ggml_type type(const std::string& name) const { return tensor(name).type; }
+  std::vector<float> f32_values(const std::string& name) const {
+    const ggml_tensor& t = tensor(name);
+    EXPECT_EQ(t.type, GGML_TYPE_F32) << name;
+    const auto* data = static_cast<const float*>(t.data);
+    return {data, data + ggml_nelements(&t)};
+  }
+  std::string raw(const std::string& name) const {
+    const ggml_tensor& t = tensor(name);
+    return {static_cast<const char*>(t.data), ggml_nbytes(&t)};
+  }
+
+ private:
+  gguf_context_ptr gguf_;
+  ggml_context_ptr data_;
+};
+
+using Shape = std::vector<std::int64_t>;
+
+TEST(ModelgenPresets, ListsEachPresetWithItsArchitecture) {
+  std::set<std::pair<std::string, std::string>> listed;
+  for (const auto& preset : prefixd::modelgen::presets()) {
+    EXPECT_FALSE(preset.summary.empty()) << preset.name;
+    listed.emplace(preset.name, preset.architecture);
+  }
+  const std::set<std::pair<std::string, std::string>> expected = {
+      {"tiny", "qwen2"},           {"qwen2-0.5b", "qwen2"},   {"gemma3-tiny", "gemma3"},
+      {"mamba2-tiny", "mamba2"}, {"qwen35-tiny", "qwen35"},
+  };
+  EXPECT_EQ(listed, expected);
+}
+
+TEST(ModelgenDeterminism, SameSeedGivesByteIdenticalFiles) {
+  const ScratchDir dir;
+  const auto a = generate(dir, "tiny", 7, "", "a.gguf");
+  const auto b = generate(dir, "tiny", 7, "", "b.gguf");
+  const std::string bytes = read_bytes(a);
+  EXPECT_GT(bytes.size(), 1000u);
+  EXPECT_TRUE(bytes == read_bytes(b)) << "two runs with seed 7 differ";
+}
+
+TEST(ModelgenDeterminism, DifferentSeedsGiveDifferentWeightsButTheSameVocabulary) {
+  const ScratchDir dir;
+  const Gguf a(generate(dir, "tiny", 1, "", "a.gguf"));
+  const Gguf b(generate(dir, "tiny", 2, "", "b.gguf"));
+  for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.1.ffn_down.weight", "output.weight"}) {
+    EXPECT_NE(a.raw(name), b.raw(name)) << name;
+  }
+  EXPECT_EQ(a.raw("blk.0.attn_norm.weight"), b.raw("blk.0.attn_norm.weight"));  // constant ones
+  EXPECT_EQ(a.strings("tokenizer.ggml.tokens"), b.strings("tokenizer.ggml.tokens"));
+  EXPECT_EQ(a.strings("tokenizer.ggml.merges"), b.strings("tokenizer.ggml.merges"));
+}
+
+TEST(ModelgenWeights, LinearWeightsHaveVarianceOneOverFanInAndNormsAreOnes) {
+  const ScratchDir dir;
+  const Gguf g(generate(dir, "tiny"));
+  // Linear weights are drawn with standard deviation 1/sqrt(fan_in) = 1/8 for a 64-wide model.
+  const auto w = g.f32_values("blk.0.attn_q.weight");
+  double sum = 0, sum_sq = 0;
+  for (const float v : w) {
+    sum += v;
+    sum_sq += static_cast<double>(v) * v;
+  }
+  const double mean = sum / static_cast<double>(w.size());
+  const double stddev = std::sqrt(sum_sq / static_cast<double>(w.size()) - mean * mean);
+  EXPECT_NEAR(mean, 0.0, 0.01);
+  EXPECT_NEAR(stddev, 0.125, 0.01);
+  for (const float v : g.f32_values("output_norm.weight")) {
+    EXPECT_EQ(v, 1.0f);
+  }
+}
+
+TEST(ModelgenOptions, UnknownPresetThrowsNamingTheKnownOnes) {
+  const ScratchDir dir;
+  try {
+    generate(dir, "no-such-model");
+    FAIL() << "expected an exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown model preset 'no-such-model'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("qwen2-0.5b"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+TEST(ModelgenOptions, UnknownWeightTypeThrows) {
+  const ScratchDir dir;
+  EXPECT_THROW(generate(dir, "tiny", 42, "q4_k"), std::runtime_error);
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+TEST(ModelgenOptions, EmptyOutputPathThrows) {
+  GenerateOptions options;
+  options.quiet = true;
+  EXPECT_THROW(generate_model(options), std::runtime_error);
+}
+
+TEST(ModelgenGguf, TinyIsAQwen2ModelWithASeparateOutputHead) {
+  const ScratchDir dir;
+  const Gguf g(generate(dir, "tiny"));
+  EXPECT_EQ(g.str("general.architecture"), "qwen2");
+  EXPECT_EQ(g.u32("qwen2.block_count"), 2u);
+  EXPECT_EQ(g.u32("qwen2.embedding_length"), 64u);
+  EXPECT_EQ(g.u32("qwen2.feed_forward_length"), 128u);
+  EXPECT_EQ(g.u32("qwen2.attention.head_count"), 4u);
+  EXPECT_EQ(g.u32("qwen2.attention.head_count_kv"), 2u);
+  EXPECT_EQ(g.u32("qwen2.context_length"), 4096u);
+  EXPECT_EQ(g.tensor_count(), 3 + 2 * 12);
+  EXPECT_EQ(g.shape("token_embd.weight"), (Shape{64, 4096}));
+  EXPECT_EQ(g.shape("output.weight"), (Shape{64, 4096}));
+  EXPECT_EQ(g.shape("blk.1.attn_k.weight"), (Shape{64, 32}));  // 2 KV heads of 16
+  EXPECT_EQ(g.shape("blk.1.attn_k.bias"), (Shape{32}));
+  EXPECT_EQ(g.shape("blk.0.ffn_down.weight"), (Shape{128, 64}));
+  EXPECT_EQ(g.type("blk.0.ffn_down.weight"), GGML_TYPE_F32);
+}
+
+TEST(ModelgenGguf, Qwen2WeightTypeOverrideQuantizesOnlyLinearWeights) {
+  const ScratchDir dir;
+  const Gguf g(generate(dir, "tiny", 42, "q8_0"));
+  EXPECT_EQ(g.type("token_embd.weight"), GGML_TYPE_Q8_0);
+  EXPECT_EQ(g.type("blk.0.attn_q.weight"), GGML_TYPE_Q8_0);
+  EXPECT_EQ(g.type("blk.0.attn_q.bias"), GGML_TYPE_F32);
+  EXPECT_EQ(g.type("blk.0.attn_norm.weight"), GGML_TYPE_F32);
+  EXPECT_EQ(g.u32("general.file_type"), 7u);  // LLAMA_FTYPE_MOSTLY_Q8_0
+}
+
+TEST(ModelgenGguf, Gemma3TinyHasFiveSlidingWindowLayersPerGlobalOne) {
+  const ScratchDir dir;
+  const Gguf g(generate(dir, "gemma3-tiny"));
+  EXPECT_EQ(g.str("general.architecture"), "gemma3");
+  EXPECT_EQ(g.u32("gemma3.block_count"), 6u);  // llama.cpp's Gemma 3 pattern: 5 local + 1 global
+  EXPECT_EQ(g.u32("gemma3.attention.sliding_window"), 64u);
+  EXPECT_EQ(g.u32("gemma3.attention.key_length"), 32u);
+  EXPECT_EQ(g.tensor_count(), 2 + 6 * 13);
+  EXPECT_FALSE(g.has_tensor("output.weight"));  // tied to token_embd
+  EXPECT_EQ(g.shape("blk.5.attn_q_norm.weight"), (Shape{32}));
+  EXPECT_EQ(g.shape("blk.5.attn_v.weight"), (Shape{128, 64}));
+  EXPECT_EQ(g.type("blk.5.attn_v.weight"), GGML_TYPE_F16);
+  EXPECT_EQ(g.type("blk.5.post_ffw_norm.weight"), GGML_TYPE_F32);
+}
+
+TEST(ModelgenGguf, Mamba2TinyHasAStableRecurrence) {
+  const ScratchDir dir;
+  const Gguf g(generate(dir, "mamba2-tiny"));
+  EXPECT_EQ(g.str("general.architecture"), "mamba2");
+  EXPECT_EQ(g.u32("mamba2.ssm.inner_size"), 256u);
+  EXPECT_EQ(g.u32("mamba2.ssm.state_size"), 64u);
+  EXPECT_EQ(g.u32("mamba2.ssm.time_step_rank"), 4u);
+  EXPECT_EQ(g.tensor_count(), 3 + 4 * 9);
+  // in_proj: z and x (256 each), B and C (64 each, one group), dt (one per head).
+  EXPECT_EQ(g.shape("blk.0.ssm_in.weight"), (Shape{128, 2 * 256 + 2 * 64 + 4}));
+  EXPECT_EQ(g.shape("blk.0.ssm_conv1d.weight"), (Shape{4, 256 + 2 * 64}));
+  EXPECT_EQ(g.shape("blk.0.ssm_a"), (Shape{1, 4}));
+  for (const float a : g.f32_values("blk.3.ssm_a")) {
+    EXPECT_LT(a, 0.0f);  // exp(dt * A) must decay
+  }
+  for (const float d : g.f32_values("blk.3.ssm_d")) {
+    EXPECT_EQ(d, 1.0f);
+  }
+  for (const float bias : g.f32_values("blk.3.ssm_dt.bias")) {
+    const float dt = std::log1p(std::exp(bias));  // softplus
+    EXPECT_GE(dt, 0.9e-3f);
+    EXPECT_LE(dt, 0.11f);
+  }
+}
+
+TEST(ModelgenGguf, Qwen35TinyPutsOneAttentionLayerAfterThreeDeltaNetLayers) {
+  const ScratchDir dir;
+  const Gguf g(generate(dir, "qwen35-tiny"));
+  EXPECT_EQ(g.str("general.architecture"), "qwen35");
+  EXPECT_EQ(g.u32("qwen35.full_attention_interval"), 4u);
+  EXPECT_EQ(g.i32s("qwen35.rope.dimension_sections"), (std::vector<std::int32_t>{3, 3, 2, 0}));
+  EXPECT_EQ(g.tensor_count(), 2 + 3 * 14 + 11);
+  for (const char* layer : {"blk.0.", "blk.1.", "blk.2."}) {
+    EXPECT_TRUE(g.has_tensor(std::string(layer) + "ssm_a")) << layer;
+    EXPECT_FALSE(g.has_tensor(std::string(layer) + "attn_q.weight")) << layer;
+  }
+  EXPECT_FALSE(g.has_tensor("blk.3.ssm_a"));
+  EXPECT_EQ(g.shape("blk.3.attn_q.weight"), (Shape{128, 2 * 4 * 64}));  // queries + output gate
+  EXPECT_EQ(g.shape("blk.0.attn_qkv.weight"), (Shape{128, 2 * 64 + 128}));
+  EXPECT_EQ(g.shape("blk.0.ssm_conv1d.weight"), (Shape{4, 2 * 64 + 128}));
+}
+
+TEST(ModelgenVocabulary, HasChatMlSpecialTokensAndAChatTemplate) {
+  const ScratchDir dir;
+  const Gguf g(generate(dir, "tiny"));
+  EXPECT_EQ(g.str("tokenizer.ggml.model"), "gpt2");
+  EXPECT_EQ(g.str("tokenizer.ggml.pre"), "qwen2");
+  EXPECT_FALSE(g.boolean("tokenizer.ggml.add_bos_token"));
+
+  const auto tokens = g.strings("tokenizer.ggml.tokens");
+  const auto types = g.i32s("tokenizer.ggml.token_type");
+  ASSERT_EQ(tokens.size(), 4096u);
+  ASSERT_EQ(types.size(), tokens.size());
+  EXPECT_EQ(std::set<std::string>(tokens.begin(), tokens.end()).size(), tokens.size()) << "token texts repeat";
+  const auto id_of = [&](const std::string& text) {
+    return static_cast<std::size_t>(std::ranges::find(tokens, text) - tokens.begin());
+  };
+  constexpr std::int32_t kControl = 3;
+  for (const char* special : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
+    const std::size_t id = id_of(special);
+    ASSERT_LT(id, tokens.size()) << special;
+    EXPECT_EQ(types[id], kControl) << special;
+  }
+  EXPECT_EQ(g.u32("tokenizer.ggml.eos_token_id"), id_of("<|im_end|>"));
+  EXPECT_LT(id_of("<tool_call>"), tokens.size());
+
+  const std::string tmpl = g.str("tokenizer.chat_template");
+  for (const char* part : {"<|im_start|>", "<|im_end|>", "add_generation_prompt", "tools", "tool_calls", "'tool'"}) {
+    EXPECT_NE(tmpl.find(part), std::string::npos) << part;
+  }
+}
+
+TEST(ModelgenVocabulary, MergesMakeMultiCharacterTokensForCommonEnglish) {
+  const ScratchDir dir;
+  const Gguf g(generate(dir, "tiny"));
+  const auto tokens = g.strings("tokenizer.ggml.tokens");
+  const auto merges = g.strings("tokenizer.ggml.merges");
+  EXPECT_GT(merges.size(), 2000u);
+  // Byte-level BPE writes a leading space as "Ġ" (U+0120).
+  const std::string space = "\xC4\xA0";
+  for (const std::string& word : {std::string("Hello"), space + "world", space + "the", space + "assistant", space + "you"}) {
+    EXPECT_NE(std::ranges::find(tokens, word), tokens.end()) << word;
+  }
+  // The first 256 tokens are the bytes, in GPT-2's printable mapping.
+  EXPECT_EQ(tokens[static_cast<unsigned char>('A')], "A");
+  EXPECT_EQ(tokens[static_cast<unsigned char>(' ')], "\xC4\xA0");
+  EXPECT_EQ(tokens[static_cast<unsigned char>('\n')], "\xC4\x8A");
+}
+
+TEST(ModelgenAtomicity, ReplacesAnExistingFileAndLeavesNoTemporaryFile) {
+  const ScratchDir dir;
+  const fs::path target = dir.file("tiny.gguf");
+  std::ofstream(target) << "not a model";
+  generate(dir, "tiny");
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"tiny.gguf"});
+  EXPECT_EQ(read_bytes(target).substr(0, 4), "GGUF");
+}
+
+TEST(ModelgenAtomicity, CreatesMissingParentDirectories) {
+  const ScratchDir dir;
+  generate(dir, "tiny", 42, "", "nested/deeper/tiny.gguf");
+  EXPECT_TRUE(fs::is_regular_file(dir.file("nested/deeper/tiny.gguf")));
+  EXPECT_FALSE(fs::exists(dir.file("nested/deeper/tiny.gguf.tmp")));
+}
+
+TEST(ModelgenAtomicity, FailureLeavesNothingBehind) {
+  const ScratchDir dir;
+  std::ofstream(dir.file("blocker")) << "a file where a directory should be";
+  EXPECT_THROW(generate(dir, "tiny", 42, "", "blocker/tiny.gguf"), std::runtime_error);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"blocker"});
+}
+
+}  // namespace

@@ -1,0 +1,233 @@
+// The scheduler over the FakeEngine: batching, streaming, stops, cancellation, admission.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "engine/fake_engine.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/text_stream.h"
+
+namespace prefixd::scheduler {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Collected {
+  std::string text;
+  StreamEvent done;
+  int text_events = 0;
+};
+
+Collected collect(RequestStream& stream) {
+  Collected out;
+  while (true) {
+    auto event = stream.next(10s);
+    if (!event) ADD_FAILURE() << "stream timed out";
+    if (!event) return out;
+    if (event->kind == StreamEvent::Kind::done) {
+      out.done = *event;
+      return out;
+    }
+    out.text += event->text;
+    ++out.text_events;
+  }
+}
+
+GenerationRequest greedy(std::string_view prompt, int max_tokens) {
+  GenerationRequest r;
+  for (unsigned char c : prompt) r.prompt.push_back(c);
+  r.sampling.temperature = 0;
+  r.max_tokens = max_tokens;
+  return r;
+}
+
+TEST(Scheduler, GeneratesUpToMaxTokensWithExactUsage) {
+  engine::FakeEngine engine({.n_ctx = 512, .n_batch = 16, .n_seq = 4, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 0});
+  auto stream = scheduler.submit(greedy("hello there, how are you?", 12));
+  ASSERT_TRUE(stream.has_value());
+  Collected c = collect(**stream);
+  EXPECT_EQ(c.done.finish, FinishReason::length);
+  EXPECT_EQ(c.done.usage.prompt_tokens, 25);
+  EXPECT_EQ(c.done.usage.completion_tokens, 12);
+  EXPECT_EQ(c.done.cache.fed_tokens, 25);
+  // The prompt (25 tokens, batch 16) is fed in two chunks, then 11 decode steps: 36 tokens.
+  EXPECT_EQ(engine.tokens_decoded(), 25 + 11);
+  EXPECT_EQ(engine.used_cells(), 0) << "without a cache, a finished request leaves no cells behind";
+}
+
+TEST(Scheduler, ConcurrentRequestsGiveTheSameOutputAsAlone) {
+  engine::FakeEngine engine({.n_ctx = 1024, .n_batch = 8, .n_seq = 4});
+  Scheduler scheduler(engine, {.n_slots = 4});
+  const std::vector<std::string> prompts = {"alpha prompt", "the second, longer prompt here", "c", "delta delta"};
+  std::vector<std::string> alone;
+  for (const auto& p : prompts) alone.push_back(collect(**scheduler.submit(greedy(p, 20))).text);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& p : prompts) streams.push_back(*scheduler.submit(greedy(p, 20)));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Collected c = collect(*streams[i]);
+    EXPECT_EQ(c.text, alone[i]) << "request " << i;
+    EXPECT_NE(c.done.finish, FinishReason::error);
+  }
+}
+
+TEST(Scheduler, CancelledRequestFinishesAsCancelledAndFreesItsSequence) {
+  engine::FakeEngine engine({.n_ctx = 4096, .n_batch = 4, .n_seq = 1, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 1});
+  auto stream = *scheduler.submit(greedy("a long generation", -1));
+  ASSERT_TRUE(stream->next(10s).has_value());
+  stream->cancel();
+  Collected c = collect(*stream);
+  EXPECT_EQ(c.done.finish, FinishReason::cancelled);
+  // The only slot is free again: a new request completes.
+  Collected next = collect(**scheduler.submit(greedy("next", 3)));
+  EXPECT_EQ(next.done.finish, FinishReason::length);
+}
+
+TEST(Scheduler, FullQueueIsRefused) {
+  engine::FakeEngine engine({.n_ctx = 4096, .n_batch = 4, .n_seq = 1, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 1, .max_queued = 1});
+  std::vector<std::shared_ptr<RequestStream>> accepted;
+  bool refused = false;
+  for (int i = 0; i < 4 && !refused; ++i) {
+    auto r = scheduler.submit(greedy("busy busy", -1));
+    if (r) accepted.push_back(*r);
+    else refused = r.error() == SubmitError::queue_full;
+  }
+  EXPECT_TRUE(refused);
+  for (auto& s : accepted) s->cancel();
+  for (auto& s : accepted) collect(*s);
+}
+
+TEST(Scheduler, PromptLongerThanTheContextIsRefused) {
+  engine::FakeEngine engine({.n_ctx = 32, .n_batch = 8, .n_seq = 1});
+  Scheduler scheduler(engine, {.n_slots = 1});
+  auto r = scheduler.submit(greedy(std::string(40, 'x'), 1));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error(), SubmitError::prompt_too_long);
+  EXPECT_EQ(scheduler.submit(GenerationRequest{}).error(), SubmitError::empty_prompt);
+}
+
+TEST(Scheduler, StopStringEndsGenerationAndIsNotReturned) {
+  engine::FakeEngine engine({.n_ctx = 512, .n_batch = 16, .n_seq = 1, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 1});
+  const std::string full = collect(**scheduler.submit(greedy("stop test", 30))).text;
+  ASSERT_GE(full.size(), 10u);
+  GenerationRequest r = greedy("stop test", 30);
+  r.stop = {full.substr(5, 3)};
+  Collected c = collect(**scheduler.submit(std::move(r)));
+  EXPECT_EQ(c.done.finish, FinishReason::stop);
+  EXPECT_EQ(c.text, full.substr(0, full.find(full.substr(5, 3))));
+}
+
+TEST(TextStream, HoldsBackIncompleteUtf8) {
+  TextStream s({});
+  EXPECT_EQ(s.append("a\xC3"), "a");
+  EXPECT_EQ(s.append("\xA9"), "\xC3\xA9");
+  EXPECT_EQ(s.append("\xE2\x82"), "");
+  EXPECT_EQ(s.finish(), "\xEF\xBF\xBD\xEF\xBF\xBD") << "an unfinished sequence becomes replacement characters";
+}
+
+TEST(TextStream, StopStringSplitAcrossPiecesIsRemoved) {
+  TextStream s({"END"});
+  EXPECT_EQ(s.append("hello E"), "hello ");
+  EXPECT_EQ(s.append("N"), "");
+  EXPECT_EQ(s.append("D tail"), "");
+  EXPECT_TRUE(s.stopped());
+  EXPECT_EQ(s.finish(), "");
+}
+
+TEST(TextStream, FalseStopPrefixIsReleased) {
+  TextStream s({"END"});
+  EXPECT_EQ(s.append("E"), "");
+  EXPECT_EQ(s.append("x"), "Ex");
+  EXPECT_FALSE(s.stopped());
+}
+
+}  // namespace
+}  // namespace prefixd::scheduler
+
+namespace prefixd::scheduler {
+namespace {
+
+GenerationRequest cached(std::vector<engine::Token> prompt, int max_tokens, std::string session = "") {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.max_tokens = max_tokens;
+  r.cache.namespace_digest = "namespace";
+  r.cache.session_key = std::move(session);
+  return r;
+}
+
+std::vector<engine::Token> tokens_from(int seed, int count) {
+  std::vector<engine::Token> out;
+  for (int i = 0; i < count; ++i) out.push_back((seed * 31 + i * 7) % 250);
+  return out;
+}
+
+TEST(SchedulerCache, IdenticalResendFeedsOneTokenAndGivesTheSameOutput) {
+  engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 8, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 4});
+  const auto prompt = tokens_from(1, 300);
+  Collected cold = collect(**scheduler.submit(cached(prompt, 8)));
+  const auto decoded_before = engine.tokens_decoded();
+  Collected warm = collect(**scheduler.submit(cached(prompt, 8)));
+  EXPECT_EQ(cold.done.cache.outcome, "cold");
+  EXPECT_EQ(warm.done.cache.outcome, "hit_extend");
+  EXPECT_EQ(warm.done.cache.fed_tokens, 1);
+  EXPECT_EQ(warm.done.usage.cached_tokens, 299);
+  EXPECT_EQ(warm.text, cold.text) << "a warm request samples from the same logits as a cold one";
+  EXPECT_EQ(engine.tokens_decoded() - decoded_before, 1 + 7);
+}
+
+TEST(SchedulerCache, DisabledRequestBypassesTheCache) {
+  engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 8, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 4});
+  const auto prompt = tokens_from(2, 100);
+  collect(**scheduler.submit(cached(prompt, 2)));
+  GenerationRequest off = cached(prompt, 2);
+  off.cache.enabled = false;
+  Collected c = collect(**scheduler.submit(std::move(off)));
+  EXPECT_EQ(c.done.cache.outcome, "bypass");
+  EXPECT_EQ(c.done.cache.fed_tokens, 100);
+  EXPECT_EQ(scheduler.cache_stats().device_entries, 1) << "a bypassing request donates nothing";
+}
+
+TEST(SchedulerCache, BurstWithACommonPrefixComputesItOnce) {
+  engine::FakeEngine engine({.n_ctx = 4096, .n_batch = 64, .n_seq = 16, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 4, .cache_holders = 8});
+  const auto prefix = tokens_from(3, 400);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  int question_tokens = 0;
+  for (int i = 0; i < 8; ++i) {
+    auto prompt = prefix;
+    const auto question = tokens_from(100 + i, 10 + i);
+    question_tokens += static_cast<int>(question.size());
+    prompt.insert(prompt.end(), question.begin(), question.end());
+    streams.push_back(*scheduler.submit(cached(prompt, 1, "user-" + std::to_string(i))));
+  }
+  int fed = 0;
+  for (auto& s : streams) {
+    Collected c = collect(*s);
+    fed += c.done.cache.fed_tokens;
+    EXPECT_EQ(c.done.finish, FinishReason::length);
+  }
+  EXPECT_LE(fed, 400 + question_tokens + 8);
+  EXPECT_LE(engine.tokens_decoded(), 400 + question_tokens + 8);
+}
+
+TEST(SchedulerCache, ResetEmptiesTheCache) {
+  engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 8, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 4});
+  collect(**scheduler.submit(cached(tokens_from(4, 100), 2)));
+  EXPECT_EQ(scheduler.cache_stats().device_entries, 1);
+  const cache::ResetReport report = scheduler.reset_cache();
+  EXPECT_EQ(report.entries, 1);
+  EXPECT_EQ(scheduler.cache_stats().device_entries, 0);
+  EXPECT_EQ(engine.used_cells(), 0);
+}
+
+}  // namespace
+}  // namespace prefixd::scheduler
