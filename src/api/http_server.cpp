@@ -4,13 +4,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <format>
+#include <thread>
 #include <utility>
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "api/cache_report.h"
 #include "api/errors.h"
 #include "api/prompt_builder.h"
 #include "api/request_parser.h"
@@ -31,6 +34,7 @@ constexpr Route kRoutes[] = {
     {"/health", "GET"},          {"/v1/models", "GET"},           {"/v1/chat/completions", "POST"},
     {"/chat/completions", "POST"}, {"/v1/completions", "POST"},   {"/completions", "POST"},
     {"/metrics", "GET"},         {"/tokenize", "POST"},           {"/apply-template", "POST"},
+    {"/v1/cache/stats", "GET"},  {"/v1/cache/reset", "POST"},
 };
 
 const Route* find_route(const std::string& path) {
@@ -61,12 +65,15 @@ ApiError submit_error(scheduler::SubmitError error) {
   return internal_error(message);
 }
 
-// Compares in time independent of where the strings differ, so the key cannot be guessed byte by
-// byte from response times.
-bool same_secret(std::string_view a, std::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
-  return diff == 0 && !b.empty();
+// Compares in time that depends only on the length of `given`, not on where it differs from the
+// key, so the key cannot be guessed byte by byte from response times.
+bool same_secret(std::string_view given, std::string_view expected) {
+  if (expected.empty()) return false;
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    diff |= static_cast<unsigned char>(given[i] ^ expected[i % expected.size()]);
+  }
+  return diff == 0;
 }
 
 }  // namespace
@@ -89,26 +96,21 @@ class HttpServer::Impl {
   }
 
   bool run() {
-    int port = options_.port;
-    if (port == 0) {
-      port = http_.bind_to_any_port(options_.host);
-    } else if (!http_.bind_to_port(options_.host, port)) {
-      port = -1;
-    }
-    if (port <= 0) {
-      spdlog::error("cannot listen on {}:{}", options_.host, options_.port);
-      return false;
-    }
-    port_ = port;
-    if (stopping_) return true;
-    spdlog::info("listening on http://{}:{}", options_.host, port);
-    return http_.listen_after_bind();
+    // `active_` before `stopping_` is read, and the reverse in stop(): whichever comes second sees
+    // the other, so a stop() that races with startup is never lost.
+    active_ = true;
+    const bool ok = stopping_ ? true : bind_and_listen();
+    active_ = false;
+    return ok;
   }
 
   void stop() {
     // Waiting handlers see `stopping_`, cancel their requests and return, which lets httplib's
     // worker pool join.
     stopping_ = true;
+    // httplib's stop() does nothing until the server is running, so a stop() that arrives during
+    // startup waits for it to be running (or to have failed).
+    while (active_ && !http_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     http_.stop();
   }
 
@@ -181,9 +183,35 @@ class HttpServer::Impl {
     if (options_.metrics) {
       http_.Get("/metrics", guard([this](const httplib::Request&, httplib::Response& res) {
         res.status = 200;
-        res.set_content(metrics_text(scheduler_.stats()), "text/plain; version=0.0.4; charset=utf-8");
+        const scheduler::SchedulerStats stats = scheduler_.stats();
+        res.set_content(metrics_text(stats) + ttft_metrics_text(stats) + cache_metrics_text(scheduler_.cache_stats()),
+                        "text/plain; version=0.0.4; charset=utf-8");
       }));
     }
+    http_.Get("/v1/cache/stats", guard([this](const httplib::Request&, httplib::Response& res) {
+      send_json(res, 200, cache_stats_json(scheduler_.cache_stats(), engine_.model().kv_bytes_per_token).dump());
+    }));
+    http_.Post("/v1/cache/reset", guard([this](const httplib::Request&, httplib::Response& res) {
+      const cache::ResetReport report = scheduler_.reset_cache();
+      spdlog::info("cache reset: freed {} entries, {} bytes", report.entries, report.bytes);
+      send_json(res, 200, cache_reset_json(report).dump());
+    }));
+  }
+
+  bool bind_and_listen() {
+    int port = options_.port;
+    if (port == 0) {
+      port = http_.bind_to_any_port(options_.host);
+    } else if (!http_.bind_to_port(options_.host, port)) {
+      port = -1;
+    }
+    if (port <= 0) {
+      spdlog::error("cannot listen on {}:{}", options_.host, options_.port);
+      return false;
+    }
+    port_ = port;
+    spdlog::info("listening on http://{}:{}", options_.host, port);
+    return http_.listen_after_bind();
   }
 
   // No request may take the server down: whatever escapes a handler becomes a 500 here.
@@ -247,6 +275,11 @@ class HttpServer::Impl {
       }
     } else if (res.status == 413) {
       error.message = std::format("the request body is larger than {} bytes", options_.max_body_bytes);
+      // The HTTP library caps form-encoded bodies far lower; curl -d sends that type by default.
+      if (req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded")) {
+        error.message = "form-encoded request bodies are limited to 8192 bytes; send JSON with "
+                        "'Content-Type: application/json'";
+      }
       error.code = "request_too_large";
     } else {
       error.message = httplib::status_message(res.status);
@@ -315,6 +348,7 @@ class HttpServer::Impl {
   IdGenerator ids_;
   std::int64_t started_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> active_{false};  // inside run()
   std::atomic<int> port_{0};
   httplib::Server http_;
 };

@@ -1,6 +1,7 @@
 #include "api/prompt_builder.h"
 
 #include <format>
+#include <stdexcept>
 #include <utility>
 
 #include <spdlog/spdlog.h>

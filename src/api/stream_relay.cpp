@@ -20,20 +20,22 @@ scheduler::StreamEvent cancel_and_drain(scheduler::RequestStream& stream) {
 
 CollectedCompletion collect_completion(scheduler::RequestStream& stream, const std::function<bool()>& should_abort) {
   CollectedCompletion out;
+  // Checked on a clock, not only when the stream is idle: a fast decoder may never leave it idle.
+  auto next_check = std::chrono::steady_clock::now() + kPollInterval;
   for (;;) {
     auto event = stream.next(kPollInterval);
-    if (!event) {
+    if (event && event->kind == scheduler::StreamEvent::Kind::done) {
+      out.done = std::move(*event);
+      return out;
+    }
+    if (event) out.text += event->text;
+    if (const auto now = std::chrono::steady_clock::now(); now >= next_check) {
+      next_check = now + kPollInterval;
       if (should_abort && should_abort()) {
         out.done = cancel_and_drain(stream);
         return out;
       }
-      continue;
     }
-    if (event->kind == scheduler::StreamEvent::Kind::done) {
-      out.done = std::move(*event);
-      return out;
-    }
-    out.text += event->text;
   }
 }
 
@@ -63,13 +65,6 @@ SseRelay::Step SseRelay::pump(const Write& write) {
     }
   }
   auto event = stream_->next(kPollInterval);
-  if (!event) {
-    if (should_abort_ && should_abort_()) {
-      abort();
-      return Step::aborted;
-    }
-    return Step::more;
-  }
   // Write everything already waiting, so a fast decoder does not cost one wake-up per token.
   while (event) {
     const bool last = event->kind == scheduler::StreamEvent::Kind::done;
@@ -86,6 +81,14 @@ SseRelay::Step SseRelay::pump(const Write& write) {
       return Step::finished;
     }
     event = stream_->next(std::chrono::milliseconds(0));
+  }
+  // Checked on a clock, not only when idle: a fast decoder may never leave the stream idle.
+  if (const auto now = std::chrono::steady_clock::now(); now >= next_check_) {
+    next_check_ = now + kPollInterval;
+    if (should_abort_ && should_abort_()) {
+      abort();
+      return Step::aborted;
+    }
   }
   return Step::more;
 }

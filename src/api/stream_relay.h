@@ -59,6 +59,7 @@ class SseRelay {
   ResponseMeta meta_;
   bool include_usage_;
   std::function<bool()> should_abort_;
+  std::chrono::steady_clock::time_point next_check_ = std::chrono::steady_clock::now();
   bool opened_ = false;
   bool ended_ = false;
 };

@@ -10,5 +10,6 @@ namespace prefixd::cli {
 // Each registers its subcommand and returns the function that runs it (exit status).
 std::function<int()> add_serve_command(CLI::App& app);
 std::function<int()> add_mkmodel_command(CLI::App& app);
+std::function<int()> add_bench_command(CLI::App& app);
 
 }  // namespace prefixd::cli

@@ -352,6 +352,15 @@ class Scheduler::Impl {
     }
   }
 
+  void observe_ttft(double seconds) {
+    std::lock_guard lock(mutex_);
+    for (size_t i = 0; i < SchedulerStats::kTtftBounds.size(); ++i) {
+      if (seconds <= SchedulerStats::kTtftBounds[i]) stats_.ttft_buckets[i] += 1;
+    }
+    stats_.ttft_count += 1;
+    stats_.ttft_sum_seconds += seconds;
+  }
+
   FinishReason finish_reason_for(const Active& a) const {
     return a.generated >= a.max_new ? FinishReason::length : FinishReason::stop;
   }
@@ -360,7 +369,10 @@ class Scheduler::Impl {
   bool sample_next(Active& a) {
     const Token token = a.sampler->sample(a.row);
     const auto now = Clock::now();
-    if (a.generated == 0) a.first_token = now;
+    if (a.generated == 0 && a.first_token == Clock::time_point{}) {
+      a.first_token = now;
+      observe_ttft(std::chrono::duration<double>(now - a.submitted).count());
+    }
     if (engine_.vocab().is_end_of_generation(token)) return false;
     a.generated += 1;
     a.tokens.push_back(token);

@@ -7,6 +7,7 @@
 // Must not know: HTTP or JSON; the cache's internal layout.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -41,6 +42,11 @@ struct SchedulerStats {
   std::int64_t generated_tokens_total = 0;
   std::int32_t running = 0;
   std::int32_t queued = 0;
+  // Time to first token (submission to first sampled token), as cumulative histogram buckets.
+  static constexpr std::array<double, 12> kTtftBounds = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  std::array<std::int64_t, kTtftBounds.size()> ttft_buckets{};
+  std::int64_t ttft_count = 0;
+  double ttft_sum_seconds = 0;
 };
 
 class Scheduler {

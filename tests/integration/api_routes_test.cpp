@@ -133,6 +133,21 @@ TEST_F(ApiRoutes, SpecialTokensInTheTemplateAreSingleTokens) {
   EXPECT_EQ(tokens.body["tokens"].size(), 1u) << tokens.raw;
 }
 
+TEST_F(ApiRoutes, ToolsAndToolChoiceReachTheTemplate) {
+  const json tools = json::array({{{"type", "function"},
+                                   {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}});
+  const auto with_tools = post_json(*client_, "/apply-template", chat("Weather in Paris?", 8, {{"tools", tools}}));
+  ASSERT_EQ(with_tools.status, 200) << with_tools.raw;
+  EXPECT_NE(with_tools.body["prompt"].get<std::string>().find("get_weather"), std::string::npos) << with_tools.raw;
+
+  const auto none = post_json(*client_, "/apply-template", chat("Weather in Paris?", 8, {{"tools", tools}, {"tool_choice", "none"}}));
+  ASSERT_EQ(none.status, 200) << none.raw;
+  EXPECT_EQ(none.body["prompt"].get<std::string>().find("get_weather"), std::string::npos) << none.raw;
+
+  const auto reply = post_json(*client_, "/v1/chat/completions", chat("Weather in Paris?", 4, {{"tools", tools}}));
+  EXPECT_EQ(reply.status, 200) << reply.raw;
+}
+
 TEST_F(ApiRoutes, LengthFinishMeansMaxTokensWereGenerated) {
   for (int max_tokens : {1, 5, 12}) {
     const auto reply = post_json(*client_, "/v1/completions", {{"prompt", "The"}, {"max_tokens", max_tokens}, {"temperature", 0}});

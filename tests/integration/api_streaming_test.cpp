@@ -162,5 +162,28 @@ TEST_F(ApiStreaming, ClientDisconnectCancelsTheRequest) {
   EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::seconds(10));
 }
 
+TEST_F(ApiStreaming, AbandonedNonStreamingRequestIsCancelled) {
+  const int max_tokens = 1900;
+  {
+    auto impatient = server_->client();
+    impatient->set_read_timeout(std::chrono::milliseconds(300));
+    const auto reply = post_json(*impatient, "/v1/completions", {{"prompt", "Wait"}, {"max_tokens", max_tokens}});
+    EXPECT_EQ(reply.status, 0) << "expected the client to time out, got " << reply.raw;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  double running = -1;
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    auto metrics = client_->Get("/metrics");
+    ASSERT_TRUE(metrics);
+    running = metric_value(metrics->body, "prefixd_requests_running");
+    if (running == 0) {
+      EXPECT_LT(metric_value(metrics->body, "prefixd_generated_tokens_total"), max_tokens);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(running, 0);
+}
+
 }  // namespace
 }  // namespace prefixd::testing

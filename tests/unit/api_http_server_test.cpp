@@ -166,6 +166,22 @@ TEST(ApiHttpServer, NoCachePromptMakesEveryRequestBypass) {
   EXPECT_EQ(body["prompt_cache"]["outcome"], "bypass");
 }
 
+TEST(ApiHttpServer, StopIsNeverLostDuringStartup) {
+  engine::FakeEngine engine;
+  scheduler::Scheduler scheduler(engine, {});
+  {
+    HttpServer server(engine, scheduler, {.host = "127.0.0.1", .port = 0});
+    server.stop();  // before run(): run() must not block
+    EXPECT_TRUE(server.run());
+  }
+  for (int i = 0; i < 20; ++i) {  // stop() racing with run()'s startup
+    HttpServer server(engine, scheduler, {.host = "127.0.0.1", .port = 0});
+    std::thread runner([&] { server.run(); });
+    server.stop();
+    runner.join();
+  }
+}
+
 TEST(ApiHttpServer, MetricsCanBeTurnedOff) {
   InProcessServer server({.metrics = false});
   auto res = server.client().Get("/metrics");

@@ -89,6 +89,38 @@ TEST(ApiStreamRelay, CollectCancelsWhenTheClientIsGone) {
   EXPECT_EQ(collected.done.finish, FinishReason::cancelled);
 }
 
+TEST(ApiStreamRelay, CollectNoticesAbortWhileTextKeepsFlowing) {
+  // A fast decoder never leaves the stream idle; the abort check must not wait for a lull.
+  auto stream = std::make_shared<RequestStream>();
+  std::jthread producer([stream](std::stop_token stop) {
+    while (!stop.stop_requested() && !stream->cancelled()) {
+      stream->push(text("t"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    stream->push(done(FinishReason::cancelled));
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto collected = collect_completion(*stream, [] { return true; });
+  EXPECT_EQ(collected.done.finish, FinishReason::cancelled);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+}
+
+TEST(ApiStreamRelay, SseRelayNoticesAbortWhileTextKeepsFlowing) {
+  auto stream = std::make_shared<RequestStream>();
+  std::jthread producer([stream](std::stop_token stop) {
+    while (!stop.stop_requested() && !stream->cancelled()) {
+      stream->push(text("t"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    stream->push(done(FinishReason::cancelled));
+  });
+  SseRelay relay(stream, chat_meta(), false, [] { return true; });
+  SseRelay::Step step = SseRelay::Step::more;
+  for (int i = 0; i < 200 && step == SseRelay::Step::more; ++i) step = relay.pump([](std::string_view) { return true; });
+  EXPECT_EQ(step, SseRelay::Step::aborted);
+  EXPECT_TRUE(stream->cancelled());
+}
+
 TEST(ApiStreamRelay, SseRelayWritesRoleTextFinishUsageAndDone) {
   auto stream = std::make_shared<RequestStream>();
   SseRelay relay(stream, chat_meta(), /*include_usage=*/true, [] { return false; });

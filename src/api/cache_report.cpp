@@ -1,0 +1,81 @@
+#include "api/cache_report.h"
+
+#include <format>
+
+namespace prefixd::api {
+
+nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, std::size_t kv_bytes_per_token) {
+  return {
+      {"enabled", s.enabled},
+      {"apc_enabled", s.apc_enabled},
+      {"hits", s.hits},
+      {"misses", s.misses},
+      {"tokens_reused", s.tokens_reused},
+      {"evictions", {{"lru", s.evictions_lru}, {"ttl", s.evictions_ttl}, {"capacity", s.evictions_capacity}}},
+      {"demotions", s.demotions},
+      {"failed_restores", s.failed_restores},
+      {"tiers",
+       {{"device", {{"entries", s.device_entries}, {"tokens", s.device_tokens}, {"bytes", s.device_bytes},
+                    {"budget_cells", s.device_cells_budget}}},
+        {"host", {{"entries", s.host_entries}, {"bytes", s.host_bytes}, {"capacity_bytes", s.host_capacity_bytes}}}}},
+      {"entries", s.device_entries + s.host_entries},
+      {"bytes", s.device_bytes + s.host_bytes},
+      {"max_entries", s.max_entries},
+      {"kv_bytes_per_token", kv_bytes_per_token},
+      {"block_size", s.block_size},
+      {"hash", s.hash},
+      {"total_blocks_stored", s.total_blocks_stored},
+      {"unique_block_hashes", s.unique_block_hashes},
+      {"apc_active_entries", s.apc_active_entries},
+  };
+}
+
+nlohmann::ordered_json cache_reset_json(const cache::ResetReport& report) {
+  return {{"freed_entries", report.entries}, {"freed_bytes", report.bytes}};
+}
+
+std::string cache_metrics_text(const cache::CacheStats& s) {
+  std::string out;
+  auto family = [&out](std::string_view name, std::string_view type, std::string_view help) {
+    out += std::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  };
+  family("prefixd_prompt_cache_hits_total", "counter", "Requests that reused a cached prefix.");
+  out += std::format("prefixd_prompt_cache_hits_total {}\n", s.hits);
+  family("prefixd_prompt_cache_misses_total", "counter", "Cache-enabled requests that found no reusable prefix.");
+  out += std::format("prefixd_prompt_cache_misses_total {}\n", s.misses);
+  family("prefixd_prompt_cache_prefix_tokens_reused_total", "counter", "Prompt tokens taken from the cache instead of computed.");
+  out += std::format("prefixd_prompt_cache_prefix_tokens_reused_total {}\n", s.tokens_reused);
+  family("prefixd_prompt_cache_evictions_total", "counter", "Cached entries or segments dropped, by reason.");
+  out += std::format("prefixd_prompt_cache_evictions_total{{reason=\"lru\"}} {}\n", s.evictions_lru);
+  out += std::format("prefixd_prompt_cache_evictions_total{{reason=\"ttl\"}} {}\n", s.evictions_ttl);
+  out += std::format("prefixd_prompt_cache_evictions_total{{reason=\"capacity\"}} {}\n", s.evictions_capacity);
+  family("prefixd_prompt_cache_demotions_total", "counter", "Device-tier entries moved to the host tier.");
+  out += std::format("prefixd_prompt_cache_demotions_total {}\n", s.demotions);
+  family("prefixd_prompt_cache_failed_restores_total", "counter", "Host segments that could not be restored.");
+  out += std::format("prefixd_prompt_cache_failed_restores_total {}\n", s.failed_restores);
+  family("prefixd_prompt_cache_bytes", "gauge", "Bytes of K/V held, by tier.");
+  out += std::format("prefixd_prompt_cache_bytes{{tier=\"device\"}} {}\n", s.device_bytes);
+  out += std::format("prefixd_prompt_cache_bytes{{tier=\"host\"}} {}\n", s.host_bytes);
+  family("prefixd_prompt_cache_entries", "gauge", "Entries held, by tier (host: segments).");
+  out += std::format("prefixd_prompt_cache_entries{{tier=\"device\"}} {}\n", s.device_entries);
+  out += std::format("prefixd_prompt_cache_entries{{tier=\"host\"}} {}\n", s.host_entries);
+  family("prefixd_prompt_cache_capacity_bytes", "gauge", "Host-tier byte budget.");
+  out += std::format("prefixd_prompt_cache_capacity_bytes {}\n", s.host_capacity_bytes);
+  return out;
+}
+
+std::string ttft_metrics_text(const scheduler::SchedulerStats& stats) {
+  std::string out =
+      "# HELP prefixd_time_to_first_token_seconds Time from a request's arrival to its first generated token.\n"
+      "# TYPE prefixd_time_to_first_token_seconds histogram\n";
+  const auto& bounds = scheduler::SchedulerStats::kTtftBounds;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    out += std::format("prefixd_time_to_first_token_seconds_bucket{{le=\"{}\"}} {}\n", bounds[i], stats.ttft_buckets[i]);
+  }
+  out += std::format("prefixd_time_to_first_token_seconds_bucket{{le=\"+Inf\"}} {}\n", stats.ttft_count);
+  out += std::format("prefixd_time_to_first_token_seconds_sum {}\n", stats.ttft_sum_seconds);
+  out += std::format("prefixd_time_to_first_token_seconds_count {}\n", stats.ttft_count);
+  return out;
+}
+
+}  // namespace prefixd::api

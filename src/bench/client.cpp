@@ -1,0 +1,118 @@
+#include "bench/client.h"
+
+#include <format>
+
+#include <httplib.h>
+
+#include "bench/sse.h"
+
+namespace prefixd::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+std::unique_ptr<httplib::Client> connect(int port, std::chrono::seconds read_timeout) {
+  auto client = std::make_unique<httplib::Client>("127.0.0.1", port);
+  client->set_connection_timeout(std::chrono::seconds(10));
+  // A cold prefill of thousands of tokens on a small CPU takes minutes before the first byte.
+  client->set_read_timeout(read_timeout);
+  client->set_write_timeout(std::chrono::seconds(60));
+  return client;
+}
+
+}  // namespace
+
+CompletionResult BenchClient::stream(const std::string& path, nlohmann::json body) const {
+  body["stream"] = true;
+  const std::string payload = body.dump();
+  auto client = connect(port_, read_timeout_);
+  StreamReader reader;
+  std::string raw;  // kept for error bodies, which are plain JSON rather than a stream
+  double ttft_ms = -1;
+  const auto t0 = Clock::now();
+  auto res = client->Post(path, httplib::Headers{}, payload, "application/json",
+                          [&](const char* data, std::size_t length) {
+                            const std::string_view bytes(data, length);
+                            if (raw.size() < 64 * 1024) raw.append(bytes);
+                            const bool before = reader.first_token_seen();
+                            reader.feed(bytes);
+                            if (!before && reader.first_token_seen()) ttft_ms = ms_since(t0);
+                            return true;
+                          });
+  const double total_ms = ms_since(t0);
+  CompletionResult result = reader.result();
+  result.ttft_ms = ttft_ms;
+  result.total_ms = total_ms;
+  if (!res) {
+    result.error = std::format("POST {} failed: {}", path, httplib::to_string(res.error()));
+    return result;
+  }
+  result.status = res->status;
+  if (res->status != 200) {
+    result.error = std::format("POST {} answered {}: {}", path, res->status, error_message(raw));
+  } else if (result.ok() && !reader.done()) {
+    result.error = std::format("POST {}: the stream ended without [DONE]", path);
+  }
+  return result;
+}
+
+BenchClient::Reply BenchClient::send(const std::string& method, const std::string& path, const std::string& body) const {
+  auto client = connect(port_, read_timeout_);
+  auto res = method == "GET" ? client->Get(path) : client->Post(path, body, "application/json");
+  if (!res) throw HttpError(std::format("{} {} failed: {}", method, path, httplib::to_string(res.error())));
+  return {res->status, res->body};
+}
+
+nlohmann::json BenchClient::get_json(const std::string& path) const {
+  const auto reply = send("GET", path, "");
+  if (reply.status != 200) throw HttpError(std::format("GET {} answered {}: {}", path, reply.status, error_message(reply.body)));
+  return nlohmann::json::parse(reply.body);
+}
+
+nlohmann::json BenchClient::post_json(const std::string& path, const nlohmann::json& body) const {
+  const auto reply = send("POST", path, body.dump());
+  if (reply.status != 200) throw HttpError(std::format("POST {} answered {}: {}", path, reply.status, error_message(reply.body)));
+  return nlohmann::json::parse(reply.body);
+}
+
+bool BenchClient::reset_cache() const {
+  const auto reply = send("POST", "/v1/cache/reset", "{}");
+  if (reply.status == 404) return false;
+  if (reply.status != 200) {
+    throw HttpError(std::format("POST /v1/cache/reset answered {}: {}", reply.status, error_message(reply.body)));
+  }
+  return true;
+}
+
+std::optional<nlohmann::json> BenchClient::cache_stats() const {
+  const auto reply = send("GET", "/v1/cache/stats", "");
+  if (reply.status == 404) return std::nullopt;
+  if (reply.status != 200) {
+    throw HttpError(std::format("GET /v1/cache/stats answered {}: {}", reply.status, error_message(reply.body)));
+  }
+  return nlohmann::json::parse(reply.body);
+}
+
+std::int64_t BenchClient::vocab_size() const {
+  const auto models = get_json("/v1/models");
+  const nlohmann::json::json_pointer where("/data/0/meta/n_vocab");
+  if (!models.contains(where)) return 0;
+  const auto& n = models.at(where);
+  return n.is_number_integer() ? n.get<std::int64_t>() : 0;
+}
+
+TokenIds BenchClient::tokenize(const std::string& text, bool add_special) const {
+  const auto reply = post_json("/tokenize", {{"content", text}, {"add_special", add_special}, {"parse_special", true}});
+  return reply.at("tokens").get<TokenIds>();
+}
+
+TokenIds BenchClient::chat_prompt_tokens(const nlohmann::json& messages) const {
+  const auto rendered = post_json("/apply-template", {{"messages", messages}});
+  return tokenize(rendered.at("prompt").get<std::string>(), /*add_special=*/true);
+}
+
+}  // namespace prefixd::bench

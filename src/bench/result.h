@@ -1,0 +1,47 @@
+// prefixd bench — what one completion request reported, from the client's and the server's side.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace prefixd::bench {
+
+// -1 marks a field the server did not send (or a time that was not measured).
+struct CompletionResult {
+  int status = 0;               // HTTP status; 0 when the request never got an answer
+  std::string error;            // non-empty: the request failed (transport, HTTP status, error payload)
+  double ttft_ms = -1;          // client: request sent → first SSE chunk with text or a finish reason
+  double total_ms = -1;         // client: request sent → response complete
+  std::string text;             // the generated text, concatenated
+  std::string finish_reason;
+  // usage
+  std::int64_t prompt_tokens = -1;
+  std::int64_t completion_tokens = -1;
+  std::int64_t cached_tokens = -1;  // usage.prompt_tokens_details.cached_tokens
+  // prompt_cache
+  std::string outcome;
+  std::int64_t cache_cached_tokens = -1;
+  std::int64_t fed_tokens = -1;
+  std::string tier;
+  std::string scope;
+  // timings (server side)
+  double queued_ms = -1;
+  std::int64_t prompt_n = -1;
+  double prompt_ms = -1;
+  std::int64_t predicted_n = -1;
+  double predicted_ms = -1;
+
+  bool ok() const { return error.empty(); }
+  nlohmann::json to_json() const;
+};
+
+// Copies usage, prompt_cache and timings from a response body or a final stream chunk; absent
+// fields stay as they are (an include_usage chunk carries usage alone).
+void read_report_fields(const nlohmann::json& body, CompletionResult& out);
+
+// The message of an OpenAI-style {"error": {...}} body, or the raw text when it is not one.
+std::string error_message(const std::string& body);
+
+}  // namespace prefixd::bench

@@ -1,0 +1,50 @@
+// prefixd bench — a `prefixd serve` child process that lives exactly as long as its owner.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace prefixd::bench {
+
+struct ServerLaunch {
+  std::string binary;              // the prefixd executable
+  std::vector<std::string> args;   // after argv[0]: "serve", "--model", ...
+  std::string log_path;            // the child's stdout and stderr go here (appended)
+  std::chrono::seconds startup_limit{600};
+};
+
+// Starts the server, waits until GET /health answers 200, and on destruction stops it (SIGTERM,
+// SIGKILL after a grace period) and reaps it, so no benchmark run leaves a server behind.
+// PREFIXD_* variables are removed from the child's environment: a developer's settings must not
+// silently change what is measured (use --extra-args for that).
+// Throws std::runtime_error with the tail of the server's log when it exits or stays silent.
+class ServerProcess {
+ public:
+  ServerProcess(ServerLaunch launch, int port);
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  int port() const { return port_; }
+  const std::string& command_line() const { return command_line_; }
+  // The last `max_bytes` of the server's log.
+  std::string log_tail(std::size_t max_bytes = 4000) const;
+  bool running();
+
+ private:
+  void wait_until_healthy(std::chrono::seconds limit);
+  void stop();
+
+  ServerLaunch launch_;
+  int port_;
+  pid_t pid_ = -1;
+  std::string command_line_;
+};
+
+// A loopback port that was free a moment ago.
+int pick_free_port();
+
+}  // namespace prefixd::bench

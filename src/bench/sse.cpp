@@ -1,0 +1,70 @@
+#include "bench/sse.h"
+
+#include <nlohmann/json.hpp>
+
+namespace prefixd::bench {
+
+std::vector<std::string> SseParser::feed(std::string_view bytes) {
+  std::vector<std::string> events;
+  for (char c : bytes) {
+    if (c != '\n') {
+      line_ += c;
+      continue;
+    }
+    if (!line_.empty() && line_.back() == '\r') line_.pop_back();
+    if (line_.empty()) {
+      // A blank line ends the event.
+      if (has_data_) events.push_back(std::move(data_));
+      data_.clear();
+      has_data_ = false;
+    } else if (line_.starts_with("data:")) {
+      std::string_view value = std::string_view(line_).substr(5);
+      if (value.starts_with(' ')) value.remove_prefix(1);
+      if (has_data_) data_ += '\n';
+      data_ += value;
+      has_data_ = true;
+    }
+    // Anything else (":" comments, event:, id:, retry:) does not matter for completions.
+    line_.clear();
+  }
+  return events;
+}
+
+void StreamReader::feed(std::string_view bytes) {
+  for (const auto& payload : parser_.feed(bytes)) handle(payload);
+}
+
+void StreamReader::handle(const std::string& payload) {
+  if (payload == "[DONE]") {
+    done_ = true;
+    return;
+  }
+  const auto chunk = nlohmann::json::parse(payload, nullptr, false);
+  if (chunk.is_discarded() || !chunk.is_object()) {
+    result_.error = "unparsable stream chunk: " + payload.substr(0, 200);
+    return;
+  }
+  if (chunk.contains("error")) {
+    result_.error = error_message(payload);
+    return;
+  }
+  read_report_fields(chunk, result_);
+  const auto choices = chunk.find("choices");
+  if (choices == chunk.end() || !choices->is_array() || choices->empty()) return;
+  const auto& choice = (*choices)[0];
+  std::string piece;
+  if (const auto text = choice.find("text"); text != choice.end() && text->is_string()) {
+    piece = text->get<std::string>();
+  } else if (const auto delta = choice.find("delta"); delta != choice.end() && delta->is_object()) {
+    if (const auto content = delta->find("content"); content != delta->end() && content->is_string()) {
+      piece = content->get<std::string>();
+    }
+  }
+  result_.text += piece;
+  const auto finish = choice.find("finish_reason");
+  const bool finished = finish != choice.end() && finish->is_string();
+  if (finished) result_.finish_reason = finish->get<std::string>();
+  if (!piece.empty() || finished) first_token_seen_ = true;
+}
+
+}  // namespace prefixd::bench

@@ -1,0 +1,117 @@
+// From a parsed request to the scheduler's GenerationRequest: the prompt tokens, the prompt-length
+// limit, template refusals, and the cache options (namespace, session, bypass).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "api/cache_namespace.h"
+#include "api/prompt_builder.h"
+#include "engine/fake_engine.h"
+
+namespace prefixd::api {
+namespace {
+
+using nlohmann::json;
+
+// The fake vocabulary has one token per byte, so token counts are text lengths.
+class ApiPromptBuilder : public ::testing::Test {
+ protected:
+  PromptBuilder builder(std::string template_source = std::string(chatml_template_source())) {
+    auto tmpl = ChatTemplate::create(std::move(template_source));
+    EXPECT_TRUE(tmpl.has_value());
+    return PromptBuilder(engine_.vocab(), std::move(*tmpl), "model-key");
+  }
+
+  static ChatRequest chat(const json& body) {
+    ParseOptions options;
+    options.model_names = {"fake"};
+    auto parsed = parse_chat_request(body.dump(), options);
+    EXPECT_TRUE(parsed.has_value()) << (parsed ? "" : parsed.error().message);
+    return parsed.value_or(ChatRequest{});
+  }
+
+  static CompletionRequest completion(const json& body) {
+    ParseOptions options;
+    options.model_names = {"fake"};
+    auto parsed = parse_completion_request(body.dump(), options);
+    EXPECT_TRUE(parsed.has_value()) << (parsed ? "" : parsed.error().message);
+    return parsed.value_or(CompletionRequest{});
+  }
+
+  engine::FakeEngine engine_;
+};
+
+const json kHello = json::array({{{"role", "user"}, {"content", "Hello"}}});
+
+TEST_F(ApiPromptBuilder, ChatPromptIsTheRenderedTemplateTokenized) {
+  auto request = builder().build(chat({{"messages", kHello}, {"max_tokens", 5}, {"stop", {"x"}}}), 1000);
+  ASSERT_TRUE(request.has_value()) << request.error().message;
+  const std::string rendered = "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(request->prompt.size(), rendered.size());
+  EXPECT_EQ(request->prompt.front(), static_cast<engine::Token>('<'));
+  EXPECT_EQ(request->max_tokens, 5);
+  EXPECT_EQ(request->stop, std::vector<std::string>{"x"});
+}
+
+TEST_F(ApiPromptBuilder, TokenIdPromptsAreUsedAsGiven) {
+  auto request = builder().build(completion({{"prompt", {7, 8, 9}}}), 1000);
+  ASSERT_TRUE(request.has_value());
+  EXPECT_EQ(request->prompt, (std::vector<engine::Token>{7, 8, 9}));
+}
+
+TEST_F(ApiPromptBuilder, PromptLongerThanTheLimitIsContextLengthExceeded) {
+  auto request = builder().build(completion({{"prompt", "0123456789"}}), 9);
+  ASSERT_FALSE(request.has_value());
+  EXPECT_EQ(request.error().status, 400);
+  EXPECT_EQ(request.error().code, "context_length_exceeded");
+  EXPECT_TRUE(builder().build(completion({{"prompt", "0123456789"}}), 10).has_value());
+}
+
+TEST_F(ApiPromptBuilder, TemplateRefusalIs400WithTheReason) {
+  auto b = builder("{{ raise_exception('only user turns, please') }}");
+  auto request = b.build(chat({{"messages", kHello}}), 1000);
+  ASSERT_FALSE(request.has_value());
+  EXPECT_EQ(request.error().status, 400);
+  EXPECT_EQ(request.error().code, "template_error");
+  EXPECT_NE(request.error().message.find("only user turns, please"), std::string::npos) << request.error().message;
+}
+
+TEST_F(ApiPromptBuilder, EmptyRenderedPromptIsRejected) {
+  auto request = builder("{% if false %}x{% endif %}").build(chat({{"messages", kHello}}), 1000);
+  ASSERT_FALSE(request.has_value());
+  EXPECT_EQ(request.error().status, 400);
+}
+
+TEST_F(ApiPromptBuilder, CacheOptionsFollowTheRequest) {
+  auto b = builder();
+  auto plain = b.build(chat({{"messages", kHello}}), 1000);
+  auto keyed = b.build(chat({{"messages", kHello}, {"prompt_cache_key", "conv-1"}, {"user", "alice"}}), 1000);
+  auto bypass = b.build(chat({{"messages", kHello}, {"cache_prompt", false}}), 1000);
+  ASSERT_TRUE(plain && keyed && bypass);
+  EXPECT_TRUE(plain->cache.enabled);
+  EXPECT_EQ(plain->cache.session_key, "");
+  EXPECT_EQ(keyed->cache.session_key, "conv-1");
+  EXPECT_FALSE(bypass->cache.enabled);
+  EXPECT_EQ(plain->cache.namespace_digest.size(), 32u);
+  // The session key is a preference, not a wall: it does not change the namespace.
+  EXPECT_EQ(plain->cache.namespace_digest, keyed->cache.namespace_digest);
+}
+
+TEST_F(ApiPromptBuilder, NamespaceSeparatesSaltsToolsKwargsAndEndpoints) {
+  auto b = builder();
+  const auto digest = [&](const json& body) { return b.build(chat(body), 1000)->cache.namespace_digest; };
+  const std::string base = digest({{"messages", kHello}});
+  EXPECT_NE(digest({{"messages", kHello}, {"cache_salt", "tenant-a"}}), base);
+  EXPECT_NE(digest({{"messages", kHello}, {"extra_body", {{"cache_salt", "tenant-a"}}}}), base);
+  EXPECT_NE(digest({{"messages", kHello}, {"chat_template_kwargs", {{"enable_thinking", true}}}}), base);
+  const json tools = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+  EXPECT_NE(digest({{"messages", kHello}, {"tools", tools}}), base);
+  // A raw completion never shares a namespace with a chat, even for the same text.
+  EXPECT_NE(b.build(completion({{"prompt", "Hello"}}), 1000)->cache.namespace_digest, base);
+  // A different template is a different namespace.
+  auto other = builder("{% for m in messages %}{{ m.content }}{% endfor %}");
+  EXPECT_NE(other.build(chat({{"messages", kHello}}), 1000)->cache.namespace_digest, base);
+}
+
+}  // namespace
+}  // namespace prefixd::api
