@@ -44,8 +44,9 @@ serve: build $(MODEL)
 	@echo "    -d '{\"model\":\"default\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":16}'"
 	$(IN_ENV) $(BUILD)/bin/prefixd serve --model $(MODEL) --host $(HOST) --port $(PORT) $(ARGS)
 
+# prefixd vs llama-server side by side (docs/benchmarks.md); BENCH_SCALE=4 for the full sizes.
 bench: build $(MODEL)
-	$(IN_ENV) bench/run.sh
+	$(IN_ENV) env BENCH_PREFIXD=$(BUILD)/bin/prefixd MODEL=$(MODEL) bench/run.sh
 
 shell: | env
 	$(IN_ENV) bash

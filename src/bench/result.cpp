@@ -43,6 +43,7 @@ void read_report_fields(const nlohmann::json& body, CompletionResult& out) {
   read(timings, "prompt_ms", out.prompt_ms);
   read(timings, "predicted_n", out.predicted_n);
   read(timings, "predicted_ms", out.predicted_ms);
+  read(timings, "cache_n", out.cache_n);
 }
 
 std::string error_message(const std::string& body) {
@@ -71,7 +72,9 @@ nlohmann::json CompletionResult::to_json() const {
                       {"prompt_n", prompt_n},
                       {"prompt_ms", prompt_ms},
                       {"predicted_n", predicted_n},
-                      {"predicted_ms", predicted_ms}};
+                      {"predicted_ms", predicted_ms},
+                      {"cache_n", cache_n},
+                      {"first_piece", first_piece}};
   if (!error.empty()) j["error"] = error;
   return j;
 }

@@ -32,6 +32,11 @@ struct CompletionResult {
   double prompt_ms = -1;
   std::int64_t predicted_n = -1;
   double predicted_ms = -1;
+  std::int64_t cache_n = -1;    // timings.cache_n: llama-server's count of prompt tokens reused
+  // The first generated token as streamed: its text, and its top_logprobs when the request asked
+  // for logprobs (null otherwise), for comparing a warm first token with a cold one.
+  std::string first_piece;
+  nlohmann::json first_logprobs;
 
   bool ok() const { return error.empty(); }
   nlohmann::json to_json() const;

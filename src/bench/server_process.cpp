@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -35,10 +36,12 @@ class CStringArray {
   std::vector<char*> pointers_;
 };
 
-std::vector<std::string> child_environment() {
+std::vector<std::string> child_environment(const std::vector<std::string>& strip_prefixes) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (!std::string_view(*e).starts_with("PREFIXD_")) env.emplace_back(*e);
+    const std::string_view entry(*e);
+    const bool stripped = std::ranges::any_of(strip_prefixes, [&](const std::string& p) { return entry.starts_with(p); });
+    if (!stripped) env.emplace_back(entry);
   }
   return env;
 }
@@ -92,7 +95,7 @@ ServerProcess::ServerProcess(ServerLaunch launch, int port) : launch_(std::move(
   posix_spawn_file_actions_adddup2(&actions, log.get(), STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, log.get(), STDERR_FILENO);
   CStringArray args(std::move(argv));
-  CStringArray env(child_environment());
+  CStringArray env(child_environment(launch_.strip_env_prefixes));
   const int rc = ::posix_spawn(&pid_, launch_.binary.c_str(), &actions, nullptr, args.get(), env.get());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {

@@ -14,12 +14,15 @@ struct ServerLaunch {
   std::vector<std::string> args;   // after argv[0]: "serve", "--model", ...
   std::string log_path;            // the child's stdout and stderr go here (appended)
   std::chrono::seconds startup_limit{600};
+  // Variables with these prefixes are removed from the child's environment (see ServerProcess).
+  std::vector<std::string> strip_env_prefixes{"PREFIXD_"};
 };
 
 // Starts the server, waits until GET /health answers 200, and on destruction stops it (SIGTERM,
 // SIGKILL after a grace period) and reaps it, so no benchmark run leaves a server behind.
-// PREFIXD_* variables are removed from the child's environment: a developer's settings must not
-// silently change what is measured (use --extra-args for that).
+// PREFIXD_* variables (or the launch's other prefixes, e.g. LLAMA_ARG_ for llama-server) are removed
+// from the child's environment: a developer's settings must not silently change what is measured
+// (use --extra-args for that).
 // Throws std::runtime_error with the tail of the server's log when it exits or stays silent.
 class ServerProcess {
  public:
@@ -29,6 +32,8 @@ class ServerProcess {
   ServerProcess& operator=(const ServerProcess&) = delete;
 
   int port() const { return port_; }
+  // The child's process id while it runs (for /proc/PID/status), -1 after it stopped.
+  pid_t pid() const { return pid_; }
   const std::string& command_line() const { return command_line_; }
   // The last `max_bytes` of the server's log.
   std::string log_tail(std::size_t max_bytes = 4000) const;

@@ -64,6 +64,12 @@ void StreamReader::handle(const std::string& payload) {
   const auto finish = choice.find("finish_reason");
   const bool finished = finish != choice.end() && finish->is_string();
   if (finished) result_.finish_reason = finish->get<std::string>();
+  if (!first_token_seen_ && (!piece.empty() || finished)) {
+    result_.first_piece = piece;
+    // OpenAI's chat shape: choices[0].logprobs.content[0].top_logprobs, on the chunk of the token.
+    const nlohmann::json::json_pointer top("/logprobs/content/0/top_logprobs");
+    if (choice.contains(top)) result_.first_logprobs = choice.at(top);
+  }
   if (!piece.empty() || finished) first_token_seen_ = true;
 }
 

@@ -11,5 +11,6 @@ namespace prefixd::cli {
 std::function<int()> add_serve_command(CLI::App& app);
 std::function<int()> add_mkmodel_command(CLI::App& app);
 std::function<int()> add_bench_command(CLI::App& app);
+std::function<int()> add_compare_command(CLI::App& app);
 
 }  // namespace prefixd::cli

@@ -17,6 +17,7 @@ namespace prefixd::cli {
 namespace {
 
 struct ServeOptions {
+  ServeOptions() { server.http_threads = 0; }
   std::string model_path;
   std::string log_level = "info";
   engine::ContextOptions context;
@@ -74,6 +75,9 @@ class ShutdownOnSignal {
 
 int run_serve(ServeOptions& o) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
+  if (o.server.http_threads == 0) {
+    o.server.http_threads = std::min(4096, o.context.n_parallel + o.scheduler.max_queued + 4);
+  }
   const bool cache_on = o.cache_enabled && !o.no_cache_prompt;
   o.server.cache_prompt_default = cache_on;
   ShutdownOnSignal signals;  // before any thread starts, so all of them inherit the mask
@@ -139,8 +143,10 @@ std::function<int()> add_serve_command(CLI::App& app) {
       ->envname("PREFIXD_API_KEY");
   cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "Largest request body accepted")
       ->capture_default_str()->envname("PREFIXD_MAX_BODY_BYTES");
-  cmd->add_option("--http-threads", o->server.http_threads, "HTTP worker threads")
-      ->capture_default_str()->envname("PREFIXD_HTTP_THREADS")->check(CLI::Range(1, 1024));
+  cmd->add_option("--http-threads", o->server.http_threads,
+                  "HTTP worker threads (0: --parallel + --max-queued + 4, so queued requests never wait "
+                  "inside the HTTP layer)")
+      ->capture_default_str()->envname("PREFIXD_HTTP_THREADS")->check(CLI::Range(0, 4096));
   cmd->add_flag("--metrics,!--no-metrics", o->server.metrics, "Serve Prometheus metrics at GET /metrics")
       ->capture_default_str()->envname("PREFIXD_METRICS");
   cmd->add_flag("--no-cache-prompt", o->no_cache_prompt, "Never read or write the prompt cache")

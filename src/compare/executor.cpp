@@ -1,0 +1,178 @@
+#include "compare/executor.h"
+
+#include <condition_variable>
+#include <format>
+#include <mutex>
+#include <thread>
+
+#include "bench/client.h"
+#include "bench/prompts.h"
+#include "compare/gates.h"
+#include "compare/live_server.h"
+#include "compare/request.h"
+
+namespace prefixd::compare {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Hands out steps in order to `concurrency` workers; a step waits for its `after` step, and a
+// barrier step for every earlier one.
+class Dispatcher {
+ public:
+  explicit Dispatcher(const Workload& w) : w_(w), done_(w.steps.size(), false) {}
+
+  // The next step index once it may be sent, or -1 when none is left.
+  int next() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (next_ >= static_cast<int>(w_.steps.size())) return -1;
+    const int i = next_++;
+    ready_.wait(lock, [&] { return may_start(i); });
+    return i;
+  }
+  void finish(int i) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      done_[static_cast<std::size_t>(i)] = true;
+    }
+    ready_.notify_all();
+  }
+
+ private:
+  bool may_start(int i) const {
+    const Step& s = w_.steps[static_cast<std::size_t>(i)];
+    if (s.after >= 0 && !done_[static_cast<std::size_t>(s.after)]) return false;
+    if (s.barrier || s.restart_before) {
+      for (int j = 0; j < i; ++j) {
+        if (!done_[static_cast<std::size_t>(j)]) return false;
+      }
+    }
+    return true;
+  }
+
+  const Workload& w_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::vector<bool> done_;
+  int next_ = 0;
+};
+
+ServerSettings settings_for(const Workload& w, const RunConfig& config) {
+  ServerSettings s = config.base;
+  s.ctx_size = w.ctx_size;
+  s.parallel = w.parallel;
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json run_workload(const Target& target, const Workload& w, const RunConfig& config, std::ostream& progress) {
+  if (w.concurrency > 1) {
+    for (const auto& s : w.steps) {
+      if (s.restart_before) throw std::invalid_argument(w.name + ": restarts need a sequential workload");
+    }
+  }
+  const std::string tag = std::format("[{} / {}]", w.name, target.name());
+  nlohmann::json out = {{"target", target.name()}};
+  const auto origin = Clock::now();
+  std::mutex progress_lock;
+  auto note = [&](const std::string& line) {
+    const std::lock_guard<std::mutex> guard(progress_lock);
+    progress << tag << " " << line << std::endl;  // std::endl: a long run should show it is alive
+  };
+
+  std::vector<nlohmann::json> records(w.steps.size());
+  std::optional<LiveServer> server;
+  try {
+    server.emplace(target, settings_for(w, config), config.log_path, config.startup_limit, origin);
+    out["command"] = server->command_line();
+    note("started: " + server->command_line());
+
+    Dispatcher dispatcher(w);
+    std::mutex server_lock;  // restarts replace the server; sequential workloads only
+    auto worker = [&] {
+      for (int i = dispatcher.next(); i >= 0; i = dispatcher.next()) {
+        const Step& step = w.steps[static_cast<std::size_t>(i)];
+        int port = 0;
+        try {
+          const std::lock_guard<std::mutex> guard(server_lock);
+          if (step.restart_before) {
+            note("restarting");
+            server->restart();
+          }
+          port = server->port();
+        } catch (const std::exception& e) {
+          // A server that does not come back fails this step; the run goes on and reports it.
+          records[static_cast<std::size_t>(i)] = {{"step", i}, {"arm", step.arm}, {"error", e.what()}};
+          note(std::string("ERROR: ") + e.what());
+          dispatcher.finish(i);
+          continue;
+        }
+        const bench::BenchClient client(port, config.request_timeout);
+        const double start_s = seconds_since(origin);
+        const auto r = client.stream("/v1/chat/completions",
+                                     chat_body(step.messages, {.max_tokens = step.max_tokens, .session = step.session}));
+        records[static_cast<std::size_t>(i)] = request_record(i, step.arm, start_s, r);
+        note(std::format("{}/{} {}: prompt {}, evaluated {}, cached {}, TTFT {:.0f} ms{}", i + 1, w.steps.size(), step.arm,
+                         r.prompt_tokens, evaluated_tokens(r), cached_tokens(r), r.ttft_ms,
+                         r.ok() ? "" : " ERROR " + r.error));
+        dispatcher.finish(i);
+      }
+    };
+    {
+      std::vector<std::jthread> workers;
+      for (int k = 0; k < std::max(1, w.concurrency); ++k) workers.emplace_back(worker);
+    }  // joined here
+    if (!server->running()) throw std::runtime_error("the server exited during the run; its log ends with:\n" + server->log_tail());
+
+    if (config.gates) {
+      const int g = w.gate_index();
+      const Step& step = w.steps[static_cast<std::size_t>(g)];
+      const auto& observed = records[static_cast<std::size_t>(g)];
+      out["gates"] = run_gates(bench::BenchClient(server->port(), config.request_timeout), step.messages, step.session,
+                               observed.value("first_piece", std::string()));
+      out["gates"]["step"] = g;
+      note(std::format("gates: {}", gates_passed(out["gates"]) ? "pass" : "FAIL"));
+    }
+  } catch (const std::exception& e) {
+    out["error"] = e.what();
+    note(std::string("ERROR: ") + e.what());
+  }
+  nlohmann::json requests = nlohmann::json::array();
+  for (auto& r : records) {
+    if (!r.is_null()) requests.push_back(std::move(r));
+  }
+  out["requests"] = std::move(requests);
+  if (server) {
+    nlohmann::json rss = nlohmann::json::array();
+    for (const auto& [t, kb] : server->rss()) rss.push_back({t, kb});
+    out["rss"] = std::move(rss);
+    out["peak_rss_kb"] = server->peak_kb();
+    out["counter"] = {{"metric", target.evaluated_counter()}, {"evaluated", server->evaluated_counter()}};
+    out["restarts"] = server->restarts();
+    server.reset();
+  }
+  out["seconds"] = seconds_since(origin);
+  return out;
+}
+
+double measure_words_per_token(const Target& target, const RunConfig& config, std::ostream& progress) {
+  ServerSettings settings = config.base;
+  settings.ctx_size = 4096;
+  settings.parallel = 1;
+  LiveServer server(target, settings, config.log_path, config.startup_limit, Clock::now());
+  const bench::BenchClient client(server.port(), config.request_timeout);
+  constexpr std::size_t kWords = 2000;
+  const std::string text = bench::make_text(0xca1b'0001, kWords);
+  const auto reply = client.post_json("/tokenize", {{"content", text}, {"add_special", false}});
+  const auto tokens = reply.at("tokens").size();
+  if (tokens == 0) throw std::runtime_error("/tokenize returned no tokens");
+  const double wpt = static_cast<double>(kWords) / static_cast<double>(tokens);
+  progress << std::format("[calibrate / {}] {} words are {} tokens: {:.3f} words per token", target.name(), kWords, tokens, wpt)
+           << std::endl;
+  return wpt;
+}
+
+}  // namespace prefixd::compare

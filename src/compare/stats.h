@@ -1,0 +1,54 @@
+// prefixd compare — numbers the report derives from a results file: per-arm summaries, the
+// point-or-range rule for ratios, hit ratios. Pure functions of the JSON.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/stats.h"
+
+namespace prefixd::compare {
+
+// The member `key` of `j`, or an empty array when there is none: for iterating a results file
+// without copying it.
+const nlohmann::json& list_at(const nlohmann::json& j, const char* key);
+
+// A cold arm is tight when every repetition is within ×1.5 of its fastest one.
+constexpr double kTightSpread = 1.5;
+bool is_tight(const bench::Summary& s);
+// max ÷ min of an arm's samples (1 for fewer than two).
+double spread(const bench::Summary& s);
+
+// numerator ÷ denominator of two medians. When `noise` (the cold arms' spread, see
+// workload_noise) is at most kTightSpread the ratio is a point, "0.52×"; otherwise it is the band
+// that noise allows around it, "0.26–1.04×" (÷ and × noise); "n/a" when either side is missing.
+std::string ratio_cell(const bench::Summary& numerator, const bench::Summary& denominator, double noise);
+// a ÷ b of two counts, "0.25×"; "n/a" when b is not positive or a is negative.
+std::string count_ratio_cell(double a, double b);
+// cached ÷ prompt as "87%"; "n/a" without prompt tokens.
+std::string percent_cell(std::int64_t part, std::int64_t whole);
+
+// What one server did on one arm (or on every request when `arm` is empty).
+struct ArmStats {
+  int n = 0;                      // requests that answered
+  int errors = 0;
+  bench::Summary ttft_ms;
+  bench::Summary prompt_tokens;
+  std::int64_t prompt_sum = 0;
+  std::int64_t evaluated_sum = 0;
+  std::int64_t cached_sum = 0;
+  bool counts_missing = false;    // some request did not report its counters
+  int not_one_token = 0;          // requests whose completion_tokens != 1 (pinned arms)
+};
+ArmStats arm_stats(const nlohmann::json& target_record, const std::string& arm);
+
+// How noisy the machine was for this workload: the worst max ÷ min of its cold arms (on every
+// server, arms with at least two repetitions). A workload without a repeated cold arm borrows the
+// worst of every cold arm in the run (the machine's noise does not depend on the workload); 1
+// when the run has none.
+double workload_noise(const nlohmann::json& results, const nlohmann::json& workload);
+
+}  // namespace prefixd::compare
