@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "bench/server_log.h"
 #include "bench/bench.h"
 #include "bench/scenario.h"
 
@@ -30,31 +31,6 @@ std::string utc_now() {
   return std::format("{:%Y-%m-%dT%H:%M:%SZ}", std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
 }
 
-// The server log: the user's file, or a temporary one that is removed unless something failed.
-class ServerLog {
- public:
-  explicit ServerLog(const std::string& requested) : path_(requested) {
-    if (!path_.empty()) return;
-    std::string pattern = "/tmp/prefixd-bench-server-XXXXXX";
-    const int fd = ::mkstemp(pattern.data());
-    if (fd < 0) throw std::runtime_error("cannot create a temporary server log");
-    ::close(fd);
-    path_ = pattern;
-    temporary_ = true;
-  }
-  ~ServerLog() {
-    if (temporary_ && !keep_) std::remove(path_.c_str());
-  }
-  ServerLog(const ServerLog&) = delete;
-  ServerLog& operator=(const ServerLog&) = delete;
-  const std::string& path() const { return path_; }
-  void keep() { keep_ = true; }
-
- private:
-  std::string path_;
-  bool temporary_ = false;
-  bool keep_ = false;
-};
 
 // Timings are only as good as the machine is idle: say how busy it was when the run began.
 nlohmann::json host_json() {
@@ -97,7 +73,7 @@ int run_bench(const BenchOptions& options, std::ostream& out, std::ostream& prog
   if (host["load_average_1m"].get<double>() >= 1.0) {
     out << "note: the machine is busy; timings will be noisy (fed/cached token counts are not affected).\n";
   }
-  ServerLog log(options.server_log);
+  bench::ServerLog log(options.server_log, "prefixd-bench-server");
   ScenarioEnv env(options, log.path(), out, progress);
   nlohmann::json results = nlohmann::json::array();
   int errors = 0;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "bench/server_log.h"
 #include "bench/prompts.h"
 #include "compare/compare.h"
 #include "compare/executor.h"
@@ -26,31 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// The servers' log: the user's file, or a temporary one removed unless something failed.
-class ServerLog {
- public:
-  explicit ServerLog(const std::string& requested) : path_(requested) {
-    if (!path_.empty()) return;
-    std::string pattern = "/tmp/prefixd-compare-servers-XXXXXX";
-    const int fd = ::mkstemp(pattern.data());
-    if (fd < 0) throw std::runtime_error("cannot create a temporary server log");
-    ::close(fd);
-    path_ = pattern;
-    temporary_ = true;
-  }
-  ~ServerLog() {
-    if (temporary_ && !keep_) std::remove(path_.c_str());
-  }
-  ServerLog(const ServerLog&) = delete;
-  ServerLog& operator=(const ServerLog&) = delete;
-  const std::string& path() const { return path_; }
-  void keep() { keep_ = true; }
-
- private:
-  std::string path_;
-  bool temporary_ = false;
-  bool keep_ = false;
-};
 
 std::vector<Target> make_targets(const CompareOptions& o) {
   std::vector<Target> targets;
@@ -159,7 +135,7 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& progre
   fs::create_directories(dir);
   const nlohmann::json machine = machine_json();
   const std::string stem = !o.name.empty() ? o.name : utc_date() + "-" + file_safe(machine.value("hostname", "host"));
-  ServerLog log(o.server_log);
+  bench::ServerLog log(o.server_log, "prefixd-compare-servers");
   RunConfig config;
   config.base.model_path = o.model_path;
   config.base.threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
