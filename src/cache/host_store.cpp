@@ -1,9 +1,23 @@
 #include "cache/host_store.h"
 
+#include <algorithm>
+
 namespace prefixd::cache {
 
 HostStore::HostStore(std::uint64_t capacity_bytes, std::int64_t max_segments)
     : capacity_bytes_(capacity_bytes), max_segments_(max_segments) {}
+
+std::vector<Digest> HostStore::children(const Digest& parent) const {
+  std::vector<Digest> keys;
+  auto [first, last] = by_parent_.equal_range(parent);
+  for (auto it = first; it != last; ++it) keys.push_back(it->second);
+  return keys;
+}
+
+const HostSegment* HostStore::peek(const Digest& key) const {
+  auto it = segments_.find(key);
+  return it == segments_.end() ? nullptr : &it->second.segment;
+}
 
 const HostSegment* HostStore::touch(const Digest& key) {
   auto it = segments_.find(key);
@@ -13,16 +27,23 @@ const HostSegment* HostStore::touch(const Digest& key) {
   return &it->second.segment;
 }
 
-bool HostStore::insert(const Digest& key, HostSegment segment, Evicted& evicted) {
+bool HostStore::insert(const Digest& key, HostSegment segment, Evicted& evicted, std::span<const Digest> keep) {
   if (segment.state.size() > capacity_bytes_ || max_segments_ < 1) return false;
   erase(key);
-  while (!lru_.empty() && bytes_ + segment.state.size() > capacity_bytes_) evict_one(EvictReason::capacity, evicted);
+  const auto victim_is_kept = [&] { return std::find(keep.begin(), keep.end(), lru_.back()) != keep.end(); };
+  while (!lru_.empty() && bytes_ + segment.state.size() > capacity_bytes_) {
+    if (victim_is_kept()) return false;
+    evict_one(EvictReason::capacity, evicted);
+  }
   while (!lru_.empty() && static_cast<std::int64_t>(segments_.size()) >= max_segments_) {
+    if (victim_is_kept()) return false;
     evict_one(EvictReason::lru, evicted);
   }
   bytes_ += segment.state.size();
+  tokens_ += segment.tokens;
   segment.last_used = std::chrono::steady_clock::now();
   lru_.push_front(key);
+  by_parent_.emplace(segment.parent, key);
   segments_.emplace(key, Slot{std::move(segment), lru_.begin()});
   return true;
 }
@@ -47,6 +68,14 @@ void HostStore::erase(const Digest& key) {
   auto it = segments_.find(key);
   if (it == segments_.end()) return;
   bytes_ -= it->second.segment.state.size();
+  tokens_ -= it->second.segment.tokens;
+  auto [first, last] = by_parent_.equal_range(it->second.segment.parent);
+  for (auto child = first; child != last; ++child) {
+    if (child->second == key) {
+      by_parent_.erase(child);
+      break;
+    }
+  }
   lru_.erase(it->second.lru);
   segments_.erase(it);
 }
@@ -54,8 +83,10 @@ void HostStore::erase(const Digest& key) {
 std::int64_t HostStore::clear() {
   const auto freed = static_cast<std::int64_t>(bytes_);
   segments_.clear();
+  by_parent_.clear();
   lru_.clear();
   bytes_ = 0;
+  tokens_ = 0;
   return freed;
 }
 

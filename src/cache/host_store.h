@@ -1,10 +1,12 @@
 // prefixd cache — the host tier: serialized K/V segments in RAM, addressed by chain hash.
 //
 // A segment is the state of positions [begin, begin + tokens) of one prefix, saved with the
-// engine's sequence-state I/O. Its key is the block-chain hash at its end, so a segment exists
-// once however many conversations share it. Lookups touch deeper segments first so that, in LRU
-// order, a child segment is always older than its parent: eviction removes leaves before the
-// prefixes they depend on.
+// engine's sequence-state I/O, with the token ids it holds. Its parent is the block-chain hash of
+// everything before `begin` (the namespace root at 0); its key is a hash of the parent and its own
+// tokens, so a segment exists once however many conversations share it, and two segments with the
+// same parent hold K/V of the same context and may be compared token by token. Lookups touch
+// deeper segments first so that, in LRU order, a child segment is older than its parent: eviction
+// removes leaves before the prefixes they depend on.
 // Invariant: bytes() <= capacity after every insert returns (one segment may be in flight).
 #pragma once
 
@@ -12,7 +14,9 @@
 #include <cstdint>
 #include <list>
 #include <optional>
+#include <span>
 #include <unordered_map>
+#include <vector>
 
 #include "cache/block_hash.h"
 #include "engine/types.h"
@@ -22,6 +26,8 @@ namespace prefixd::cache {
 struct HostSegment {
   engine::Pos begin = 0;
   std::int32_t tokens = 0;
+  Digest parent{};
+  std::vector<engine::Token> token_ids;  // tokens.size() == tokens
   engine::Bytes state;
   std::chrono::steady_clock::time_point last_used;
 };
@@ -38,16 +44,21 @@ class HostStore {
   HostStore(std::uint64_t capacity_bytes, std::int64_t max_segments);
 
   bool contains(const Digest& key) const { return segments_.contains(key); }
+  // Keys of the segments whose parent is `parent`.
+  std::vector<Digest> children(const Digest& parent) const;
+  const HostSegment* peek(const Digest& key) const;  // does not count as a use
   // Marks the segment used now and returns it (nullptr if absent).
   const HostSegment* touch(const Digest& key);
-  // Stores a segment, evicting least recently used ones to stay in budget. A segment larger than
-  // the whole budget is not stored (returns false).
-  bool insert(const Digest& key, HostSegment segment, Evicted& evicted);
+  // Stores a segment, evicting least recently used ones to stay in budget. Returns false, storing
+  // nothing, when the segment is larger than the whole budget or making room would evict one of
+  // `keep` (the prefix the new segment extends: without it the segment could never be used).
+  bool insert(const Digest& key, HostSegment segment, Evicted& evicted, std::span<const Digest> keep = {});
   void expire(std::chrono::steady_clock::time_point older_than, Evicted& evicted);
   void erase(const Digest& key);
   std::int64_t clear();  // returns bytes freed
 
   std::uint64_t bytes() const { return bytes_; }
+  std::int64_t tokens() const { return tokens_; }  // sum of the segments' lengths
   std::size_t size() const { return segments_.size(); }
   std::uint64_t capacity() const { return capacity_bytes_; }
 
@@ -62,8 +73,10 @@ class HostStore {
   std::uint64_t capacity_bytes_;
   std::int64_t max_segments_;
   std::uint64_t bytes_ = 0;
+  std::int64_t tokens_ = 0;
   Lru lru_;
   std::unordered_map<Digest, Slot, DigestHash> segments_;
+  std::unordered_multimap<Digest, Digest, DigestHash> by_parent_;  // parent -> key
 };
 
 }  // namespace prefixd::cache

@@ -77,8 +77,9 @@ class PrefixCache::Impl {
                                    : tree->second.match_whole(query, key.session);
       if (device.length > 0) entry = &entries_.at(device.entry);
     }
-    // Host tier: whole segments along the block chain.
-    const std::int32_t host_len = host_match(key.namespace_digest, query);
+    // Host tier: whole segments along the block chain, then at most one tail segment.
+    const HostPlan host_plan = plan_host_restore(key.namespace_digest, query);
+    const std::int32_t host_len = host_plan.length;
 
     if (entry != nullptr && device.length >= host_len && device.length >= config_.min_prefix) {
       engine_.copy_sequence(entry->holder, dst, 0, device.length);
@@ -90,7 +91,7 @@ class PrefixCache::Impl {
       const bool whole = device.length == static_cast<std::int32_t>(entry->tokens.size()) || device.length == limit;
       result.outcome = whole ? Outcome::hit_extend : Outcome::partial;
     } else if (host_len >= config_.min_prefix) {
-      const std::int32_t restored = restore_from_host(key.namespace_digest, query, host_len, dst);
+      const std::int32_t restored = restore_from_host(host_plan, dst);
       if (restored >= config_.min_prefix) {
         result.reused = restored;
         result.tier = "host";
@@ -215,41 +216,73 @@ class PrefixCache::Impl {
   }
 
   std::int32_t segment_blocks() const { return std::max(1, config_.host_segment_tokens / config_.block_size); }
+  std::int32_t segment_tokens() const { return segment_blocks() * config_.block_size; }
 
-  // Longest run of whole host segments from position 0 that the host tier holds for `query`.
-  std::int32_t host_match(const std::string& ns, std::span<const Token> query) {
-    if (host_.size() == 0) return 0;
+  // The host segments that rebuild the longest prefix of a query, in position order; of the last
+  // one only its first `last_take` tokens are used.
+  struct HostPlan {
+    std::vector<Digest> keys;
+    std::int32_t last_take = 0;
+    std::int32_t length = 0;
+  };
+
+  // Segments lie on a grid of segment_blocks() blocks from position 0, keyed by the chain hash at
+  // their end, so whole ones are found by walking the query's chain. Where the walk stops, any
+  // segment hanging off the same parent (the grid segment the query diverges inside, or the
+  // shorter tail of a demoted entry) is compared token by token and the longest match is taken.
+  HostPlan plan_host_restore(const std::string& ns, std::span<const Token> query) {
+    HostPlan plan;
+    if (host_.size() == 0) return plan;
     const std::vector<Digest> chain = hasher_.chain(ns, query);
     const auto per = static_cast<size_t>(segment_blocks());
-    std::int32_t matched = 0;
-    for (size_t end = per; end <= chain.size(); end += per) {
-      if (!host_.contains(chain[end - 1])) break;
-      matched = static_cast<std::int32_t>(end) * config_.block_size;
+    size_t covered = 0;  // blocks
+    for (size_t end = per; end <= chain.size() && host_.contains(chain[end - 1]); end += per) {
+      plan.keys.push_back(chain[end - 1]);
+      covered = end;
     }
-    return matched;
+    plan.length = static_cast<std::int32_t>(covered) * config_.block_size;
+    plan.last_take = plan.keys.empty() ? 0 : segment_tokens();
+    const Digest parent = covered == 0 ? hasher_.root(ns) : chain[covered - 1];
+    const auto rest = query.subspan(static_cast<size_t>(plan.length));
+    std::int32_t best = 0;
+    for (const Digest& key : host_.children(parent)) {
+      const HostSegment* segment = host_.peek(key);
+      if (segment == nullptr || segment->begin != plan.length) continue;
+      const auto common = static_cast<std::int32_t>(
+          std::ranges::mismatch(segment->token_ids, rest).in1 - segment->token_ids.begin());
+      if (common > best) {
+        if (best == 0) plan.keys.push_back(key);
+        plan.keys.back() = key;
+        best = common;
+      }
+    }
+    if (best > 0) {
+      plan.last_take = best;
+      plan.length += best;
+    }
+    return plan;
   }
 
-  // Restores segments [0, length) into `dst` through the scratch sequence. Returns the tokens
+  // Restores the planned segments into `dst` through the scratch sequence. Returns the tokens
   // restored; a segment that fails to restore is removed from the host tier and stops the walk.
-  std::int32_t restore_from_host(const std::string& ns, std::span<const Token> query, std::int32_t length, SeqId dst) {
-    const std::vector<Digest> chain = hasher_.chain(ns, query.first(static_cast<size_t>(length)));
-    const auto per = static_cast<size_t>(segment_blocks());
+  std::int32_t restore_from_host(const HostPlan& plan, SeqId dst) {
     // Touch deepest first so that parents stay more recently used than their children.
-    for (size_t end = chain.size(); end >= per; end -= per) host_.touch(chain[end - 1]);
+    for (auto key = plan.keys.rbegin(); key != plan.keys.rend(); ++key) host_.touch(*key);
     std::int32_t restored = 0;
-    for (size_t end = per; end <= chain.size(); end += per) {
-      const HostSegment* segment = host_.touch(chain[end - 1]);
-      if (segment == nullptr || segment->begin != restored ||
-          !engine_.restore_sequence(segment->state, scratch_)) {
+    for (size_t i = 0; i < plan.keys.size(); ++i) {
+      const Digest& key = plan.keys[i];
+      const HostSegment* segment = host_.touch(key);
+      if (segment == nullptr || segment->begin != restored || !engine_.restore_sequence(segment->state, scratch_)) {
         stats_.failed_restores += 1;
         spdlog::warn("cache: host segment at position {} could not be restored; dropped", restored);
-        host_.erase(chain[end - 1]);
+        host_.erase(key);
         engine_.remove_sequence(scratch_, 0, -1);
         break;
       }
-      engine_.copy_sequence(scratch_, dst, 0, -1);
+      const std::int32_t take = i + 1 == plan.keys.size() ? plan.last_take : segment->tokens;
+      engine_.copy_sequence(scratch_, dst, restored, restored + take);
       engine_.remove_sequence(scratch_, 0, -1);
-      restored += segment->tokens;
+      restored += take;
     }
     return restored;
   }
@@ -267,20 +300,33 @@ class PrefixCache::Impl {
     stats_.demotions += 1;
   }
 
+  // Saves the entry as grid segments plus one shorter tail segment for the tokens past the last
+  // grid line (a partial last block included: the tail's key hashes its tokens, not the chain).
   void save_to_host(const DeviceEntry& e) {
-    if (config_.host_capacity_bytes == 0) return;
-    const auto per = static_cast<size_t>(segment_blocks());
+    if (config_.host_capacity_bytes == 0 || e.tokens.empty()) return;
+    const auto n = static_cast<std::int32_t>(e.tokens.size());
+    const std::int32_t grid = segment_tokens();
+    const auto span = std::span<const Token>(e.tokens);
     HostStore::Evicted evicted;
-    for (size_t end = per; end <= e.blocks.size(); end += per) {
-      const Digest& key = e.blocks[end - 1];
-      if (host_.contains(key)) continue;
-      const auto begin = static_cast<engine::Pos>((end - per) * static_cast<size_t>(config_.block_size));
-      const auto stop = static_cast<engine::Pos>(end * static_cast<size_t>(config_.block_size));
-      engine_.copy_sequence(e.holder, scratch_, begin, stop);
-      HostSegment segment{begin, stop - begin, engine_.save_sequence(scratch_), Clock::now()};
-      engine_.remove_sequence(scratch_, 0, -1);
-      if (segment.state.empty() || !host_.insert(key, std::move(segment), evicted)) break;
+    std::vector<Digest> stored;  // in position order
+    for (std::int32_t begin = 0; begin < n; begin += grid) {
+      const std::int32_t stop = std::min(begin + grid, n);
+      const Digest parent = begin == 0 ? hasher_.root(e.ns) : e.blocks[static_cast<size_t>(begin / config_.block_size) - 1];
+      const auto tokens = span.subspan(static_cast<size_t>(begin), static_cast<size_t>(stop - begin));
+      const Digest key = stop - begin == grid ? e.blocks[static_cast<size_t>(stop / config_.block_size) - 1]
+                                              : hasher_.next(parent, tokens);
+      if (host_.touch(key) == nullptr) {
+        engine_.copy_sequence(e.holder, scratch_, begin, stop);
+        HostSegment segment{begin, stop - begin, parent, {tokens.begin(), tokens.end()},
+                            engine_.save_sequence(scratch_), Clock::now()};
+        engine_.remove_sequence(scratch_, 0, -1);
+        if (segment.state.empty() || !host_.insert(key, std::move(segment), evicted, stored)) break;
+      }
+      stored.push_back(key);
     }
+    // The walk left the deepest segment most recently used; touch from the deepest up so that
+    // later evictions take leaves before the prefixes they extend.
+    for (auto key = stored.rbegin(); key != stored.rend(); ++key) host_.touch(*key);
     add_evictions(evicted);
   }
 
@@ -334,7 +380,7 @@ class PrefixCache::Impl {
       blocks += static_cast<std::int64_t>(e.blocks.size());
       active += e.blocks.empty() ? 0 : 1;
     }
-    const std::int64_t host_blocks = static_cast<std::int64_t>(host_.size()) * segment_blocks();
+    const std::int64_t host_blocks = host_.tokens() / config_.block_size;
     s.total_blocks_stored = blocks + host_blocks;
     s.unique_block_hashes = device_tokens() / config_.block_size + host_blocks;
     s.apc_active_entries = active;

@@ -92,11 +92,14 @@ int run_serve(ServeOptions& o) {
   if (cache.host_segment_tokens % cache.block_size != 0) {
     throw std::runtime_error("--prompt-cache-host-segment must be a multiple of --apc-block-size");
   }
-  cache.device_cells = o.device_cells >= 0 ? o.device_cells : o.context.n_ctx / 2;
   cache.host_capacity_bytes = o.cache_capacity_bytes > 0 ? o.cache_capacity_bytes : default_host_capacity();
   o.context.n_holder_seqs = cache_on ? o.scheduler.cache_holders + 1 : 0;
   if (!cache_on) o.scheduler.cache_holders = 0;
   std::unique_ptr<engine::Engine> model = engine::load_llama_engine(o.model_path, o.context, o.server.model_alias);
+  // Every token computed attends to every cell up to the highest one in use, held or not. On a
+  // GPU that is cheap next to a host-to-device copy; on the CPU it costs more than restoring the
+  // prefix from host RAM (a memory copy), so there only the most recent entry stays.
+  cache.device_cells = o.device_cells >= 0 ? o.device_cells : model->model().on_accelerator ? o.context.n_ctx / 2 : 0;
   o.scheduler.n_slots = o.context.n_parallel;
   const std::size_t per_token = model->model().kv_bytes_per_token;
   spdlog::info("prompt cache: {}; device tier {} cells in {} holder sequences, host tier {:.1f} MiB ({} tokens at {} "
@@ -167,7 +170,8 @@ std::function<int()> add_serve_command(CLI::App& app) {
                   "Sequence ids that keep finished prompts in the model's KV cells (device tier entries)")
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_HOLDERS")->check(CLI::Range(0, 200));
   cmd->add_option("--prompt-cache-device-cells", o->device_cells,
-                  "Idle KV cells the device tier may keep (default: half of --ctx-size)")
+                  "Idle KV cells the device tier may keep beyond its most recent entry (default: half of "
+                  "--ctx-size when layers run on a GPU, else 0)")
       ->envname("PREFIXD_PROMPT_CACHE_DEVICE_CELLS")->check(CLI::Range(-1, 1 << 24));
   cmd->add_option("--prompt-cache-host-segment", o->scheduler.cache.host_segment_tokens,
                   "Tokens per host-tier segment (a multiple of --apc-block-size)")

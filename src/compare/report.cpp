@@ -49,6 +49,12 @@ std::string sum_cell(const ArmStats& s) {
   return std::to_string(s.evaluated_sum) + (s.counts_missing ? "?" : "");
 }
 
+// A side with no requests (one server not run) has no ratio, not a ratio of zero.
+std::string evaluated_ratio_cell(const ArmStats& a, const ArmStats& b) {
+  if (a.n == 0 || b.n == 0) return "n/a";
+  return count_ratio_cell(static_cast<double>(a.evaluated_sum), static_cast<double>(b.evaluated_sum));
+}
+
 std::string ttft_cell(const ArmStats& s) { return bench::format_summary(s.ttft_ms); }
 
 std::string prompt_cell(const ArmStats& a, const ArmStats& b) {
@@ -152,7 +158,7 @@ std::string workload_section(const nlohmann::json& results, const nlohmann::json
     const ArmStats b = arm_stats(l, arm);
     table.add_row({label, std::to_string(std::max(a.n, b.n)), prompt_cell(a, b), ttft_cell(a), ttft_cell(b),
                    ratio_cell(a.ttft_ms, b.ttft_ms, noise), sum_cell(a), sum_cell(b),
-                   count_ratio_cell(static_cast<double>(a.evaluated_sum), static_cast<double>(b.evaluated_sum)),
+                   evaluated_ratio_cell(a, b),
                    percent_cell(a.cached_sum, a.prompt_sum), percent_cell(b.cached_sum, b.prompt_sum)});
   };
   for (const auto& arm : list_at(w, "arms")) {
@@ -214,7 +220,7 @@ std::string render_summary(const nlohmann::json& results) {
     const ArmStats b = arm_stats(l, "");
     const double noise = workload_noise(results, w);
     table.add_row({w.value("name", ""), sum_cell(a), sum_cell(b),
-                   count_ratio_cell(static_cast<double>(a.evaluated_sum), static_cast<double>(b.evaluated_sum)),
+                   evaluated_ratio_cell(a, b),
                    a.ttft_ms.n ? bench::format_number(a.ttft_ms.median) + " ms" : "n/a",
                    b.ttft_ms.n ? bench::format_number(b.ttft_ms.median) + " ms" : "n/a", ratio_cell(a.ttft_ms, b.ttft_ms, noise),
                    percent_cell(a.cached_sum, a.prompt_sum), percent_cell(b.cached_sum, b.prompt_sum), mib(p), mib(l),

@@ -36,6 +36,14 @@ void ensure_backend_initialized() {
   });
 }
 
+bool has_gpu_device() {
+  for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+    const auto type = ggml_backend_dev_type(ggml_backend_dev_get(i));
+    if (type == GGML_BACKEND_DEVICE_TYPE_GPU || type == GGML_BACKEND_DEVICE_TYPE_IGPU) return true;
+  }
+  return false;
+}
+
 }  // namespace detail
 
 namespace {
@@ -212,6 +220,7 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
   }
   ModelPtr model = load_model(model_path, false, options.gpu_layers);
   ModelInfo info = detail::describe_model(model.get(), model_path, model_id);
+  info.on_accelerator = options.gpu_layers != 0 && detail::has_gpu_device();
 
   llama_context_params params = llama_context_default_params();
   params.n_ctx = static_cast<uint32_t>(options.n_ctx);

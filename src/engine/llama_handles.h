@@ -39,5 +39,7 @@ class OwnedBatch {
 
 // Process-wide libllama initialisation (backends, log routing); idempotent and thread-safe.
 void ensure_backend_initialized();
+// Whether a GPU (discrete or integrated) backend device is present. REQUIRES: initialised.
+bool has_gpu_device();
 
 }  // namespace prefixd::engine::detail

@@ -44,6 +44,9 @@ struct ModelInfo {
   std::uint64_t model_bytes = 0;
   std::string chat_template;  // tokenizer.chat_template, empty when the file has none
   std::string fingerprint;    // hex digest of shapes + file size: identifies the weights
+  // Layers (and their KV cells) were offloaded to a GPU device; false when everything runs on the
+  // CPU. Decides the device tier's default budget (see serve --prompt-cache-device-cells).
+  bool on_accelerator = false;
 };
 
 struct ContextOptions {

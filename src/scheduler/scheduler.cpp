@@ -213,7 +213,10 @@ class Scheduler::Impl {
     a->request = std::move(queued.request);
     engine_.remove_sequence(a->seq, 0, -1);
     if (a->uses_cache()) {
+      const auto acquire_start = Clock::now();
       const cache::Acquisition got = cache_->acquire(a->cache_key(), a->tokens, a->seq);
+      spdlog::trace("request {}: cache acquire took {:.1f} ms", a->id,
+                    std::chrono::duration<double, std::milli>(Clock::now() - acquire_start).count());
       a->n_past = got.reused;
       a->cache.outcome = cache::outcome_name(got.outcome);
       a->cache.tier = got.tier;
@@ -323,7 +326,10 @@ class Scheduler::Impl {
     prefill_cursor_ = (prefill_cursor_ + 1) % std::max<size_t>(1, active_.size());
     if (batch_.empty()) return;
 
+    const auto decode_start = Clock::now();
     const DecodeStatus status = engine_.decode(batch_);
+    spdlog::trace("step: {} tokens for {} requests decoded in {:.1f} ms", batch_.size(), active_.size(),
+                  std::chrono::duration<double, std::milli>(Clock::now() - decode_start).count());
     if (status != DecodeStatus::ok) {
       recover_from_failed_decode(status);
       return;
@@ -431,7 +437,10 @@ class Scheduler::Impl {
     }
     if (a->uses_cache() && a->waits_for == 0 && reason != FinishReason::error) {
       const auto kept = static_cast<size_t>(std::min<std::int32_t>(a->n_past, static_cast<std::int32_t>(a->tokens.size())));
+      const auto donate_start = Clock::now();
       cache_->donate(a->cache_key(), std::span<const Token>(a->tokens).first(kept), a->seq);
+      spdlog::trace("request {}: cache donate took {:.1f} ms", a->id,
+                    std::chrono::duration<double, std::milli>(Clock::now() - donate_start).count());
     } else {
       engine_.remove_sequence(a->seq, 0, -1);
     }

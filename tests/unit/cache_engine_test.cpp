@@ -106,16 +106,19 @@ TEST(CacheOnTinyModel, PrefixRestoredIntoAnEmptyContextAtTheChunkBoundaryIsBitId
   auto e = tiny_engine();
   PrefixCache cache(*e, small_config(), holders(), kScratch);
   const int n = static_cast<int>(prompt.size());
-  // Build the host tier: compute the prefix, donate it, demote it, leaving the context empty.
-  feed(*e, kSlot, prompt, 0, n);
-  cache.donate(key, prompt, kSlot);
-  ASSERT_GT(cache.release_device_cells(n), 0);
+  // Build the host tier: compute a prefix that ends on the cold run's 64-token chunk boundary,
+  // donate it, demote it, leaving the context empty.
+  const int m = (n - 1) / 64 * 64;
+  ASSERT_GT(m, 0);
+  feed(*e, kSlot, prompt, 0, m);
+  cache.donate(key, std::span<const Token>(prompt).first(static_cast<size_t>(m)), kSlot);
+  ASSERT_GT(cache.release_device_cells(m), 0);
   ASSERT_EQ(cache.stats().device_entries, 0);
   for (engine::SeqId s = 0; s < 7; ++s) ASSERT_TRUE(e->sequence_positions(s).empty());
 
   const Acquisition restored = cache.acquire(key, prompt, kSlot);
   ASSERT_EQ(restored.outcome, Outcome::hit_restore);
-  ASSERT_EQ(restored.reused % 64, 0) << "host segments end on the cold run's chunk boundaries";
+  ASSERT_EQ(restored.reused, m) << "the whole stored prefix comes back";
   const auto warm = feed(*e, kSlot, prompt, restored.reused, n);
   const float diff = max_abs_diff(cold, warm);
   std::printf("restored (host, %d tokens) vs cold first-token logits: max abs diff %.3g\n", restored.reused, diff);

@@ -195,11 +195,59 @@ TEST_F(CacheFixture, EvictedEntryIsRestoredFromTheHostTier) {
   serve(*cache, {"ns", "a"}, a);
   serve(*cache, {"ns", "b"}, b);
   EXPECT_EQ(cache->stats().demotions, 1);
-  EXPECT_EQ(cache->stats().host_entries, 4) << "35 tokens hold four whole 8-token segments";
+  EXPECT_EQ(cache->stats().host_entries, 5) << "35 tokens: four whole 8-token segments and a 3-token tail";
   const Acquisition back = serve(*cache, {"ns", "a"}, a);
   EXPECT_EQ(back.outcome, Outcome::hit_restore);
   EXPECT_EQ(back.tier, "host");
-  EXPECT_EQ(back.reused, 32);
+  EXPECT_EQ(back.reused, 34);
+}
+
+TEST_F(CacheFixture, DemotedTailShorterThanASegmentIsKeptAndRestored) {
+  auto cache = make(1);
+  const auto a = range_tokens(0, 46);  // five 8-token grid segments and a 6-token tail
+  serve(*cache, {"ns", "a"}, a);
+  serve(*cache, {"ns", "b"}, range_tokens(120, 20));
+  EXPECT_EQ(cache->stats().host_entries, 6);
+  const Acquisition back = serve(*cache, {"ns", "a"}, a);
+  EXPECT_EQ(back.outcome, Outcome::hit_restore);
+  EXPECT_EQ(back.reused, 45) << "all but the one-token guard comes back, the partial last block included";
+
+  // The next turn of the conversation restores the whole previous prompt.
+  auto longer = a;
+  for (Token t : range_tokens(200, 30)) longer.push_back(t);
+  serve(*cache, {"ns", "b"}, range_tokens(120, 20));  // demotes `a` again (already stored)
+  const Acquisition next = cache->acquire({"ns", "a"}, longer, 0);
+  EXPECT_EQ(next.reused, 46);
+  EXPECT_EQ(engine.sequence_tokens(0), a);
+}
+
+TEST_F(CacheFixture, HostRestoreStopsAtTheTokenWhereThePromptDiverges) {
+  auto cache = make(1);
+  const auto a = range_tokens(0, 40);
+  serve(*cache, {"ns", "a"}, a);
+  serve(*cache, {"ns", "b"}, range_tokens(120, 20));
+  auto edited = a;
+  edited[21] = 250;  // inside the third 8-token segment, not on a block boundary
+  const Acquisition got = cache->acquire({"ns", "a"}, edited, 0);
+  EXPECT_EQ(got.outcome, Outcome::hit_restore);
+  EXPECT_EQ(got.reused, 21);
+  EXPECT_EQ(engine.sequence_tokens(0), std::vector<Token>(a.begin(), a.begin() + 21));
+}
+
+TEST_F(CacheFixture, HostEvictionTakesLeavesBeforeTheirPrefixes) {
+  auto cache = make(1);
+  const auto a = range_tokens(0, 32);  // exactly four 8-token segments
+  serve(*cache, {"ns", "a"}, a);
+  serve(*cache, {"ns", "b"}, range_tokens(120, 16));
+  ASSERT_EQ(cache->stats().host_entries, 4);
+  const std::uint64_t per_segment = cache->stats().host_bytes / 4;
+  // Room for three and a half segments: storing the fourth must not evict the first.
+  config.host_capacity_bytes = per_segment * 3 + per_segment / 2;
+  cache = make(1);
+  serve(*cache, {"ns", "a"}, a);
+  serve(*cache, {"ns", "b"}, range_tokens(120, 16));
+  EXPECT_EQ(cache->stats().host_entries, 3);
+  EXPECT_EQ(cache->acquire({"ns", "a"}, a, 0).reused, 24) << "the three segments kept are the first three";
 }
 
 TEST_F(CacheFixture, SharedSystemPromptIsStoredOnce) {
@@ -221,7 +269,7 @@ TEST_F(CacheFixture, HostSegmentThatCannotBeRestoredIsDroppedAndTheRequestGoesCo
   const auto a = range_tokens(0, 35);
   serve(*cache, {"ns", "a"}, a);
   serve(*cache, {"ns", "b"}, range_tokens(120, 35));
-  ASSERT_EQ(cache->stats().host_entries, 4);
+  ASSERT_EQ(cache->stats().host_entries, 5);
   feed(engine, 1, range_tokens(0, 4096 - engine.used_cells()), 0, 4096 - engine.used_cells());
   const Acquisition got = cache->acquire({"ns", "a"}, a, 0);
   EXPECT_EQ(got.reused, 0);
@@ -234,7 +282,7 @@ TEST_F(CacheFixture, ResetEmptiesEveryTier) {
   serve(*cache, {"ns", "a"}, range_tokens(0, 35));
   serve(*cache, {"ns", "b"}, range_tokens(120, 35));
   const ResetReport report = cache->reset();
-  EXPECT_EQ(report.entries, 1 + 4);
+  EXPECT_EQ(report.entries, 1 + 5);
   EXPECT_GT(report.bytes, 0u);
   EXPECT_EQ(cache->stats().device_entries, 0);
   EXPECT_EQ(cache->stats().host_entries, 0);
