@@ -301,7 +301,8 @@ class HttpServer::Impl {
     ResponseMeta meta{.endpoint = endpoint,
                       .id = ids_.next(endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-"),
                       .created = unix_seconds(),
-                      .model = served_id_};
+                      .model = served_id_,
+                      .logprobs = parsed->params.logprobs >= 0};
     // A copy of httplib's probe: it holds the socket by value, so it stays callable from the
     // content provider after this handler returns.
     auto connection_closed = req.is_connection_closed;
@@ -315,7 +316,7 @@ class HttpServer::Impl {
         case scheduler::FinishReason::cancelled:
           return send_error(res, server_busy("the request was cancelled"));
         default:
-          return send_json(res, 200, dump_json(completion_body(meta, collected.text, collected.done)));
+          return send_json(res, 200, dump_json(completion_body(meta, collected.text, collected.done, collected.logprobs)));
       }
     }
 

@@ -91,6 +91,7 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::finish(cons
   out.sampling = params.sampling;
   out.max_tokens = params.max_tokens;
   out.stop = params.stop;
+  out.logprobs = params.logprobs;
   out.cache.enabled = params.cache.enabled;
   out.cache.session_key = params.cache.session_key;
   out.cache.namespace_digest = namespace_digest(NamespaceFields{.model_id = model_key_,

@@ -370,7 +370,11 @@ std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, c
     const FieldReader in(*root);
     ChatRequest request;
     request.params = parse_common(in, options);
-    if (auto logprobs = in.boolean("logprobs"); logprobs && *logprobs) reject("logprobs", "logprobs are not supported");
+    // OpenAI: `logprobs` turns them on, `top_logprobs` (0-20) adds alternatives and needs it.
+    const bool logprobs = in.boolean("logprobs").value_or(false);
+    const auto top = in.integer("top_logprobs", 0, scheduler::kMaxTopLogprobs);
+    if (top && !logprobs) reject("top_logprobs", "'top_logprobs' requires 'logprobs': true");
+    request.params.logprobs = logprobs ? static_cast<std::int32_t>(top.value_or(0)) : -1;
     request.chat.messages = parse_messages(in);
     request.tools = parse_tools(in);
     request.tool_choice = parse_tool_choice(in, request.tools);
@@ -389,7 +393,10 @@ std::expected<CompletionRequest, ApiError> parse_completion_request(std::string_
     const FieldReader in(*root);
     CompletionRequest request;
     request.params = parse_common(in, options);
-    if (auto logprobs = in.integer("logprobs", 0, 20); logprobs && *logprobs > 0) reject("logprobs", "logprobs are not supported");
+    // Legacy completions: `logprobs: n` returns each token's log-probability and n alternatives.
+    if (auto logprobs = in.integer("logprobs", 0, scheduler::kMaxTopLogprobs)) {
+      request.params.logprobs = static_cast<std::int32_t>(*logprobs);
+    }
     if (auto echo = in.boolean("echo"); echo && *echo) reject("echo", "echo is not supported");
     request.prompt = parse_prompt(in, options);
     return request;

@@ -16,6 +16,7 @@
 #include "api/chat_template.h"
 #include "api/errors.h"
 #include "engine/types.h"
+#include "scheduler/request.h"
 
 namespace prefixd::api {
 
@@ -42,6 +43,7 @@ struct CommonParams {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;      // stream_options.include_usage: an extra usage-only chunk
+  std::int32_t logprobs = -1;      // -1: none; else alternatives per token (see GenerationRequest)
   CacheFields cache;
 };
 

@@ -15,14 +15,15 @@ OrderedJson header(const ResponseMeta& meta, bool chunk) {
   return {{"id", meta.id}, {"object", object_name(meta, chunk)}, {"created", meta.created}, {"model", meta.model}};
 }
 
-OrderedJson choice(const ResponseMeta& meta, OrderedJson content, OrderedJson finish_reason, bool chunk) {
+OrderedJson choice(const ResponseMeta& meta, OrderedJson content, OrderedJson finish_reason, bool chunk,
+                   OrderedJson logprobs = nullptr) {
   OrderedJson c = {{"index", 0}};
   if (meta.endpoint == Endpoint::chat) {
     c[chunk ? "delta" : "message"] = std::move(content);
   } else {
     c["text"] = std::move(content);
   }
-  c["logprobs"] = nullptr;
+  c["logprobs"] = std::move(logprobs);
   c["finish_reason"] = std::move(finish_reason);
   return c;
 }
@@ -35,7 +36,46 @@ void add_metric(std::string& out, std::string_view name, std::string_view type, 
   out += std::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
 }
 
+OrderedJson byte_values(std::string_view piece) {
+  OrderedJson bytes = OrderedJson::array();
+  for (const char c : piece) bytes.push_back(static_cast<unsigned char>(c));
+  return bytes;
+}
+
+OrderedJson chat_token(const scheduler::TokenLogprob& t) {
+  return {{"id", t.id}, {"token", t.piece}, {"logprob", t.logprob}, {"bytes", byte_values(t.piece)}};
+}
+
 }  // namespace
+
+OrderedJson logprobs_json(const ResponseMeta& meta, std::span<const scheduler::GeneratedLogprobs> tokens,
+                          std::size_t& offset) {
+  if (!meta.logprobs) return nullptr;
+  if (meta.endpoint == Endpoint::chat) {
+    OrderedJson content = OrderedJson::array();
+    for (const auto& t : tokens) {
+      OrderedJson entry = chat_token(t.chosen);
+      entry["top_logprobs"] = OrderedJson::array();
+      for (const auto& alt : t.top) entry["top_logprobs"].push_back(chat_token(alt));
+      content.push_back(std::move(entry));
+    }
+    return {{"content", std::move(content)}, {"refusal", nullptr}};
+  }
+  OrderedJson out = {{"tokens", OrderedJson::array()},
+                     {"token_logprobs", OrderedJson::array()},
+                     {"top_logprobs", OrderedJson::array()},
+                     {"text_offset", OrderedJson::array()}};
+  for (const auto& t : tokens) {
+    out["tokens"].push_back(t.chosen.piece);
+    out["token_logprobs"].push_back(t.chosen.logprob);
+    OrderedJson top = OrderedJson::object();
+    for (const auto& alt : t.top) top[alt.piece] = alt.logprob;
+    out["top_logprobs"].push_back(std::move(top));
+    out["text_offset"].push_back(offset);
+    offset += t.chosen.piece.size();
+  }
+  return out;
+}
 
 const char* finish_reason_text(scheduler::FinishReason reason) {
   switch (reason) {
@@ -75,12 +115,15 @@ OrderedJson timings_json(const scheduler::StreamEvent& done) {
           {"predicted_per_second", per_second(predicted_n, done.timings.decode_ms)}};
 }
 
-OrderedJson completion_body(const ResponseMeta& meta, std::string_view text, const scheduler::StreamEvent& done) {
+OrderedJson completion_body(const ResponseMeta& meta, std::string_view text, const scheduler::StreamEvent& done,
+                            std::span<const scheduler::GeneratedLogprobs> logprobs) {
   OrderedJson body = header(meta, false);
   OrderedJson content = meta.endpoint == Endpoint::chat
                             ? OrderedJson{{"role", "assistant"}, {"content", text}}
                             : OrderedJson(text);
-  body["choices"] = OrderedJson::array({choice(meta, std::move(content), finish_reason_text(done.finish), false)});
+  std::size_t offset = 0;
+  body["choices"] = OrderedJson::array({choice(meta, std::move(content), finish_reason_text(done.finish), false,
+                                               logprobs_json(meta, logprobs, offset))});
   body["usage"] = usage_json(done.usage);
   body["prompt_cache"] = prompt_cache_json(done.cache);
   body["timings"] = timings_json(done);
@@ -93,10 +136,11 @@ OrderedJson role_chunk(const ResponseMeta& meta) {
   return chunk;
 }
 
-OrderedJson text_chunk(const ResponseMeta& meta, std::string_view text) {
+OrderedJson text_chunk(const ResponseMeta& meta, std::string_view text,
+                       std::span<const scheduler::GeneratedLogprobs> logprobs, std::size_t& offset) {
   OrderedJson chunk = header(meta, true);
   OrderedJson content = meta.endpoint == Endpoint::chat ? OrderedJson{{"content", text}} : OrderedJson(text);
-  chunk["choices"] = OrderedJson::array({choice(meta, std::move(content), nullptr, true)});
+  chunk["choices"] = OrderedJson::array({choice(meta, std::move(content), nullptr, true, logprobs_json(meta, logprobs, offset))});
   return chunk;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -28,7 +29,15 @@ struct ResponseMeta {
   std::string id;            // "chatcmpl-..." or "cmpl-..."
   std::int64_t created = 0;  // Unix seconds
   std::string model;         // the served model id
+  bool logprobs = false;     // the request asked for log-probabilities
 };
+
+// choices[].logprobs for the tokens of one body or chunk: null when the request did not ask for
+// them; chat: {"content": [{token, logprob, bytes, top_logprobs}], "refusal": null}; legacy
+// completions: {tokens, token_logprobs, top_logprobs, text_offset}, where `text_offset` counts
+// bytes of generated text before each token and carries on across chunks through `offset`.
+OrderedJson logprobs_json(const ResponseMeta& meta, std::span<const scheduler::GeneratedLogprobs> tokens,
+                          std::size_t& offset);
 
 // "stop" / "length"; a cancelled request reports "stop" (its client is gone or the server is
 // stopping) and an error "error".
@@ -39,13 +48,19 @@ OrderedJson prompt_cache_json(const scheduler::CacheReport& report);
 OrderedJson timings_json(const scheduler::StreamEvent& done);
 
 // The body of a non-streaming response: all of the text and the `done` event that ended it.
-OrderedJson completion_body(const ResponseMeta& meta, std::string_view text, const scheduler::StreamEvent& done);
+OrderedJson completion_body(const ResponseMeta& meta, std::string_view text, const scheduler::StreamEvent& done,
+                            std::span<const scheduler::GeneratedLogprobs> logprobs = {});
 
 // Streaming chunks. A chat stream opens with role_chunk; every chunk but the usage chunk has one
 // choice; the finish chunk carries finish_reason, usage, prompt_cache and timings; the usage chunk
 // (stream_options.include_usage) has no choices, as OpenAI sends it.
 OrderedJson role_chunk(const ResponseMeta& meta);
-OrderedJson text_chunk(const ResponseMeta& meta, std::string_view text);
+OrderedJson text_chunk(const ResponseMeta& meta, std::string_view text,
+                       std::span<const scheduler::GeneratedLogprobs> logprobs, std::size_t& offset);
+inline OrderedJson text_chunk(const ResponseMeta& meta, std::string_view text) {
+  std::size_t offset = 0;
+  return text_chunk(meta, text, {}, offset);
+}
 OrderedJson finish_chunk(const ResponseMeta& meta, const scheduler::StreamEvent& done);
 OrderedJson usage_chunk(const ResponseMeta& meta, const scheduler::StreamEvent& done);
 

@@ -28,7 +28,10 @@ CollectedCompletion collect_completion(scheduler::RequestStream& stream, const s
       out.done = std::move(*event);
       return out;
     }
-    if (event) out.text += event->text;
+    if (event) {
+      out.text += event->text;
+      for (auto& t : event->logprobs) out.logprobs.push_back(std::move(t));
+    }
     if (const auto now = std::chrono::steady_clock::now(); now >= next_check) {
       next_check = now + kPollInterval;
       if (should_abort && should_abort()) {
@@ -95,7 +98,8 @@ SseRelay::Step SseRelay::pump(const Write& write) {
 
 bool SseRelay::write_event(const scheduler::StreamEvent& event, const Write& write) {
   if (event.kind == scheduler::StreamEvent::Kind::text) {
-    return event.text.empty() || write(sse_data(text_chunk(meta_, event.text)));
+    if (event.text.empty() && event.logprobs.empty()) return true;
+    return write(sse_data(text_chunk(meta_, event.text, event.logprobs, text_offset_)));
   }
   std::string frames;
   if (event.finish == scheduler::FinishReason::error) {

@@ -36,13 +36,16 @@ class CStringArray {
   std::vector<char*> pointers_;
 };
 
-std::vector<std::string> child_environment(const std::vector<std::string>& strip_prefixes) {
+std::vector<std::string> child_environment(const ServerLaunch& launch) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view entry(*e);
-    const bool stripped = std::ranges::any_of(strip_prefixes, [&](const std::string& p) { return entry.starts_with(p); });
+    const bool stripped =
+        std::ranges::any_of(launch.strip_env_prefixes, [&](const std::string& p) { return entry.starts_with(p); }) ||
+        std::ranges::any_of(launch.extra_env, [&](const auto& kv) { return entry.starts_with(kv.first + "="); });
     if (!stripped) env.emplace_back(entry);
   }
+  for (const auto& [name, value] : launch.extra_env) env.push_back(name + "=" + value);
   return env;
 }
 
@@ -95,7 +98,7 @@ ServerProcess::ServerProcess(ServerLaunch launch, int port) : launch_(std::move(
   posix_spawn_file_actions_adddup2(&actions, log.get(), STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, log.get(), STDERR_FILENO);
   CStringArray args(std::move(argv));
-  CStringArray env(child_environment(launch_.strip_env_prefixes));
+  CStringArray env(child_environment(launch_));
   const int rc = ::posix_spawn(&pid_, launch_.binary.c_str(), &actions, nullptr, args.get(), env.get());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
@@ -148,7 +151,7 @@ void ServerProcess::wait_until_healthy(std::chrono::seconds limit) {
       throw std::runtime_error("the server exited during startup (" + command_line_ + "); its log ends with:\n" + log_tail());
     }
     if (auto res = probe.Get("/health"); res && res->status == 200) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   throw std::runtime_error("the server did not answer GET /health within " + std::to_string(limit.count()) + " s (" +
                            command_line_ + "); its log ends with:\n" + log_tail());
@@ -157,7 +160,7 @@ void ServerProcess::wait_until_healthy(std::chrono::seconds limit) {
 std::string ServerProcess::log_tail(std::size_t max_bytes) const {
   std::ifstream in(launch_.log_path, std::ios::binary | std::ios::ate);
   if (!in) return "(no log)";
-  const auto size = static_cast<std::size_t>(in.tellg());
+  const auto size = static_cast<std::size_t>(in.tellg());  // NOLINT: tellg() >= 0 on an open file
   const std::size_t start = size > max_bytes ? size - max_bytes : 0;
   in.seekg(static_cast<std::streamoff>(start));
   std::string tail(size - start, '\0');

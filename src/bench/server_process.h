@@ -1,10 +1,13 @@
-// prefixd bench — a `prefixd serve` child process that lives exactly as long as its owner.
+// prefixd bench — a server child process (prefixd, or llama-server for `prefixd compare`) that
+// lives exactly as long as its owner. The integration tests start theirs with it too.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace prefixd::bench {
@@ -16,6 +19,8 @@ struct ServerLaunch {
   std::chrono::seconds startup_limit{600};
   // Variables with these prefixes are removed from the child's environment (see ServerProcess).
   std::vector<std::string> strip_env_prefixes{"PREFIXD_"};
+  // NAME=VALUE pairs added after stripping: the settings a caller wants the child to see.
+  std::vector<std::pair<std::string, std::string>> extra_env;
 };
 
 // Starts the server, waits until GET /health answers 200, and on destruction stops it (SIGTERM,
@@ -35,8 +40,9 @@ class ServerProcess {
   // The child's process id while it runs (for /proc/PID/status), -1 after it stopped.
   pid_t pid() const { return pid_; }
   const std::string& command_line() const { return command_line_; }
-  // The last `max_bytes` of the server's log.
+  // The last `max_bytes` of the server's log (all of it by default is too much for an error).
   std::string log_tail(std::size_t max_bytes = 4000) const;
+  std::string log() const { return log_tail(std::numeric_limits<std::size_t>::max()); }
   bool running();
 
  private:

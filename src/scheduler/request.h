@@ -22,12 +22,30 @@ struct CacheOptions {
   std::string session_key;         // prompt_cache_key > user > "" (anonymous)
 };
 
+// Most alternatives a request may ask for with each generated token.
+inline constexpr std::int32_t kMaxTopLogprobs = 20;
+
 struct GenerationRequest {
   std::vector<engine::Token> prompt;        // at least one token
   engine::SamplingParams sampling;
   std::int32_t max_tokens = -1;             // -1: until end of generation or the context is full
   std::vector<std::string> stop;            // generation stops before any of these strings
+  // -1: no log-probabilities; n >= 0: each generated token's own log-probability and the n most
+  // likely alternatives (at most kMaxTopLogprobs), from the model's distribution before sampling.
+  std::int32_t logprobs = -1;
   CacheOptions cache;
+};
+
+struct TokenLogprob {
+  engine::Token id = 0;
+  std::string piece;     // the token's bytes (may be part of a UTF-8 character)
+  float logprob = 0;     // natural log of its probability under the model's softmax
+};
+
+// One generated token with the alternatives the request asked for, most likely first.
+struct GeneratedLogprobs {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;
 };
 
 enum class FinishReason { stop, length, cancelled, error };
@@ -58,6 +76,10 @@ struct Timings {
 struct StreamEvent {
   enum class Kind { text, done } kind = Kind::text;
   std::string text;                       // kind == text
+  // kind == text, when the request asked for them: the tokens generated since the previous text
+  // event, in order (text held back for a stop string or a split character arrives later than
+  // its token's entry).
+  std::vector<GeneratedLogprobs> logprobs;
   FinishReason finish = FinishReason::stop;  // kind == done
   std::string error;                      // kind == done && finish == error
   Usage usage;                            // kind == done

@@ -5,8 +5,10 @@
 #include <functional>
 #include <future>
 #include <optional>
+#include <utility>
 #include <spdlog/spdlog.h>
 
+#include "scheduler/logprobs.h"
 #include "scheduler/text_stream.h"
 
 namespace prefixd::scheduler {
@@ -40,6 +42,7 @@ struct Active {
   TextStream text{{}};
   CacheReport cache;
   bool emitted_any = false;
+  std::vector<GeneratedLogprobs> pending_logprobs;  // tokens not yet sent with a text event
   std::uint64_t waits_for = 0;  // id of a running request whose prefill this one will share
   std::int32_t wait_until = 0;  // ... up to this position
 
@@ -382,10 +385,15 @@ class Scheduler::Impl {
     if (engine_.vocab().is_end_of_generation(token)) return false;
     a.generated += 1;
     a.tokens.push_back(token);
+    if (a.request.logprobs >= 0) {
+      a.pending_logprobs.push_back(logprobs_of(engine_.logits(a.row), token, a.request.logprobs, engine_.vocab()));
+    }
     std::string text = a.text.append(engine_.vocab().piece(token, false));
     if (!text.empty()) {
       a.emitted_any = true;
-      a.stream->push(StreamEvent::text_event(std::move(text)));
+      StreamEvent event = StreamEvent::text_event(std::move(text));
+      event.logprobs = std::exchange(a.pending_logprobs, {});
+      a.stream->push(std::move(event));
     }
     if (a.text.stopped()) return false;
     if (a.generated >= a.max_new) return false;
@@ -432,8 +440,11 @@ class Scheduler::Impl {
     std::unique_ptr<Active> a = std::move(active_[index]);
     active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(index));
     const auto now = Clock::now();
-    if (std::string rest = a->text.finish(); !rest.empty() && reason != FinishReason::cancelled) {
-      a->stream->push(StreamEvent::text_event(std::move(rest)));
+    if (std::string rest = a->text.finish();
+        (!rest.empty() || !a->pending_logprobs.empty()) && reason != FinishReason::cancelled) {
+      StreamEvent event = StreamEvent::text_event(std::move(rest));
+      event.logprobs = std::exchange(a->pending_logprobs, {});
+      a->stream->push(std::move(event));
     }
     if (a->uses_cache() && a->waits_for == 0 && reason != FinishReason::error) {
       const auto kept = static_cast<size_t>(std::min<std::int32_t>(a->n_past, static_cast<std::int32_t>(a->tokens.size())));

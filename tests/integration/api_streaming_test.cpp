@@ -120,6 +120,54 @@ TEST_F(ApiStreaming, CompletionStreamCarriesText) {
   EXPECT_TRUE(s.chunks.back().contains("usage"));
 }
 
+TEST_F(ApiStreaming, LogprobsStreamedEqualThoseOfTheWholeResponseAndOfAWarmResend) {
+  std::string question = "Name a colour.";
+  for (int i = 0; i < 8; ++i) question += " Think of the sea, the sky and the fields in spring.";
+  json body = chat_request(question, 5, true);  // long enough for the cache's minimum prefix
+  body["logprobs"] = true;
+  body["top_logprobs"] = 4;
+  const auto s = stream(*client_, "/v1/chat/completions", body);
+  ASSERT_EQ(s.status, 200);
+  ASSERT_TRUE(s.done);
+  json streamed = json::array();
+  for (const auto& chunk : s.chunks) {
+    if (chunk["choices"].empty() || chunk["choices"][0]["logprobs"].is_null()) continue;
+    for (const auto& entry : chunk["choices"][0]["logprobs"]["content"]) streamed.push_back(entry);
+  }
+  ASSERT_EQ(streamed.size(), 5u) << "one entry per generated token";
+  for (const auto& entry : streamed) {
+    ASSERT_EQ(entry["top_logprobs"].size(), 4u);
+    EXPECT_EQ(entry["top_logprobs"][0]["id"], entry["id"]) << "temperature 0 takes the most likely token";
+    EXPECT_LE(entry["logprob"].get<double>(), 0.0);
+  }
+  // The same request again is a cache hit; greedy output and its log-probabilities must not move.
+  body["stream"] = false;
+  const auto whole = post_json(*client_, "/v1/chat/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  EXPECT_NE(whole.body["prompt_cache"]["outcome"], "cold");
+  const json& content = whole.body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), streamed.size());
+  for (std::size_t i = 0; i < content.size(); ++i) {
+    EXPECT_EQ(content[i]["id"], streamed[i]["id"]);
+    EXPECT_NEAR(content[i]["logprob"].get<double>(), streamed[i]["logprob"].get<double>(), 1e-3);
+  }
+}
+
+TEST_F(ApiStreaming, LegacyCompletionLogprobs) {
+  const auto whole = post_json(*client_, "/v1/completions",
+                               {{"prompt", "Once"}, {"max_tokens", 4}, {"temperature", 0}, {"logprobs", 2}});
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  const json& lp = whole.body["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 4u);
+  ASSERT_EQ(lp["token_logprobs"].size(), 4u);
+  ASSERT_EQ(lp["top_logprobs"].size(), 4u);
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  EXPECT_LE(lp["top_logprobs"][0].size(), 2u);
+  for (std::size_t i = 1; i < 4; ++i) {
+    EXPECT_GE(lp["text_offset"][i].get<int>(), lp["text_offset"][i - 1].get<int>());
+  }
+}
+
 TEST_F(ApiStreaming, ErrorsBeforeTheStreamStartsAreJson) {
   json body = chat_request("x", 4, true);
   body["temperature"] = 7;

@@ -1,151 +1,44 @@
 #include "server_process.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
-
-extern char** environ;
 
 namespace prefixd::testing {
-namespace {
-
-// posix_spawn wants a mutable, null-terminated char* array; this owns the strings behind it.
-class Argv {
- public:
-  explicit Argv(std::vector<std::string> items) : items_(std::move(items)) {
-    for (auto& item : items_) pointers_.push_back(item.data());
-    pointers_.push_back(nullptr);
-  }
-  char* const* get() { return pointers_.data(); }
-
- private:
-  std::vector<std::string> items_;
-  std::vector<char*> pointers_;
-};
-
-std::vector<std::string> child_environment(const std::vector<std::pair<std::string, std::string>>& overrides) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    const std::string entry = *e;
-    const std::string name = entry.substr(0, entry.find('='));
-    // A developer's PREFIXD_* settings must not leak into a test's server.
-    if (name.starts_with("PREFIXD_")) continue;
-    env.push_back(entry);
-  }
-  for (const auto& [name, value] : overrides) env.push_back(name + "=" + value);
-  return env;
-}
-
-}  // namespace
-
-int pick_free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    throw std::runtime_error("cannot find a free port");
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 ServerProcess::ServerProcess(ServerConfig config) {
-  port_ = pick_free_port();
   char log_template[] = "/tmp/prefixd-test-server-XXXXXX";
   const int log_fd = ::mkstemp(log_template);
   if (log_fd < 0) throw std::runtime_error("mkstemp failed");
+  ::close(log_fd);
   log_path_ = log_template;
 
-  std::vector<std::string> args = {PREFIXD_BINARY, "serve",      "--model",    PREFIXD_TINY_MODEL,
-                                   "--host",       "127.0.0.1",  "--port",     std::to_string(port_),
-                                   "--ctx-size",   std::to_string(config.ctx_size), "--parallel",
-                                   std::to_string(config.parallel)};
-  args.insert(args.end(), config.extra_args.begin(), config.extra_args.end());
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, log_fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, log_fd, STDERR_FILENO);
-  posix_spawn_file_actions_addclose(&actions, log_fd);
-  Argv argv(std::move(args));
-  Argv envp(child_environment(config.env));
-  const int rc = ::posix_spawn(&pid_, PREFIXD_BINARY, &actions, nullptr, argv.get(), envp.get());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(log_fd);
-  if (rc != 0) throw std::runtime_error(std::string("posix_spawn failed: ") + std::strerror(rc));
+  const int port = pick_free_port();
+  bench::ServerLaunch launch;
+  launch.binary = PREFIXD_BINARY;
+  launch.args = {"serve", "--model", PREFIXD_TINY_MODEL, "--host", "127.0.0.1", "--port", std::to_string(port),
+                 "--ctx-size", std::to_string(config.ctx_size), "--parallel", std::to_string(config.parallel)};
+  launch.args.insert(launch.args.end(), config.extra_args.begin(), config.extra_args.end());
+  launch.log_path = log_path_;
+  launch.startup_limit = std::chrono::seconds(60);
+  launch.extra_env = std::move(config.env);  // a developer's PREFIXD_* settings are stripped first
   try {
-    wait_until_healthy(std::chrono::seconds(60));
+    process_ = std::make_unique<bench::ServerProcess>(std::move(launch), port);
   } catch (...) {
-    shutdown();  // a constructor that throws gets no destructor call
+    ::unlink(log_path_.c_str());
     throw;
   }
 }
 
-ServerProcess::~ServerProcess() { shutdown(); }
-
-void ServerProcess::shutdown() {
-  if (pid_ > 0) {
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (::waitpid(pid_, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    pid_ = -1;
-  }
-  if (!log_path_.empty()) {
-    ::unlink(log_path_.c_str());
-    log_path_.clear();
-  }
-}
-
-bool ServerProcess::running() {
-  if (pid_ <= 0) return false;
-  int status = 0;
-  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-    pid_ = -1;
-    return false;
-  }
-  return true;
-}
-
-void ServerProcess::wait_until_healthy(std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  httplib::Client probe("127.0.0.1", port_);
-  probe.set_connection_timeout(std::chrono::milliseconds(500));
-  probe.set_read_timeout(std::chrono::seconds(2));
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (!running()) throw std::runtime_error("prefixd serve exited during startup:\n" + log());
-    if (auto res = probe.Get("/health"); res && res->status == 200) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  throw std::runtime_error("prefixd serve did not answer /health within the limit:\n" + log());
+ServerProcess::~ServerProcess() {
+  process_.reset();  // stops and reaps the server before its log goes
+  ::unlink(log_path_.c_str());
 }
 
 std::unique_ptr<httplib::Client> ServerProcess::client(const std::string& api_key) const {
-  auto client = std::make_unique<httplib::Client>("127.0.0.1", port_);
+  auto client = std::make_unique<httplib::Client>("127.0.0.1", port());
   client->set_connection_timeout(std::chrono::seconds(5));
   client->set_read_timeout(std::chrono::seconds(120));
   client->set_write_timeout(std::chrono::seconds(10));
@@ -153,12 +46,7 @@ std::unique_ptr<httplib::Client> ServerProcess::client(const std::string& api_ke
   return client;
 }
 
-std::string ServerProcess::log() const {
-  std::ifstream in(log_path_);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string ServerProcess::log() const { return process_->log(); }
 
 JsonReply post_json(httplib::Client& client, const std::string& path, const nlohmann::json& body) {
   JsonReply reply;

@@ -12,6 +12,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/server_process.h"
+
 namespace prefixd::testing {
 
 struct ServerConfig {
@@ -22,9 +24,10 @@ struct ServerConfig {
 };
 
 // Starts `PREFIXD_BINARY serve --model PREFIXD_TINY_MODEL --host 127.0.0.1 --port P --ctx-size N
-// --parallel N [extra args]` on a free loopback port, and waits until GET /health answers. The
-// destructor stops it (SIGTERM, then SIGKILL after a grace period) and reaps it.
-// Throws std::runtime_error, with the server's log, if it does not come up within 60 s.
+// --parallel N [extra args]` on a free loopback port through bench::ServerProcess, and waits until
+// GET /health answers. The destructor stops it (SIGTERM, then SIGKILL after a grace period), reaps
+// it and removes its log. Throws std::runtime_error, with the server's log, if it does not come up
+// within 60 s.
 class ServerProcess {
  public:
   explicit ServerProcess(ServerConfig config = {});
@@ -32,25 +35,20 @@ class ServerProcess {
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
 
-  int port() const { return port_; }
+  int port() const { return process_->port(); }
   // A fresh client with generous timeouts; `api_key` adds the bearer header.
   std::unique_ptr<httplib::Client> client(const std::string& api_key = {}) const;
   // Everything the server wrote to stdout and stderr so far.
   std::string log() const;
   // True while the child has not exited.
-  bool running();
+  bool running() { return process_->running(); }
 
  private:
-  void wait_until_healthy(std::chrono::seconds limit);
-  void shutdown();  // stops and reaps the child, removes the log; idempotent
-
-  pid_t pid_ = -1;
-  int port_ = 0;
   std::string log_path_;
+  std::unique_ptr<bench::ServerProcess> process_;
 };
 
-// A port that was free on 127.0.0.1 a moment ago.
-int pick_free_port();
+using bench::pick_free_port;
 
 // Posts JSON, returns {status, parsed body (discarded when not JSON)}.
 struct JsonReply {

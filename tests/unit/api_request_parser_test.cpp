@@ -242,9 +242,18 @@ TEST(ApiRequestParser, ChatTemplateKwargsMustBeAnObjectWithoutReservedNames) {
   EXPECT_EQ(chat_error(chat_body({{"chat_template_kwargs", {{"messages", json::array()}}}})).param, "chat_template_kwargs");
 }
 
-TEST(ApiRequestParser, LogprobsAreRefused) {
-  EXPECT_EQ(chat_error(chat_body({{"logprobs", true}})).param, "logprobs");
-  chat_ok(chat_body({{"logprobs", false}}));
+TEST(ApiRequestParser, LogprobsFollowOpenAisTwoShapes) {
+  EXPECT_EQ(chat_ok(chat_body()).params.logprobs, -1);
+  EXPECT_EQ(chat_ok(chat_body({{"logprobs", false}})).params.logprobs, -1);
+  EXPECT_EQ(chat_ok(chat_body({{"logprobs", true}})).params.logprobs, 0);
+  EXPECT_EQ(chat_ok(chat_body({{"logprobs", true}, {"top_logprobs", 5}})).params.logprobs, 5);
+  EXPECT_EQ(chat_error(chat_body({{"top_logprobs", 2}})).param, "top_logprobs") << "needs logprobs: true";
+  EXPECT_EQ(chat_error(chat_body({{"logprobs", true}, {"top_logprobs", 21}})).param, "top_logprobs");
+  EXPECT_EQ(chat_error(chat_body({{"logprobs", "yes"}})).param, "logprobs");
+  EXPECT_EQ(completion_ok({{"prompt", "x"}}).params.logprobs, -1);
+  EXPECT_EQ(completion_ok({{"prompt", "x"}, {"logprobs", 3}}).params.logprobs, 3);
+  EXPECT_EQ(completion_ok({{"prompt", "x"}, {"logprobs", 0}}).params.logprobs, 0);
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"logprobs", -1}}).param, "logprobs");
 }
 
 TEST(ApiRequestParser, CompletionPromptForms) {

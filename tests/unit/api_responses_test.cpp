@@ -1,7 +1,9 @@
 // Response bodies and SSE framing in OpenAI's shapes, plus the prefixd extensions.
 #include <gtest/gtest.h>
 
+#include <span>
 #include <string>
+#include <vector>
 
 #include "api/responses.h"
 
@@ -26,6 +28,47 @@ json parse_frame(const std::string& frame) {
   EXPECT_TRUE(frame.starts_with("data: ")) << frame;
   EXPECT_TRUE(frame.ends_with("\n\n")) << frame;
   return json::parse(frame.substr(6, frame.size() - 8));
+}
+
+std::vector<scheduler::GeneratedLogprobs> two_tokens() {
+  return {{.chosen = {.id = 7, .piece = "He", .logprob = -0.5f},
+           .top = {{.id = 7, .piece = "He", .logprob = -0.5f}, {.id = 9, .piece = "\xc3", .logprob = -1.5f}}},
+          {.chosen = {.id = 8, .piece = "llo", .logprob = -0.25f}, .top = {{.id = 8, .piece = "llo", .logprob = -0.25f}}}};
+}
+
+TEST(ApiResponses, ChatLogprobsCarryTokensBytesAndAlternatives) {
+  ResponseMeta meta = chat_meta();
+  meta.logprobs = true;
+  const auto tokens = two_tokens();
+  const json body = json::parse(dump_json(completion_body(meta, "Hello", done_event(), tokens)));
+  const json& content = body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0]["token"], "He");
+  EXPECT_EQ(content[0]["id"], 7);
+  EXPECT_DOUBLE_EQ(content[0]["logprob"].get<double>(), -0.5);
+  EXPECT_EQ(content[0]["bytes"], json({72, 101}));
+  ASSERT_EQ(content[0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(content[0]["top_logprobs"][1]["bytes"], json({0xc3})) << "a partial UTF-8 character keeps its byte";
+  EXPECT_TRUE(content[0]["top_logprobs"][1]["token"].is_string());
+  EXPECT_TRUE(body["choices"][0]["logprobs"]["refusal"].is_null());
+
+  std::size_t offset = 0;
+  const json chunk = parse_frame(sse_data(text_chunk(meta, "Hello", tokens, offset)));
+  EXPECT_EQ(chunk["choices"][0]["logprobs"]["content"].size(), 2u);
+}
+
+TEST(ApiResponses, LegacyLogprobsCountTextOffsetsAcrossChunks) {
+  ResponseMeta meta = completion_meta();
+  meta.logprobs = true;
+  const auto tokens = two_tokens();
+  std::size_t offset = 0;
+  const json first = parse_frame(sse_data(text_chunk(meta, "He", std::span(tokens).first(1), offset)));
+  const json second = parse_frame(sse_data(text_chunk(meta, "llo", std::span(tokens).subspan(1), offset)));
+  EXPECT_EQ(first["choices"][0]["logprobs"]["tokens"], json({"He"}));
+  EXPECT_EQ(first["choices"][0]["logprobs"]["text_offset"], json({0}));
+  EXPECT_EQ(second["choices"][0]["logprobs"]["text_offset"], json({2}));
+  EXPECT_DOUBLE_EQ(second["choices"][0]["logprobs"]["token_logprobs"][0].get<double>(), -0.25);
+  EXPECT_DOUBLE_EQ(first["choices"][0]["logprobs"]["top_logprobs"][0]["He"].get<double>(), -0.5);
 }
 
 TEST(ApiResponses, SseFrameIsOneDataLineAndABlankLine) {

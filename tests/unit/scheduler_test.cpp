@@ -57,6 +57,37 @@ TEST(Scheduler, GeneratesUpToMaxTokensWithExactUsage) {
   EXPECT_EQ(engine.used_cells(), 0) << "without a cache, a finished request leaves no cells behind";
 }
 
+TEST(Scheduler, LogprobsComeWithEveryGeneratedTokenAndNameTheGreedyChoice) {
+  engine::FakeEngine engine({.n_ctx = 512, .n_batch = 16, .n_seq = 4, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 0});
+  GenerationRequest r = greedy("logprobs please", 6);
+  r.logprobs = 3;
+  auto stream = scheduler.submit(std::move(r));
+  ASSERT_TRUE(stream.has_value());
+  std::vector<GeneratedLogprobs> all;
+  std::string pieces;
+  for (;;) {
+    auto event = (*stream)->next(10s);
+    ASSERT_TRUE(event.has_value());
+    if (event->kind == StreamEvent::Kind::done) break;
+    for (auto& t : event->logprobs) {
+      pieces += t.chosen.piece;
+      all.push_back(std::move(t));
+    }
+  }
+  ASSERT_EQ(all.size(), 6u);
+  for (const auto& t : all) {
+    ASSERT_EQ(t.top.size(), 3u);
+    EXPECT_EQ(t.top[0].id, t.chosen.id) << "greedy sampling picks the most likely token";
+    EXPECT_FLOAT_EQ(t.top[0].logprob, t.chosen.logprob);
+    EXPECT_LE(t.chosen.logprob, 0.0f);
+    EXPECT_GE(t.top[0].logprob, t.top[1].logprob);
+    EXPECT_GE(t.top[1].logprob, t.top[2].logprob);
+  }
+  GenerationRequest plain = greedy("logprobs please", 6);
+  EXPECT_EQ(collect(**scheduler.submit(std::move(plain))).text, pieces) << "the entries spell the generated text";
+}
+
 TEST(Scheduler, ConcurrentRequestsGiveTheSameOutputAsAlone) {
   engine::FakeEngine engine({.n_ctx = 1024, .n_batch = 8, .n_seq = 4});
   Scheduler scheduler(engine, {.n_slots = 4});
