@@ -183,7 +183,7 @@ TEST_F(ApiStreaming, ClientDisconnectCancelsTheRequest) {
   {
     auto client = server_->client();
     auto res = client->Post("/v1/completions", httplib::Headers{},
-                            json({{"prompt", "Go"}, {"max_tokens", max_tokens}, {"stream", true}}).dump(),
+                            json({{"prompt", "Go"}, {"max_tokens", max_tokens}, {"temperature", 0}, {"stream", true}}).dump(),
                             "application/json", [&](const char*, std::size_t) { return ++chunks_seen < 3; });
     EXPECT_FALSE(res);  // we hung up
   }
@@ -215,7 +215,9 @@ TEST_F(ApiStreaming, AbandonedNonStreamingRequestIsCancelled) {
   {
     auto impatient = server_->client();
     impatient->set_read_timeout(std::chrono::milliseconds(300));
-    const auto reply = post_json(*impatient, "/v1/completions", {{"prompt", "Wait"}, {"max_tokens", max_tokens}});
+    // Greedy: a sampled end-of-generation token could end the request before the client gives up.
+    const auto reply = post_json(*impatient, "/v1/completions",
+                                 {{"prompt", "Wait"}, {"max_tokens", max_tokens}, {"temperature", 0}});
     EXPECT_EQ(reply.status, 0) << "expected the client to time out, got " << reply.raw;
   }
   const auto t0 = std::chrono::steady_clock::now();
