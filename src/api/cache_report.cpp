@@ -14,6 +14,7 @@ nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, std::size_t 
       {"evictions", {{"lru", s.evictions_lru}, {"ttl", s.evictions_ttl}, {"capacity", s.evictions_capacity}}},
       {"demotions", s.demotions},
       {"failed_restores", s.failed_restores},
+      {"compactions", s.compactions},
       {"tiers",
        {{"device", {{"entries", s.device_entries}, {"tokens", s.device_tokens}, {"bytes", s.device_bytes},
                     {"budget_cells", s.device_cells_budget}}},
@@ -53,6 +54,8 @@ std::string cache_metrics_text(const cache::CacheStats& s) {
   out += std::format("prefixd_prompt_cache_demotions_total {}\n", s.demotions);
   family("prefixd_prompt_cache_failed_restores_total", "counter", "Host segments that could not be restored.");
   out += std::format("prefixd_prompt_cache_failed_restores_total {}\n", s.failed_restores);
+  family("prefixd_prompt_cache_compactions_total", "counter", "Times idle device entries were rewritten at the low end of the context.");
+  out += std::format("prefixd_prompt_cache_compactions_total {}\n", s.compactions);
   family("prefixd_prompt_cache_bytes", "gauge", "Bytes of K/V held, by tier.");
   out += std::format("prefixd_prompt_cache_bytes{{tier=\"device\"}} {}\n", s.device_bytes);
   out += std::format("prefixd_prompt_cache_bytes{{tier=\"host\"}} {}\n", s.host_bytes);

@@ -159,6 +159,7 @@ class PrefixCache::Impl {
     target->last_used = Clock::now();
     trees_[target->ns].insert(target->id, target->tokens, target->session);
     trace("donate: entry {} holds {} tokens in sequence {}", target->id, n, target->holder);
+    dirty_ = true;
     enforce_device_budget(target);
     publish();
   }
@@ -188,6 +189,87 @@ class PrefixCache::Impl {
     host_.expire(cutoff, evicted);
     add_evictions(evicted);
     if (!old.empty() || evicted.total() > 0) publish();
+  }
+
+  bool compaction_due() const { return config_.compact_when_idle && dirty_ && can_reuse(); }
+
+  CompactReport compact(std::span<const LiveSequence> running) {
+    CompactReport report;
+    if (!compaction_due()) return report;
+    dirty_ = false;
+    // Entries oldest first, then the running sequences, so a sequence's base is rewritten before
+    // it; the base is the earlier sequence of the same namespace sharing the longest prefix (the
+    // sharing the cells had, kept).
+    struct Item {
+      SeqId seq;
+      std::string_view ns;
+      std::span<const Token> tokens;
+      const Item* base = nullptr;
+      std::int32_t shared = 0;
+      engine::Bytes tail;
+      EntryId entry = 0;  // 0: a running sequence
+      bool lost = false;
+    };
+    std::vector<DeviceEntry*> order;
+    for (auto& [id, e] : entries_) order.push_back(&e);
+    std::ranges::sort(order, [](const DeviceEntry* a, const DeviceEntry* b) { return a->id < b->id; });
+    std::vector<Item> items;
+    items.reserve(order.size() + running.size());
+    for (DeviceEntry* e : order) items.push_back(Item{e->holder, e->ns, e->tokens, nullptr, 0, {}, e->id});
+    for (const LiveSequence& r : running) items.push_back(Item{r.seq, r.namespace_digest, r.tokens, nullptr, 0, {}, 0, false});
+
+    std::int64_t cells = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      Item& item = items[i];
+      for (size_t j = 0; j < i && !item.ns.empty(); ++j) {
+        if (items[j].ns != item.ns) continue;
+        const auto common =
+            static_cast<std::int32_t>(std::ranges::mismatch(items[j].tokens, item.tokens).in1 - items[j].tokens.begin());
+        if (common > item.shared) {
+          item.shared = common;
+          item.base = &items[j];
+        }
+      }
+      const auto n = static_cast<std::int32_t>(item.tokens.size());
+      if (item.shared < n) {
+        engine_.copy_sequence(item.seq, scratch_, item.shared, n);
+        item.tail = engine_.save_sequence(scratch_);
+        engine_.remove_sequence(scratch_, 0, -1);
+        if (item.tail.empty()) return report;  // nothing has been changed yet
+      }
+      cells += n - item.shared;
+    }
+    engine_.clear();
+    std::vector<EntryId> lost_entries;
+    for (Item& item : items) {
+      const auto n = static_cast<std::int32_t>(item.tokens.size());
+      bool ok = item.base == nullptr || !item.base->lost;
+      if (ok && item.base != nullptr) engine_.copy_sequence(item.base->seq, item.seq, 0, item.shared);
+      if (ok && item.shared < n) {
+        // The cells were all in use a moment ago, so they fit again; this is a safety net.
+        ok = engine_.restore_sequence(item.tail, scratch_);
+        if (ok) engine_.copy_sequence(scratch_, item.seq, item.shared, n);
+        engine_.remove_sequence(scratch_, 0, -1);
+      }
+      if (!ok) {
+        item.lost = true;
+        engine_.remove_sequence(item.seq, 0, -1);
+        if (item.entry != 0) {
+          lost_entries.push_back(item.entry);
+        } else {
+          report.lost.push_back(item.seq);
+        }
+      }
+    }
+    for (EntryId id : lost_entries) drop(entries_.at(id));
+    if (!lost_entries.empty() || !report.lost.empty()) {
+      spdlog::warn("cache: compaction lost {} entries and {} running sequences", lost_entries.size(), report.lost.size());
+    }
+    report.cells = cells;
+    stats_.compactions += 1;
+    trace("compact: {} entries and {} running sequences, {} cells rewritten", order.size(), running.size(), cells);
+    publish();
+    return report;
   }
 
   ResetReport reset() {
@@ -397,6 +479,7 @@ class PrefixCache::Impl {
   std::unordered_map<EntryId, DeviceEntry> entries_;
   std::unordered_map<std::string, RadixTree> trees_;  // by namespace digest
   EntryId next_id_ = 0;
+  bool dirty_ = false;  // an entry was donated since the last compaction
   CacheStats stats_;  // counters; the rest of a snapshot is derived in publish()
 
   mutable std::mutex published_mutex_;
@@ -416,6 +499,8 @@ void PrefixCache::donate(const RequestKey& key, std::span<const Token> tokens, S
 }
 std::int64_t PrefixCache::release_device_cells(std::int64_t cells) { return impl_->release_device_cells(cells); }
 void PrefixCache::expire() { impl_->expire(); }
+CompactReport PrefixCache::compact(std::span<const LiveSequence> running) { return impl_->compact(running); }
+bool PrefixCache::compaction_due() const { return impl_->compaction_due(); }
 ResetReport PrefixCache::reset() { return impl_->reset(); }
 CacheStats PrefixCache::stats() const { return impl_->stats(); }
 

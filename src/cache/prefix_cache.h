@@ -35,6 +35,8 @@ struct CacheConfig {
   std::int64_t max_entries = 1024;        // device entries + host segments
   std::chrono::seconds ttl{3600};         // unused this long: evicted
   std::int32_t device_cells = 8192;       // idle cells held by device entries
+  // Rewrite idle entries at the low end of the context when the server goes idle (see compact()).
+  bool compact_when_idle = false;
   bool trace = false;                     // log every decision
 };
 
@@ -65,6 +67,7 @@ struct CacheStats {
   std::int64_t evictions_capacity = 0;
   std::int64_t demotions = 0;          // device entries moved to the host tier
   std::int64_t failed_restores = 0;
+  std::int64_t compactions = 0;        // device tier rewritten at the low end of the context
   std::int64_t device_entries = 0;
   std::int64_t device_tokens = 0;      // distinct cells held by idle entries
   std::uint64_t device_bytes = 0;
@@ -78,6 +81,11 @@ struct CacheStats {
   std::int64_t apc_active_entries = 0;
   std::int32_t block_size = 0;
   std::string hash;
+};
+
+struct CompactReport {
+  std::int64_t cells = 0;              // cells rewritten; 0 when nothing was done
+  std::vector<engine::SeqId> lost;     // running sequences that could not be restored (emptied)
 };
 
 struct ResetReport {
@@ -104,6 +112,23 @@ class PrefixCache {
   std::int64_t release_device_cells(std::int64_t cells);
   // Drops entries unused for longer than the TTL.
   void expire();
+  // Attention runs over every cell up to the highest one in use, and a busy context leaves the
+  // entries' cells scattered up to its end. compact() saves each entry (its part not shared with
+  // an entry rewritten before it), empties the context and restores them from cell 0, so the
+  // span is again the number of cells held. Returns the cells rewritten; 0 when disabled, when
+  // nothing changed since the last compaction, or when a save fails (then nothing is touched).
+  // A sequence that cannot be restored (a safety net: the cells fitted a moment ago) is emptied;
+  // entries are dropped, running sequences are listed in `lost` for their owner to fail.
+  // `running` lists every other sequence that holds cells (each holds exactly positions
+  // [0, tokens.size()) of its tokens); they are rewritten too, sharing cells as before.
+  // REQUIRES: no sequence outside the cache's and `running` holds cells.
+  struct LiveSequence {
+    engine::SeqId seq = -1;
+    std::string namespace_digest;  // empty: shares cells with nothing
+    std::span<const engine::Token> tokens;
+  };
+  CompactReport compact(std::span<const LiveSequence> running = {});
+  bool compaction_due() const;  // enabled, and an entry was donated since the last compaction
   ResetReport reset();
 
   // Thread-safe: a snapshot published after every mutating call.

@@ -100,6 +100,8 @@ int run_serve(ServeOptions& o) {
   // GPU that is cheap next to a host-to-device copy; on the CPU it costs more than restoring the
   // prefix from host RAM (a memory copy), so there only the most recent entry stays.
   cache.device_cells = o.device_cells >= 0 ? o.device_cells : model->model().on_accelerator ? o.context.n_ctx / 2 : 0;
+  // Rewriting idle entries is a memory copy on the CPU; on a GPU it would be a round trip.
+  cache.compact_when_idle = !model->model().on_accelerator;
   o.scheduler.n_slots = o.context.n_parallel;
   const std::size_t per_token = model->model().kv_bytes_per_token;
   spdlog::info("prompt cache: {}; device tier {} cells in {} holder sequences, host tier {:.1f} MiB ({} tokens at {} "

@@ -162,12 +162,39 @@ class Scheduler::Impl {
         cache_->expire();
         next_expiry = Clock::now() + std::chrono::seconds(1);
       }
+      compact_if_due();
       admit();
       drop_cancelled();
       resolve_waits();
       step();
+      if (active_.empty()) compact_if_due();
     }
     shutdown();
+  }
+
+  // Finished requests leave holes, and attention runs up to the highest cell in use: when the
+  // server goes idle, or before a request is admitted, the cache rewrites every live sequence
+  // from cell 0 (a memory copy on the CPU; see PrefixCache::compact).
+  void compact_if_due() {
+    if (!cache_->compaction_due()) return;
+    if (!active_.empty()) {
+      std::lock_guard lock(mutex_);
+      if (queue_.empty() || free_seqs_.empty()) return;
+    }
+    std::vector<cache::PrefixCache::LiveSequence> running;
+    for (const auto& a : active_) {
+      running.push_back({a->seq, a->uses_cache() ? a->request.cache.namespace_digest : std::string(),
+                         std::span<const Token>(a->tokens).first(static_cast<size_t>(a->n_past))});
+    }
+    const cache::CompactReport report = cache_->compact(running);
+    for (const engine::SeqId lost : report.lost) {
+      for (size_t i = 0; i < active_.size(); ++i) {
+        if (active_[i]->seq != lost) continue;
+        finish(i, FinishReason::error, "the request's cells could not be rearranged");
+        break;
+      }
+    }
+    if (report.cells > 0) spdlog::trace("cache: {} cells rewritten from the start of the context", report.cells);
   }
 
   // Moves queued requests into free sequences while their prompts fit in the free cells.

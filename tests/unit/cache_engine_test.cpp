@@ -94,6 +94,30 @@ TEST(CacheOnTinyModel, WarmDeviceHitMatchesColdLogits) {
   EXPECT_EQ(argmax(cold), argmax(warm)) << "greedy first token identical";
 }
 
+TEST(CacheOnTinyModel, CompactedEntryGivesTheSameLogitsAsBefore) {
+  auto e = tiny_engine();
+  CacheConfig config = small_config();
+  config.compact_when_idle = true;
+  PrefixCache cache(*e, config, holders(), kScratch);
+  const auto prompt = long_prompt(*e);
+  const int n = static_cast<int>(prompt.size());
+  const RequestKey key{"ns", "s"};
+  // Occupy the low cells first so the entry sits high in the context, then free them.
+  const auto filler = long_prompt(*e);
+  feed(*e, kOtherSlot, filler, 0, static_cast<int>(filler.size()));
+  const auto cold = feed(*e, kSlot, prompt, 0, n);
+  e->remove_sequence(kOtherSlot, 0, -1);
+  cache.donate(key, prompt, kSlot);
+  ASSERT_GT(cache.compact().cells, 0);
+
+  ASSERT_EQ(cache.acquire(key, prompt, kSlot).reused, n - 1);
+  const auto warm = feed(*e, kSlot, prompt, n - 1, n);
+  const float diff = max_abs_diff(cold, warm);
+  std::printf("compacted (device) vs cold first-token logits: max abs diff %.3g\n", diff);
+  EXPECT_LT(diff, 5e-3f);
+  EXPECT_EQ(argmax(cold), argmax(warm));
+}
+
 TEST(CacheOnTinyModel, PrefixRestoredIntoAnEmptyContextAtTheChunkBoundaryIsBitIdentical) {
   const RequestKey key{"ns", "s"};
   std::vector<float> cold;

@@ -289,6 +289,46 @@ TEST_F(CacheFixture, ResetEmptiesEveryTier) {
   EXPECT_EQ(engine.used_cells(), 0);
 }
 
+TEST_F(CacheFixture, CompactionRewritesEntriesAndRunningSequencesKeepingTheirSharing) {
+  config.compact_when_idle = true;
+  auto cache = make(5);
+  const auto system = range_tokens(0, 40);
+  auto a = system;
+  auto b = system;
+  for (Token t : range_tokens(100, 9)) a.push_back(t);
+  for (Token t : range_tokens(150, 13)) b.push_back(t);
+  serve(*cache, {"ns", "a"}, a);
+  serve(*cache, {"ns", "b"}, b);
+  // A running request that adopted the system prompt and fed 5 tokens of its own.
+  auto c = system;
+  for (Token t : range_tokens(200, 5)) c.push_back(t);
+  ASSERT_EQ(cache->acquire({"ns", "c"}, c, 0).reused, 40);
+  feed(engine, 0, c, 40, static_cast<int>(c.size()));
+  const std::int32_t cells_before = engine.used_cells();
+  ASSERT_EQ(cells_before, 40 + 9 + 13 + 5);
+  ASSERT_TRUE(cache->compaction_due());
+
+  const PrefixCache::LiveSequence running{0, "ns", c};
+  const CompactReport report = cache->compact(std::span(&running, 1));
+  EXPECT_GT(report.cells, 0);
+  EXPECT_TRUE(report.lost.empty());
+  EXPECT_EQ(engine.used_cells(), cells_before) << "shared cells stay shared";
+  EXPECT_EQ(engine.sequence_tokens(0), c);
+  EXPECT_EQ(cache->stats().compactions, 1);
+  EXPECT_FALSE(cache->compaction_due()) << "nothing was donated since";
+  EXPECT_EQ(cache->compact(std::span(&running, 1)).cells, 0);
+  // The entries still serve their prompts token for token.
+  EXPECT_EQ(cache->acquire({"ns", "a"}, a, 1).reused, static_cast<std::int32_t>(a.size()) - 1);
+  EXPECT_EQ(engine.sequence_tokens(1), std::vector<Token>(a.begin(), a.end() - 1));
+}
+
+TEST_F(CacheFixture, CompactionIsOffUnlessConfigured) {
+  auto cache = make();
+  serve(*cache, {"ns", "a"}, range_tokens(0, 40));
+  EXPECT_FALSE(cache->compaction_due());
+  EXPECT_EQ(cache->compact().cells, 0);
+}
+
 TEST_F(CacheFixture, ExpiredEntriesAreEvictedForTtl) {
   config.ttl = std::chrono::seconds(0);
   auto cache = make();
