@@ -173,10 +173,8 @@ class Scheduler::Impl {
 
   // Finished requests leave holes, and attention runs up to the highest cell in use: when the
   // server goes idle, the cache rewrites its entries from cell 0 (a memory copy on the CPU; see
-  // PrefixCache::compact). Not while requests run: serialising a scattered sequence costs one
-  // copy per layer, V row and run of cells (V is stored transposed without flash attention), and
-  // on the default model that stall cost more than the shorter span saved (make bench,
-  // multi-session trace: prefill 39.8 ms per token against 20.5 without it).
+  // PrefixCache::compact). Not while requests run: that stalls all of them for the copy, and a
+  // make bench run that did it gained nothing over compacting only when idle (docs/design.md).
   void compact_if_due() {
     if (!active_.empty() || !cache_->compaction_due()) return;
     if (const cache::CompactReport report = cache_->compact(); report.cells > 0) {
