@@ -174,7 +174,8 @@ TEST_F(ApiRoutes, StopStringEndsTheTextBeforeIt) {
   const auto free_run = post_json(*client_, "/v1/completions", request);
   ASSERT_EQ(free_run.status, 200) << free_run.raw;
   const std::string text = free_run.body["choices"][0]["text"];
-  if (text.size() < 6) GTEST_SKIP() << "the model stopped too early to place a stop string: '" << text << "'";
+  // Greedy on the generated tiny model is deterministic: it writes well past 6 bytes here.
+  ASSERT_GE(text.size(), 6u) << "the model stopped too early to place a stop string: '" << text << "'";
   const std::string stop = text.substr(text.size() / 2, 2);
   json stopped_request = request;
   stopped_request["stop"] = {stop};
