@@ -3,6 +3,17 @@
 #include <format>
 
 namespace prefixd::api {
+namespace {
+
+nlohmann::ordered_json outcomes_json(const cache::CacheStats& s) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (int i = 0; i < cache::kOutcomeCount; ++i) {
+    out[cache::outcome_name(static_cast<cache::Outcome>(i))] = s.outcomes[static_cast<size_t>(i)];
+  }
+  return out;
+}
+
+}  // namespace
 
 nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, std::size_t kv_bytes_per_token) {
   return {
@@ -11,17 +22,23 @@ nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, std::size_t 
       {"hits", s.hits},
       {"misses", s.misses},
       {"tokens_reused", s.tokens_reused},
-      {"evictions", {{"lru", s.evictions_lru}, {"ttl", s.evictions_ttl}, {"capacity", s.evictions_capacity}}},
+      {"outcomes", outcomes_json(s)},
+      {"inflight_shares", s.inflight_shares},
+      {"evictions", {{"lru", s.evictions_lru}, {"ttl", s.evictions_ttl}, {"capacity", s.evictions_capacity},
+                     {"device", s.device_evictions}}},
       {"demotions", s.demotions},
       {"failed_restores", s.failed_restores},
       {"compactions", s.compactions},
       {"tiers",
-       {{"device", {{"entries", s.device_entries}, {"tokens", s.device_tokens}, {"bytes", s.device_bytes},
+       {{"device", {{"entries", s.device_entries}, {"max_entries", s.device_holders}, {"cells", s.device_cells},
+                    {"locked_cells", s.device_locked_cells}, {"bytes", s.device_bytes},
                     {"budget_cells", s.device_cells_budget}}},
-        {"host", {{"entries", s.host_entries}, {"bytes", s.host_bytes}, {"capacity_bytes", s.host_capacity_bytes}}}}},
+        {"host", {{"entries", s.host_entries}, {"max_entries", s.host_max_segments}, {"bytes", s.host_bytes},
+                  {"capacity_bytes", s.host_capacity_bytes}}}}},
+      {"running", s.running},
+      {"waiting", s.waiting},
       {"entries", s.device_entries + s.host_entries},
       {"bytes", s.device_bytes + s.host_bytes},
-      {"max_entries", s.max_entries},
       {"kv_bytes_per_token", kv_bytes_per_token},
       {"block_size", s.block_size},
       {"hash", s.hash},
@@ -46,10 +63,18 @@ std::string cache_metrics_text(const cache::CacheStats& s) {
   out += std::format("prefixd_prompt_cache_misses_total {}\n", s.misses);
   family("prefixd_prompt_cache_prefix_tokens_reused_total", "counter", "Prompt tokens taken from the cache instead of computed.");
   out += std::format("prefixd_prompt_cache_prefix_tokens_reused_total {}\n", s.tokens_reused);
+  family("prefixd_prompt_cache_requests_total", "counter", "Requests by what the prompt cache did for them.");
+  for (int i = 0; i < cache::kOutcomeCount; ++i) {
+    out += std::format("prefixd_prompt_cache_requests_total{{outcome=\"{}\"}} {}\n",
+                       cache::outcome_name(static_cast<cache::Outcome>(i)), s.outcomes[static_cast<size_t>(i)]);
+  }
+  family("prefixd_prompt_cache_inflight_shares_total", "counter", "Hits taken from another running request's cells.");
+  out += std::format("prefixd_prompt_cache_inflight_shares_total {}\n", s.inflight_shares);
   family("prefixd_prompt_cache_evictions_total", "counter", "Cached entries or segments dropped, by reason.");
   out += std::format("prefixd_prompt_cache_evictions_total{{reason=\"lru\"}} {}\n", s.evictions_lru);
   out += std::format("prefixd_prompt_cache_evictions_total{{reason=\"ttl\"}} {}\n", s.evictions_ttl);
   out += std::format("prefixd_prompt_cache_evictions_total{{reason=\"capacity\"}} {}\n", s.evictions_capacity);
+  out += std::format("prefixd_prompt_cache_evictions_total{{reason=\"device\"}} {}\n", s.device_evictions);
   family("prefixd_prompt_cache_demotions_total", "counter", "Device-tier entries moved to the host tier.");
   out += std::format("prefixd_prompt_cache_demotions_total {}\n", s.demotions);
   family("prefixd_prompt_cache_failed_restores_total", "counter", "Host segments that could not be restored.");
@@ -62,6 +87,9 @@ std::string cache_metrics_text(const cache::CacheStats& s) {
   family("prefixd_prompt_cache_entries", "gauge", "Entries held, by tier (host: segments).");
   out += std::format("prefixd_prompt_cache_entries{{tier=\"device\"}} {}\n", s.device_entries);
   out += std::format("prefixd_prompt_cache_entries{{tier=\"host\"}} {}\n", s.host_entries);
+  family("prefixd_prompt_cache_device_cells", "gauge", "KV cells held by device-tier entries, and of those the ones running requests use.");
+  out += std::format("prefixd_prompt_cache_device_cells{{state=\"held\"}} {}\n", s.device_cells);
+  out += std::format("prefixd_prompt_cache_device_cells{{state=\"locked\"}} {}\n", s.device_locked_cells);
   family("prefixd_prompt_cache_capacity_bytes", "gauge", "Host-tier byte budget.");
   out += std::format("prefixd_prompt_cache_capacity_bytes {}\n", s.host_capacity_bytes);
   return out;

@@ -95,11 +95,12 @@ OrderedJson usage_json(const scheduler::Usage& usage) {
 }
 
 OrderedJson prompt_cache_json(const scheduler::CacheReport& report) {
-  return {{"outcome", report.outcome},
+  const bool hit = report.cached_tokens > 0;
+  return {{"outcome", cache::outcome_name(report.outcome)},
           {"cached_tokens", report.cached_tokens},
           {"fed_tokens", report.fed_tokens},
-          {"tier", null_if_empty(report.tier)},
-          {"scope", null_if_empty(report.scope)}};
+          {"tier", null_if_empty(cache::tier_name(report.tier))},
+          {"scope", null_if_empty(hit ? (report.in_session ? "in_session" : "cross_session") : "")}};
 }
 
 OrderedJson timings_json(const scheduler::StreamEvent& done) {

@@ -80,6 +80,19 @@ void HostStore::erase(const Digest& key) {
   segments_.erase(it);
 }
 
+std::string HostStore::verify_lru_order() const {
+  std::unordered_map<Digest, size_t, DigestHash> recency;  // 0: most recently used
+  size_t rank = 0;
+  for (const Digest& key : lru_) recency[key] = rank++;
+  for (const auto& [key, slot] : segments_) {
+    auto parent = recency.find(slot.segment.parent);
+    if (parent != recency.end() && parent->second > recency.at(key)) {
+      return "host segment at position " + std::to_string(slot.segment.begin) + " is more recently used than its parent; ";
+    }
+  }
+  return {};
+}
+
 std::int64_t HostStore::clear() {
   const auto freed = static_cast<std::int64_t>(bytes_);
   segments_.clear();

@@ -15,6 +15,7 @@
 #include <list>
 #include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -61,6 +62,8 @@ class HostStore {
   std::int64_t tokens() const { return tokens_; }  // sum of the segments' lengths
   std::size_t size() const { return segments_.size(); }
   std::uint64_t capacity() const { return capacity_bytes_; }
+  // "" when every segment whose parent segment is stored is less recently used than that parent.
+  std::string verify_lru_order() const;
 
  private:
   using Lru = std::list<Digest>;  // front: most recently used

@@ -1,28 +1,51 @@
 // prefixd cache — the prompt-prefix KV cache. This header is the whole contract.
 //
 // Owns: which token prefixes have K/V kept, where (device tier: cells still in the llama context,
-// held by "holder" sequence ids; host tier: serialized segments in RAM), and the budgets and
-// eviction that bound them. A request asks acquire() to put the longest reusable prefix of its
-// prompt into its own sequence, and gives its sequence back with donate() when it finishes.
+// held by "holder" sequence ids; host tier: serialized segments in RAM), the running requests'
+// claims on them, and the budgets and eviction that bound them.
+//
+// The life of a request's sequence, all on the engine thread:
+//   acquire()  registers the sequence and puts the longest reusable prefix of its prompt into it:
+//              from an idle entry, from another running request that holds or is computing it
+//              (then the request may have to wait, see poll()), or from the host tier;
+//   advance()  after each prefill chunk: how much of its prompt the sequence now holds;
+//   poll()     hands waiting sequences the prefix they waited for once it is computed;
+//   donate()   at the end: the sequence's K/V becomes a device entry (or release(): dropped).
+//
+// Invariants (tests check each against the engine's cell count after every operation):
+// - Shared in the tree means shared in the KV: entries of one namespace that share a prefix share
+//   its cells, so device_cells() is exactly the number of cells the holders keep.
+// - A running request that adopted cells from an entry locks them; locked cells are never given
+//   up, and idle_cells() (= device_cells() - locked) is exactly what release_device_cells() could
+//   free now.
+// - Each tier stays within its own budget: idle device cells <= device_cells (besides the most
+//   recently donated entry while no request runs; once one is admitted, that entry's cells the
+//   request does not use count too), device entries <= holders, host bytes and segments <= theirs.
+// - A reused token is the request's own token at that position, under the same namespace; at
+//   least one prompt token is always left to feed (the one-token guard).
 // Must not know: HTTP, JSON, requests beyond their key and tokens.
 // REQUIRES: every method except stats() is called from the one thread that owns the engine.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
+#include <string_view>
 #include <vector>
 
 #include "cache/block_hash.h"
-#include "cache/host_store.h"
-#include "cache/radix_tree.h"
 #include "engine/engine.h"
 
 namespace prefixd::cache {
+
+// Whether idle entries are rewritten at the low end of the context when the server goes idle.
+enum class Compaction { automatic, idle, never };  // automatic: idle on the CPU, never on a GPU
+Compaction parse_compaction(std::string_view name);  // throws std::invalid_argument
+const char* compaction_name(Compaction compaction);
 
 struct CacheConfig {
   bool enabled = true;
@@ -32,11 +55,14 @@ struct CacheConfig {
   HashAlgorithm hash = HashAlgorithm::sha256;
   std::int32_t host_segment_tokens = 256; // host-tier unit; a multiple of block_size
   std::uint64_t host_capacity_bytes = 2ull << 30;
-  std::int64_t max_entries = 1024;        // device entries + host segments
+  std::int64_t host_max_segments = 65536;
   std::chrono::seconds ttl{3600};         // unused this long: evicted
-  std::int32_t device_cells = 8192;       // idle cells held by device entries
-  // Rewrite idle entries at the low end of the context when the server goes idle (see compact()).
-  bool compact_when_idle = false;
+  // Idle cells device entries may keep besides the most recently donated entry. nullopt: by
+  // backend — half the context when the model's layers run on a GPU, where attending over idle
+  // cells is cheap next to a restore over the bus; 0 on the CPU, where every idle cell costs each
+  // computed token a dot product per head while a host restore is a memory copy.
+  std::optional<std::int32_t> device_cells;
+  Compaction compaction = Compaction::automatic;
   bool trace = false;                     // log every decision
 };
 
@@ -47,13 +73,23 @@ struct RequestKey {
 };
 
 enum class Outcome { cold, hit_extend, hit_restore, partial, bypass };
+inline constexpr int kOutcomeCount = 5;
 const char* outcome_name(Outcome outcome);
+
+enum class Tier { none, device, host };
+const char* tier_name(Tier tier);  // "" for none
 
 struct Acquisition {
   Outcome outcome = Outcome::cold;
-  std::int32_t reused = 0;   // positions [0, reused) of the destination sequence now hold K/V
-  std::string tier;          // "device" or "host" on a hit
+  std::int32_t reused = 0;   // positions [0, reused) of the sequence now hold K/V
+  Tier tier = Tier::none;
   bool in_session = false;
+  bool waiting = false;      // another running request is computing a longer prefix: see poll()
+};
+
+struct Resolved {
+  engine::SeqId seq = -1;
+  Acquisition acquisition;
 };
 
 struct CacheStats {
@@ -62,30 +98,32 @@ struct CacheStats {
   std::int64_t hits = 0;
   std::int64_t misses = 0;
   std::int64_t tokens_reused = 0;
-  std::int64_t evictions_lru = 0;
-  std::int64_t evictions_ttl = 0;
-  std::int64_t evictions_capacity = 0;
+  std::array<std::int64_t, kOutcomeCount> outcomes{};  // by Outcome
+  std::int64_t inflight_shares = 0;    // hits taken from another running request
   std::int64_t demotions = 0;          // device entries moved to the host tier
+  std::int64_t device_evictions = 0;   // device entries dropped or cut back without demotion
+  std::int64_t evictions_lru = 0;      // host segments evicted for the segment-count budget
+  std::int64_t evictions_ttl = 0;      // device entries and host segments unused for the TTL
+  std::int64_t evictions_capacity = 0; // host segments evicted for the byte budget
   std::int64_t failed_restores = 0;
   std::int64_t compactions = 0;        // device tier rewritten at the low end of the context
   std::int64_t device_entries = 0;
-  std::int64_t device_tokens = 0;      // distinct cells held by idle entries
+  std::int64_t device_holders = 0;     // device entry budget
+  std::int64_t device_cells = 0;       // cells held by device entries (exact)
+  std::int64_t device_locked_cells = 0;// of which running requests use too
   std::uint64_t device_bytes = 0;
   std::int64_t device_cells_budget = 0;
   std::int64_t host_entries = 0;       // segments
+  std::int64_t host_max_segments = 0;
   std::uint64_t host_bytes = 0;
   std::uint64_t host_capacity_bytes = 0;
-  std::int64_t max_entries = 0;
+  std::int64_t running = 0;            // sequences registered by acquire()
+  std::int64_t waiting = 0;            // of which wait for another request's prefix
   std::int64_t total_blocks_stored = 0;
   std::int64_t unique_block_hashes = 0;
   std::int64_t apc_active_entries = 0;
   std::int32_t block_size = 0;
   std::string hash;
-};
-
-struct CompactReport {
-  std::int64_t cells = 0;              // cells rewritten; 0 when nothing was done
-  std::vector<engine::SeqId> lost;     // running sequences that could not be restored (emptied)
 };
 
 struct ResetReport {
@@ -99,37 +137,52 @@ class PrefixCache {
   // to save and restore segments. Neither may be used by anyone else.
   PrefixCache(engine::Engine& engine, CacheConfig config, std::vector<engine::SeqId> holders, engine::SeqId scratch);
   ~PrefixCache();
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
 
-  const CacheConfig& config() const { return config_; }
+  // The configuration with every default resolved for this engine.
+  const CacheConfig& config() const;
   bool can_reuse() const;  // enabled and the model's memory can be trimmed
 
-  // Puts the longest reusable prefix of `prompt`, at most prompt.size() - 1 tokens (one token is
-  // always left to feed), into `dst`. REQUIRES: `dst` is empty.
-  Acquisition acquire(const RequestKey& key, std::span<const engine::Token> prompt, engine::SeqId dst);
-  // Takes over what `seq` holds for positions [0, tokens.size()); afterwards `seq` is empty.
-  void donate(const RequestKey& key, std::span<const engine::Token> tokens, engine::SeqId seq);
-  // Demotes idle device entries until `cells` cells are freed or none is left; returns cells freed.
+  // Registers `seq` as running `prompt` and puts the longest reusable prefix, at most
+  // prompt.size() - 1 tokens, into it. With `waiting` set, `seq` stays empty until poll()
+  // resolves it. With the cache disabled the outcome is bypass and nothing is registered.
+  // REQUIRES: `seq` is empty and not registered.
+  Acquisition acquire(const RequestKey& key, std::span<const engine::Token> prompt, engine::SeqId seq);
+  // Counts a request that does not use the cache (cache_prompt: false); returns its acquisition.
+  Acquisition bypass();
+  // `seq` now holds K/V for positions [0, computed) of its prompt.
+  void advance(engine::SeqId seq, std::int32_t computed);
+  // Waiting sequences whose prefix is now available hold it; each is returned once.
+  std::vector<Resolved> poll();
+  // Ends `seq`: what it holds for positions [0, tokens.size()) becomes a device entry (unless
+  // covered already or not worth keeping); afterwards `seq` is empty and unregistered.
+  void donate(engine::SeqId seq, std::span<const engine::Token> tokens);
+  // Ends `seq` without keeping anything; afterwards it is empty and unregistered.
+  void release(engine::SeqId seq);
+  // Cells held by `seq` that the cache accounts (adopted from an entry and locked).
+  std::int32_t locked_by(engine::SeqId seq) const;
+
+  std::int64_t device_cells() const;  // cells the holders keep
+  std::int64_t idle_cells() const;    // of which no running sequence uses: what could be freed
+  // Idle cells that count against the device budget: all but those on the newest entry's path.
+  std::int64_t budgeted_idle_cells() const;
+  // Checks the cache's internal invariants (tree counts, locks, host LRU order: a segment is never
+  // more recently used than the prefix it extends); returns what is violated, empty when none.
+  std::string verify() const;
+  // Demotes or cuts back least recently used entries until `cells` cells are freed or nothing
+  // idle is left; returns the cells freed (exact).
   std::int64_t release_device_cells(std::int64_t cells);
   // Drops entries unused for longer than the TTL.
   void expire();
   // Attention runs over every cell up to the highest one in use, and a busy context leaves the
   // entries' cells scattered up to its end. compact() saves each entry (its part not shared with
-  // an entry rewritten before it), empties the context and restores them from cell 0, so the
-  // span is again the number of cells held. Returns the cells rewritten; 0 when disabled, when
-  // nothing changed since the last compaction, or when a save fails (then nothing is touched).
-  // A sequence that cannot be restored (a safety net: the cells fitted a moment ago) is emptied;
-  // entries are dropped, running sequences are listed in `lost` for their owner to fail.
-  // `running` lists every other sequence that holds cells (each holds exactly positions
-  // [0, tokens.size()) of its tokens); they are rewritten too, sharing cells as before.
-  // REQUIRES: no sequence outside the cache's and `running` holds cells.
-  struct LiveSequence {
-    engine::SeqId seq = -1;
-    std::string namespace_digest;  // empty: shares cells with nothing
-    std::span<const engine::Token> tokens;
-  };
-  CompactReport compact(std::span<const LiveSequence> running = {});
-  bool compaction_due() const;  // enabled, and an entry was donated since the last compaction
-  ResetReport reset();
+  // an entry saved before it), empties the context and restores them from cell 0, so the span is
+  // again the number of cells held. Returns the cells rewritten; 0 when not due or when a save
+  // fails (then nothing is touched). REQUIRES: no sequence is running.
+  std::int64_t compact();
+  bool compaction_due() const;  // compaction on, nothing running, an entry donated since the last
+  ResetReport reset();          // empties every tier; running sequences keep their cells
 
   // Thread-safe: a snapshot published after every mutating call.
   CacheStats stats() const;
@@ -137,7 +190,6 @@ class PrefixCache {
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;
-  CacheConfig config_;
 };
 
 }  // namespace prefixd::cache

@@ -28,7 +28,8 @@ struct ServeOptions {
   std::string apc_hash = "sha256";
   std::uint64_t cache_capacity_bytes = 0;  // 0: derived at startup
   std::int64_t cache_ttl_seconds = 3600;
-  std::int32_t device_cells = -1;          // -1: half the context
+  std::int32_t device_cells = -1;          // -1: the cache's default for the backend
+  std::string compaction = "auto";
 };
 
 std::uint64_t available_memory_bytes() {
@@ -96,21 +97,19 @@ int run_serve(ServeOptions& o) {
   o.context.n_holder_seqs = cache_on ? o.scheduler.cache_holders + 1 : 0;
   if (!cache_on) o.scheduler.cache_holders = 0;
   std::unique_ptr<engine::Engine> model = engine::load_llama_engine(o.model_path, o.context, o.server.model_alias);
-  // Every token computed attends to every cell up to the highest one in use, held or not. On a
-  // GPU that is cheap next to a host-to-device copy; on the CPU it costs more than restoring the
-  // prefix from host RAM (a memory copy), so there only the most recent entry stays.
-  cache.device_cells = o.device_cells >= 0 ? o.device_cells : model->model().on_accelerator ? o.context.n_ctx / 2 : 0;
-  // Rewriting idle entries is a memory copy on the CPU; on a GPU it would be a round trip.
-  cache.compact_when_idle = !model->model().on_accelerator;
+  if (o.device_cells >= 0) cache.device_cells = o.device_cells;  // else the backend's default
+  cache.compaction = cache::parse_compaction(o.compaction);
   o.scheduler.n_slots = o.context.n_parallel;
   const std::size_t per_token = model->model().kv_bytes_per_token;
-  spdlog::info("prompt cache: {}; device tier {} cells in {} holder sequences, host tier {:.1f} MiB ({} tokens at {} "
-               "bytes/token), min prefix {}, block {} ({}), ttl {} s",
-               cache_on ? (engine::family_can_trim(model->model().family) ? "on" : "on (cold path for this family)") : "off",
-               cache.device_cells, o.scheduler.cache_holders, static_cast<double>(cache.host_capacity_bytes) / (1 << 20),
-               per_token > 0 ? cache.host_capacity_bytes / per_token : 0, per_token, cache.min_prefix, cache.block_size,
-               o.apc_hash, o.cache_ttl_seconds);
   scheduler::Scheduler scheduler(*model, o.scheduler);
+  const cache::CacheConfig& resolved = scheduler.cache_config();
+  spdlog::info("prompt cache: {}; device tier {} idle cells in {} holder sequences (compaction {}), host tier {:.1f} "
+               "MiB ({} tokens at {} bytes/token, {} segments), min prefix {}, block {} ({}), ttl {} s",
+               cache_on ? (engine::family_can_trim(model->model().family) ? "on" : "on (cold path for this family)") : "off",
+               resolved.device_cells.value_or(0), o.scheduler.cache_holders, cache::compaction_name(resolved.compaction),
+               static_cast<double>(cache.host_capacity_bytes) / (1 << 20),
+               per_token > 0 ? cache.host_capacity_bytes / per_token : 0, per_token, cache.host_max_segments,
+               cache.min_prefix, cache.block_size, o.apc_hash, o.cache_ttl_seconds);
   api::HttpServer server(*model, scheduler, o.server);
   signals.start(server);
   if (!server.run()) return 1;
@@ -163,8 +162,8 @@ std::function<int()> add_serve_command(CLI::App& app) {
   cmd->add_option("--prompt-cache-capacity-bytes", o->cache_capacity_bytes,
                   "Host-tier budget in bytes (default: a quarter of available memory, at most 8 GiB)")
       ->envname("PREFIXD_PROMPT_CACHE_CAPACITY_BYTES");
-  cmd->add_option("--prompt-cache-max-entries", o->scheduler.cache.max_entries,
-                  "Most cached entries (device entries plus host segments)")
+  cmd->add_option("--prompt-cache-max-entries", o->scheduler.cache.host_max_segments,
+                  "Most host-tier segments (device entries are bounded by --prompt-cache-holders)")
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_MAX_ENTRIES")->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--prompt-cache-ttl", o->cache_ttl_seconds, "Seconds an unused entry is kept")
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_TTL")->check(CLI::Range(0, 1 << 30));
@@ -175,6 +174,11 @@ std::function<int()> add_serve_command(CLI::App& app) {
                   "Idle KV cells the device tier may keep beyond its most recent entry (default: half of "
                   "--ctx-size when layers run on a GPU, else 0)")
       ->envname("PREFIXD_PROMPT_CACHE_DEVICE_CELLS")->check(CLI::Range(-1, 1 << 24));
+  cmd->add_option("--prompt-cache-compaction", o->compaction,
+                  "Rewrite idle device entries at the start of the context when the server goes idle: auto "
+                  "(idle on the CPU, never on a GPU), idle, never")
+      ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_COMPACTION")
+      ->check(CLI::IsMember({"auto", "idle", "never"}));
   cmd->add_option("--prompt-cache-host-segment", o->scheduler.cache.host_segment_tokens,
                   "Tokens per host-tier segment (a multiple of --apc-block-size)")
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_HOST_SEGMENT")->check(CLI::Range(1, 1 << 20));

@@ -172,6 +172,11 @@ std::int32_t FakeEngine::used_cells() const {
   return static_cast<std::int32_t>(std::count_if(cells_.begin(), cells_.end(), [](const Cell& c) { return !c.seqs.empty(); }));
 }
 
+std::int32_t FakeEngine::count_cells(const std::function<bool(const std::set<SeqId>&)>& owners) const {
+  return static_cast<std::int32_t>(
+      std::count_if(cells_.begin(), cells_.end(), [&](const Cell& c) { return !c.seqs.empty() && owners(c.seqs); }));
+}
+
 Bytes FakeEngine::save_sequence(SeqId seq) const {
   std::vector<std::int32_t> words{static_cast<std::int32_t>(kStateMagic), 0};
   for (const Cell& cell : cells_) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <vector>
 
@@ -48,6 +49,8 @@ class FakeEngine final : public Engine {
   // Test observability.
   std::int64_t tokens_decoded() const { return tokens_decoded_; }
   std::int32_t used_cells() const;
+  // Cells whose set of owning sequences satisfies `owners` (called for used cells only).
+  std::int32_t count_cells(const std::function<bool(const std::set<SeqId>& owners)>& owners) const;
   // Tokens a sequence holds, ordered by position (what its K/V "means").
   std::vector<Token> sequence_tokens(SeqId seq) const;
   // Next-token logits a cold run over exactly `history` would produce.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/prefix_cache.h"
 #include "engine/types.h"
 
 namespace prefixd::scheduler {
@@ -52,12 +53,13 @@ enum class FinishReason { stop, length, cancelled, error };
 const char* finish_reason_name(FinishReason reason);
 
 // What the prompt cache did for a request (telemetry in every response).
+// What the prompt cache did for a request, as the cache decided it (cache::PrefixCache::acquire).
 struct CacheReport {
-  std::string outcome = "cold";   // cold, hit_extend, hit_restore, partial, bypass
-  std::int32_t cached_tokens = 0; // prompt tokens reused, not fed through the model
-  std::int32_t fed_tokens = 0;    // prompt tokens fed through the model
-  std::string tier;               // device, host... empty on cold/bypass
-  std::string scope;              // in_session, cross_session, empty on cold/bypass
+  cache::Outcome outcome = cache::Outcome::cold;
+  std::int32_t cached_tokens = 0;  // prompt tokens reused, not fed through the model
+  std::int32_t fed_tokens = 0;     // prompt tokens fed through the model
+  cache::Tier tier = cache::Tier::none;
+  bool in_session = false;         // meaningful when cached_tokens > 0
 };
 
 struct Usage {

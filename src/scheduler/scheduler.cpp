@@ -43,20 +43,13 @@ struct Active {
   CacheReport cache;
   bool emitted_any = false;
   std::vector<GeneratedLogprobs> pending_logprobs;  // tokens not yet sent with a text event
-  std::uint64_t waits_for = 0;  // id of a running request whose prefill this one will share
-  std::int32_t wait_until = 0;  // ... up to this position
+  bool waiting = false;  // the cache will hand it a prefix another request is computing (poll)
 
-  bool waiting() const { return waits_for != 0; }
-  bool prefilling() const { return !waiting() && n_past < n_prompt; }
-  bool decoding() const { return !waiting() && n_past >= n_prompt; }
+  bool prefilling() const { return !waiting && n_past < n_prompt; }
+  bool decoding() const { return !waiting && n_past >= n_prompt; }
   bool uses_cache() const { return request.cache.enabled; }
   cache::RequestKey cache_key() const { return {request.cache.namespace_digest, request.cache.session_key}; }
 };
-
-std::int32_t common_prefix(std::span<const Token> a, std::span<const Token> b) {
-  const auto [ia, ib] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
-  return static_cast<std::int32_t>(ia - a.begin());
-}
 
 struct Queued {
   std::uint64_t id = 0;
@@ -81,12 +74,14 @@ class Scheduler::Impl {
  public:
   Impl(engine::Engine& engine, SchedulerOptions options) : engine_(engine), options_(options) {
     options_.n_slots = std::clamp(options_.n_slots, 1, engine_.sequence_count());
-    options_.cache_holders = std::clamp(options_.cache_holders, 0, engine_.sequence_count() - options_.n_slots - 1);
+    // The cache needs at least one holder and a scratch sequence beyond the slots.
+    const std::int32_t spare = engine_.sequence_count() - options_.n_slots;
+    options_.cache_holders = spare >= 2 ? std::clamp(options_.cache_holders, 0, spare - 1) : 0;
+    if (options_.cache_holders == 0) options_.cache.enabled = false;
     std::vector<engine::SeqId> holders;
     for (engine::SeqId s = 0; s < options_.cache_holders; ++s) holders.push_back(options_.n_slots + s);
-    if (options_.cache_holders == 0) options_.cache.enabled = false;
-    cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders),
-                                                  options_.n_slots + options_.cache_holders);
+    const engine::SeqId scratch = options_.cache.enabled ? options_.n_slots + options_.cache_holders : -1;
+    cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders), scratch);
     free_seqs_.reserve(static_cast<size_t>(options_.n_slots));
     for (engine::SeqId s = options_.n_slots - 1; s >= 0; --s) free_seqs_.push_back(s);
     thread_ = std::thread([this] { run(); });
@@ -123,6 +118,7 @@ class Scheduler::Impl {
   }
 
   cache::CacheStats cache_stats() const { return cache_->stats(); }
+  const cache::CacheConfig& cache_config() const { return cache_->config(); }
 
   cache::ResetReport reset_cache() {
     std::packaged_task<cache::ResetReport()> task([this] { return cache_->reset(); });
@@ -164,7 +160,7 @@ class Scheduler::Impl {
       }
       admit();
       drop_cancelled();
-      resolve_waits();
+      take_resolved_prefixes();
       step();
       compact_if_due();
     }
@@ -177,8 +173,8 @@ class Scheduler::Impl {
   // make bench run that did it gained nothing over compacting only when idle (docs/design.md).
   void compact_if_due() {
     if (!active_.empty() || !cache_->compaction_due()) return;
-    if (const cache::CompactReport report = cache_->compact(); report.cells > 0) {
-      spdlog::trace("cache: {} idle cells rewritten from the start of the context", report.cells);
+    if (const std::int64_t cells = cache_->compact(); cells > 0) {
+      spdlog::trace("cache: {} idle cells rewritten from the start of the context", cells);
     }
   }
 
@@ -192,12 +188,12 @@ class Scheduler::Impl {
         queue_.pop_front();
         continue;
       }
-      const auto need = static_cast<std::int32_t>(next.request.prompt.size()) + 1;
-      const std::int64_t held = cache_->stats().device_tokens;
-      if (committed_cells() + need + held > engine_.context_size()) {
-        cache_->release_device_cells(committed_cells() + need + held - engine_.context_size());
-      }
-      if (!active_.empty() && committed_cells() + need > engine_.context_size()) break;
+      // Cells in use: what the cache holds (exact) plus what running requests hold beyond the
+      // cells they share with it; the cache frees idle cells when the new prompt needs them.
+      const std::int64_t need = static_cast<std::int64_t>(next.request.prompt.size()) + 1;
+      const std::int64_t over = cache_->device_cells() + committed_cells() + need - engine_.context_size();
+      if (over > 0) cache_->release_device_cells(over);
+      if (!active_.empty() && cache_->device_cells() + committed_cells() + need > engine_.context_size()) break;
       start(std::move(next));
       queue_.pop_front();
     }
@@ -205,9 +201,13 @@ class Scheduler::Impl {
     stats_.running = static_cast<std::int32_t>(active_.size());
   }
 
-  std::int32_t committed_cells() const {
-    std::int32_t total = 0;
-    for (const auto& a : active_) total += static_cast<std::int32_t>(a->tokens.size()) + 1;
+  // Cells running requests hold or will hold for the tokens they have now, besides those the
+  // cache accounts (its locked cells).
+  std::int64_t committed_cells() const {
+    std::int64_t total = 0;
+    for (const auto& a : active_) {
+      total += static_cast<std::int64_t>(a->tokens.size()) + 1 - (a->uses_cache() ? cache_->locked_by(a->seq) : 0);
+    }
     return total;
   }
 
@@ -232,75 +232,27 @@ class Scheduler::Impl {
       const cache::Acquisition got = cache_->acquire(a->cache_key(), a->tokens, a->seq);
       spdlog::trace("request {}: cache acquire took {:.1f} ms", a->id,
                     std::chrono::duration<double, std::milli>(Clock::now() - acquire_start).count());
-      a->n_past = got.reused;
-      a->cache.outcome = cache::outcome_name(got.outcome);
-      a->cache.tier = got.tier;
-      if (got.reused > 0) a->cache.scope = got.in_session ? "in_session" : "cross_session";
-      share_inflight(*a);
+      apply(*a, got);
     } else {
-      a->cache.outcome = "bypass";
+      apply(*a, cache_->bypass());
     }
-    a->cache.cached_tokens = a->n_past;
-    a->cache.fed_tokens = a->n_prompt - a->n_past;
     active_.push_back(std::move(a));
   }
 
-  // In-flight sharing: if a running request of the same namespace holds (or is computing) a
-  // longer prefix of this prompt than the cache gave, take it from that request's sequence
-  // instead of computing the same tokens twice.
-  void share_inflight(Active& a) {
-    if (!cache_->can_reuse()) return;
-    const auto limit = std::span<const Token>(a.tokens).first(static_cast<size_t>(a.n_prompt - 1));
-    Active* best = nullptr;
-    std::int32_t best_len = a.n_past;
-    for (auto& other : active_) {
-      if (!other->uses_cache() || other->request.cache.namespace_digest != a.request.cache.namespace_digest) continue;
-      // Only the prompt part of a request that is computing its own prompt can be waited for.
-      const auto known = std::max(other->n_past, other->n_prompt);
-      const std::int32_t len = common_prefix(limit, std::span<const Token>(other->tokens).first(static_cast<size_t>(
-                                                        std::min<std::int32_t>(known, static_cast<std::int32_t>(other->tokens.size())))));
-      if (len > best_len) {
-        best = other.get();
-        best_len = len;
+  // What the cache put into the request's sequence (or that it waits for another request).
+  static void apply(Active& a, const cache::Acquisition& got) {
+    a.waiting = got.waiting;
+    a.n_past = got.reused;
+    a.cache = CacheReport{got.outcome, got.reused, a.n_prompt - got.reused, got.tier, got.in_session};
+  }
+
+  // Requests that waited for a prefix another request was computing now hold it.
+  void take_resolved_prefixes() {
+    for (const cache::Resolved& r : cache_->poll()) {
+      for (auto& a : active_) {
+        if (a->seq == r.seq && a->waiting) apply(*a, r.acquisition);
       }
     }
-    if (best == nullptr || best_len < options_.cache.min_prefix) return;
-    a.waits_for = best->id;
-    a.wait_until = best_len;
-    resolve_wait(a);
-  }
-
-  // Copies the shared prefix once the request being waited for has computed it.
-  void resolve_wait(Active& a) {
-    if (a.waits_for == 0) return;
-    auto other = std::find_if(active_.begin(), active_.end(), [&](const auto& o) { return o->id == a.waits_for; });
-    if (other == active_.end()) {
-      // It finished first and donated its sequence: the cache now holds the prefix.
-      a.waits_for = 0;
-      engine_.remove_sequence(a.seq, 0, -1);
-      const cache::Acquisition got = cache_->acquire(a.cache_key(), a.tokens, a.seq);
-      a.n_past = got.reused;
-      a.cache.outcome = cache::outcome_name(got.outcome);
-      a.cache.tier = got.tier;
-      a.cache.scope = got.reused > 0 ? (got.in_session ? "in_session" : "cross_session") : "";
-    } else if ((*other)->n_past >= a.wait_until) {
-      engine_.remove_sequence(a.seq, 0, -1);
-      engine_.copy_sequence((*other)->seq, a.seq, 0, a.wait_until);
-      a.n_past = a.wait_until;
-      a.waits_for = 0;
-      a.cache.outcome = "hit_extend";
-      a.cache.tier = "device";
-      a.cache.scope = (*other)->request.cache.session_key == a.request.cache.session_key ? "in_session" : "cross_session";
-      spdlog::debug("request {} shares {} prompt tokens computed by request {}", a.id, a.wait_until, (*other)->id);
-    } else {
-      return;
-    }
-    a.cache.cached_tokens = a.n_past;
-    a.cache.fed_tokens = a.n_prompt - a.n_past;
-  }
-
-  void resolve_waits() {
-    for (auto& a : active_) resolve_wait(*a);
   }
 
   void drop_cancelled() {
@@ -353,7 +305,10 @@ class Scheduler::Impl {
       std::lock_guard lock(mutex_);
       for (auto& [a, take] : chunks) stats_.prompt_tokens_fed_total += take;
     }
-    for (auto& [a, take] : chunks) a->n_past += take;
+    for (auto& [a, take] : chunks) {
+      a->n_past += take;
+      if (a->uses_cache()) cache_->advance(a->seq, a->n_past);
+    }
     for (auto& a : active_) {
       if (a->row >= 0 && a->decoding() && a->n_past == static_cast<std::int32_t>(a->tokens.size()) - 1) {
         a->n_past += 1;  // the decode token is now in the KV cache
@@ -441,7 +396,7 @@ class Scheduler::Impl {
   void requeue(size_t index) {
     std::unique_ptr<Active> a = std::move(active_[index]);
     active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(index));
-    engine_.remove_sequence(a->seq, 0, -1);
+    end_sequence(*a, false);
     std::lock_guard lock(mutex_);
     free_seqs_.push_back(a->seq);
     queue_.push_front(Queued{a->id, std::move(a->request), std::move(a->stream), a->submitted});
@@ -458,15 +413,7 @@ class Scheduler::Impl {
       event.logprobs = std::exchange(a->pending_logprobs, {});
       a->stream->push(std::move(event));
     }
-    if (a->uses_cache() && a->waits_for == 0 && reason != FinishReason::error) {
-      const auto kept = static_cast<size_t>(std::min<std::int32_t>(a->n_past, static_cast<std::int32_t>(a->tokens.size())));
-      const auto donate_start = Clock::now();
-      cache_->donate(a->cache_key(), std::span<const Token>(a->tokens).first(kept), a->seq);
-      spdlog::trace("request {}: cache donate took {:.1f} ms", a->id,
-                    std::chrono::duration<double, std::milli>(Clock::now() - donate_start).count());
-    } else {
-      engine_.remove_sequence(a->seq, 0, -1);
-    }
+    end_sequence(*a, reason != FinishReason::error);
 
     StreamEvent done;
     done.kind = StreamEvent::Kind::done;
@@ -491,13 +438,28 @@ class Scheduler::Impl {
     a->stream->push(std::move(done));
   }
 
+  // Gives the request's sequence back: its K/V to the cache when `keep`, else dropped.
+  void end_sequence(Active& a, bool keep) {
+    if (!a.uses_cache()) {
+      engine_.remove_sequence(a.seq, 0, -1);
+    } else if (keep && !a.waiting) {
+      const auto kept = static_cast<size_t>(std::min<std::int32_t>(a.n_past, static_cast<std::int32_t>(a.tokens.size())));
+      const auto donate_start = Clock::now();
+      cache_->donate(a.seq, std::span<const Token>(a.tokens).first(kept));
+      spdlog::trace("request {}: cache donate took {:.1f} ms", a.id,
+                    std::chrono::duration<double, std::milli>(Clock::now() - donate_start).count());
+    } else {
+      cache_->release(a.seq);
+    }
+  }
+
   void finish_unstarted(Queued& q, FinishReason reason, std::string error) {
     StreamEvent done;
     done.kind = StreamEvent::Kind::done;
     done.finish = reason;
     done.error = std::move(error);
     done.usage.prompt_tokens = static_cast<std::int32_t>(q.request.prompt.size());
-    done.cache.outcome = "bypass";
+    done.cache.outcome = cache::Outcome::bypass;
     q.stream->push(std::move(done));
   }
 
@@ -540,6 +502,7 @@ std::expected<std::shared_ptr<RequestStream>, SubmitError> Scheduler::submit(Gen
 SchedulerStats Scheduler::stats() const { return impl_->stats(); }
 std::int32_t Scheduler::max_prompt_tokens() const { return impl_->max_prompt_tokens(); }
 cache::CacheStats Scheduler::cache_stats() const { return impl_->cache_stats(); }
+const cache::CacheConfig& Scheduler::cache_config() const { return impl_->cache_config(); }
 cache::ResetReport Scheduler::reset_cache() { return impl_->reset_cache(); }
 
 }  // namespace prefixd::scheduler

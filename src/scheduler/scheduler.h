@@ -62,6 +62,8 @@ class Scheduler {
   SchedulerStats stats() const;
   std::int32_t max_prompt_tokens() const;  // longest prompt that can be admitted
 
+  // The cache's configuration with its defaults resolved for the engine.
+  const cache::CacheConfig& cache_config() const;
   // Thread-safe snapshot of the prompt cache's counters and sizes.
   cache::CacheStats cache_stats() const;
   // Empties every tier (runs on the scheduler thread; blocks until done).

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -140,9 +141,62 @@ TEST(Cache, StatsResetAndPrometheusMetrics) {
 
   const auto reset = post_json(*client, "/v1/cache/reset", json::object());
   EXPECT_EQ(reset.status, 200);
-  EXPECT_EQ(reset.body["freed_entries"], 1);
+  EXPECT_EQ(reset.body["freed_entries"], 1 + stats["tiers"]["host"]["entries"].get<int>());
   EXPECT_EQ(get_json(*client, "/v1/cache/stats").body["tiers"]["device"]["entries"], 0);
   EXPECT_EQ(chat(*client, long_chat("Where is the atlas?"))["prompt_cache"]["outcome"], "cold");
+}
+
+// What each response says the cache did, /v1/cache/stats and /metrics agree after every request,
+// including requests that shared a prefix another request was computing.
+TEST(Cache, ResponsesStatsAndMetricsAgreeOnEveryRequest) {
+  ServerProcess server({.parallel = 2});
+  auto client = server.client();
+  std::map<std::string, int> seen;
+  std::int64_t reused = 0;
+  const auto check = [&](const std::string& when) {
+    const json stats = get_json(*client, "/v1/cache/stats").body;
+    const auto metrics = client->Get("/metrics");
+    ASSERT_TRUE(metrics);
+    for (const char* outcome : {"cold", "hit_extend", "hit_restore", "partial", "bypass"}) {
+      const int count = seen.contains(outcome) ? seen.at(outcome) : 0;
+      EXPECT_EQ(stats["outcomes"][outcome], count) << when << ": " << outcome;
+      EXPECT_EQ(metric_value(metrics->body, std::string("prefixd_prompt_cache_requests_total{outcome=\"") + outcome + "\"}"),
+                count)
+          << when << ": " << outcome;
+    }
+    EXPECT_EQ(stats["tokens_reused"], reused) << when;
+    EXPECT_EQ(metric_value(metrics->body, "prefixd_prompt_cache_prefix_tokens_reused_total"), static_cast<double>(reused));
+  };
+  const auto send = [&](const json& request) {
+    const json reply = chat(*client, request);
+    seen[reply["prompt_cache"]["outcome"].get<std::string>()] += 1;
+    reused += reply["prompt_cache"]["cached_tokens"].get<std::int64_t>();
+    check(request.dump().substr(0, 80));
+  };
+  send(long_chat("Where is the atlas?"));
+  send(long_chat("Where is the atlas?"));
+  send(long_chat("Who wrote the almanac?", {{"user", "someone-else"}}));
+  send(long_chat("Where is the atlas?", {{"cache_prompt", false}}));
+  send(long_chat("Where is the atlas?", {{"cache_salt", "tenant-b"}}));
+  // Two at once with one long new prefix: the second may wait for the first's prefill.
+  std::string story = "Chapter one. ";
+  for (int i = 0; i < 40; ++i) story += "The archivist moved shelf " + std::to_string(i) + " to the east wing. ";
+  std::vector<std::thread> threads;
+  std::vector<json> replies(2);
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      auto own = server.client();
+      replies[static_cast<size_t>(i)] = chat(*own, long_chat(story + (i == 0 ? "First?" : "Second?")));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const json& reply : replies) {
+    seen[reply["prompt_cache"]["outcome"].get<std::string>()] += 1;
+    reused += reply["prompt_cache"]["cached_tokens"].get<std::int64_t>();
+  }
+  check("after the concurrent pair");
+  EXPECT_GE(seen["hit_extend"] + seen["partial"] + seen["hit_restore"], 3);
+  EXPECT_EQ(seen["bypass"], 1);
 }
 
 TEST(Cache, LargeJsonBodySentAsFormDataGetsAnExplanation) {

@@ -18,7 +18,7 @@ ResponseMeta completion_meta() { return {.endpoint = Endpoint::completion, .id =
 scheduler::StreamEvent done_event(scheduler::FinishReason finish = scheduler::FinishReason::length) {
   scheduler::StreamEvent done{.kind = scheduler::StreamEvent::Kind::done, .finish = finish};
   done.usage = {.prompt_tokens = 12, .completion_tokens = 4, .cached_tokens = 8};
-  done.cache = {.outcome = "hit_extend", .cached_tokens = 8, .fed_tokens = 4, .tier = "device", .scope = "in_session"};
+  done.cache = {.outcome = cache::Outcome::hit_extend, .cached_tokens = 8, .fed_tokens = 4, .tier = cache::Tier::device, .in_session = true};
   done.timings = {.queued_ms = 1, .prefill_ms = 2, .decode_ms = 8};
   return done;
 }

@@ -81,7 +81,7 @@ TEST(CacheOnTinyModel, WarmDeviceHitMatchesColdLogits) {
 
   ASSERT_EQ(cache.acquire(key, prompt, kSlot).reused, 0);
   const auto cold = feed(*e, kSlot, prompt, 0, n);
-  cache.donate(key, prompt, kSlot);
+  cache.donate(kSlot, prompt);
 
   const Acquisition warm_hit = cache.acquire(key, prompt, kOtherSlot);
   ASSERT_EQ(warm_hit.outcome, Outcome::hit_extend);
@@ -97,7 +97,7 @@ TEST(CacheOnTinyModel, WarmDeviceHitMatchesColdLogits) {
 TEST(CacheOnTinyModel, CompactedEntryGivesTheSameLogitsAsBefore) {
   auto e = tiny_engine();
   CacheConfig config = small_config();
-  config.compact_when_idle = true;
+  config.compaction = Compaction::idle;
   PrefixCache cache(*e, config, holders(), kScratch);
   const auto prompt = long_prompt(*e);
   const int n = static_cast<int>(prompt.size());
@@ -105,10 +105,11 @@ TEST(CacheOnTinyModel, CompactedEntryGivesTheSameLogitsAsBefore) {
   // Occupy the low cells first so the entry sits high in the context, then free them.
   const auto filler = long_prompt(*e);
   feed(*e, kOtherSlot, filler, 0, static_cast<int>(filler.size()));
+  ASSERT_EQ(cache.acquire(key, prompt, kSlot).reused, 0);
   const auto cold = feed(*e, kSlot, prompt, 0, n);
   e->remove_sequence(kOtherSlot, 0, -1);
-  cache.donate(key, prompt, kSlot);
-  ASSERT_GT(cache.compact().cells, 0);
+  cache.donate(kSlot, prompt);
+  ASSERT_GT(cache.compact(), 0);
 
   ASSERT_EQ(cache.acquire(key, prompt, kSlot).reused, n - 1);
   const auto warm = feed(*e, kSlot, prompt, n - 1, n);
@@ -134,8 +135,10 @@ TEST(CacheOnTinyModel, PrefixRestoredIntoAnEmptyContextAtTheChunkBoundaryIsBitId
   // donate it, demote it, leaving the context empty.
   const int m = (n - 1) / 64 * 64;
   ASSERT_GT(m, 0);
+  const auto prefix = std::span<const Token>(prompt).first(static_cast<size_t>(m));
+  ASSERT_EQ(cache.acquire(key, prefix, kSlot).reused, 0);
   feed(*e, kSlot, prompt, 0, m);
-  cache.donate(key, std::span<const Token>(prompt).first(static_cast<size_t>(m)), kSlot);
+  cache.donate(kSlot, prefix);
   ASSERT_GT(cache.release_device_cells(m), 0);
   ASSERT_EQ(cache.stats().device_entries, 0);
   for (engine::SeqId s = 0; s < 7; ++s) ASSERT_TRUE(e->sequence_positions(s).empty());
@@ -155,8 +158,9 @@ TEST(CacheOnTinyModel, ConcurrentSlotsSharingOnePrefixStayCorrect) {
   const RequestKey key{"ns", "s"};
   const auto prompt = long_prompt(*e);
   const int n = static_cast<int>(prompt.size());
+  ASSERT_EQ(cache.acquire(key, prompt, kSlot).reused, 0);
   feed(*e, kSlot, prompt, 0, n);
-  cache.donate(key, prompt, kSlot);
+  cache.donate(kSlot, prompt);
   // Two requests adopt the same cells and then diverge; each must match its own cold run.
   auto a = prompt;
   auto b = prompt;

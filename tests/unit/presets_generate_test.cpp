@@ -70,9 +70,9 @@ TEST_P(PresetGenerates, LoadsClassifiesAndGeneratesRepeatably) {
     EXPECT_EQ(first.done.usage.completion_tokens, 6);
     EXPECT_EQ(second.text, first.text) << preset << ": greedy output is the same warm or cold";
     if (engine::family_can_trim(family)) {
-      EXPECT_EQ(second.done.cache.outcome, "hit_extend");
+      EXPECT_EQ(second.done.cache.outcome, cache::Outcome::hit_extend);
     } else {
-      EXPECT_EQ(second.done.cache.outcome, "cold") << preset << " takes the cold path until snapshots exist";
+      EXPECT_EQ(second.done.cache.outcome, cache::Outcome::cold) << preset << " takes the cold path until snapshots exist";
     }
   }
   e.reset();

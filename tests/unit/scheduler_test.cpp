@@ -205,8 +205,8 @@ TEST(SchedulerCache, IdenticalResendFeedsOneTokenAndGivesTheSameOutput) {
   Collected cold = collect(**scheduler.submit(cached(prompt, 8)));
   const auto decoded_before = engine.tokens_decoded();
   Collected warm = collect(**scheduler.submit(cached(prompt, 8)));
-  EXPECT_EQ(cold.done.cache.outcome, "cold");
-  EXPECT_EQ(warm.done.cache.outcome, "hit_extend");
+  EXPECT_EQ(cold.done.cache.outcome, cache::Outcome::cold);
+  EXPECT_EQ(warm.done.cache.outcome, cache::Outcome::hit_extend);
   EXPECT_EQ(warm.done.cache.fed_tokens, 1);
   EXPECT_EQ(warm.done.usage.cached_tokens, 299);
   EXPECT_EQ(warm.text, cold.text) << "a warm request samples from the same logits as a cold one";
@@ -221,7 +221,7 @@ TEST(SchedulerCache, DisabledRequestBypassesTheCache) {
   GenerationRequest off = cached(prompt, 2);
   off.cache.enabled = false;
   Collected c = collect(**scheduler.submit(std::move(off)));
-  EXPECT_EQ(c.done.cache.outcome, "bypass");
+  EXPECT_EQ(c.done.cache.outcome, cache::Outcome::bypass);
   EXPECT_EQ(c.done.cache.fed_tokens, 100);
   EXPECT_EQ(scheduler.cache_stats().device_entries, 1) << "a bypassing request donates nothing";
 }
@@ -258,6 +258,52 @@ TEST(SchedulerCache, ResetEmptiesTheCache) {
   EXPECT_EQ(report.entries, 1);
   EXPECT_EQ(scheduler.cache_stats().device_entries, 0);
   EXPECT_EQ(engine.used_cells(), 0);
+}
+
+}  // namespace
+}  // namespace prefixd::scheduler
+
+namespace prefixd::scheduler {
+namespace {
+
+// A context too small for every request at once: decodes fail for lack of cells, the scheduler
+// frees idle cache cells, requeues requests that have sent nothing and ends others with `length`.
+// Every request still gets exactly one final event, what the responses say the cache did is what
+// the cache counted, and afterwards every used cell is one the cache accounts for.
+TEST(SchedulerCache, KvFullPathsFinishEveryRequestAndKeepTheCacheExact) {
+  engine::FakeEngine engine({.n_ctx = 320, .n_batch = 32, .n_seq = 8, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 3, .cache_holders = 4});
+  const auto shared = tokens_from(7, 60);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 9; ++i) {
+    auto prompt = i % 3 == 0 ? tokens_from(50 + i, 70) : shared;
+    const auto tail = tokens_from(300 + i, 10 + 5 * i);
+    prompt.insert(prompt.end(), tail.begin(), tail.end());
+    streams.push_back(*scheduler.submit(cached(prompt, 120, "s" + std::to_string(i % 2))));
+  }
+  std::array<std::int64_t, cache::kOutcomeCount> outcomes{};
+  int ended_by_length = 0;
+  for (auto& s : streams) {
+    Collected c = collect(*s);
+    outcomes[static_cast<size_t>(c.done.cache.outcome)] += 1;
+    ended_by_length += c.done.finish == FinishReason::length ? 1 : 0;
+    EXPECT_NE(c.done.finish, FinishReason::error) << c.done.error;
+    EXPECT_EQ(c.done.cache.cached_tokens + c.done.cache.fed_tokens, c.done.usage.prompt_tokens);
+  }
+  EXPECT_GT(ended_by_length, 0);
+  const cache::CacheStats stats = scheduler.cache_stats();
+  EXPECT_EQ(stats.outcomes, outcomes) << "responses and the cache's counters agree";
+  EXPECT_GT(stats.demotions + stats.device_evictions, 0) << "the context ran full";
+  EXPECT_EQ(stats.running, 0);
+  EXPECT_EQ(engine.used_cells(), stats.device_cells);
+}
+
+TEST(SchedulerCache, ACacheWithoutRoomForAScratchSequenceIsOff) {
+  engine::FakeEngine engine({.n_ctx = 256, .n_batch = 32, .n_seq = 2, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 4});
+  Collected c = collect(**scheduler.submit(cached(tokens_from(1, 40), 3)));
+  EXPECT_EQ(c.done.cache.outcome, cache::Outcome::bypass);
+  EXPECT_FALSE(scheduler.cache_stats().enabled);
 }
 
 }  // namespace

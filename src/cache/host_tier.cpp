@@ -1,0 +1,108 @@
+#include "cache/host_tier.h"
+
+#include <algorithm>
+#include <spdlog/spdlog.h>
+
+namespace prefixd::cache {
+
+using engine::Token;
+
+HostTier::HostTier(engine::Engine& engine, const BlockHasher& hasher, std::int32_t segment_tokens,
+                   std::uint64_t capacity_bytes, std::int64_t max_segments, engine::SeqId scratch)
+    : engine_(engine), hasher_(hasher),
+      segment_tokens_(std::max(1, segment_tokens / hasher.block_size()) * hasher.block_size()),
+      scratch_(scratch), store_(capacity_bytes, max_segments) {}
+
+HostTier::Plan HostTier::plan(const std::string& ns, std::span<const Token> query) const {
+  Plan plan;
+  if (store_.size() == 0) return plan;
+  const std::vector<Digest> chain = hasher_.chain(ns, query);
+  const auto per = static_cast<size_t>(segment_tokens_ / hasher_.block_size());
+  size_t covered = 0;  // blocks
+  for (size_t end = per; end <= chain.size() && store_.contains(chain[end - 1]); end += per) {
+    plan.keys.push_back(chain[end - 1]);
+    covered = end;
+  }
+  plan.length = static_cast<std::int32_t>(covered) * hasher_.block_size();
+  plan.last_take = plan.keys.empty() ? 0 : segment_tokens_;
+  const Digest parent = covered == 0 ? hasher_.root(ns) : chain[covered - 1];
+  const auto rest = query.subspan(static_cast<size_t>(plan.length));
+  std::int32_t best = 0;
+  Digest best_key{};
+  for (const Digest& key : store_.children(parent)) {
+    const HostSegment* segment = store_.peek(key);
+    if (segment == nullptr || segment->begin != plan.length) continue;
+    const auto common = static_cast<std::int32_t>(
+        std::ranges::mismatch(segment->token_ids, rest).in1 - segment->token_ids.begin());
+    if (common > best) {
+      best = common;
+      best_key = key;
+    }
+  }
+  if (best > 0) {
+    plan.keys.push_back(best_key);
+    plan.last_take = best;
+    plan.length += best;
+  }
+  return plan;
+}
+
+std::int32_t HostTier::restore(const Plan& plan, engine::SeqId dst, std::int32_t from, std::int64_t& failed) {
+  // Deepest first, so the root segment ends up the most recently used.
+  for (auto key = plan.keys.rbegin(); key != plan.keys.rend(); ++key) store_.touch(*key);
+  std::int32_t held = 0;
+  for (size_t i = 0; i < plan.keys.size(); ++i) {
+    const Digest& key = plan.keys[i];
+    const HostSegment* segment = store_.peek(key);
+    if (segment == nullptr || segment->begin != held) break;
+    const std::int32_t take = i + 1 == plan.keys.size() ? plan.last_take : segment->tokens;
+    if (held + take <= from) {  // the device tier already gave these positions
+      held += take;
+      continue;
+    }
+    if (!engine_.restore_sequence(segment->state, scratch_)) {
+      failed += 1;
+      spdlog::warn("cache: host segment at position {} could not be restored; dropped", held);
+      store_.erase(key);
+      engine_.remove_sequence(scratch_, 0, -1);
+      break;
+    }
+    engine_.copy_sequence(scratch_, dst, std::max(held, from), held + take);
+    engine_.remove_sequence(scratch_, 0, -1);
+    held += take;
+  }
+  return std::max(held, from);
+}
+
+bool HostTier::save(const std::string& ns, std::span<const Token> tokens, engine::SeqId holder,
+                    HostStore::Evicted& evicted) {
+  if (store_.capacity() == 0 || tokens.empty()) return false;
+  const auto n = static_cast<std::int32_t>(tokens.size());
+  const std::int32_t block = hasher_.block_size();
+  const std::vector<Digest> blocks = hasher_.chain(ns, tokens);
+  std::vector<Digest> stored;  // in position order
+  bool added = false;
+  for (std::int32_t begin = 0; begin < n; begin += segment_tokens_) {
+    const std::int32_t stop = std::min(begin + segment_tokens_, n);
+    const Digest parent = begin == 0 ? hasher_.root(ns) : blocks[static_cast<size_t>(begin / block) - 1];
+    const auto part = tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(stop - begin));
+    // A whole grid segment is named by the chain; a tail (a partial last block included) by its
+    // parent and its own tokens.
+    const Digest key = stop - begin == segment_tokens_ ? blocks[static_cast<size_t>(stop / block) - 1]
+                                                       : hasher_.next(parent, part);
+    if (!store_.contains(key)) {
+      engine_.copy_sequence(holder, scratch_, begin, stop);
+      HostSegment segment{begin, stop - begin, parent, {part.begin(), part.end()},
+                          engine_.save_sequence(scratch_), {}};
+      engine_.remove_sequence(scratch_, 0, -1);
+      // Storing never evicts the prefix the new segment extends: it would be useless without it.
+      if (segment.state.empty() || !store_.insert(key, std::move(segment), evicted, stored)) break;
+      added = true;
+    }
+    stored.push_back(key);
+  }
+  for (auto key = stored.rbegin(); key != stored.rend(); ++key) store_.touch(*key);
+  return added || !stored.empty();
+}
+
+}  // namespace prefixd::cache

@@ -1,0 +1,60 @@
+// prefixd cache — the host tier's policy: how a device entry is cut into segments when it is
+// demoted, and how the longest prefix of a prompt is found and rebuilt from segments.
+//
+// Segments lie on a grid of `host_segment_tokens` from position 0 and are keyed by the block-chain
+// hash at their end, so whole ones are found by walking the query's chain. What lies past the last
+// grid line of a demoted entry becomes one shorter tail segment keyed by its parent and tokens.
+// Where the walk stops, every segment hanging off the same parent is compared token by token, so
+// a restore is token-exact. LRU order: a restore or a save touches deeper segments before
+// shallower ones, so a segment is always older than the prefix it extends and eviction removes
+// leaves first.
+// REQUIRES: used from the engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/block_hash.h"
+#include "cache/host_store.h"
+#include "engine/engine.h"
+
+namespace prefixd::cache {
+
+class HostTier {
+ public:
+  // The segments that rebuild the longest prefix of a query, in position order; of the last one
+  // only its first `last_take` tokens are used.
+  struct Plan {
+    std::vector<Digest> keys;
+    std::int32_t last_take = 0;
+    std::int32_t length = 0;
+  };
+
+  HostTier(engine::Engine& engine, const BlockHasher& hasher, std::int32_t segment_tokens,
+           std::uint64_t capacity_bytes, std::int64_t max_segments, engine::SeqId scratch);
+
+  Plan plan(const std::string& ns, std::span<const engine::Token> query) const;
+  // Rebuilds the plan's prefix in `dst`, which already holds positions [0, from) (cells of the
+  // device tier); only positions from `from` on are restored. Returns the positions `dst` holds
+  // afterwards (>= from). A segment that cannot be restored is dropped, counted in `failed`, and
+  // ends the walk.
+  std::int32_t restore(const Plan& plan, engine::SeqId dst, std::int32_t from, std::int64_t& failed);
+  // Stores positions [0, tokens.size()) of `holder` as grid segments plus a tail. Segments the
+  // tier holds already are only touched. Returns false when nothing new could be stored.
+  bool save(const std::string& ns, std::span<const engine::Token> tokens, engine::SeqId holder,
+            HostStore::Evicted& evicted);
+
+  HostStore& store() { return store_; }
+  const HostStore& store() const { return store_; }
+
+ private:
+  engine::Engine& engine_;
+  const BlockHasher& hasher_;
+  std::int32_t segment_tokens_;  // a multiple of the block size
+  engine::SeqId scratch_;
+  HostStore store_;
+};
+
+}  // namespace prefixd::cache

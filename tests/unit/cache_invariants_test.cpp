@@ -1,0 +1,358 @@
+// The prompt cache's invariants, checked against the FakeEngine's real cells: exact accounting,
+// locks, in-flight sharing, per-tier budgets and host LRU order — on reproductions of past faults
+// and on random streams of concurrent requests whose budgets bind.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+#include "cache/prefix_cache.h"
+#include "engine/fake_engine.h"
+
+namespace prefixd::cache {
+namespace {
+
+using engine::SeqId;
+using engine::Token;
+
+std::vector<Token> tokens_from(int begin, int count) {
+  std::vector<Token> out;
+  for (int i = 0; i < count; ++i) out.push_back((begin + i) % 250);
+  return out;
+}
+
+std::vector<Token> concat(std::vector<Token> a, const std::vector<Token>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Slots [0, kSlots) run requests, holders follow, then the scratch sequence.
+constexpr int kSlots = 4;
+constexpr int kHolders = 5;
+constexpr SeqId kScratch = kSlots + kHolders;
+
+bool is_holder(SeqId s) { return s >= kSlots && s < kSlots + kHolders; }
+bool is_slot(SeqId s) { return s >= 0 && s < kSlots; }
+
+struct Harness {
+  engine::FakeEngine engine;
+  std::unique_ptr<PrefixCache> cache;
+
+  Harness(int n_ctx, CacheConfig config) : engine({.n_ctx = n_ctx, .n_batch = 32, .n_seq = kScratch + 1}) {
+    std::vector<SeqId> holders;
+    for (int i = 0; i < kHolders; ++i) holders.push_back(kSlots + i);
+    cache = std::make_unique<PrefixCache>(engine, config, holders, kScratch);
+  }
+
+  // Feeds tokens[from, to) of `seq`; false when the context had no room.
+  bool feed(SeqId seq, const std::vector<Token>& tokens, int from, int to) {
+    for (int i = from; i < to; i += engine.batch_size()) {
+      std::vector<engine::BatchToken> batch;
+      for (int j = i; j < std::min(to, i + engine.batch_size()); ++j) batch.push_back({tokens[static_cast<size_t>(j)], j, seq, false});
+      if (engine.decode(batch) != engine::DecodeStatus::ok) return false;
+      cache->advance(seq, std::min(to, i + engine.batch_size()));
+    }
+    return true;
+  }
+
+  // Every cell is accounted: the holders' cells are exactly what the cache says it holds, those it
+  // says running requests use are exactly the ones they share with holders, and every other used
+  // cell belongs to running requests alone.
+  void check_cells(const std::string& where) const {
+    const auto any_holder = [](const std::set<SeqId>& o) { return std::ranges::any_of(o, is_holder); };
+    const auto any_slot = [](const std::set<SeqId>& o) { return std::ranges::any_of(o, is_slot); };
+    const CacheStats s = cache->stats();
+    ASSERT_EQ(engine.count_cells(any_holder), cache->device_cells()) << where;
+    ASSERT_EQ(s.device_cells, cache->device_cells()) << where << ": the published stats agree";
+    ASSERT_EQ(engine.count_cells([&](const auto& o) { return any_holder(o) && any_slot(o); }), s.device_locked_cells)
+        << where << ": locked cells are exactly the cells running requests share with entries";
+    ASSERT_EQ(engine.count_cells([&](const auto& o) { return any_holder(o) && !any_slot(o); }), cache->idle_cells())
+        << where << ": idle cells are exactly the holders' cells nobody running uses";
+    ASSERT_EQ(engine.used_cells(), cache->device_cells() + engine.count_cells([&](const auto& o) { return !any_holder(o); }))
+        << where;
+    ASSERT_EQ(engine.count_cells([](const auto& o) { return o.contains(kScratch); }), 0) << where << ": scratch is empty";
+    for (SeqId slot = 0; slot < kSlots; ++slot) {
+      ASSERT_EQ(engine.count_cells([&](const auto& o) { return o.contains(slot) && any_holder(o); }),
+                cache->locked_by(slot))
+          << where << ": slot " << slot << " locks exactly the entry cells it uses";
+    }
+    ASSERT_EQ(cache->verify(), "") << where;
+  }
+};
+
+CacheConfig small_config() {
+  CacheConfig c;
+  c.min_prefix = 4;
+  c.block_size = 4;
+  c.host_segment_tokens = 8;
+  c.device_cells = 1 << 20;
+  c.host_capacity_bytes = 1 << 20;
+  return c;
+}
+
+TEST(CacheCells, PromptsSharingOnlyTheirFirstTokenShareItsCell) {
+  Harness h(1024, small_config());
+  const RequestKey key{"ns", ""};
+  auto a = tokens_from(0, 25);
+  auto b = a;
+  for (size_t i = 1; i < b.size(); ++i) b[i] = 200 + static_cast<Token>(i % 40);
+  for (const auto& prompt : {a, b}) {
+    ASSERT_EQ(h.cache->acquire(key, prompt, 0).reused, 0);
+    ASSERT_TRUE(h.feed(0, prompt, 0, static_cast<int>(prompt.size())));
+    h.cache->donate(0, prompt);
+    h.check_cells("after a donation");
+  }
+  EXPECT_EQ(h.engine.used_cells(), 49);
+  EXPECT_EQ(h.cache->device_cells(), 49);
+}
+
+TEST(CacheCells, HostRestoreBesideADeviceEntryTakesTheSharedPrefixFromIt) {
+  CacheConfig config = small_config();
+  config.device_cells = 0;
+  Harness h(1024, config);
+  const auto system = tokens_from(0, 20);
+  const auto a = concat(system, tokens_from(100, 60));
+  const auto b = concat(system, tokens_from(170, 30));
+  for (const auto& prompt : {a, b}) {
+    h.cache->acquire({"ns", "x"}, prompt, 0);
+    ASSERT_TRUE(h.feed(0, prompt, h.cache->locked_by(0), static_cast<int>(prompt.size())));
+    h.cache->donate(0, prompt);
+  }
+  // Budget 0 on this backend: `a` went to the host tier when `b` arrived; `b` stays resident.
+  ASSERT_EQ(h.cache->stats().device_entries, 1);
+  ASSERT_EQ(h.cache->stats().demotions, 1);
+  const auto again = concat(a, tokens_from(20, 5));
+  const Acquisition got = h.cache->acquire({"ns", "x"}, again, 1);
+  EXPECT_EQ(got.outcome, Outcome::hit_restore);
+  EXPECT_EQ(got.reused, 80);
+  EXPECT_EQ(h.engine.sequence_tokens(1), a);
+  EXPECT_EQ(h.cache->locked_by(1), 20) << "the system prompt's cells come from the resident entry";
+  h.check_cells("after the restore");
+  EXPECT_EQ(h.engine.used_cells(), 20 + 60) << "the resident entry's own 30 cells went to the host tier first";
+  EXPECT_EQ(h.cache->stats().demotions, 2);
+}
+
+TEST(CacheLocks, LockedCellsAreNeverReleasedAndReleaseCountsOnlyWhatItFrees) {
+  CacheConfig config = small_config();
+  config.device_cells = 1000;
+  Harness h(1024, config);
+  const auto a = tokens_from(0, 50);
+  h.cache->acquire({"ns", ""}, a, 0);
+  ASSERT_TRUE(h.feed(0, a, 0, 50));
+  h.cache->donate(0, a);
+  // A running request adopts the first 40 tokens and computes its own continuation.
+  const auto b = concat(tokens_from(0, 40), tokens_from(150, 20));
+  ASSERT_EQ(h.cache->acquire({"ns", ""}, b, 1).reused, 40);
+  ASSERT_TRUE(h.feed(1, b, 40, 60));
+  h.check_cells("while running");
+  EXPECT_EQ(h.cache->idle_cells(), 10);
+  EXPECT_EQ(h.cache->release_device_cells(1000), 10) << "only the unlocked tail can be freed";
+  EXPECT_EQ(h.cache->device_cells(), 40) << "the locked prefix stays an entry";
+  h.check_cells("after the release");
+  EXPECT_EQ(h.cache->release_device_cells(1000), 0);
+  h.cache->donate(1, b);
+  h.check_cells("after the donation");
+  EXPECT_EQ(h.cache->device_cells(), 60);
+}
+
+TEST(CacheInflight, ASecondRequestWaitsForThePrefixTheFirstIsComputingAndCountsAsAHit) {
+  Harness h(1024, small_config());
+  const auto system = tokens_from(0, 64);
+  const auto a = concat(system, tokens_from(100, 5));
+  const auto b = concat(system, tokens_from(120, 7));
+  EXPECT_EQ(h.cache->acquire({"ns", "a"}, a, 0).outcome, Outcome::cold);
+  const Acquisition wait = h.cache->acquire({"ns", "b"}, b, 1);
+  ASSERT_TRUE(wait.waiting);
+  EXPECT_EQ(h.cache->stats().waiting, 1);
+  ASSERT_TRUE(h.feed(0, a, 0, 32));
+  EXPECT_TRUE(h.cache->poll().empty()) << "half the prefix is not enough";
+  ASSERT_TRUE(h.feed(0, a, 32, static_cast<int>(a.size())));
+  const std::vector<Resolved> ready = h.cache->poll();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].seq, 1);
+  EXPECT_EQ(ready[0].acquisition.reused, 64);
+  EXPECT_EQ(ready[0].acquisition.tier, Tier::device);
+  EXPECT_EQ(h.engine.sequence_tokens(1), system);
+  const CacheStats s = h.cache->stats();
+  EXPECT_EQ(s.hits, 1);
+  EXPECT_EQ(s.misses, 1);
+  EXPECT_EQ(s.inflight_shares, 1);
+  EXPECT_EQ(s.outcomes[static_cast<size_t>(Outcome::hit_extend)] + s.outcomes[static_cast<size_t>(Outcome::partial)], 1);
+  // When the first request finishes, the second one's shared cells become the entry's, locked.
+  h.cache->donate(0, a);
+  EXPECT_EQ(h.cache->locked_by(1), 64);
+  h.check_cells("after the first donation");
+  ASSERT_TRUE(h.feed(1, b, 64, static_cast<int>(b.size())));
+  h.cache->donate(1, b);
+  h.check_cells("after both");
+  EXPECT_EQ(h.engine.used_cells(), 64 + 5 + 7);
+}
+
+TEST(CacheInflight, AWaiterWhoseSourceFailsStartsOverOnItsOwn) {
+  Harness h(1024, small_config());
+  const auto a = tokens_from(0, 70);
+  h.cache->acquire({"ns", ""}, a, 0);
+  ASSERT_TRUE(h.cache->acquire({"ns", ""}, concat(tokens_from(0, 60), tokens_from(200, 3)), 1).waiting);
+  h.cache->release(0);
+  const std::vector<Resolved> ready = h.cache->poll();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].acquisition.outcome, Outcome::cold);
+  EXPECT_EQ(h.cache->stats().misses, 2);
+  h.check_cells("after the release");
+}
+
+TEST(CacheHost, SegmentsHaveTheirOwnBudgetAndDoNotPushDeviceEntriesOut) {
+  CacheConfig config = small_config();
+  config.device_cells = 1000;
+  config.host_max_segments = 6;
+  Harness h(2048, config);
+  // Fill the host tier through demotions, then keep donating: device entries stay.
+  for (int i = 0; i < 12; ++i) {
+    const auto p = tokens_from(i * 20, 30);
+    h.cache->acquire({"ns", std::to_string(i)}, p, 0);
+    ASSERT_TRUE(h.feed(0, p, 0, 30));
+    h.cache->donate(0, p);
+    if (i == 3) h.cache->release_device_cells(1000);
+  }
+  const CacheStats s = h.cache->stats();
+  EXPECT_LE(s.host_entries, 6);
+  EXPECT_EQ(s.device_entries, kHolders) << "every holder keeps an entry although the host tier is full";
+  EXPECT_GT(s.evictions_lru, 0) << "the segment budget bound";
+  h.check_cells("end");
+}
+
+TEST(CacheHost, AHostHitKeepsTheChainsRootTheMostRecentlyUsed) {
+  CacheConfig config = small_config();
+  Harness h(1024, config);
+  const auto a = tokens_from(0, 32);  // four 8-token segments
+  h.cache->acquire({"ns", ""}, a, 0);
+  ASSERT_TRUE(h.feed(0, a, 0, 32));
+  h.cache->donate(0, a);
+  ASSERT_EQ(h.cache->release_device_cells(1000), 32);
+  const std::uint64_t per_segment = h.cache->stats().host_bytes / 4;
+  // A host hit, then an unrelated demotion that evicts exactly one segment.
+  ASSERT_EQ(h.cache->acquire({"ns", ""}, a, 1).reused, 31);
+  h.cache->release(1);
+  ASSERT_EQ(h.cache->verify(), "");
+  config.host_capacity_bytes = per_segment * 4;
+  Harness tight(1024, config);
+  for (const auto& p : {a, tokens_from(100, 8)}) {
+    tight.cache->acquire({"ns", ""}, p, 0);
+    ASSERT_TRUE(tight.feed(0, p, 0, static_cast<int>(p.size())));
+    tight.cache->donate(0, p);
+    ASSERT_EQ(tight.cache->acquire({"ns", ""}, a, 1).reused, 31);
+    tight.cache->release(1);
+    tight.cache->release_device_cells(1000);
+  }
+  EXPECT_EQ(tight.cache->stats().evictions_capacity, 1);
+  EXPECT_EQ(tight.cache->acquire({"ns", ""}, a, 1).reused, 24) << "the leaf went, not the root";
+  tight.check_cells("end");
+}
+
+// Random streams: up to four requests run at once, prompts share prefixes across sessions and two
+// namespaces, requests finish in any order (some fail), and the context, device budget, holders
+// and host budgets are all small enough to bind. Every invariant is checked after every operation,
+// and the stream must reach every branch the test claims to cover.
+TEST(CacheInvariants, RandomConcurrentStreamsKeepEveryInvariant) {
+  CacheConfig config = small_config();
+  config.device_cells = 48;
+  config.host_capacity_bytes = 2400;
+  config.host_max_segments = 24;
+  for (std::uint32_t seed : {1u, 2u, 3u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Harness h(210, config);
+    std::mt19937 rng(seed);
+    std::vector<std::vector<Token>> bases;
+    for (int i = 0; i < 4; ++i) bases.push_back(tokens_from(i * 41, 60));
+    struct Running {
+      RequestKey key;
+      std::vector<Token> prompt;
+      int fed = 0;
+      bool waiting = false;
+    };
+    std::map<SeqId, Running> running;
+    std::int64_t waits = 0, kv_full = 0, locked_during_release = 0, budget_peaks = 0;
+    for (int step = 0; step < 800; ++step) {
+      const int op = static_cast<int>(rng() % 10);
+      std::vector<SeqId> free_slots;
+      for (SeqId s = 0; s < kSlots; ++s) {
+        if (!running.contains(s)) free_slots.push_back(s);
+      }
+      if (op < 4 && !free_slots.empty()) {
+        const SeqId slot = free_slots[rng() % free_slots.size()];
+        std::vector<Token> prompt = bases[rng() % bases.size()];
+        prompt.resize(10 + rng() % 50);
+        if (rng() % 3 == 0) prompt[rng() % prompt.size()] = static_cast<Token>(rng() % 250);
+        for (int extra = static_cast<int>(rng() % 12); extra > 0; --extra) prompt.push_back(static_cast<Token>(rng() % 250));
+        const RequestKey key{rng() % 5 == 0 ? "other" : "ns", "s" + std::to_string(rng() % 3)};
+        const Acquisition got = h.cache->acquire(key, prompt, slot);
+        waits += got.waiting ? 1 : 0;
+        ASSERT_EQ(h.engine.sequence_tokens(slot), std::vector<Token>(prompt.begin(), prompt.begin() + got.reused))
+            << "reused cells hold exactly the request's own tokens";
+        running[slot] = Running{key, prompt, got.reused, got.waiting};
+      } else if (op < 8 && !running.empty()) {
+        auto it = std::next(running.begin(), static_cast<std::ptrdiff_t>(rng() % running.size()));
+        Running& r = it->second;
+        const int n = static_cast<int>(r.prompt.size());
+        if (!r.waiting && r.fed < n) {
+          const int to = std::min(n, r.fed + 1 + static_cast<int>(rng() % 30));
+          if (!h.feed(it->first, r.prompt, r.fed, to)) {
+            // No room: what the cache frees must be real, else the request gives up.
+            kv_full += 1;
+            const std::int64_t locked = h.cache->stats().device_locked_cells;
+            const std::int64_t freed = h.cache->release_device_cells(to - r.fed);
+            if (freed > 0 && locked > 0) locked_during_release += 1;
+            h.check_cells("after a release for room");
+            h.cache->release(it->first);
+            running.erase(it);
+          } else {
+            r.fed = to;
+          }
+        }
+      } else if (!running.empty()) {
+        auto it = std::next(running.begin(), static_cast<std::ptrdiff_t>(rng() % running.size()));
+        const Running& r = it->second;
+        if (r.waiting || rng() % 6 == 0) {
+          h.cache->release(it->first);
+        } else {
+          h.cache->donate(it->first, std::span<const Token>(r.prompt).first(static_cast<size_t>(r.fed)));
+          budget_peaks += h.cache->budgeted_idle_cells() == *h.cache->config().device_cells ? 1 : 0;
+          ASSERT_LE(h.cache->budgeted_idle_cells(), *h.cache->config().device_cells)
+              << "idle cells besides the newest entry stay within the device budget";
+        }
+        running.erase(it);
+      }
+      for (const Resolved& r : h.cache->poll()) {
+        Running& w = running.at(r.seq);
+        ASSERT_TRUE(w.waiting);
+        ASSERT_EQ(h.engine.sequence_tokens(r.seq),
+                  std::vector<Token>(w.prompt.begin(), w.prompt.begin() + r.acquisition.reused));
+        w.waiting = false;
+        w.fed = r.acquisition.reused;
+      }
+      h.check_cells("step " + std::to_string(step));
+      const CacheStats s = h.cache->stats();
+      ASSERT_LE(s.host_bytes, config.host_capacity_bytes);
+      ASSERT_LE(s.host_entries, config.host_max_segments);
+      ASSERT_LE(s.device_entries, kHolders);
+      ASSERT_EQ(s.running, static_cast<std::int64_t>(running.size()));
+    }
+    // Every branch this test claims to exercise was reached.
+    const CacheStats s = h.cache->stats();
+    EXPECT_GT(waits, 0) << "in-flight waits";
+    EXPECT_GT(s.inflight_shares, 0);
+    EXPECT_GT(s.outcomes[static_cast<size_t>(Outcome::hit_extend)], 0);
+    EXPECT_GT(s.outcomes[static_cast<size_t>(Outcome::partial)], 0);
+    EXPECT_GT(s.outcomes[static_cast<size_t>(Outcome::hit_restore)], 0);
+    EXPECT_GT(s.demotions, 0) << "the device budget bound";
+    EXPECT_GT(s.evictions_capacity + s.evictions_lru, 0) << "a host budget bound";
+    EXPECT_GT(kv_full, 0) << "the context filled up";
+    EXPECT_GT(locked_during_release, 0) << "cells were released while others were locked";
+    EXPECT_GT(budget_peaks + s.demotions, 0);
+  }
+}
+
+}  // namespace
+}  // namespace prefixd::cache
