@@ -66,6 +66,27 @@ struct Builder {
     return "reset\n" + terminal(w, h) + "set datafile missing \"?\"\nset key top left\nset grid\nset output " +
            quoted(png_dir + "/" + file) + "\n";
   }
+
+  // One line of a line plot: a data column against the first, drawn in a gnuplot style.
+  struct Line {
+    int column;
+    std::string style;  // "linespoints lw 2", ...
+    std::string title;
+  };
+
+  // Keeps `data` as the data file `data_name` and adds a plot of its lines to the script, after
+  // the plot's own settings (title, axes, scales).
+  void line_plot(const std::string& data_name, std::string data, const std::string& suffix, const std::string& title,
+                 const std::string& workload, const std::string& settings, const std::vector<Line>& lines) {
+    set.data[data_name] = std::move(data);
+    const std::string file = quoted(data_path(data_name));
+    std::string plot = "plot ";
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      plot += std::format("{}{} using 1:{} with {} title {}", i == 0 ? "" : ", \\\n  ", file, lines[i].column,
+                          lines[i].style, quoted(lines[i].title));
+    }
+    set.script += begin(suffix, title, workload) + settings + plot + "\n";
+  }
 };
 
 void ttft_vs_length(const nlohmann::json& results, Builder& b) {
@@ -94,15 +115,13 @@ void ttft_vs_length(const nlohmann::json& results, Builder& b) {
     for (std::size_t i = 1; i < row.size(); ++i) data += " " + row[i];
     data += "\n";
   }
-  b.set.data["ttft-vs-length.dat"] = data;
-  const std::string f = quoted(b.data_path("ttft-vs-length.dat"));
-  b.set.script += b.begin("ttft-vs-length", "TTFT vs prompt length (median)", "resend") +
-                  "set title \"Identical resend: median TTFT vs prompt length\"\nset xlabel \"prompt tokens\"\n"
-                  "set ylabel \"TTFT (ms, log scale)\"\nset logscale xy\n"
-                  "plot " + f + " using 1:2 with linespoints lw 2 title \"prefixd cold\", \\\n  " + f +
-                  " using 1:3 with linespoints lw 2 title \"prefixd warm\", \\\n  " + f +
-                  " using 1:4 with linespoints lw 2 dt 2 title \"llama-server cold\", \\\n  " + f +
-                  " using 1:5 with linespoints lw 2 dt 2 title \"llama-server warm\"\n";
+  b.line_plot("ttft-vs-length.dat", std::move(data), "ttft-vs-length", "TTFT vs prompt length (median)", "resend",
+              "set title \"Identical resend: median TTFT vs prompt length\"\nset xlabel \"prompt tokens\"\n"
+              "set ylabel \"TTFT (ms, log scale)\"\nset logscale xy\n",
+              {{2, "linespoints lw 2", "prefixd cold"},
+               {3, "linespoints lw 2", "prefixd warm"},
+               {4, "linespoints lw 2 dt 2", "llama-server cold"},
+               {5, "linespoints lw 2 dt 2", "llama-server warm"}});
 }
 
 void agent_turns(const nlohmann::json& results, Builder& b) {
@@ -119,14 +138,12 @@ void agent_turns(const nlohmann::json& results, Builder& b) {
     data += std::format("{} {} {} {}\n", ++rows, cell(prompt.mean, prompt.n > 0), mean(p), mean(l));
   }
   if (rows == 0) return;
-  b.set.data["agent-evaluated.dat"] = data;
-  const std::string f = quoted(b.data_path("agent-evaluated.dat"));
-  b.set.script += b.begin("agent-evaluated", "Tokens evaluated per agent turn", "agent") +
-                  "set title \"Agent loop: prompt tokens evaluated per turn (mean over runs)\"\nset xlabel \"turn\"\n"
-                  "set ylabel \"tokens\"\nset xtics 1\nset yrange [0:*]\n"
-                  "plot " + f + " using 1:2 with lines lw 1 lc rgb \"gray\" title \"prompt tokens\", \\\n  " + f +
-                  " using 1:3 with linespoints lw 2 title \"prefixd evaluated\", \\\n  " + f +
-                  " using 1:4 with linespoints lw 2 dt 2 title \"llama-server evaluated\"\n";
+  b.line_plot("agent-evaluated.dat", std::move(data), "agent-evaluated", "Tokens evaluated per agent turn", "agent",
+              "set title \"Agent loop: prompt tokens evaluated per turn (mean over runs)\"\nset xlabel \"turn\"\n"
+              "set ylabel \"tokens\"\nset xtics 1\nset yrange [0:*]\n",
+              {{2, "lines lw 1 lc rgb \"gray\"", "prompt tokens"},
+               {3, "linespoints lw 2", "prefixd evaluated"},
+               {4, "linespoints lw 2 dt 2", "llama-server evaluated"}});
 }
 
 void multisession(const nlohmann::json& results, Builder& b) {

@@ -4,9 +4,7 @@
 // what the cache costs when it cannot help.
 #include <format>
 
-#include "bench/text.h"
-#include "bench/transcript.h"
-#include "bench/workload.h"
+#include "bench/workload_build.h"
 
 namespace prefixd::bench {
 namespace {
@@ -17,20 +15,11 @@ constexpr std::uint64_t kBurst = 23;
 constexpr std::uint64_t kUnique = 24;
 constexpr int kChatReply = 8;  // generated tokens per chat turn
 
-// A question of about `tokens` tokens from its own seed.
-std::string question(std::uint64_t seed, int tokens, const WorkloadParams& p) {
-  return text_of(seed, tokens, p.words_per_token) + "?";
-}
-
 }  // namespace
 
 Workload make_grow(const WorkloadParams& p) {
   constexpr int kTurns = 8;
-  Workload w;
-  w.name = "grow";
-  w.title = "Growing chat";
-  w.x_label = "turn";
-  w.parallel = 1;
+  Workload w = named_workload("grow", "Growing chat", "turn", 1, plain_arms({"turn 1", "turns 2–8"}));
   const int system_tokens = scaled(256, p.scale, 16);
   const int user_tokens = scaled(16, p.scale, 4);
   const int reply_tokens = scaled(32, p.scale, 8);
@@ -39,30 +28,21 @@ Workload make_grow(const WorkloadParams& p) {
       "each turn resends the whole transcript with the earlier replies ({} tokens each, written by the generator). "
       "max_tokens {}. --parallel 1.",
       kTurns, system_tokens, user_tokens, reply_tokens, kChatReply);
-  w.arms = {{"turn 1", false, false}, {"turns 2–8", false, false}};
   Transcript t;
   t.add("system", text_of(derive_seed(p.seed, kGrow, 0), system_tokens, p.words_per_token), system_tokens);
   for (int turn = 1; turn <= kTurns; ++turn) {
     const auto k = static_cast<std::uint64_t>(turn);
     if (turn > 1) t.add("assistant", text_of(derive_seed(p.seed, kGrow, 2, k), reply_tokens, p.words_per_token), reply_tokens);
-    t.add("user", question(derive_seed(p.seed, kGrow, 1, k), user_tokens, p), user_tokens);
-    w.steps.push_back({.arm = turn == 1 ? "turn 1" : "turns 2–8",
-                       .session = "grow",
-                       .messages = t.messages(),
-                       .max_tokens = kChatReply,
-                       .planned_tokens = t.planned_tokens(),
-                       .x = static_cast<double>(turn)});
+    t.add("user", question_of(derive_seed(p.seed, kGrow, 1, k), user_tokens, p.words_per_token), user_tokens);
+    w.steps.push_back(chat_step(turn == 1 ? "turn 1" : "turns 2–8", "grow", t, kChatReply, turn));
   }
   return w;
 }
 
 Workload make_thrash(const WorkloadParams& p) {
   constexpr int kSessions = 3;
-  Workload w;
-  w.name = "thrash";
-  w.title = "Sessions rotating through one slot";
-  w.x_label = "request";
-  w.parallel = 1;
+  Workload w = named_workload("thrash", "Sessions rotating through one slot", "request", 1,
+                              plain_arms({"round 1", "round 2"}));
   const int history_tokens = scaled(256, p.scale, 16);
   const int user_tokens = scaled(12, p.scale, 4);
   const int reply_tokens = scaled(16, p.scale, 4);
@@ -71,7 +51,6 @@ Workload make_thrash(const WorkloadParams& p) {
       "and one more question each. A cache that keeps only the slot's last prompt evaluates every history twice. "
       "max_tokens {}.",
       kSessions, history_tokens, kChatReply);
-  w.arms = {{"round 1", false, false}, {"round 2", false, false}};
   std::vector<Transcript> sessions(kSessions);
   for (int round = 1; round <= 2; ++round) {
     for (int s = 0; s < kSessions; ++s) {
@@ -82,14 +61,10 @@ Workload make_thrash(const WorkloadParams& p) {
       } else {
         t.add("assistant", text_of(derive_seed(p.seed, kThrash, 2, id), reply_tokens, p.words_per_token), reply_tokens);
       }
-      t.add("user", question(derive_seed(p.seed, kThrash, 1 + static_cast<std::uint64_t>(round) * 16, id), user_tokens, p),
-            user_tokens);
-      w.steps.push_back({.arm = std::format("round {}", round),
-                         .session = std::format("thrash-{}", static_cast<char>('A' + s)),
-                         .messages = t.messages(),
-                         .max_tokens = kChatReply,
-                         .planned_tokens = t.planned_tokens(),
-                         .x = static_cast<double>(w.steps.size() + 1)});
+      const auto question_seed = derive_seed(p.seed, kThrash, 1 + static_cast<std::uint64_t>(round) * 16, id);
+      t.add("user", question_of(question_seed, user_tokens, p.words_per_token), user_tokens);
+      w.steps.push_back(chat_step(std::format("round {}", round), std::format("thrash-{}", static_cast<char>('A' + s)), t,
+                                  kChatReply, static_cast<double>(w.steps.size() + 1)));
     }
   }
   return w;
@@ -97,11 +72,7 @@ Workload make_thrash(const WorkloadParams& p) {
 
 Workload make_burst(const WorkloadParams& p) {
   constexpr int kRequests = 8;
-  Workload w;
-  w.name = "burst";
-  w.title = "Burst sharing one prefix";
-  w.x_label = "request";
-  w.parallel = 4;
+  Workload w = named_workload("burst", "Burst sharing one prefix", "request", 4, {{.name = "burst", .pinned = true}});
   w.concurrency = kRequests;
   w.measure_sharing = true;
   const int prefix_tokens = scaled(512, p.scale, 16);
@@ -111,19 +82,13 @@ Workload make_burst(const WorkloadParams& p) {
       "each, max_tokens 1. --parallel 4: the prefix should be evaluated once, not once per request that arrived "
       "before it was cached.",
       kRequests, prefix_tokens, question_tokens);
-  w.arms = {{"burst", false, true}};
   const std::string system = text_of(derive_seed(p.seed, kBurst, 0), prefix_tokens, p.words_per_token);
   for (int r = 0; r < kRequests; ++r) {
     Transcript t;
     t.add("system", system, prefix_tokens);
-    t.add("user", question(derive_seed(p.seed, kBurst, 1, static_cast<std::uint64_t>(r)), question_tokens, p),
+    t.add("user", question_of(derive_seed(p.seed, kBurst, 1, static_cast<std::uint64_t>(r)), question_tokens, p.words_per_token),
           question_tokens);
-    w.steps.push_back({.arm = "burst",
-                       .session = std::format("burst-{}", r),
-                       .messages = t.messages(),
-                       .max_tokens = 1,
-                       .planned_tokens = t.planned_tokens(),
-                       .x = static_cast<double>(r + 1)});
+    w.steps.push_back(chat_step("burst", std::format("burst-{}", r), t, 1, r + 1));
   }
   return w;
 }
@@ -132,11 +97,7 @@ Workload make_unique(const WorkloadParams& p) {
   constexpr int kClients = 4;
   constexpr int kPerClient = 4;
   constexpr int kGenerated = 32;
-  Workload w;
-  w.name = "unique";
-  w.title = "Nothing to reuse (throughput)";
-  w.x_label = "request";
-  w.parallel = kClients;
+  Workload w = named_workload("unique", "Nothing to reuse (throughput)", "request", kClients, plain_arms({"unique"}));
   w.concurrency = kClients;
   w.throughput = true;
   const int prompt_tokens = scaled(192, p.scale, 16);
@@ -146,7 +107,6 @@ Workload make_unique(const WorkloadParams& p) {
       "costs: prompt and generation tokens per second over the run, e.g. prefixd against prefixd "
       "--no-cache-prompt. --parallel {}.",
       kClients, kPerClient, prompt_tokens, kGenerated, kClients);
-  w.arms = {{"unique", false, false}};
   for (int r = 0; r < kClients * kPerClient; ++r) {
     const auto seed = derive_seed(p.seed, kUnique, static_cast<std::uint64_t>(r));
     std::string prompt = std::format("{:016x} ", seed) + text_of(seed, prompt_tokens, p.words_per_token);

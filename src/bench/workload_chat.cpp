@@ -6,12 +6,9 @@
 // Turn lengths follow the shape of public multi-turn chat traces: LMSYS-Chat-1M reports means of
 // 69.5 prompt and 214.5 response tokens per turn. Full size (BENCH_SCALE=4) uses log-normal
 // medians 48 (σ 1.0) and 180 (σ 0.7), means about 79 and 230; the default is a quarter of it.
-#include <algorithm>
 #include <format>
 
-#include "bench/text.h"
-#include "bench/transcript.h"
-#include "bench/workload.h"
+#include "bench/workload_build.h"
 
 namespace prefixd::bench {
 namespace {
@@ -39,7 +36,7 @@ std::vector<Turn> conversation(std::uint64_t seed, int turns, const WorkloadPara
     Turn turn;
     turn.user_tokens = draw_length(rng, kUserTurn, p.scale);
     turn.assistant_tokens = draw_length(rng, kAssistantTurn, p.scale);
-    turn.user = text_of(derive_seed(seed, 1, static_cast<std::uint64_t>(t)), turn.user_tokens, p.words_per_token) + "?";
+    turn.user = question_of(derive_seed(seed, 1, static_cast<std::uint64_t>(t)), turn.user_tokens, p.words_per_token);
     turn.assistant = text_of(derive_seed(seed, 2, static_cast<std::uint64_t>(t)), turn.assistant_tokens, p.words_per_token);
     out.push_back(std::move(turn));
   }
@@ -62,11 +59,7 @@ Transcript prompt_until(const std::string& system, int system_tokens, const std:
 
 Workload make_agent(const WorkloadParams& p) {
   constexpr int kTurns = 10;
-  Workload w;
-  w.name = "agent";
-  w.title = "Growing agent loop";
-  w.x_label = "turn";
-  w.parallel = 1;
+  Workload w = named_workload("agent", "Growing agent loop", "turn", 1);
   const int system_tokens = scaled(384, p.scale, 16);
   const int task_tokens = scaled(16, p.scale, 4);
   const int call_tokens = scaled(12, p.scale, 4);
@@ -76,11 +69,11 @@ Workload make_agent(const WorkloadParams& p) {
       "by all runs. Turn k resends the whole transcript: the task, then per earlier turn the assistant's tool call "
       "(~{} tokens) and the tool result (log-normal, median {} tokens). max_tokens {}. --parallel 1.",
       p.reps, kTurns, system_tokens, call_tokens, scaled(64, p.scale, 8), kChatReply);
-  for (int t = 1; t <= kTurns; ++t) w.arms.push_back({std::format("turn {}", t), false, false});
+  for (int t = 1; t <= kTurns; ++t) w.arms.push_back({.name = std::format("turn {}", t)});
   const std::string system =
       "You are a research agent. Tools: search(query), open(url), note(text). Reply with one <tool_call> per turn.\n" +
       text_of(derive_seed(p.seed, kAgent, 0), system_tokens, p.words_per_token);
-  for (int run = 0; run < std::max(1, p.reps); ++run) {
+  for (int run = 0; run < repetitions(p.reps); ++run) {
     const auto run_seed = derive_seed(p.seed, kAgent, 1, static_cast<std::uint64_t>(run));
     SeededRng rng(run_seed);
     Transcript t;
@@ -96,12 +89,7 @@ Workload make_agent(const WorkloadParams& p) {
         t.add("user", "<tool_response>" + text_of(derive_seed(run_seed, 3, k), result_tokens, p.words_per_token) + "</tool_response>",
               result_tokens + 8);
       }
-      w.steps.push_back({.arm = std::format("turn {}", turn),
-                         .session = std::format("agent-run-{}", run),
-                         .messages = t.messages(),
-                         .max_tokens = kChatReply,
-                         .planned_tokens = t.planned_tokens(),
-                         .x = static_cast<double>(turn)});
+      w.steps.push_back(chat_step(std::format("turn {}", turn), std::format("agent-run-{}", run), t, kChatReply, turn));
     }
   }
   return w;
@@ -109,11 +97,8 @@ Workload make_agent(const WorkloadParams& p) {
 
 Workload make_multisession(const WorkloadParams& p) {
   constexpr int kSessions = 16;
-  Workload w;
-  w.name = "multisession";
-  w.title = "Multi-session chat trace";
-  w.x_label = "request";
-  w.parallel = 2;
+  Workload w = named_workload("multisession", "Multi-session chat trace", "request", 2,
+                              plain_arms({"first turns", "later turns"}));
   w.concurrency = 2;
   const int system_tokens = scaled(128, p.scale, 16);
   w.description = std::format(
@@ -122,7 +107,6 @@ Workload make_multisession(const WorkloadParams& p) {
       "public chat traces: user median {} tokens, assistant median {}. max_tokens {}. More sessions than slots: "
       "--parallel 2 on both servers.",
       kSessions, system_tokens, scaled(12, p.scale, 4), scaled(45, p.scale, 8), kChatReply);
-  w.arms = {{"first turns", false, false}, {"later turns", false, false}};
   const std::string system = text_of(derive_seed(p.seed, kMulti, 0), system_tokens, p.words_per_token);
   SeededRng rng(derive_seed(p.seed, kMulti, 1));
   std::vector<std::vector<Turn>> sessions;
@@ -142,14 +126,11 @@ Workload make_multisession(const WorkloadParams& p) {
     while (pick >= left[static_cast<std::size_t>(s)]) pick -= left[static_cast<std::size_t>(s++)];
     const auto& turns = sessions[static_cast<std::size_t>(s)];
     const int turn = static_cast<int>(turns.size()) - left[static_cast<std::size_t>(s)];
-    const Transcript t = prompt_until(system, system_tokens, turns, turn);
-    w.steps.push_back({.arm = turn == 0 ? "first turns" : "later turns",
-                       .session = std::format("chat-session-{}", s),
-                       .messages = t.messages(),
-                       .max_tokens = kChatReply,
-                       .planned_tokens = t.planned_tokens(),
-                       .after = last_step[static_cast<std::size_t>(s)],
-                       .x = static_cast<double>(w.steps.size() + 1)});
+    Step step = chat_step(turn == 0 ? "first turns" : "later turns", std::format("chat-session-{}", s),
+                          prompt_until(system, system_tokens, turns, turn), kChatReply,
+                          static_cast<double>(w.steps.size() + 1));
+    step.after = last_step[static_cast<std::size_t>(s)];
+    w.steps.push_back(std::move(step));
     last_step[static_cast<std::size_t>(s)] = static_cast<int>(w.steps.size()) - 1;
     --left[static_cast<std::size_t>(s)];
     --total;
@@ -160,11 +141,9 @@ Workload make_multisession(const WorkloadParams& p) {
 Workload make_edit(const WorkloadParams& p) {
   constexpr int kTurns = 6;
   constexpr int kEdited = 2;  // 0-based: the 3rd turn
-  Workload w;
-  w.name = "edit";
-  w.title = "Edit and regenerate";
-  w.x_label = "request";
-  w.parallel = 2;
+  Workload w = named_workload("edit", "Edit and regenerate", "request", 2,
+                              plain_arms({"turn 1", "turns 2–6", "edit turn 3", "regenerate edited",
+                                          "regenerate original turn 6"}));
   const int system_tokens = scaled(128, p.scale, 16);
   w.description = std::format(
       "{} conversations one after another ({}-token system prompt shared, chat-trace turn lengths), each: turns 1–{}; "
@@ -172,30 +151,20 @@ Workload make_edit(const WorkloadParams& p) {
       "request again); then the user goes back to the original branch and regenerates turn {}. max_tokens {}. "
       "--parallel 2.",
       p.reps, system_tokens, kTurns, kTurns, kChatReply);
-  w.arms = {{"turn 1", false, false},
-            {"turns 2–6", false, false},
-            {"edit turn 3", false, false},
-            {"regenerate edited", false, false},
-            {"regenerate original turn 6", false, false}};
   const std::string system = text_of(derive_seed(p.seed, kEdit, 0), system_tokens, p.words_per_token);
-  for (int c = 0; c < std::max(1, p.reps); ++c) {
+  for (int c = 0; c < repetitions(p.reps); ++c) {
     const auto seed = derive_seed(p.seed, kEdit, 1, static_cast<std::uint64_t>(c));
     const auto turns = conversation(seed, kTurns, p);
     const std::string session = std::format("edit-conversation-{}", c);
     auto add = [&](const std::string& arm, const Transcript& t) {
-      w.steps.push_back({.arm = arm,
-                         .session = session,
-                         .messages = t.messages(),
-                         .max_tokens = kChatReply,
-                         .planned_tokens = t.planned_tokens(),
-                         .x = static_cast<double>(w.steps.size() + 1)});
+      w.steps.push_back(chat_step(arm, session, t, kChatReply, static_cast<double>(w.steps.size() + 1)));
     };
     for (int t = 0; t < kTurns; ++t) add(t == 0 ? "turn 1" : "turns 2–6", prompt_until(system, system_tokens, turns, t));
     auto edited = turns;
     auto& question = edited[static_cast<std::size_t>(kEdited)];
     const int kept = question.user_tokens / 2;
     question.user = text_of(derive_seed(seed, 1, kEdited), kept, p.words_per_token) + ", or rather " +
-                    text_of(derive_seed(seed, 3, kEdited), question.user_tokens - kept, p.words_per_token) + "?";
+                    question_of(derive_seed(seed, 3, kEdited), question.user_tokens - kept, p.words_per_token);
     const Transcript edit = prompt_until(system, system_tokens, edited, kEdited);
     add("edit turn 3", edit);
     add("regenerate edited", edit);

@@ -1,12 +1,9 @@
 // Probe workloads: one prompt sent again and again (resend, restart) and one system prompt shared
 // by many users at once (shared). Default sizes are a quarter of the (BENCH_SCALE=4 gives
 // 1k–8k resends and a 2k shared system prompt) so `make bench` fits 45 minutes on two cores.
-#include <algorithm>
 #include <format>
 
-#include "bench/text.h"
-#include "bench/transcript.h"
-#include "bench/workload.h"
+#include "bench/workload_build.h"
 
 namespace prefixd::bench {
 namespace {
@@ -18,11 +15,7 @@ constexpr std::uint64_t kRestart = 3;
 }  // namespace
 
 Workload make_resend(const WorkloadParams& p) {
-  Workload w;
-  w.name = "resend";
-  w.title = "Identical resend (prefill probe)";
-  w.x_label = "prompt tokens";
-  w.parallel = 1;
+  Workload w = named_workload("resend", "Identical resend (prefill probe)", "prompt tokens", 1);
   std::vector<int> lengths;
   for (int base : {256, 512, 1024, 2048}) lengths.push_back(scaled(base, p.scale, 16));
   w.description = std::format(
@@ -35,13 +28,13 @@ Workload make_resend(const WorkloadParams& p) {
         return s;
       }());
   for (int n : lengths) {
-    w.arms.push_back({std::format("cold {}", n), true, true});
-    w.arms.push_back({std::format("warm {}", n), false, true});
+    w.arms.push_back({.name = std::format("cold {}", n), .cold = true, .pinned = true});
+    w.arms.push_back({.name = std::format("warm {}", n), .pinned = true});
   }
   // Longest first, so the gates replay the shortest prompt (a cold replay costs a full prefill).
   for (std::size_t i = lengths.size(); i-- > 0;) {
     const int n = lengths[i];
-    const int cold_reps = std::max(1, i >= 2 ? p.cold_reps_long : p.reps);
+    const int cold_reps = repetitions(i >= 2 ? p.cold_reps_long : p.reps);
     Transcript prompt;
     std::string session;
     for (int c = 0; c < cold_reps; ++c) {
@@ -50,13 +43,9 @@ Workload make_resend(const WorkloadParams& p) {
                                  p.words_per_token),
                  n);
       session = std::format("resend-{}-{}", n, c);
-      w.steps.push_back({.arm = std::format("cold {}", n), .session = session, .messages = prompt.messages(), .max_tokens = 1,
-                         .planned_tokens = prompt.planned_tokens(), .x = static_cast<double>(n)});
+      w.steps.push_back(chat_step(std::format("cold {}", n), session, prompt, 1, n));
     }
-    for (int r = 0; r < std::max(1, p.reps); ++r) {
-      w.steps.push_back({.arm = std::format("warm {}", n), .session = session, .messages = prompt.messages(), .max_tokens = 1,
-                         .planned_tokens = prompt.planned_tokens(), .x = static_cast<double>(n)});
-    }
+    for (int r = 0; r < repetitions(p.reps); ++r) w.steps.push_back(chat_step(std::format("warm {}", n), session, prompt, 1, n));
   }
   return w;
 }
@@ -64,11 +53,7 @@ Workload make_resend(const WorkloadParams& p) {
 Workload make_shared(const WorkloadParams& p) {
   constexpr int kUsers = 32;
   constexpr int kWave = 8;
-  Workload w;
-  w.name = "shared";
-  w.title = "Shared system prompt";
-  w.x_label = "request";
-  w.parallel = 4;
+  Workload w = named_workload("shared", "Shared system prompt", "request", 4, plain_arms({"wave 1", "waves 2–4"}));
   w.concurrency = kWave;
   w.measure_sharing = true;
   const int system_tokens = scaled(512, p.scale, 16);
@@ -76,51 +61,41 @@ Workload make_shared(const WorkloadParams& p) {
       "{} users, one {}-token system prompt, a short distinct question each (log-normal, median {} tokens), sent {} at "
       "a time (each wave waits for the previous one), max_tokens 4. --parallel 4 on both servers.",
       kUsers, system_tokens, scaled(8, p.scale, 4), kWave);
-  w.arms = {{"wave 1", false, false}, {"waves 2–4", false, false}};
   const std::string system = text_of(derive_seed(p.seed, kShared, 0), system_tokens, p.words_per_token);
   SeededRng rng(derive_seed(p.seed, kShared, 1));
   for (int u = 0; u < kUsers; ++u) {
     const int q = draw_length(rng, {.median = 8, .sigma = 0.5, .lo = 4, .hi = 64}, p.scale);
     Transcript t;
     t.add("system", system, system_tokens);
-    t.add("user", text_of(derive_seed(p.seed, kShared, 2, static_cast<std::uint64_t>(u)), q, p.words_per_token) + "?", q);
-    w.steps.push_back({.arm = u < kWave ? "wave 1" : "waves 2–4",
-                       .session = std::format("shared-user-{}", u),
-                       .messages = t.messages(),
-                       .max_tokens = 4,
-                       .planned_tokens = t.planned_tokens(),
-                       .barrier = u > 0 && u % kWave == 0,
-                       .x = static_cast<double>(u + 1)});
+    t.add("user", question_of(derive_seed(p.seed, kShared, 2, static_cast<std::uint64_t>(u)), q, p.words_per_token), q);
+    Step step = chat_step(u < kWave ? "wave 1" : "waves 2–4", std::format("shared-user-{}", u), t, 4, u + 1);
+    step.barrier = u > 0 && u % kWave == 0;
+    w.steps.push_back(std::move(step));
   }
   return w;
 }
 
 Workload make_restart(const WorkloadParams& p) {
-  Workload w;
-  w.name = "restart";
-  w.title = "Restart";
-  w.x_label = "request";
-  w.parallel = 1;
+  Workload w = named_workload("restart", "Restart", "request", 1,
+                              {{.name = "first send", .cold = true, .pinned = true},
+                               {.name = "warm", .pinned = true},
+                               {.name = "after restart", .cold = true, .pinned = true}});
   const int n = scaled(512, p.scale, 16);
   w.description = std::format(
       "One {}-token prompt (max_tokens 1) sent once, then {} times warm; then {} times: restart the server, resend. "
       "Neither server keeps its prompt cache across a restart (prefixd has no disk tier yet; llama-server's "
       "--cache-ram is memory), so the after-restart arm is a full prefill on both. --parallel 1.",
       n, p.reps, p.reps);
-  w.arms = {{"first send", true, true}, {"warm", false, true}, {"after restart", true, true}};
   Transcript t;
   t.add("user", text_of(derive_seed(p.seed, kRestart, 0), n, p.words_per_token), n);
-  const Step base{.session = "restart", .messages = t.messages(), .max_tokens = 1, .planned_tokens = t.planned_tokens()};
   auto add = [&](const std::string& arm, bool restart) {
-    Step s = base;
-    s.arm = arm;
-    s.restart_before = restart;
-    s.x = static_cast<double>(w.steps.size() + 1);
-    w.steps.push_back(std::move(s));
+    Step step = chat_step(arm, "restart", t, 1, static_cast<double>(w.steps.size() + 1));
+    step.restart_before = restart;
+    w.steps.push_back(std::move(step));
   };
   add("first send", false);
-  for (int r = 0; r < std::max(1, p.reps); ++r) add("warm", false);
-  for (int r = 0; r < std::max(1, p.reps); ++r) add("after restart", true);
+  for (int r = 0; r < repetitions(p.reps); ++r) add("warm", false);
+  for (int r = 0; r < repetitions(p.reps); ++r) add("after restart", true);
   return w;
 }
 
