@@ -1,41 +1,55 @@
-// prefixd bench — `prefixd bench`: starts a prefixd server, drives it over HTTP with one of a few
-// prompt-cache scenarios, prints Markdown tables with PASS/FAIL lines and writes JSON.
+// prefixd bench — the benchmark component: declarative workloads (bench/workload.h) driven over
+// HTTP against targets (prefixd, llama-server, prefixd with other serve flags; bench/target.h) by
+// one executor, with correctness gates, per-workload checks of prefixd's cache, a results file, a
+// Markdown report and plots. Two commands use it:
+// - `prefixd compare`: several targets side by side (make bench), report and plots on disk;
+// - `prefixd bench`: prefixd alone with the checks, report and PASS/FAIL lines on stdout.
 //
-// This component talks to the server over HTTP only; it knows nothing of the engine, scheduler or
-// cache code, so it measures exactly what a client would see.
+// It talks to servers over HTTP only and knows nothing of the engine, scheduler or cache code, so
+// it measures exactly what a client would see.
 #pragma once
 
 #include <chrono>
-#include <optional>
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "bench/target.h"
+
 namespace prefixd::bench {
 
-struct BenchOptions {
-  std::string scenario = "all";    // one of scenario_names(), or "all"
+struct RunOptions {
   std::string model_path;
-  std::optional<int> tokens;       // the main prompt size; each scenario has its own default
-  std::optional<int> reps;         // warm repetitions of `resend` (default 5)
-  int cold_reps = 3;               // cold repetitions of `resend`
-  int sessions = 8;                // sessions of `shared`, requests of `burst`
-  std::string json_path;           // empty: no JSON file
-  std::string server_bin;          // empty: this executable
-  int port = 0;                    // 0: a free port for each server
-  std::optional<int> threads;
-  std::optional<int> ctx_size;     // default: sized per scenario
-  std::string extra_args;          // appended to every `serve` command line
-  std::string server_log;          // empty: a temporary file, removed after a successful run
+  std::vector<std::string> workloads;   // empty: the command's default list
+  std::vector<std::string> targets = {"prefixd", "llama-server"};
+  double scale = 1.0;                   // BENCH_SCALE
+  std::uint64_t seed = 20240601;
+  int reps = 5;
+  int cold_reps_long = 3;
+  int interleave = 1;                   // runs of each workload, target order alternating A B B A …
+  int threads = 0;                      // 0: every CPU of the machine
+  int cache_mib = 8192;                 // llama-server's default --cache-ram
+  TargetSources sources;
+  std::string out_dir = "bench/results";
+  std::string name;                     // file stem; empty: <date>-<hostname>
+  std::string docs_path;                // non-empty: write the report into this Markdown page too
+  std::string render_path;              // non-empty: only re-render report/plots/docs from this results file
+  std::string json_path;                // `prefixd bench`: write the results file here (empty: nowhere)
+  std::string server_log;               // empty: a temporary file, kept when something failed
+  bool gates = true;
+  bool plots = true;
   std::chrono::seconds startup_timeout{600};
   std::chrono::seconds request_timeout{3600};
 };
 
-// The scenarios in the order `all` runs them.
-const std::vector<std::string>& scenario_names();
+// Runs the workloads on every target and writes <out>/<stem>.json, .md, the plots and the docs
+// page. Returns 0 when every server finished every workload and every gate passed, 1 otherwise.
+int run_compare(const RunOptions& options, std::ostream& out, std::ostream& progress);
 
-// Runs the chosen scenario(s). Tables and PASS/FAIL lines go to `out`, progress to `progress`.
-// Returns 0 when every scenario ran (whatever its verdicts), 1 when one could not run.
-int run_bench(const BenchOptions& options, std::ostream& out, std::ostream& progress);
+// Runs the workloads on prefixd alone (options.targets is ignored) with the per-workload checks;
+// prints the report and one PASS/FAIL/SKIP line per check. Returns 0 when everything ran and no
+// gate or check failed, 1 otherwise.
+int run_bench(const RunOptions& options, std::ostream& out, std::ostream& progress);
 
 }  // namespace prefixd::bench

@@ -79,15 +79,6 @@ nlohmann::json BenchClient::post_json(const std::string& path, const nlohmann::j
   return nlohmann::json::parse(reply.body);
 }
 
-bool BenchClient::reset_cache() const {
-  const auto reply = send("POST", "/v1/cache/reset", "{}");
-  if (reply.status == 404) return false;
-  if (reply.status != 200) {
-    throw HttpError(std::format("POST /v1/cache/reset answered {}: {}", reply.status, error_message(reply.body)));
-  }
-  return true;
-}
-
 std::optional<nlohmann::json> BenchClient::cache_stats() const {
   const auto reply = send("GET", "/v1/cache/stats", "");
   if (reply.status == 404) return std::nullopt;
@@ -95,14 +86,6 @@ std::optional<nlohmann::json> BenchClient::cache_stats() const {
     throw HttpError(std::format("GET /v1/cache/stats answered {}: {}", reply.status, error_message(reply.body)));
   }
   return nlohmann::json::parse(reply.body);
-}
-
-std::int64_t BenchClient::vocab_size() const {
-  const auto models = get_json("/v1/models");
-  const nlohmann::json::json_pointer where("/data/0/meta/n_vocab");
-  if (!models.contains(where)) return 0;
-  const auto& n = models.at(where);
-  return n.is_number_integer() ? n.get<std::int64_t>() : 0;
 }
 
 TokenIds BenchClient::tokenize(const std::string& text, bool add_special) const {

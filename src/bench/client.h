@@ -30,12 +30,8 @@ class BenchClient {
   nlohmann::json get_json(const std::string& path) const;
   nlohmann::json post_json(const std::string& path, const nlohmann::json& body) const;
 
-  // POST /v1/cache/reset; false when the server has no such route (404).
-  bool reset_cache() const;
   // GET /v1/cache/stats; nothing when the server has no such route (404).
   std::optional<nlohmann::json> cache_stats() const;
-  // data[0].meta.n_vocab of GET /v1/models; 0 when the server does not say.
-  std::int64_t vocab_size() const;
   // POST /tokenize with the server's chat-prompt settings (BOS added, specials parsed).
   TokenIds tokenize(const std::string& text, bool add_special) const;
   // The token ids /v1/chat/completions would feed for these messages (POST /apply-template,

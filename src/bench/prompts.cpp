@@ -20,28 +20,6 @@ std::uint64_t SeededRng::uniform(std::uint64_t lo, std::uint64_t hi) {
   return lo + next() % (hi - lo);  // the modulo bias is irrelevant for prompt text
 }
 
-TokenRange token_range_for_vocab(std::int64_t n_vocab) {
-  TokenRange range;
-  if (n_vocab <= 0) return range;  // unknown: the default range exists in every model we use
-  range.hi = static_cast<std::int32_t>(std::min<std::int64_t>(range.hi, n_vocab));
-  if (range.hi - range.lo < 64) {
-    // A toy vocabulary: use its upper half, away from the byte and special tokens at the start.
-    range.lo = static_cast<std::int32_t>(n_vocab / 2);
-    range.hi = static_cast<std::int32_t>(n_vocab);
-  }
-  return range;
-}
-
-TokenIds random_tokens(std::uint64_t seed, std::size_t count, TokenRange range) {
-  SeededRng rng(seed);
-  TokenIds out;
-  out.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    out.push_back(static_cast<std::int32_t>(rng.uniform(static_cast<std::uint64_t>(range.lo), static_cast<std::uint64_t>(range.hi))));
-  }
-  return out;
-}
-
 namespace {
 
 constexpr std::array<std::string_view, 64> kWords = {

@@ -23,17 +23,6 @@ class SeededRng {
   std::uint64_t state_;
 };
 
-// Token ids usable in a raw prompt. [300, 3000) holds ordinary tokens in every model prefixd
-// generates and in common BPE vocabularies; it is narrowed when the vocabulary is smaller.
-struct TokenRange {
-  std::int32_t lo = 300;
-  std::int32_t hi = 3000;
-};
-TokenRange token_range_for_vocab(std::int64_t n_vocab);
-
-// `count` ids in `range`, a pure function of (seed, count, range).
-TokenIds random_tokens(std::uint64_t seed, std::size_t count, TokenRange range);
-
 // The first `words` words of an endless, seed-determined stream of English-looking sentences.
 // A prefix of a longer text with the same seed, so growing `words` only appends.
 std::string make_text(std::uint64_t seed, std::size_t words);

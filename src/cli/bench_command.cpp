@@ -1,49 +1,125 @@
-// `prefixd bench`: options in, bench::run_bench out. The benchmark itself lives in src/bench.
+// `prefixd bench` and `prefixd compare`: options in, bench::run_bench / bench::run_compare out.
+// Both drive the same benchmark component (src/bench); they differ in targets, defaults and what
+// they write.
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "bench/bench.h"
+#include "bench/workload.h"
 #include "cli/commands.h"
 
 namespace prefixd::cli {
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty() && item != "all") out.push_back(item);
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// What the options parse into before the run starts.
+struct Parsed {
+  bench::RunOptions run;
+  std::string workloads;
+  std::string targets = "prefixd,llama-server";
+  int startup_s = 600;
+  int request_s = 3600;
+
+  // `all` and the empty list mean the command's default workloads.
+  bench::RunOptions finish() {
+    run.workloads = split_list(workloads);
+    run.targets = split_list(targets);
+    run.startup_timeout = std::chrono::seconds(startup_s);
+    run.request_timeout = std::chrono::seconds(request_s);
+    return run;
+  }
+};
+
+// The options both commands share.
+void add_common_options(CLI::App* cmd, Parsed& p, const std::string& default_workloads) {
+  bench::RunOptions& o = p.run;
+  cmd->add_option("-m,--model", o.model_path, "GGUF model the servers load")->check(CLI::ExistingFile);
+  cmd->add_option("--workloads", p.workloads,
+                  "Comma-separated workloads; all or none: " + default_workloads + ". Known: " +
+                      joined(bench::workload_names()));
+  cmd->add_option("--scale", o.scale, "BENCH_SCALE: multiplies every token length (4 gives the full sizes)")
+      ->capture_default_str()->check(CLI::Range(0.01, 1000.0));
+  cmd->add_option("--seed", o.seed, "Workload seed (the same seed sends the same bytes)")->capture_default_str();
+  cmd->add_option("--reps", o.reps, "Repetitions of a probe arm; agent runs; edited conversations")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_option("--cold-reps-long", o.cold_reps_long, "Repetitions of the two longest cold resend arms")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_option("-t,--threads", o.threads, "Threads of every server (0: every CPU)")->capture_default_str()->check(CLI::Range(0, 1024));
+  cmd->add_option("--cache-mib", o.cache_mib,
+                  "Host prompt-cache budget, MiB: llama-server --cache-ram, prefixd --prompt-cache-capacity-bytes")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 22));
+  cmd->add_option("--prefixd-bin", o.sources.prefixd_bin, "prefixd binary to start (default: this one)")->check(CLI::ExistingFile);
+  cmd->add_option("--prefixd-args", o.sources.prefixd_args, "More `prefixd serve` arguments for every prefixd target");
+  cmd->add_option("--server-log", o.server_log, "Append the servers' output here (default: a temporary file, kept on error)");
+  cmd->add_flag("!--no-gates", o.gates, "Skip the correctness gates");
+  cmd->add_option("--startup-timeout", p.startup_s, "Seconds to wait for a server's /health")
+      ->capture_default_str()->check(CLI::Range(1, 86400));
+  cmd->add_option("--request-timeout", p.request_s, "Seconds one request may take")->capture_default_str()->check(CLI::Range(1, 86400));
+}
+
+}  // namespace
 
 std::function<int()> add_bench_command(CLI::App& app) {
-  auto o = std::make_shared<bench::BenchOptions>();
-  auto startup_s = std::make_shared<int>(600);
-  auto request_s = std::make_shared<int>(3600);
+  auto p = std::make_shared<Parsed>();
   CLI::App* cmd = app.add_subcommand(
-      "bench", "Start a prefixd server and measure its prompt cache (TTFT, fed tokens, memory) over HTTP");
-  std::vector<std::string> names = bench::scenario_names();
-  names.push_back("all");
-  cmd->add_option("--scenario", o->scenario,
-                  "resend: one prompt cold vs warm; grow: an 8-turn chat; shared: sessions sharing a system "
-                  "prompt; thrash: 3 sessions on 1 slot; burst: 8 requests at once sharing a prefix; all")
-      ->capture_default_str()->check(CLI::IsMember(names));
-  cmd->add_option("-m,--model", o->model_path, "GGUF model the server loads")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--tokens", o->tokens,
-                  "Main prompt size: resend prompt (default 2048), burst prefix (2048), shared system prompt (1000), "
-                  "thrash history (500), grow system prompt (300)")
-      ->check(CLI::Range(16, 1 << 20));
-  cmd->add_option("--reps", o->reps, "Warm repetitions of resend (default 5)")->check(CLI::Range(1, 10000));
-  cmd->add_option("--cold-reps", o->cold_reps, "Cold repetitions of resend")->capture_default_str()->check(CLI::Range(1, 10000));
-  cmd->add_option("--sessions", o->sessions, "Sessions of shared, requests of burst")
-      ->capture_default_str()->check(CLI::Range(1, 256));
-  cmd->add_option("--json", o->json_path, "Write the results as JSON to this file");
-  cmd->add_option("--server-bin", o->server_bin, "prefixd binary to start (default: this one)")->check(CLI::ExistingFile);
-  cmd->add_option("--port", o->port, "Port for the server (default: a free one)")->check(CLI::Range(0, 65535));
-  cmd->add_option("-t,--threads", o->threads, "--threads of the server (default: its own)")->check(CLI::Range(0, 1024));
-  cmd->add_option("-c,--ctx-size", o->ctx_size, "--ctx-size of the server (default: sized per scenario)")
-      ->check(CLI::Range(16, 1 << 22));
-  cmd->add_option("--extra-args", o->extra_args, "More `serve` arguments, e.g. \"--batch-size 1024 --apc-enabled false\"");
-  cmd->add_option("--server-log", o->server_log, "Append the server's output here (default: a temporary file, kept on error)");
-  cmd->add_option("--startup-timeout", *startup_s, "Seconds to wait for the server's /health")
-      ->capture_default_str()->check(CLI::Range(1, 86400));
-  cmd->add_option("--request-timeout", *request_s, "Seconds one request may take (cold prefills of long prompts are slow)")
-      ->capture_default_str()->check(CLI::Range(1, 86400));
-  return [o, startup_s, request_s]() {
-    o->startup_timeout = std::chrono::seconds(*startup_s);
-    o->request_timeout = std::chrono::seconds(*request_s);
-    return bench::run_bench(*o, std::cout, std::cerr);
+      "bench", "Run workloads on prefixd alone and check its prompt cache: PASS/FAIL per target (docs/cache-benchmarks.md)");
+  add_common_options(cmd, *p, joined(bench::bench_workload_names()));
+  cmd->add_option("--scenario", p->workloads, "Alias of --workloads");
+  cmd->add_option("--json", p->run.json_path, "Write the results file (requests, records, checks) here");
+  cmd->add_option("--server-bin", p->run.sources.prefixd_bin, "Alias of --prefixd-bin")->check(CLI::ExistingFile);
+  cmd->add_option("--extra-args", p->run.sources.prefixd_args, "Alias of --prefixd-args");
+  return [p]() {
+    if (p->run.model_path.empty()) throw std::invalid_argument("--model is required");
+    return bench::run_bench(p->finish(), std::cout, std::cerr);
+  };
+}
+
+std::function<int()> add_compare_command(CLI::App& app) {
+  auto p = std::make_shared<Parsed>();
+  CLI::App* cmd = app.add_subcommand(
+      "compare", "Benchmark targets side by side (prefixd against llama-server by default) on the same model and "
+                 "workloads (docs/benchmarks.md)");
+  add_common_options(cmd, *p, joined(bench::compare_workload_names()));
+  bench::RunOptions& o = p->run;
+  cmd->add_option("--targets", p->targets,
+                  "Comma-separated targets, the first compared with the second: " + joined(bench::target_names()))
+      ->capture_default_str();
+  cmd->add_option("--baseline-args", o.sources.baseline_args, "What the prefixd-baseline target adds to `prefixd serve`")
+      ->capture_default_str();
+  cmd->add_option("--interleave", o.interleave,
+                  "Run each workload N times per target, alternating the order (A B, B A, …); the report shows the "
+                  "spread of the per-repetition ratios")
+      ->capture_default_str()->check(CLI::Range(1, 100));
+  cmd->add_option("--out", o.out_dir, "Folder for <name>.json, <name>.md and the plots")->capture_default_str();
+  cmd->add_option("--name", o.name, "File stem (default <UTC date>-<hostname>)");
+  cmd->add_option("--llama-server", o.sources.llama_server_bin, "llama-server binary (a path, or a name looked up on PATH)")
+      ->capture_default_str();
+  cmd->add_option("--llama-args", o.sources.llama_args, "More llama-server arguments, e.g. \"--cache-reuse 256\"");
+  cmd->add_option("--docs", o.docs_path, "Also write the report between the markers of this Markdown page");
+  cmd->add_option("--render", o.render_path, "Only re-render the report, plots and docs of this results file")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("!--no-plots", o.plots, "Do not run gnuplot");
+  return [p]() {
+    if (p->run.render_path.empty() && p->run.model_path.empty()) {
+      throw std::invalid_argument("--model is required (or --render FILE)");
+    }
+    return bench::run_compare(p->finish(), std::cout, std::cerr);
   };
 }
 

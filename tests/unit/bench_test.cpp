@@ -43,30 +43,6 @@ TEST(BenchStats, Ratio) {
   EXPECT_EQ(format_ratio(ratio(5, 0)), "n/a");
 }
 
-TEST(BenchPrompts, TokensAreDeterministicPerSeedAndInRange) {
-  const TokenRange range{300, 3000};
-  const auto a = random_tokens(42, 500, range);
-  EXPECT_EQ(a, random_tokens(42, 500, range));
-  EXPECT_NE(a, random_tokens(43, 500, range));
-  ASSERT_EQ(a.size(), 500u);
-  for (auto t : a) {
-    EXPECT_GE(t, 300);
-    EXPECT_LT(t, 3000);
-  }
-  // A shorter prompt with the same seed is a prefix of the longer one.
-  const auto b = random_tokens(42, 100, range);
-  EXPECT_TRUE(std::equal(b.begin(), b.end(), a.begin()));
-}
-
-TEST(BenchPrompts, TokenRangeFollowsTheVocabulary) {
-  EXPECT_EQ(token_range_for_vocab(0).hi, 3000);  // unknown: the default
-  EXPECT_EQ(token_range_for_vocab(151936).hi, 3000);
-  EXPECT_EQ(token_range_for_vocab(2000).hi, 2000);
-  const auto toy = token_range_for_vocab(256);
-  EXPECT_EQ(toy.lo, 128);
-  EXPECT_EQ(toy.hi, 256);
-}
-
 TEST(BenchPrompts, TextIsDeterministicAndGrowsByAppending) {
   const std::string text = make_text(7, 50);
   EXPECT_EQ(text, make_text(7, 50));

@@ -1,0 +1,220 @@
+#include "bench/executor.h"
+
+#include <condition_variable>
+#include <format>
+#include <mutex>
+#include <thread>
+
+#include "bench/client.h"
+#include "bench/prompts.h"
+#include "bench/gates.h"
+#include "bench/live_server.h"
+#include "bench/request.h"
+
+namespace prefixd::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Hands out steps in order to `concurrency` workers; a step waits for its `after` step, and a
+// barrier step for every earlier one.
+class Dispatcher {
+ public:
+  explicit Dispatcher(const Workload& w) : w_(w), done_(w.steps.size(), false) {}
+
+  // The next step index once it may be sent, or -1 when none is left.
+  int next() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (next_ >= static_cast<int>(w_.steps.size())) return -1;
+    const int i = next_++;
+    ready_.wait(lock, [&] { return may_start(i); });
+    return i;
+  }
+  void finish(int i) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      done_[static_cast<std::size_t>(i)] = true;
+    }
+    ready_.notify_all();
+  }
+
+ private:
+  bool may_start(int i) const {
+    const Step& s = w_.steps[static_cast<std::size_t>(i)];
+    if (s.after >= 0 && !done_[static_cast<std::size_t>(s.after)]) return false;
+    if (s.barrier || s.restart_before) {
+      for (int j = 0; j < i; ++j) {
+        if (!done_[static_cast<std::size_t>(j)]) return false;
+      }
+    }
+    return true;
+  }
+
+  const Workload& w_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::vector<bool> done_;
+  int next_ = 0;
+};
+
+// What a perfectly deduplicating cache would hold after this workload (the distinct tokens of
+// its prompts, as the server tokenizes them), next to what the server says it holds.
+nlohmann::json sharing_facts(const BenchClient& client, const Workload& w) {
+  std::vector<TokenIds> prompts;
+  for (const auto& step : w.steps) {
+    prompts.push_back(step.prompt.empty() ? client.chat_prompt_tokens(step.messages) : client.tokenize(step.prompt, true));
+  }
+  std::int64_t all = 0;
+  for (const auto& p : prompts) all += static_cast<std::int64_t>(p.size());
+  nlohmann::json facts = {{"prompt_trie_tokens", unique_prefix_tokens(prompts)}, {"prompt_tokens_total", all}};
+  if (const auto stats = client.cache_stats()) facts["cache_stats"] = *stats;
+  return facts;
+}
+
+ServerSettings settings_for(const Workload& w, const RunConfig& config) {
+  ServerSettings s = config.base;
+  s.ctx_size = w.ctx_size;
+  s.parallel = w.parallel;
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json run_workload(const Target& target, const Workload& w, const RunConfig& config, std::ostream& progress) {
+  if (w.concurrency > 1) {
+    for (const auto& s : w.steps) {
+      if (s.restart_before) throw std::invalid_argument(w.name + ": restarts need a sequential workload");
+    }
+  }
+  const std::string tag = std::format("[{} / {}]", w.name, target.name());
+  nlohmann::json out = {{"target", target.name()}};
+  const auto origin = Clock::now();
+  std::mutex progress_lock;
+  auto note = [&](const std::string& line) {
+    const std::lock_guard<std::mutex> guard(progress_lock);
+    progress << tag << " " << line << std::endl;  // std::endl: a long run should show it is alive
+  };
+
+  std::vector<nlohmann::json> records(w.steps.size());
+  std::optional<LiveServer> server;
+  try {
+    server.emplace(target, settings_for(w, config), config.log_path, config.startup_limit, origin);
+    out["command"] = server->command_line();
+    note("started: " + server->command_line());
+
+    Dispatcher dispatcher(w);
+    std::mutex server_lock;  // restarts replace the server; sequential workloads only
+    auto worker = [&] {
+      for (int i = dispatcher.next(); i >= 0; i = dispatcher.next()) {
+        const Step& step = w.steps[static_cast<std::size_t>(i)];
+        int port = 0;
+        try {
+          const std::lock_guard<std::mutex> guard(server_lock);
+          if (step.restart_before) {
+            note("restarting");
+            server->restart();
+          }
+          port = server->port();
+        } catch (const std::exception& e) {
+          // A server that does not come back fails this step; the run goes on and reports it.
+          records[static_cast<std::size_t>(i)] = {{"step", i}, {"arm", step.arm}, {"error", e.what()}};
+          note(std::string("ERROR: ") + e.what());
+          dispatcher.finish(i);
+          continue;
+        }
+        const BenchClient client(port, config.request_timeout);
+        const double start_s = seconds_since(origin);
+        const auto r = client.stream(step_path(step), step_body(step, {.max_tokens = step.max_tokens, .session = step.session}));
+        records[static_cast<std::size_t>(i)] = request_record(i, step.arm, start_s, r);
+        note(std::format("{}/{} {}: prompt {}, evaluated {}, cached {}, TTFT {:.0f} ms{}", i + 1, w.steps.size(), step.arm,
+                         r.prompt_tokens, evaluated_tokens(r), cached_tokens(r), r.ttft_ms,
+                         r.ok() ? "" : " ERROR " + r.error));
+        dispatcher.finish(i);
+      }
+    };
+    {
+      std::vector<std::jthread> workers;
+      for (int k = 0; k < std::max(1, w.concurrency); ++k) workers.emplace_back(worker);
+    }  // joined here
+    if (!server->running()) throw std::runtime_error("the server exited during the run; its log ends with:\n" + server->log_tail());
+
+    const BenchClient client(server->port(), config.request_timeout);
+    if (w.measure_sharing) out["sharing"] = sharing_facts(client, w);
+    const Step& gate_step = w.steps[static_cast<std::size_t>(w.gate_index())];
+    // The gates replay a chat request; a raw-prompt workload has none to replay.
+    if (config.gates && !gate_step.messages.empty()) {
+      const int g = w.gate_index();
+      const Step& step = gate_step;
+      const auto& observed = records[static_cast<std::size_t>(g)];
+      out["gates"] = run_gates(client, step.messages, step.session,
+                               observed.value("first_piece", std::string()));
+      out["gates"]["step"] = g;
+      note(std::format("gates: {}", gates_passed(out["gates"]) ? "pass" : "FAIL"));
+    }
+  } catch (const std::exception& e) {
+    out["error"] = e.what();
+    note(std::string("ERROR: ") + e.what());
+  }
+  nlohmann::json requests = nlohmann::json::array();
+  for (auto& r : records) {
+    if (!r.is_null()) requests.push_back(std::move(r));
+  }
+  out["requests"] = std::move(requests);
+  if (server) {
+    nlohmann::json rss = nlohmann::json::array();
+    for (const auto& [t, kb] : server->rss()) rss.push_back({t, kb});
+    out["rss"] = std::move(rss);
+    out["peak_rss_kb"] = server->peak_kb();
+    out["counter"] = {{"metric", target.evaluated_counter()}, {"evaluated", server->evaluated_counter()}};
+    out["restarts"] = server->restarts();
+    server.reset();
+  }
+  out["seconds"] = seconds_since(origin);
+  return out;
+}
+
+void merge_repetition(nlohmann::json& into, nlohmann::json record, int rep) {
+  for (auto& r : record["requests"]) r["rep"] = rep;
+  if (into.is_null()) {
+    into = std::move(record);
+    return;
+  }
+  const double offset = into.value("seconds", 0.0);
+  for (auto& r : record["requests"]) into["requests"].push_back(std::move(r));
+  for (const auto& sample : record.value("rss", nlohmann::json::array())) {
+    into["rss"].push_back({sample[0].get<double>() + offset, sample[1]});
+  }
+  into["peak_rss_kb"] = std::max(into.value("peak_rss_kb", -1L), record.value("peak_rss_kb", -1L));
+  const nlohmann::json::json_pointer evaluated("/counter/evaluated");
+  if (into.contains(evaluated) && record.contains(evaluated)) {
+    const double a = into.at(evaluated).get<double>();
+    const double b = record.at(evaluated).get<double>();
+    into[evaluated] = a < 0 || b < 0 ? -1.0 : a + b;
+  }
+  into["restarts"] = into.value("restarts", 0) + record.value("restarts", 0);
+  into["seconds"] = offset + record.value("seconds", 0.0);
+  if (!into.contains("gates") && record.contains("gates")) into["gates"] = record["gates"];
+  if (!into.contains("sharing") && record.contains("sharing")) into["sharing"] = record["sharing"];
+  if (record.contains("error") && !into.contains("error")) into["error"] = record["error"];
+}
+
+double measure_words_per_token(const Target& target, const RunConfig& config, std::ostream& progress) {
+  ServerSettings settings = config.base;
+  settings.ctx_size = 4096;
+  settings.parallel = 1;
+  LiveServer server(target, settings, config.log_path, config.startup_limit, Clock::now());
+  const BenchClient client(server.port(), config.request_timeout);
+  constexpr std::size_t kWords = 2000;
+  const std::string text = make_text(0xca1b'0001, kWords);
+  const auto reply = client.post_json("/tokenize", {{"content", text}, {"add_special", false}});
+  const auto tokens = reply.at("tokens").size();
+  if (tokens == 0) throw std::runtime_error("/tokenize returned no tokens");
+  const double wpt = static_cast<double>(kWords) / static_cast<double>(tokens);
+  progress << std::format("[calibrate / {}] {} words are {} tokens: {:.3f} words per token", target.name(), kWords, tokens, wpt)
+           << std::endl;
+  return wpt;
+}
+
+}  // namespace prefixd::bench

@@ -1,0 +1,32 @@
+// prefixd bench — correctness gates run on every workload and server: a cache that is fast but
+// changes the answer, or a "hit" that ignores the prefix, must show up next to the timings.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/client.h"
+#include "bench/result.h"
+
+namespace prefixd::bench {
+
+// Max |logprob difference| over the tokens both top-logprob lists contain (matched by id when both
+// have ids, else by token text); nothing when either list is missing or they share no token.
+std::optional<double> logprob_max_abs_diff(const nlohmann::json& a, const nlohmann::json& b);
+
+// Replays the gate request (`messages`, its own first token `observed_first_piece`) and returns:
+// - first_token: greedy first token warm (cached prefix) vs cold (cache_prompt false) — equal —
+//   with the max abs difference of their top logprobs where the server returns logprobs;
+// - determinism: the same bytes twice under two fresh cache keys give identical output;
+// - context: a follow-up question after the cached conversation vs the same question alone — the
+//   first token or its distribution differs (without logprobs: the short reply differs).
+// Asks for logprobs first and drops them if the server refuses (400).
+nlohmann::json run_gates(const BenchClient& client, const nlohmann::json& messages, const std::string& session,
+                         const std::string& observed_first_piece);
+
+// True when every gate in `gates` (run_gates' answer) passed.
+bool gates_passed(const nlohmann::json& gates);
+
+}  // namespace prefixd::bench

@@ -1,0 +1,163 @@
+#include "bench/target.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+#include "bench/prompts.h"
+
+namespace prefixd::bench {
+
+Target::Target(TargetKind kind, std::string name, std::string binary, std::vector<std::string> extra_args)
+    : kind_(kind),
+      name_(std::move(name)),
+      binary_(std::move(binary)),
+      extra_args_(std::move(extra_args)) {}
+
+std::vector<std::string> Target::arguments(const ServerSettings& s, int port) const {
+  std::vector<std::string> args;
+  if (kind_ == TargetKind::prefixd) {
+    const long long budget = static_cast<long long>(s.cache_mib) * 1024 * 1024;
+    args = {"serve",
+            "--model", s.model_path,
+            "--host", "127.0.0.1",
+            "--port", std::to_string(port),
+            "--ctx-size", std::to_string(s.ctx_size),
+            "--parallel", std::to_string(s.parallel),
+            "--threads", std::to_string(s.threads),
+            "--prompt-cache-capacity-bytes", std::to_string(budget),
+            "--no-flash-attn",
+            "--metrics"};
+  } else {
+    // -fa off: prefixd's default, so both run the same attention kernels. --fit off: nothing is
+    // resized behind our back. The web UI is irrelevant to a benchmark.
+    args = {"-m", s.model_path,
+            "--host", "127.0.0.1",
+            "--port", std::to_string(port),
+            "-c", std::to_string(s.ctx_size),
+            "-np", std::to_string(s.parallel),
+            "-t", std::to_string(s.threads),
+            "--cache-ram", std::to_string(s.cache_mib),
+            "-fa", "off",
+            "--fit", "off",
+            "--no-webui",
+            "--metrics"};
+  }
+  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+  return args;
+}
+
+ServerLaunch Target::launch(const ServerSettings& settings, int port, const std::string& log_path,
+                                   std::chrono::seconds startup_limit) const {
+  ServerLaunch launch;
+  launch.binary = binary_;
+  launch.args = arguments(settings, port);
+  launch.log_path = log_path;
+  launch.startup_limit = startup_limit;
+  // Either server's environment variables would silently change what is measured.
+  launch.strip_env_prefixes = {"PREFIXD_", "LLAMA_ARG_", "LLAMA_API_KEY", "LLAMA_CACHE"};
+  return launch;
+}
+
+const char* Target::evaluated_counter() const {
+  return kind_ == TargetKind::prefixd ? "prefixd_prompt_tokens_fed_total" : "llamacpp:prompt_tokens_total";
+}
+
+const char* Target::context_note() const {
+  return kind_ == TargetKind::prefixd
+             ? "one unified KV pool: running requests and the device-tier cache share all ctx cells"
+             : "split evenly among the slots (-c / -np cells each; no --kv-unified when -np is given)";
+}
+
+std::string Target::version() const {
+  // popen runs a shell; the binary path comes from our own command line, quoted for the shell.
+  std::string quoted = "'";
+  for (char c : binary_) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  const std::string command = quoted + " --version 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
+  if (!pipe) return "";
+  std::string output;
+  std::array<char, 512> buffer{};
+  while (std::fgets(buffer.data(), static_cast<int>(buffer.size()), pipe.get()) != nullptr) output += buffer.data();
+  // llama-server prints its version after a few lines of backend loading notes.
+  std::istringstream lines(output);
+  std::string line;
+  std::string first;
+  while (std::getline(lines, line)) {
+    if (line.starts_with("version:") || line.starts_with("prefixd ")) return line;
+    if (first.empty()) first = line;
+  }
+  return first;
+}
+
+const std::vector<std::string>& target_names() {
+  static const std::vector<std::string> kNames = {"prefixd", "llama-server", "prefixd-nocache", "prefixd-baseline"};
+  return kNames;
+}
+
+Target make_target(const std::string& name, const TargetSources& sources) {
+  if (name == "llama-server") {
+    const std::string bin = find_executable(sources.llama_server_bin);
+    if (bin.empty()) {
+      throw std::runtime_error("llama-server not found ('" + sources.llama_server_bin +
+                               "'); install llama.cpp-tools or pass --llama-server PATH");
+    }
+    return Target(TargetKind::llama_server, name, bin, split_args(sources.llama_args));
+  }
+  std::vector<std::string> args = split_args(sources.prefixd_args);
+  if (name == "prefixd-nocache") {
+    args.emplace_back("--no-cache-prompt");
+  } else if (name == "prefixd-baseline") {
+    const auto extra = split_args(sources.baseline_args);
+    args.insert(args.end(), extra.begin(), extra.end());
+  } else if (name != "prefixd") {
+    throw std::invalid_argument("unknown target '" + name + "' (prefixd, llama-server, prefixd-nocache, prefixd-baseline)");
+  }
+  // This very binary by default, resolved so that the recorded command line can be rerun by hand.
+  std::error_code error;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  const std::string bin = !sources.prefixd_bin.empty() ? sources.prefixd_bin : error ? "/proc/self/exe" : self.string();
+  return Target(TargetKind::prefixd, name, bin, std::move(args));
+}
+
+std::string find_executable(const std::string& name) {
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+double prometheus_value(const std::string& text, const std::string& metric) {
+  std::istringstream lines(text);
+  std::string line;
+  double total = 0;
+  bool found = false;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line.front() == '#' || !line.starts_with(metric)) continue;
+    const char next = line.size() > metric.size() ? line[metric.size()] : '\0';
+    if (next != ' ' && next != '{') continue;  // a longer metric name with this one as its prefix
+    const auto space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    try {
+      total += std::stod(line.substr(space + 1));
+      found = true;
+    } catch (const std::exception&) {
+      // Not a number: skip the line rather than fail the run over a metrics quirk.
+    }
+  }
+  return found ? total : -1;
+}
+
+}  // namespace prefixd::bench

@@ -1,0 +1,87 @@
+// prefixd bench — the workloads every target is driven with. A workload is a pure function of
+// (seed, scale, words per token): the same arguments give the same requests, byte for byte, so
+// every server sees identical traffic and a rerun sees the traffic of the last run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace prefixd::bench {
+
+// One chat request of a workload.
+struct Step {
+  std::string arm;             // the table row it counts towards: "cold 512", "turn 3", ...
+  std::string session;         // sent as prompt_cache_key and user
+  nlohmann::json messages;     // OpenAI chat messages (/v1/chat/completions)
+  std::string prompt;          // non-empty: raw text for /v1/completions instead of messages, so
+                               // the prompt's first token is its own (no chat template in front)
+  int max_tokens = 1;
+  int planned_tokens = 0;      // the prompt size the generator aimed at (sizes the context)
+  int after = -1;              // a step that must have finished before this one is sent
+  bool barrier = false;        // every earlier step must have finished before this one is sent
+  bool restart_before = false; // stop and start the server again before sending this one
+  double x = 0;                // plot coordinate: prompt length, turn number, ...
+};
+
+struct Arm {
+  std::string name;
+  bool cold = false;           // a cold arm: its spread says how noisy the machine was
+  bool pinned = false;         // a prefill probe: max_tokens 1, checked in every response
+};
+
+struct Workload {
+  std::string name;            // "resend", "agent", ...
+  std::string title;
+  std::string description;     // a paragraph for the report
+  int parallel = 1;            // server slots (--parallel / -np), the same on both servers
+  int concurrency = 1;         // client requests in flight at most
+  int ctx_size = 4096;         // the same total context on both servers
+  std::vector<Arm> arms;       // table rows, in order
+  std::vector<Step> steps;
+  int gate_step = -1;          // the request the correctness gates replay (-1: the last)
+  std::string x_label;         // what Step::x means, for plots
+  bool measure_sharing = false;  // record the prompts' shared-prefix token count and the cache stats
+  bool throughput = false;     // the report shows prompt and generation tokens per second
+
+  const Arm* arm(const std::string& name) const;
+  int gate_index() const { return gate_step >= 0 ? gate_step : static_cast<int>(steps.size()) - 1; }
+};
+
+// What a workload generator needs to know.
+struct WorkloadParams {
+  std::uint64_t seed = 1;
+  double scale = 1.0;          // multiplies every token length (BENCH_SCALE)
+  double words_per_token = 0.75;  // measured with the served model's tokenizer
+  int reps = 5;                // repetitions of a probe arm, and of the agent and edit conversations
+  int cold_reps_long = 3;      // repetitions of the cold arms of the two longest resend lengths
+};
+
+// Every workload, in the order `all` runs them.
+const std::vector<std::string>& workload_names();
+// What `prefixd compare` runs by default (prefixd against llama-server) and what `prefixd bench`
+// runs by default (the workloads with checks of prefixd's own cache).
+const std::vector<std::string>& compare_workload_names();
+const std::vector<std::string>& bench_workload_names();
+// Throws std::invalid_argument for an unknown name.
+Workload make_workload(const std::string& name, const WorkloadParams& params);
+
+// The generators (exposed for tests).
+Workload make_resend(const WorkloadParams& params);
+Workload make_agent(const WorkloadParams& params);
+Workload make_multisession(const WorkloadParams& params);
+Workload make_shared(const WorkloadParams& params);
+Workload make_edit(const WorkloadParams& params);
+Workload make_restart(const WorkloadParams& params);
+Workload make_grow(const WorkloadParams& params);
+Workload make_thrash(const WorkloadParams& params);
+Workload make_burst(const WorkloadParams& params);
+Workload make_unique(const WorkloadParams& params);
+
+// The total context both servers get: every slot can hold the longest planned prompt plus its
+// reply (llama-server splits -c among its slots; prefixd pools it), rounded up to 256, >= 4096.
+int context_for_workload(const Workload& workload);
+
+}  // namespace prefixd::bench
