@@ -9,7 +9,7 @@ PORT ?= 8080
 MODEL ?= models/default.gguf
 DEFAULT_PRESET ?= qwen2-0.5b
 
-.PHONY: all build test test-asan serve model bench clean env shell
+.PHONY: all build test test-asan serve model bench microbench clean env shell
 
 all: build
 
@@ -47,6 +47,16 @@ serve: build $(MODEL)
 # prefixd vs llama-server side by side (docs/benchmarks.md); BENCH_SCALE=4 for the full sizes.
 bench: build $(MODEL)
 	$(IN_ENV) env BENCH_PREFIXD=$(BUILD)/bin/prefixd MODEL=$(MODEL) bench/run.sh
+
+# Prompt-cache microbenchmarks (bench/micro): lookup latency at 100k entries, host restore bandwidth.
+MICRO_MODEL := $(BUILD)/models/tiny.gguf
+
+$(MICRO_MODEL): | build
+	@mkdir -p $(dir $(MICRO_MODEL))
+	$(IN_ENV) $(BUILD)/bin/prefixd mkmodel --preset tiny --out $(MICRO_MODEL) --quiet
+
+microbench: build $(MICRO_MODEL)
+	$(IN_ENV) env PREFIXD_MICRO_MODEL=$(MICRO_MODEL) $(BUILD)/bin/prefixd_micro --benchmark_counters_tabular=true $(ARGS)
 
 shell: | env
 	$(IN_ENV) bash
