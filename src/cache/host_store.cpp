@@ -7,9 +7,9 @@ namespace prefixd::cache {
 HostStore::HostStore(std::uint64_t capacity_bytes, std::int64_t max_segments)
     : capacity_bytes_(capacity_bytes), max_segments_(max_segments) {}
 
-std::vector<Digest> HostStore::children(const Digest& parent) const {
+std::vector<Digest> HostStore::children(const Digest& parent, engine::Token first_token) const {
   std::vector<Digest> keys;
-  auto [first, last] = by_parent_.equal_range(parent);
+  auto [first, last] = by_branch_.equal_range(Branch{parent, first_token});
   for (auto it = first; it != last; ++it) keys.push_back(it->second);
   return keys;
 }
@@ -28,7 +28,7 @@ const HostSegment* HostStore::touch(const Digest& key) {
 }
 
 bool HostStore::insert(const Digest& key, HostSegment segment, Evicted& evicted, std::span<const Digest> keep) {
-  if (segment.state.size() > capacity_bytes_ || max_segments_ < 1) return false;
+  if (segment.state.size() > capacity_bytes_ || max_segments_ < 1 || segment.token_ids.empty()) return false;
   erase(key);
   const auto victim_is_kept = [&] { return std::find(keep.begin(), keep.end(), lru_.back()) != keep.end(); };
   while (!lru_.empty() && bytes_ + segment.state.size() > capacity_bytes_) {
@@ -43,7 +43,7 @@ bool HostStore::insert(const Digest& key, HostSegment segment, Evicted& evicted,
   tokens_ += segment.tokens;
   segment.last_used = std::chrono::steady_clock::now();
   lru_.push_front(key);
-  by_parent_.emplace(segment.parent, key);
+  by_branch_.emplace(branch_of(segment), key);
   segments_.emplace(key, Slot{std::move(segment), lru_.begin()});
   return true;
 }
@@ -69,10 +69,10 @@ void HostStore::erase(const Digest& key) {
   if (it == segments_.end()) return;
   bytes_ -= it->second.segment.state.size();
   tokens_ -= it->second.segment.tokens;
-  auto [first, last] = by_parent_.equal_range(it->second.segment.parent);
+  auto [first, last] = by_branch_.equal_range(branch_of(it->second.segment));
   for (auto child = first; child != last; ++child) {
     if (child->second == key) {
-      by_parent_.erase(child);
+      by_branch_.erase(child);
       break;
     }
   }
@@ -96,7 +96,7 @@ std::string HostStore::verify_lru_order() const {
 std::int64_t HostStore::clear() {
   const auto freed = static_cast<std::int64_t>(bytes_);
   segments_.clear();
-  by_parent_.clear();
+  by_branch_.clear();
   lru_.clear();
   bytes_ = 0;
   tokens_ = 0;

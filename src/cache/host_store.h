@@ -45,8 +45,9 @@ class HostStore {
   HostStore(std::uint64_t capacity_bytes, std::int64_t max_segments);
 
   bool contains(const Digest& key) const { return segments_.contains(key); }
-  // Keys of the segments whose parent is `parent`.
-  std::vector<Digest> children(const Digest& parent) const;
+  // Keys of the segments whose parent is `parent` and whose first token is `first`: a lookup
+  // compares only the branches that can match, however many conversations share the parent.
+  std::vector<Digest> children(const Digest& parent, engine::Token first) const;
   const HostSegment* peek(const Digest& key) const;  // does not count as a use
   // Marks the segment used now and returns it (nullptr if absent).
   const HostSegment* touch(const Digest& key);
@@ -78,8 +79,20 @@ class HostStore {
   std::uint64_t bytes_ = 0;
   std::int64_t tokens_ = 0;
   Lru lru_;
+  struct Branch {
+    Digest parent;
+    engine::Token first;
+    bool operator==(const Branch&) const = default;
+  };
+  struct BranchHash {
+    std::size_t operator()(const Branch& b) const noexcept {
+      return DigestHash{}(b.parent) ^ (static_cast<std::size_t>(static_cast<std::uint32_t>(b.first)) * 0x9e3779b97f4a7c15ull);
+    }
+  };
+  static Branch branch_of(const HostSegment& segment) { return {segment.parent, segment.token_ids.front()}; }
+
   std::unordered_map<Digest, Slot, DigestHash> segments_;
-  std::unordered_multimap<Digest, Digest, DigestHash> by_parent_;  // parent -> key
+  std::unordered_multimap<Branch, Digest, BranchHash> by_branch_;  // (parent, first token) -> key
 };
 
 }  // namespace prefixd::cache

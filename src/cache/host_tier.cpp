@@ -29,7 +29,8 @@ HostTier::Plan HostTier::plan(const std::string& ns, std::span<const Token> quer
   const auto rest = query.subspan(static_cast<size_t>(plan.length));
   std::int32_t best = 0;
   Digest best_key{};
-  for (const Digest& key : store_.children(parent)) {
+  if (rest.empty()) return plan;
+  for (const Digest& key : store_.children(parent, rest.front())) {
     const HostSegment* segment = store_.peek(key);
     if (segment == nullptr || segment->begin != plan.length) continue;
     const auto common = static_cast<std::int32_t>(

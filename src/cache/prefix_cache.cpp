@@ -34,7 +34,10 @@ std::int32_t common_prefix(std::span<const Token> a, std::span<const Token> b) {
 CacheConfig resolve(CacheConfig config, const engine::Engine& engine) {
   const bool gpu = engine.model().on_accelerator;
   if (!config.device_cells) config.device_cells = gpu ? engine.context_size() / 2 : 0;
-  if (config.compaction == Compaction::automatic) config.compaction = gpu ? Compaction::never : Compaction::idle;
+  // Measured on the CPU (docs/design.md): with idle cells demoted as soon as a request runs,
+  // rewriting the device tier when idle made prefill slower, not faster; on a GPU it would be a
+  // round trip over the bus. So automatic means never; `idle` remains an explicit choice.
+  if (config.compaction == Compaction::automatic) config.compaction = Compaction::never;
   config.block_size = std::max(1, config.block_size);
   if (!engine::family_can_trim(engine.model().family)) config.compaction = Compaction::never;
   return config;

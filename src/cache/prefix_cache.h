@@ -43,7 +43,7 @@
 namespace prefixd::cache {
 
 // Whether idle entries are rewritten at the low end of the context when the server goes idle.
-enum class Compaction { automatic, idle, never };  // automatic: idle on the CPU, never on a GPU
+enum class Compaction { automatic, idle, never };  // automatic: never (measured, docs/design.md)
 Compaction parse_compaction(std::string_view name);  // throws std::invalid_argument
 const char* compaction_name(Compaction compaction);
 

@@ -176,7 +176,7 @@ std::function<int()> add_serve_command(CLI::App& app) {
       ->envname("PREFIXD_PROMPT_CACHE_DEVICE_CELLS")->check(CLI::Range(-1, 1 << 24));
   cmd->add_option("--prompt-cache-compaction", o->compaction,
                   "Rewrite idle device entries at the start of the context when the server goes idle: auto "
-                  "(idle on the CPU, never on a GPU), idle, never")
+                  "(never: measured slower), idle, never")
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_COMPACTION")
       ->check(CLI::IsMember({"auto", "idle", "never"}));
   cmd->add_option("--prompt-cache-host-segment", o->scheduler.cache.host_segment_tokens,
