@@ -7,7 +7,9 @@
 // The life of a request's sequence, all on the engine thread:
 //   acquire()  registers the sequence and puts the longest reusable prefix of its prompt into it:
 //              from an idle entry, from another running request that holds or is computing it
-//              (then the request may have to wait, see poll()), or from the host tier;
+//              (then the request may have to wait, see poll(): when the other has less left to
+//              compute up to the shared length than this one would compute without it), or from
+//              the host tier;
 //   advance()  after each prefill chunk: how much of its prompt the sequence now holds;
 //   poll()     hands waiting sequences the prefix they waited for once it is computed;
 //   donate()   at the end: the sequence's K/V becomes a device entry (or release(): dropped).

@@ -30,6 +30,7 @@ struct ServeOptions {
   std::int64_t cache_ttl_seconds = 3600;
   std::int32_t device_cells = -1;          // -1: the cache's default for the backend
   std::string compaction = "auto";
+  std::string prefill_packing = "auto";
 };
 
 std::uint64_t available_memory_bytes() {
@@ -99,6 +100,7 @@ int run_serve(ServeOptions& o) {
   std::unique_ptr<engine::Engine> model = engine::load_llama_engine(o.model_path, o.context, o.server.model_alias);
   if (o.device_cells >= 0) cache.device_cells = o.device_cells;  // else the backend's default
   cache.compaction = cache::parse_compaction(o.compaction);
+  if (o.prefill_packing != "auto") o.scheduler.pack_prefills = o.prefill_packing == "on";
   o.scheduler.n_slots = o.context.n_parallel;
   const std::size_t per_token = model->model().kv_bytes_per_token;
   scheduler::Scheduler scheduler(*model, o.scheduler);
@@ -174,6 +176,10 @@ std::function<int()> add_serve_command(CLI::App& app) {
                   "Idle KV cells the device tier may keep beyond its most recent entry (default: half of "
                   "--ctx-size when layers run on a GPU, else 0)")
       ->envname("PREFIXD_PROMPT_CACHE_DEVICE_CELLS")->check(CLI::Range(-1, 1 << 24));
+  cmd->add_option("--prefill-packing", o->prefill_packing,
+                  "Let several prompts finish their prefill in one batch: auto (on a GPU yes, on the CPU no: "
+                  "shortest prompt first, one completing per batch), on, off")
+      ->capture_default_str()->envname("PREFIXD_PREFILL_PACKING")->check(CLI::IsMember({"auto", "on", "off"}));
   cmd->add_option("--prompt-cache-compaction", o->compaction,
                   "Rewrite idle device entries at the start of the context when the server goes idle: auto "
                   "(never: measured slower), idle, never")

@@ -124,6 +124,7 @@ DecodeStatus FakeEngine::decode(std::span<const BatchToken> batch) {
     logits_[row] = logits_for_history(history);
   }
   tokens_decoded_ += static_cast<std::int64_t>(batch.size());
+  batches_.emplace_back(batch.begin(), batch.end());
   return DecodeStatus::ok;
 }
 

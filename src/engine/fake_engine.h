@@ -48,6 +48,8 @@ class FakeEngine final : public Engine {
 
   // Test observability.
   std::int64_t tokens_decoded() const { return tokens_decoded_; }
+  // Every batch decode() accepted, in order (how the scheduler formed them).
+  const std::vector<std::vector<BatchToken>>& batches() const { return batches_; }
   std::int32_t used_cells() const;
   // Cells whose set of owning sequences satisfies `owners` (called for used cells only).
   std::int32_t count_cells(const std::function<bool(const std::set<SeqId>& owners)>& owners) const;
@@ -71,6 +73,7 @@ class FakeEngine final : public Engine {
   std::vector<Cell> cells_;
   std::vector<std::vector<float>> logits_;  // one row per batch entry of the last decode
   std::int64_t tokens_decoded_ = 0;
+  std::vector<std::vector<BatchToken>> batches_;
 };
 
 }  // namespace prefixd::engine

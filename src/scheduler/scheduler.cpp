@@ -81,6 +81,7 @@ class Scheduler::Impl {
     std::vector<engine::SeqId> holders;
     for (engine::SeqId s = 0; s < options_.cache_holders; ++s) holders.push_back(options_.n_slots + s);
     const engine::SeqId scratch = options_.cache.enabled ? options_.n_slots + options_.cache_holders : -1;
+    pack_prefills_ = options_.pack_prefills.value_or(engine_.model().on_accelerator);
     cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders), scratch);
     free_seqs_.reserve(static_cast<size_t>(options_.n_slots));
     for (engine::SeqId s = options_.n_slots - 1; s >= 0; --s) free_seqs_.push_back(s);
@@ -276,21 +277,29 @@ class Scheduler::Impl {
       a->row = static_cast<std::int32_t>(batch_.size());
       batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(a->n_past)], a->n_past, a->seq, true});
     }
-    std::vector<std::pair<Active*, std::int32_t>> chunks;  // request, tokens added this step
-    for (size_t k = 0; k < active_.size() && batch_.size() < capacity; ++k) {
-      Active& a = *active_[(prefill_cursor_ + k) % active_.size()];
-      if (!a.prefilling()) continue;
-      const auto take = static_cast<std::int32_t>(
-          std::min<size_t>(capacity - batch_.size(), static_cast<size_t>(a.n_prompt - a.n_past)));
-      for (std::int32_t j = 0; j < take; ++j) {
-        const std::int32_t pos = a.n_past + j;
-        const bool last = pos == a.n_prompt - 1;
-        if (last) a.row = static_cast<std::int32_t>(batch_.size());
-        batch_.push_back(BatchToken{a.tokens[static_cast<size_t>(pos)], pos, a.seq, last});
-      }
-      chunks.emplace_back(&a, take);
+    // Prefill goes to the prompts with the fewest tokens left first (shortest remaining first
+    // minimises the summed time to first token). Where a batch costs time in proportion to its
+    // tokens (the CPU), a prompt that completes in this batch is not packed with another one: the
+    // short prompt would wait for both.
+    std::vector<Active*> order;
+    for (auto& a : active_) {
+      if (a->prefilling()) order.push_back(a.get());
     }
-    prefill_cursor_ = (prefill_cursor_ + 1) % std::max<size_t>(1, active_.size());
+    std::ranges::stable_sort(order, {}, [](const Active* a) { return a->n_prompt - a->n_past; });
+    std::vector<std::pair<Active*, std::int32_t>> chunks;  // request, tokens added this step
+    for (Active* a : order) {
+      if (batch_.size() >= capacity) break;
+      const auto take = static_cast<std::int32_t>(
+          std::min<size_t>(capacity - batch_.size(), static_cast<size_t>(a->n_prompt - a->n_past)));
+      for (std::int32_t j = 0; j < take; ++j) {
+        const std::int32_t pos = a->n_past + j;
+        const bool last = pos == a->n_prompt - 1;
+        if (last) a->row = static_cast<std::int32_t>(batch_.size());
+        batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(pos)], pos, a->seq, last});
+      }
+      chunks.emplace_back(a, take);
+      if (!pack_prefills_ && a->n_past + take == a->n_prompt) break;
+    }
     if (batch_.empty()) return;
 
     const auto decode_start = Clock::now();
@@ -477,7 +486,7 @@ class Scheduler::Impl {
   std::unique_ptr<cache::PrefixCache> cache_;
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<BatchToken> batch_;
-  size_t prefill_cursor_ = 0;
+  bool pack_prefills_ = false;  // several prompts may complete in one batch (see step())
 
   // Shared with submitters; guarded by mutex_.
   mutable std::mutex mutex_;

@@ -14,6 +14,7 @@
 #include <expected>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "cache/prefix_cache.h"
@@ -28,6 +29,10 @@ struct SchedulerOptions {
   // Sequence ids [n_slots, n_slots + cache_holders) hold cached prefixes; the next one is the
   // cache's scratch sequence. The engine must have n_slots + cache_holders + 1 sequences.
   std::int32_t cache_holders = 16;
+  // Whether several prompts may complete their prefill in one batch. nullopt: on a GPU, where a
+  // larger batch costs little more; not on the CPU, where a batch costs time in proportion to its
+  // tokens and a short prompt packed with a long one waits for both.
+  std::optional<bool> pack_prefills;
   cache::CacheConfig cache;
 };
 

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "engine/fake_engine.h"
@@ -304,6 +306,47 @@ TEST(SchedulerCache, ACacheWithoutRoomForAScratchSequenceIsOff) {
   Collected c = collect(**scheduler.submit(cached(tokens_from(1, 40), 3)));
   EXPECT_EQ(c.done.cache.outcome, cache::Outcome::bypass);
   EXPECT_FALSE(scheduler.cache_stats().enabled);
+}
+
+}  // namespace
+}  // namespace prefixd::scheduler
+
+namespace prefixd::scheduler {
+namespace {
+
+// Without packing (the CPU default), prompts are prefilled shortest-remaining first and a batch
+// completes at most one prompt: a short prompt never waits for another prompt's tokens.
+TEST(SchedulerPrefill, ShortPromptsPreemptLongOnesAndNeverShareTheirLastBatch) {
+  engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 8, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 5, .cache_holders = 0, .pack_prefills = false});
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  streams.push_back(*scheduler.submit(greedy(std::string(600, 'L'), 1)));
+  for (int length : {10, 20, 30, 40}) {
+    streams.push_back(*scheduler.submit(greedy(std::string(static_cast<size_t>(length), static_cast<char>('a' + length / 10)), 1)));
+  }
+  for (auto& s : streams) EXPECT_EQ(collect(*s).done.finish, FinishReason::length);
+
+  // max_tokens 1: no sampled token is ever fed back, so every batched token is a prompt token and a
+  // token with logits completes its prompt.
+  std::map<engine::Token, size_t> completed_in;  // first prompt token ('L' for the long one) -> batch
+  std::map<engine::SeqId, engine::Token> first_token;
+  for (size_t b = 0; b < engine.batches().size(); ++b) {
+    int completed = 0;
+    for (const engine::BatchToken& t : engine.batches()[b]) {
+      if (t.pos == 0) first_token[t.seq] = t.token;
+      if (!t.logits) continue;
+      completed += 1;
+      completed_in[first_token.at(t.seq)] = b;
+    }
+    EXPECT_LE(completed, 1) << "batch " << b << " completes " << completed << " prompts";
+  }
+  ASSERT_EQ(completed_in.size(), 5u);
+  // Reached: the short prompts were computed while the long one was pending (two short ones would
+  // fit in one 32-token batch together: packing would have completed them in one).
+  EXPECT_LT(completed_in.at('b'), completed_in.at('c'));
+  EXPECT_LT(completed_in.at('c'), completed_in.at('d'));
+  EXPECT_LT(completed_in.at('d'), completed_in.at('e'));
+  EXPECT_LT(completed_in.at('e'), completed_in.at('L'));
 }
 
 }  // namespace

@@ -1,0 +1,193 @@
+// prefixd cache — the PrefixCache's internals, shared by its implementation files:
+// prefix_cache.cpp (a request's life: acquire, in-flight hand-over, donate, release),
+// prefix_cache_eviction.cpp (budgets, demotion, eviction, compaction, reset) and
+// prefix_cache_stats.cpp (counters, published snapshot, self-check). Nothing outside src/cache
+// includes this file.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+#include <spdlog/spdlog.h>
+
+#include "cache/host_tier.h"
+#include "cache/prefix_cache.h"
+#include "cache/radix_tree.h"
+
+namespace prefixd::cache {
+
+using Clock = std::chrono::steady_clock;
+using engine::SeqId;
+using engine::Token;
+
+inline std::string short_hex(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < std::min<size_t>(bytes.size(), 4); ++i) {
+    out.push_back(kHex[static_cast<unsigned char>(bytes[i]) >> 4]);
+    out.push_back(kHex[static_cast<unsigned char>(bytes[i]) & 15]);
+  }
+  return out;
+}
+
+inline std::int32_t common_prefix(std::span<const Token> a, std::span<const Token> b) {
+  return static_cast<std::int32_t>(std::ranges::mismatch(a, b).in1 - a.begin());
+}
+
+inline CacheConfig resolve(CacheConfig config, const engine::Engine& engine) {
+  const bool gpu = engine.model().on_accelerator;
+  if (!config.device_cells) config.device_cells = gpu ? engine.context_size() / 2 : 0;
+  // Measured on the CPU (docs/design.md): with idle cells demoted as soon as a request runs,
+  // rewriting the device tier when idle made prefill slower, not faster; on a GPU it would be a
+  // round trip over the bus. So automatic means never; `idle` remains an explicit choice.
+  if (config.compaction == Compaction::automatic) config.compaction = Compaction::never;
+  config.block_size = std::max(1, config.block_size);
+  if (!engine::family_can_trim(engine.model().family)) config.compaction = Compaction::never;
+  return config;
+}
+
+// A finished sequence kept in the llama context under a holder sequence id.
+struct DeviceEntry {
+  EntryId id = 0;
+  std::string ns;
+  std::string session;
+  std::vector<Token> tokens;
+  SeqId holder = -1;
+  Clock::time_point last_used;
+};
+
+// A running request's sequence, from acquire() to donate() or release().
+struct Lease {
+  SeqId seq = -1;
+  std::uint64_t order = 0;    // registration order: a lease only ever waits for an older one
+  RequestKey key;
+  std::vector<Token> prompt;
+  std::int32_t computed = 0;  // positions [0, computed) of the prompt are in `seq`
+  std::int32_t locked = 0;    // positions [0, locked) are the tree's cells, locked in the tree
+  std::optional<SeqId> waits_for;
+  std::int32_t wait_until = 0;
+};
+
+class PrefixCache::Impl {
+ public:
+  Impl(engine::Engine& engine, const CacheConfig& config, std::vector<SeqId> holders, SeqId scratch)
+      : engine_(engine), config_(resolve(config, engine)), hasher_(config_.hash, config_.block_size),
+        host_(engine, hasher_, config_.host_segment_tokens, config_.host_capacity_bytes,
+              std::max<std::int64_t>(0, config_.host_max_segments), scratch),
+        holder_count_(static_cast<std::int64_t>(holders.size())), free_holders_(std::move(holders)), scratch_(scratch) {
+    std::reverse(free_holders_.begin(), free_holders_.end());
+    publish();
+  }
+
+  const CacheConfig& config() const { return config_; }
+  bool can_reuse() const { return config_.enabled && engine::family_can_trim(engine_.model().family); }
+
+  // A request's life (prefix_cache.cpp); the public contract is in prefix_cache.h.
+  Acquisition acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq);
+  Acquisition bypass();
+  void advance(SeqId seq, std::int32_t computed);
+  std::vector<Resolved> poll();
+  void donate(SeqId seq, std::span<const Token> tokens);
+  void release(SeqId seq);
+  std::int32_t locked_by(SeqId seq) const;
+
+  // Cells, budgets, eviction, compaction (prefix_cache_eviction.cpp).
+  std::int64_t device_cells() const;
+  std::int64_t locked_cells() const;
+  std::int64_t idle_cells() const { return device_cells() - locked_cells(); }
+  std::int64_t budgeted_idle_cells() const;
+  std::int64_t release_device_cells(std::int64_t cells);
+  void expire();
+  bool compaction_due() const;
+  std::int64_t compact();
+  ResetReport reset();
+
+  // Counters and the published snapshot (prefix_cache_stats.cpp).
+  CacheStats stats() const;
+  std::string verify() const;
+
+ private:
+  std::uint64_t device_bytes() const;
+
+  // The best source for `lease`'s prompt now, adopted into its sequence; or a wait for an older
+  // running request that is computing a longer prefix.
+  Acquisition find_and_adopt(Lease& lease);
+
+  void lock(Lease& lease, std::int32_t length);
+  void unlock(Lease& lease);
+
+  // After the tree of `ns` gained an entry: running sequences whose computed prompt prefix the
+  // tree now holds beyond what they lock take the tree's cells for it (freeing their duplicates),
+  // so that cells shared in the tree stay shared in the KV. Then the stats are published.
+  void after_tree_change(const std::string& ns);
+  void repin(const std::string& ns);
+
+  template <typename Pred>
+  DeviceEntry* least_recently_used(Pred eligible) {
+    DeviceEntry* victim = nullptr;
+    for (auto& [id, e] : entries_) {
+      if (!eligible(e) || !trees_.contains(e.ns)) continue;
+      if (trees_.at(e.ns).keep_length(id) >= static_cast<std::int32_t>(e.tokens.size())) continue;  // frees nothing
+      if (victim == nullptr || e.last_used < victim->last_used) victim = &e;
+    }
+    return victim;
+  }
+
+  // While a request runs the newest entry has no exemption: idle cells above the budget would make
+  // every token it computes attend over them (on the CPU, budget 0: llama-server's single slot
+  // likewise keeps its previous prompt only when the next one extends it).
+  void enforce_running_budget();
+
+  // Keeps idle cells within the budget, not counting the newest entry's own cells.
+  void enforce_device_budget();
+
+  // Frees a holder for a new entry of `ns` by demoting the least recently used entry that can be
+  // dropped whole (nothing it holds is locked, or another entry holds it too).
+  bool free_a_holder(const std::string& ns);
+
+  // Moves an entry's K/V to the host tier, then gives up its cells that nobody else uses.
+  void demote(DeviceEntry& e);
+  void save_to_host(const DeviceEntry& e);
+
+  // Cuts an entry back to what others use of it (locked cells, or a prefix another entry holds):
+  // dropped whole when that is nothing or another entry holds it all.
+  void cut_back(DeviceEntry& e);
+
+  void drop(DeviceEntry& e);
+  void add_evictions(const HostStore::Evicted& evicted);
+  void record(const Acquisition& got);  // counts an outcome once, when it is final
+
+  template <typename... Args>
+  void trace(fmt::format_string<Args...> format, Args&&... args) {
+    if (config_.trace) spdlog::info("cache trace: {}", fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  void publish();
+
+  engine::Engine& engine_;
+  const CacheConfig config_;
+  BlockHasher hasher_;
+  HostTier host_;
+  std::int64_t holder_count_;
+  std::vector<SeqId> free_holders_;
+  SeqId scratch_;
+  std::unordered_map<EntryId, DeviceEntry> entries_;
+  std::unordered_map<std::string, RadixTree> trees_;  // by namespace digest
+  std::map<SeqId, Lease> leases_;
+  EntryId next_id_ = 0;
+  EntryId newest_ = 0;  // the most recently donated entry: outside the idle-cell budget
+  std::uint64_t next_order_ = 0;
+  bool donated_since_compaction_ = false;
+  CacheStats stats_;  // counters; the rest of a snapshot is derived in publish()
+
+  mutable std::mutex published_mutex_;
+  CacheStats published_;
+};
+
+}  // namespace prefixd::cache

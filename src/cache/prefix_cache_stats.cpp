@@ -1,0 +1,76 @@
+#include "cache/prefix_cache_impl.h"
+
+namespace prefixd::cache {
+
+std::string PrefixCache::Impl::verify() const {
+  std::string problems;
+  std::int64_t entries = 0;
+  for (const auto& [ns, tree] : trees_) {
+    entries += static_cast<std::int64_t>(tree.size());
+    if (tree.locked_tokens() > tree.unique_tokens()) problems += "more locked than held tokens; ";
+  }
+  if (entries != static_cast<std::int64_t>(entries_.size())) problems += "tree entries differ from device entries; ";
+  for (const auto& [id, e] : entries_) {
+    const auto it = trees_.find(e.ns);
+    if (it == trees_.end() || !it->second.contains(id) ||
+        it->second.length(id) != static_cast<std::int32_t>(e.tokens.size())) {
+      problems += "entry " + std::to_string(id) + " is not in its tree as stored; ";
+    }
+  }
+  if (static_cast<std::int64_t>(entries_.size() + free_holders_.size()) != holder_count_) problems += "holders leaked; ";
+  for (const auto& [seq, lease] : leases_) {
+    if (lease.locked > lease.computed) problems += "a lease locks more than it holds; ";
+  }
+  problems += host_.store().verify_lru_order();
+  return problems;
+}
+
+CacheStats PrefixCache::Impl::stats() const {
+  std::lock_guard lock(published_mutex_);
+  return published_;
+}
+
+void PrefixCache::Impl::record(const Acquisition& got) {
+  stats_.outcomes[static_cast<size_t>(got.outcome)] += 1;
+  if (got.outcome == Outcome::bypass) return;
+  if (got.reused > 0) {
+    stats_.hits += 1;
+    stats_.tokens_reused += got.reused;
+  } else {
+    stats_.misses += 1;
+  }
+}
+
+void PrefixCache::Impl::publish() {
+  CacheStats s = stats_;
+  s.enabled = config_.enabled;
+  s.apc_enabled = config_.apc_enabled && can_reuse();
+  s.device_entries = static_cast<std::int64_t>(entries_.size());
+  s.device_holders = holder_count_;
+  s.device_cells = device_cells();
+  s.device_locked_cells = locked_cells();
+  s.device_bytes = device_bytes();
+  s.device_cells_budget = *config_.device_cells;
+  s.host_entries = static_cast<std::int64_t>(host_.store().size());
+  s.host_max_segments = config_.host_max_segments;
+  s.host_bytes = host_.store().bytes();
+  s.host_capacity_bytes = config_.host_capacity_bytes;
+  s.running = static_cast<std::int64_t>(leases_.size());
+  s.waiting = std::ranges::count_if(leases_, [](const auto& kv) { return kv.second.waits_for.has_value(); });
+  s.block_size = config_.block_size;
+  s.hash = hash_algorithm_name(config_.hash);
+  std::int64_t blocks = 0, active = 0;
+  for (const auto& [id, e] : entries_) {
+    const auto whole = static_cast<std::int64_t>(e.tokens.size()) / config_.block_size;
+    blocks += whole;
+    active += whole > 0 ? 1 : 0;
+  }
+  const std::int64_t host_blocks = host_.store().tokens() / config_.block_size;
+  s.total_blocks_stored = blocks + host_blocks;
+  s.unique_block_hashes = s.device_cells / config_.block_size + host_blocks;
+  s.apc_active_entries = active;
+  std::lock_guard lock(published_mutex_);
+  published_ = std::move(s);
+}
+
+}  // namespace prefixd::cache
