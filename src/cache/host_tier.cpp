@@ -13,13 +13,17 @@ HostTier::HostTier(engine::Engine& engine, const BlockHasher& hasher, std::int32
       segment_tokens_(std::max(1, segment_tokens / hasher.block_size()) * hasher.block_size()),
       scratch_(scratch), store_(capacity_bytes, max_segments) {}
 
-HostTier::Plan HostTier::plan(const std::string& ns, std::span<const Token> query) const {
+HostTier::Plan HostTier::plan(const std::string& ns, std::span<const Token> query, std::int32_t on_device) const {
   Plan plan;
   if (store_.size() == 0) return plan;
   const std::vector<Digest> chain = hasher_.chain(ns, query);
   const auto per = static_cast<size_t>(segment_tokens_ / hasher_.block_size());
-  size_t covered = 0;  // blocks
-  for (size_t end = per; end <= chain.size() && store_.contains(chain[end - 1]); end += per) {
+  size_t covered = std::min(static_cast<size_t>(on_device / segment_tokens_) * per, chain.size() / per * per);  // blocks
+  plan.start = static_cast<std::int32_t>(covered) * hasher_.block_size();
+  for (size_t end = covered; end >= per; end -= per) {
+    if (store_.contains(chain[end - 1])) plan.ancestors.push_back(chain[end - 1]);
+  }
+  for (size_t end = covered + per; end <= chain.size() && store_.contains(chain[end - 1]); end += per) {
     plan.keys.push_back(chain[end - 1]);
     covered = end;
   }
@@ -49,9 +53,11 @@ HostTier::Plan HostTier::plan(const std::string& ns, std::span<const Token> quer
 }
 
 std::int32_t HostTier::restore(const Plan& plan, engine::SeqId dst, std::int32_t from, std::int64_t& failed) {
-  // Deepest first, so the root segment ends up the most recently used.
+  // Deepest first, so the root segment ends up the most recently used (the stored segments of the
+  // part the device tier gives are in use too).
   for (auto key = plan.keys.rbegin(); key != plan.keys.rend(); ++key) store_.touch(*key);
-  std::int32_t held = 0;
+  for (const Digest& key : plan.ancestors) store_.touch(key);
+  std::int32_t held = plan.start;
   for (size_t i = 0; i < plan.keys.size(); ++i) {
     const Digest& key = plan.keys[i];
     const HostSegment* segment = store_.peek(key);
@@ -75,7 +81,7 @@ std::int32_t HostTier::restore(const Plan& plan, engine::SeqId dst, std::int32_t
   return std::max(held, from);
 }
 
-bool HostTier::save(const std::string& ns, std::span<const Token> tokens, engine::SeqId holder,
+bool HostTier::save(const std::string& ns, std::span<const Token> tokens, std::int32_t from, engine::SeqId holder,
                     HostStore::Evicted& evicted) {
   if (store_.capacity() == 0 || tokens.empty()) return false;
   const auto n = static_cast<std::int32_t>(tokens.size());
@@ -83,7 +89,7 @@ bool HostTier::save(const std::string& ns, std::span<const Token> tokens, engine
   const std::vector<Digest> blocks = hasher_.chain(ns, tokens);
   std::vector<Digest> stored;  // in position order
   bool added = false;
-  for (std::int32_t begin = 0; begin < n; begin += segment_tokens_) {
+  for (std::int32_t begin = from / segment_tokens_ * segment_tokens_; begin < n; begin += segment_tokens_) {
     const std::int32_t stop = std::min(begin + segment_tokens_, n);
     const Digest parent = begin == 0 ? hasher_.root(ns) : blocks[static_cast<size_t>(begin / block) - 1];
     const auto part = tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(stop - begin));
@@ -103,6 +109,10 @@ bool HostTier::save(const std::string& ns, std::span<const Token> tokens, engine
     stored.push_back(key);
   }
   for (auto key = stored.rbegin(); key != stored.rend(); ++key) store_.touch(*key);
+  const std::int32_t first = from / segment_tokens_ * segment_tokens_;
+  for (std::int32_t end = first; end >= segment_tokens_; end -= segment_tokens_) {
+    store_.touch(blocks[static_cast<size_t>(end / block) - 1]);  // ancestors before `from`: the root ends newest
+  }
   return added || !stored.empty();
 }
 

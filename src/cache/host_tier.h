@@ -28,22 +28,27 @@ class HostTier {
   // only its first `last_take` tokens are used.
   struct Plan {
     std::vector<Digest> keys;
+    std::int32_t start = 0;      // position of the first key's segment
     std::int32_t last_take = 0;
-    std::int32_t length = 0;
+    std::int32_t length = 0;     // positions [0, length) are covered (with the device's part)
+    std::vector<Digest> ancestors;  // stored grid segments before `start`, nearest first
   };
 
   HostTier(engine::Engine& engine, const BlockHasher& hasher, std::int32_t segment_tokens,
            std::uint64_t capacity_bytes, std::int64_t max_segments, engine::SeqId scratch);
 
-  Plan plan(const std::string& ns, std::span<const engine::Token> query) const;
+  // `on_device`: positions [0, on_device) of the query are available from the device tier, so the
+  // walk starts at the last grid line at or before it instead of at the root.
+  Plan plan(const std::string& ns, std::span<const engine::Token> query, std::int32_t on_device = 0) const;
   // Rebuilds the plan's prefix in `dst`, which already holds positions [0, from) (cells of the
   // device tier); only positions from `from` on are restored. Returns the positions `dst` holds
   // afterwards (>= from). A segment that cannot be restored is dropped, counted in `failed`, and
   // ends the walk.
   std::int32_t restore(const Plan& plan, engine::SeqId dst, std::int32_t from, std::int64_t& failed);
-  // Stores positions [0, tokens.size()) of `holder` as grid segments plus a tail. Segments the
-  // tier holds already are only touched. Returns false when nothing new could be stored.
-  bool save(const std::string& ns, std::span<const engine::Token> tokens, engine::SeqId holder,
+  // Stores positions [from, tokens.size()) of `holder` as grid segments plus a tail (the segment
+  // containing `from` whole). Segments the tier holds already are only touched. Returns false when
+  // nothing could be stored.
+  bool save(const std::string& ns, std::span<const engine::Token> tokens, std::int32_t from, engine::SeqId holder,
             HostStore::Evicted& evicted);
 
   HostStore& store() { return store_; }

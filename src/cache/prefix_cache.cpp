@@ -200,7 +200,7 @@ Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
       peer_now = std::min(common, other.computed);
     }
   }
-  const HostTier::Plan host_plan = host_.plan(ns, query);
+  const HostTier::Plan host_plan = host_.plan(ns, query, device.length);
   const std::int32_t best_now = std::max({device.length, peer_now, host_plan.length});
   // Waiting is worth it when the peer has less left to compute before the hand-over than this
   // request would compute itself without it (the peer's remaining work runs anyway).

@@ -180,8 +180,11 @@ void PrefixCache::Impl::demote(DeviceEntry& e) {
 }
 
 void PrefixCache::Impl::save_to_host(const DeviceEntry& e) {
+  // What stays on the device (locked, or held by another entry) is not copied: the host tier gets
+  // it when the device gives it up, and a restore takes those positions from the device.
+  const std::int32_t keep = trees_.at(e.ns).keep_length(e.id);
   HostStore::Evicted evicted;
-  if (host_.save(e.ns, e.tokens, e.holder, evicted)) {
+  if (host_.save(e.ns, e.tokens, keep, e.holder, evicted)) {
     stats_.demotions += 1;
   } else {
     stats_.device_evictions += 1;
