@@ -81,6 +81,17 @@ std::int32_t HostTier::restore(const Plan& plan, engine::SeqId dst, std::int32_t
   return std::max(held, from);
 }
 
+void HostTier::drop_covered_siblings(const Digest& key, const Digest& parent, std::span<const Token> tokens) {
+  // A sibling whose tokens are a prefix of the new segment's — the tail an earlier turn of the same
+  // conversation left — is covered by it: a lookup compares tokens, so it finds every prefix of
+  // the new segment there. (Only tails can be shorter; nothing hangs off a tail.)
+  for (const Digest& sibling : store_.children(parent, tokens.front())) {
+    const HostSegment* other = store_.peek(sibling);
+    if (sibling == key || other == nullptr || other->token_ids.size() >= tokens.size()) continue;
+    if (std::ranges::equal(other->token_ids, tokens.first(other->token_ids.size()))) store_.erase(sibling);
+  }
+}
+
 bool HostTier::save(const std::string& ns, std::span<const Token> tokens, std::int32_t from, engine::SeqId holder,
                     HostStore::Evicted& evicted) {
   if (store_.capacity() == 0 || tokens.empty()) return false;
@@ -105,6 +116,7 @@ bool HostTier::save(const std::string& ns, std::span<const Token> tokens, std::i
       // Storing never evicts the prefix the new segment extends: it would be useless without it.
       if (segment.state.empty() || !store_.insert(key, std::move(segment), evicted, stored)) break;
       added = true;
+      drop_covered_siblings(key, parent, part);
     }
     stored.push_back(key);
   }

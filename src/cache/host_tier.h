@@ -55,6 +55,8 @@ class HostTier {
   const HostStore& store() const { return store_; }
 
  private:
+  void drop_covered_siblings(const Digest& key, const Digest& parent, std::span<const engine::Token> tokens);
+
   engine::Engine& engine_;
   const BlockHasher& hasher_;
   std::int32_t segment_tokens_;  // a multiple of the block size

@@ -251,6 +251,27 @@ TEST(CacheHost, AHostHitKeepsTheChainsRootTheMostRecentlyUsed) {
   tight.check_cells("end");
 }
 
+TEST(CacheHost, AGrowingConversationKeepsOneTailSegmentNotOnePerTurn) {
+  CacheConfig config = small_config();
+  config.device_cells = 0;
+  Harness h(1024, config);
+  auto conversation = tokens_from(0, 11);  // one 8-token segment and a tail
+  for (int turn = 0; turn < 5; ++turn) {
+    h.cache->acquire({"ns", "a"}, conversation, 0);
+    ASSERT_TRUE(h.feed(0, conversation, h.cache->locked_by(0), static_cast<int>(conversation.size())));
+    h.cache->donate(0, conversation);
+    h.cache->release_device_cells(1000);  // the whole conversation goes to the host tier
+    for (Token t : tokens_from(100 + turn, 1)) conversation.push_back(t);
+  }
+  // 15 tokens at the end: one grid segment and one 7-token tail; the 3- to 6-token tails of the
+  // earlier turns were covered by it and are gone.
+  EXPECT_EQ(h.cache->stats().host_entries, 2);
+  const auto earlier = std::vector<Token>(conversation.begin(), conversation.begin() + 13);
+  EXPECT_EQ(h.cache->acquire({"ns", "a"}, concat(earlier, tokens_from(200, 1)), 1).reused, 13)
+      << "an earlier turn is still restored token for token from the newer tail";
+  h.check_cells("end");
+}
+
 // Random streams: up to four requests run at once, prompts share prefixes across sessions and two
 // namespaces, requests finish in any order (some fail), and the context, device budget, holders
 // and host budgets are all small enough to bind. Every invariant is checked after every operation,
