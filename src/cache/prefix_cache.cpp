@@ -9,34 +9,19 @@ Compaction parse_compaction(std::string_view name) {
   throw std::invalid_argument("unknown compaction policy '" + std::string(name) + "' (auto, idle, never)");
 }
 
-const char* compaction_name(Compaction compaction) {
-  switch (compaction) {
-    case Compaction::automatic: return "auto";
-    case Compaction::idle: return "idle";
-    case Compaction::never: return "never";
-  }
-  return "auto";
-}
+namespace {
 
-const char* outcome_name(Outcome outcome) {
-  switch (outcome) {
-    case Outcome::cold: return "cold";
-    case Outcome::hit_extend: return "hit_extend";
-    case Outcome::hit_restore: return "hit_restore";
-    case Outcome::partial: return "partial";
-    case Outcome::bypass: return "bypass";
-  }
-  return "cold";
-}
+// Indexed by the enums' values, which are dense from 0.
+constexpr std::array<const char*, 3> kCompactionNames = {"auto", "idle", "never"};
+constexpr std::array<const char*, kOutcomeCount> kOutcomeNames = {"cold", "hit_extend", "hit_restore", "partial",
+                                                                  "bypass"};
+constexpr std::array<const char*, 3> kTierNames = {"", "device", "host"};
 
-const char* tier_name(Tier tier) {
-  switch (tier) {
-    case Tier::none: return "";
-    case Tier::device: return "device";
-    case Tier::host: return "host";
-  }
-  return "";
-}
+}  // namespace
+
+const char* compaction_name(Compaction compaction) { return kCompactionNames.at(static_cast<size_t>(compaction)); }
+const char* outcome_name(Outcome outcome) { return kOutcomeNames.at(static_cast<size_t>(outcome)); }
+const char* tier_name(Tier tier) { return kTierNames.at(static_cast<size_t>(tier)); }
 
 Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq) {
   if (!config_.enabled) {

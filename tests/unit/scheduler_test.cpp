@@ -262,11 +262,6 @@ TEST(SchedulerCache, ResetEmptiesTheCache) {
   EXPECT_EQ(engine.used_cells(), 0);
 }
 
-}  // namespace
-}  // namespace prefixd::scheduler
-
-namespace prefixd::scheduler {
-namespace {
 
 // A context too small for every request at once: decodes fail for lack of cells, the scheduler
 // frees idle cache cells, requeues requests that have sent nothing and ends others with `length`.
@@ -308,11 +303,6 @@ TEST(SchedulerCache, ACacheWithoutRoomForAScratchSequenceIsOff) {
   EXPECT_FALSE(scheduler.cache_stats().enabled);
 }
 
-}  // namespace
-}  // namespace prefixd::scheduler
-
-namespace prefixd::scheduler {
-namespace {
 
 // Without packing (the CPU default), prompts are prefilled shortest-remaining first and a batch
 // completes at most one prompt: a short prompt never waits for another prompt's tokens.
