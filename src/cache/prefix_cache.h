@@ -59,7 +59,8 @@ struct CacheConfig {
   std::uint64_t host_capacity_bytes = 2ull << 30;
   std::int64_t host_max_segments = 65536;
   std::chrono::seconds ttl{3600};         // unused this long: evicted
-  // Idle cells device entries may keep besides the most recently donated entry. nullopt: by
+  // Idle cells device entries may keep (the most recently donated entry is exempt while no request
+  // runs; see enforce_running_budget in prefix_cache_impl.h). nullopt: by
   // backend — half the context when the model's layers run on a GPU, where attending over idle
   // cells is cheap next to a restore over the bus; 0 on the CPU, where every idle cell costs each
   // computed token a dot product per head while a host restore is a memory copy.
