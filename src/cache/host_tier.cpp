@@ -99,7 +99,6 @@ bool HostTier::save(const std::string& ns, std::span<const Token> tokens, std::i
   const std::int32_t block = hasher_.block_size();
   const std::vector<Digest> blocks = hasher_.chain(ns, tokens);
   std::vector<Digest> stored;  // in position order
-  bool added = false;
   for (std::int32_t begin = from / segment_tokens_ * segment_tokens_; begin < n; begin += segment_tokens_) {
     const std::int32_t stop = std::min(begin + segment_tokens_, n);
     const Digest parent = begin == 0 ? hasher_.root(ns) : blocks[static_cast<size_t>(begin / block) - 1];
@@ -115,7 +114,6 @@ bool HostTier::save(const std::string& ns, std::span<const Token> tokens, std::i
       engine_.remove_sequence(scratch_, 0, -1);
       // Storing never evicts the prefix the new segment extends: it would be useless without it.
       if (segment.state.empty() || !store_.insert(key, std::move(segment), evicted, stored)) break;
-      added = true;
       drop_covered_siblings(key, parent, part);
     }
     stored.push_back(key);
@@ -125,7 +123,7 @@ bool HostTier::save(const std::string& ns, std::span<const Token> tokens, std::i
   for (std::int32_t end = first; end >= segment_tokens_; end -= segment_tokens_) {
     store_.touch(blocks[static_cast<size_t>(end / block) - 1]);  // ancestors before `from`: the root ends newest
   }
-  return added || !stored.empty();
+  return !stored.empty();
 }
 
 }  // namespace prefixd::cache

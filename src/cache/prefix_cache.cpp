@@ -196,42 +196,39 @@ Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
     got.waiting = true;
     return got;
   }
-  if (device.length >= config_.min_prefix && device.length >= peer_now && device.length >= host_plan.length) {
+  const bool from_device = device.length >= config_.min_prefix && device.length >= peer_now &&
+                           device.length >= host_plan.length;
+  const bool from_peer = !from_device && peer != nullptr && peer_now >= config_.min_prefix && peer_now >= host_plan.length;
+  const bool from_host = !from_device && !from_peer && host_plan.length >= config_.min_prefix;
+  // What the context holds is adopted first (a host restore also takes the device's part of the
+  // prefix from its cells); then idle cells this request does not use are demoted, before a
+  // restore, so the restored cells can take the freed ones.
+  if (from_device || (from_host && device.length > 0)) {
     DeviceEntry& entry = entries_.at(device.entry);
     engine_.copy_sequence(entry.holder, lease.seq, 0, device.length);
     entry.last_used = Clock::now();
     lock(lease, device.length);
     const bool whole = device.length == static_cast<std::int32_t>(entry.tokens.size()) || device.length == n - 1;
     got = Acquisition{whole ? Outcome::hit_extend : Outcome::partial, device.length, Tier::device, device.in_session};
-    enforce_running_budget();
-  } else if (peer != nullptr && peer_now >= config_.min_prefix && peer_now >= host_plan.length) {
+  } else if (from_peer) {
     engine_.copy_sequence(peer->seq, lease.seq, 0, peer_now);
     lock(lease, std::min(peer_now, peer->locked));
     const bool whole = peer_now == static_cast<std::int32_t>(peer->prompt.size()) || peer_now == n - 1;
     got = Acquisition{whole ? Outcome::hit_extend : Outcome::partial, peer_now, Tier::device,
                       peer->key.session == lease.key.session};
     stats_.inflight_shares += 1;
-    enforce_running_budget();
-  } else if (host_plan.length >= config_.min_prefix) {
-    // Positions the device tier holds come from its cells; the host tier restores the rest.
-    std::int32_t from = 0;
-    if (device.length > 0) {
-      DeviceEntry& entry = entries_.at(device.entry);
-      engine_.copy_sequence(entry.holder, lease.seq, 0, device.length);
-      entry.last_used = Clock::now();
-      lock(lease, device.length);
-      from = device.length;
-    }
-    enforce_running_budget();  // before the restore, so its cells can take the freed ones
+  }
+  enforce_running_budget();
+  if (from_host) {
+    const std::int32_t from = got.reused;
     const std::int32_t held = host_.restore(host_plan, lease.seq, from, stats_.failed_restores);
     if (held >= config_.min_prefix && held > from) {
       got = Acquisition{Outcome::hit_restore, held, Tier::host, false};
     } else {
+      got = Acquisition{};
       unlock(lease);
       engine_.remove_sequence(lease.seq, 0, -1);
     }
-  } else {
-    enforce_running_budget();
   }
   lease.computed = got.reused;
   return got;
