@@ -13,11 +13,32 @@ nlohmann::ordered_json outcomes_json(const cache::CacheStats& s) {
   return out;
 }
 
+nlohmann::ordered_json snapshots_json(const cache::CacheStats& s) {
+  return {
+      {"entries", s.checkpoints},
+      {"max_entries", s.checkpoint_max_entries},
+      {"bytes", s.checkpoint_bytes},
+      {"capacity_bytes", s.checkpoint_capacity_bytes},
+      {"sessions", s.checkpoint_sessions},
+      {"saved", s.checkpoints_saved},
+      {"restores", s.checkpoints_restored},
+      {"evictions", {{"lru", s.checkpoint_evictions_lru}, {"ttl", s.checkpoint_evictions_ttl},
+                     {"capacity", s.checkpoint_evictions_capacity}, {"superseded", s.checkpoints_superseded}}},
+      {"refusals", {{"diverged", s.checkpoint_refusals_diverged}, {"evicted", s.checkpoint_refusals_evicted},
+                    {"namespace", s.checkpoint_refusals_namespace}}},
+  };
+}
+
 }  // namespace
 
-nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, std::size_t kv_bytes_per_token) {
+nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, const engine::ModelInfo& model) {
+  const std::size_t kv_bytes_per_token = model.kv_bytes_per_token;
   return {
       {"enabled", s.enabled},
+      {"family", engine::family_name(model.family)},
+      {"reuse", s.reuse_mode},
+      {"sliding_window", model.sliding_window},
+      {"swa_full", model.swa_full},
       {"apc_enabled", s.apc_enabled},
       {"hits", s.hits},
       {"misses", s.misses},
@@ -32,13 +53,14 @@ nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, std::size_t 
       {"tiers",
        {{"device", {{"entries", s.device_entries}, {"max_entries", s.device_holders}, {"cells", s.device_cells},
                     {"locked_cells", s.device_locked_cells}, {"bytes", s.device_bytes},
-                    {"budget_cells", s.device_cells_budget}}},
+                    {"budget_cells", s.device_cells_budget}, {"states", s.device_states}}},
         {"host", {{"entries", s.host_entries}, {"max_entries", s.host_max_segments}, {"bytes", s.host_bytes},
                   {"capacity_bytes", s.host_capacity_bytes}}}}},
+      {"snapshots", snapshots_json(s)},
       {"running", s.running},
       {"waiting", s.waiting},
-      {"entries", s.device_entries + s.host_entries},
-      {"bytes", s.device_bytes + s.host_bytes},
+      {"entries", s.device_entries + s.host_entries + s.checkpoints},
+      {"bytes", s.device_bytes + s.host_bytes + s.checkpoint_bytes},
       {"kv_bytes_per_token", kv_bytes_per_token},
       {"block_size", s.block_size},
       {"hash", s.hash},
@@ -92,6 +114,24 @@ std::string cache_metrics_text(const cache::CacheStats& s) {
   out += std::format("prefixd_prompt_cache_device_cells{{state=\"locked\"}} {}\n", s.device_locked_cells);
   family("prefixd_prompt_cache_capacity_bytes", "gauge", "Host-tier byte budget.");
   out += std::format("prefixd_prompt_cache_capacity_bytes {}\n", s.host_capacity_bytes);
+  family("prefixd_prompt_cache_snapshots", "gauge", "Checkpoints held (recurrent state or window cells after a prefix).");
+  out += std::format("prefixd_prompt_cache_snapshots {}\n", s.checkpoints);
+  family("prefixd_prompt_cache_snapshot_bytes", "gauge", "Bytes of checkpoints held.");
+  out += std::format("prefixd_prompt_cache_snapshot_bytes {}\n", s.checkpoint_bytes);
+  family("prefixd_prompt_cache_snapshots_saved_total", "counter", "Checkpoints taken.");
+  out += std::format("prefixd_prompt_cache_snapshots_saved_total {}\n", s.checkpoints_saved);
+  family("prefixd_prompt_cache_snapshot_restores_total", "counter", "Requests resumed from a checkpoint.");
+  out += std::format("prefixd_prompt_cache_snapshot_restores_total {}\n", s.checkpoints_restored);
+  family("prefixd_prompt_cache_snapshot_evictions_total", "counter", "Checkpoints dropped, by reason.");
+  out += std::format("prefixd_prompt_cache_snapshot_evictions_total{{reason=\"lru\"}} {}\n", s.checkpoint_evictions_lru);
+  out += std::format("prefixd_prompt_cache_snapshot_evictions_total{{reason=\"ttl\"}} {}\n", s.checkpoint_evictions_ttl);
+  out += std::format("prefixd_prompt_cache_snapshot_evictions_total{{reason=\"capacity\"}} {}\n", s.checkpoint_evictions_capacity);
+  out += std::format("prefixd_prompt_cache_snapshot_evictions_total{{reason=\"superseded\"}} {}\n", s.checkpoints_superseded);
+  family("prefixd_prompt_cache_snapshot_refusals_total", "counter",
+         "Requests a session's longer checkpoint could not serve, by cause.");
+  out += std::format("prefixd_prompt_cache_snapshot_refusals_total{{cause=\"diverged\"}} {}\n", s.checkpoint_refusals_diverged);
+  out += std::format("prefixd_prompt_cache_snapshot_refusals_total{{cause=\"evicted\"}} {}\n", s.checkpoint_refusals_evicted);
+  out += std::format("prefixd_prompt_cache_snapshot_refusals_total{{cause=\"namespace\"}} {}\n", s.checkpoint_refusals_namespace);
   return out;
 }
 

@@ -12,7 +12,8 @@
 
 namespace prefixd::api {
 
-nlohmann::ordered_json cache_stats_json(const cache::CacheStats& stats, std::size_t kv_bytes_per_token);
+// `model`: the family and how its memory is reused are part of the answer.
+nlohmann::ordered_json cache_stats_json(const cache::CacheStats& stats, const engine::ModelInfo& model);
 nlohmann::ordered_json cache_reset_json(const cache::ResetReport& report);
 // Prometheus text for the prompt cache (prefixd_prompt_cache_*).
 std::string cache_metrics_text(const cache::CacheStats& stats);

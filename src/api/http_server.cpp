@@ -189,7 +189,7 @@ class HttpServer::Impl {
       }));
     }
     http_.Get("/v1/cache/stats", guard([this](const httplib::Request&, httplib::Response& res) {
-      send_json(res, 200, cache_stats_json(scheduler_.cache_stats(), engine_.model().kv_bytes_per_token).dump());
+      send_json(res, 200, cache_stats_json(scheduler_.cache_stats(), engine_.model()).dump());
     }));
     http_.Post("/v1/cache/reset", guard([this](const httplib::Request&, httplib::Response& res) {
       const cache::ResetReport report = scheduler_.reset_cache();

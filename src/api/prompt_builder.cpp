@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/cache_namespace.h"
+#include "api/turn_layout.h"
 
 namespace prefixd::api {
 namespace {
@@ -59,9 +60,18 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const
   // parse_special: the template's markers (<|im_start|>...) must become their single special
   // tokens, not be spelled out as text.
   auto tokens = vocab_.tokenize(*text, /*add_special=*/true, /*parse_special=*/true);
-  return finish(request.params, std::move(tokens),
-                template_signature(template_.source(), request.chat.extra_context, request.tool_choice, request.tools),
-                max_prompt_tokens, "messages");
+  // Checked before the layout is computed, so an oversized prompt costs one tokenization.
+  const bool fits = max_prompt_tokens < 0 || tokens.size() <= static_cast<std::size_t>(max_prompt_tokens);
+  TurnLayout layout = fits && request.params.cache.enabled ? turn_layout(template_, vocab_, request.chat, *text, tokens)
+                                                           : TurnLayout{};
+  auto built = finish(request.params, std::move(tokens),
+                      template_signature(template_.source(), request.chat.extra_context, request.tool_choice, request.tools),
+                      max_prompt_tokens, "messages");
+  if (built) {
+    built->cache.boundaries = std::move(layout.boundaries);
+    built->cache.continuation = std::move(layout.continuation);
+  }
+  return built;
 }
 
 std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const CompletionRequest& request,

@@ -199,6 +199,9 @@ std::string metrics_text(const scheduler::SchedulerStats& stats) {
   add_metric(out, "prefixd_prompt_tokens_fed_total", "counter",
              "Prompt tokens run through the model (the rest came from the prompt cache).", stats.prompt_tokens_fed_total);
   add_metric(out, "prefixd_generated_tokens_total", "counter", "Tokens generated.", stats.generated_tokens_total);
+  add_metric(out, "prefixd_warmup_tokens_total", "counter",
+             "Tokens fed after replies so the next turn resumes after the assistant's end of turn.",
+             stats.warmup_tokens_total);
   add_metric(out, "prefixd_requests_running", "gauge", "Requests holding a sequence now.", stats.running);
   add_metric(out, "prefixd_requests_queued", "gauge", "Requests waiting for a sequence.", stats.queued);
   return out;

@@ -52,6 +52,24 @@ HostTier::Plan HostTier::plan(const std::string& ns, std::span<const Token> quer
   return plan;
 }
 
+HostTier::Plan HostTier::clip(const Plan& plan, std::int32_t length) const {
+  Plan out = plan;
+  if (length >= plan.length) return out;
+  out.keys.clear();
+  out.length = length;
+  out.last_take = 0;
+  std::int32_t held = plan.start;
+  for (size_t i = 0; i < plan.keys.size() && held < length; ++i) {
+    const HostSegment* segment = store_.peek(plan.keys[i]);
+    if (segment == nullptr) break;
+    const std::int32_t take = i + 1 == plan.keys.size() ? plan.last_take : segment->tokens;
+    out.keys.push_back(plan.keys[i]);
+    out.last_take = std::min(take, length - held);
+    held += out.last_take;
+  }
+  return out;
+}
+
 std::int32_t HostTier::restore(const Plan& plan, engine::SeqId dst, std::int32_t from, std::int64_t& failed) {
   // Deepest first, so the root segment ends up the most recently used (the stored segments of the
   // part the device tier gives are in use too).
@@ -109,6 +127,7 @@ bool HostTier::save(const std::string& ns, std::span<const Token> tokens, std::i
                                                        : hasher_.next(parent, part);
     if (!store_.contains(key)) {
       engine_.copy_sequence(holder, scratch_, begin, stop);
+      engine_.drop_checkpoint_state(scratch_);
       HostSegment segment{begin, stop - begin, parent, {part.begin(), part.end()},
                           engine_.save_sequence(scratch_), {}};
       engine_.remove_sequence(scratch_, 0, -1);

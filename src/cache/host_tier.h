@@ -40,6 +40,8 @@ class HostTier {
   // `on_device`: positions [0, on_device) of the query are available from the device tier, so the
   // walk starts at the last grid line at or before it instead of at the root.
   Plan plan(const std::string& ns, std::span<const engine::Token> query, std::int32_t on_device = 0) const;
+  // The plan cut to positions [0, length): later segments dropped, the last one taken in part.
+  Plan clip(const Plan& plan, std::int32_t length) const;
   // Rebuilds the plan's prefix in `dst`, which already holds positions [0, from) (cells of the
   // device tier); only positions from `from` on are restored. Returns the positions `dst` holds
   // afterwards (>= from). A segment that cannot be restored is dropped, counted in `failed`, and
@@ -47,7 +49,9 @@ class HostTier {
   std::int32_t restore(const Plan& plan, engine::SeqId dst, std::int32_t from, std::int64_t& failed);
   // Stores positions [from, tokens.size()) of `holder` as grid segments plus a tail (the segment
   // containing `from` whole). Segments the tier holds already are only touched. Returns false when
-  // nothing could be stored.
+  // nothing could be stored. A segment holds attention K/V only: the partial state a copy of the
+  // holder brings along (recurrent state, window cells) is dropped first — it stands for the
+  // holder's end, and is kept once, as a checkpoint.
   bool save(const std::string& ns, std::span<const engine::Token> tokens, std::int32_t from, engine::SeqId holder,
             HostStore::Evicted& evicted);
 

@@ -19,6 +19,8 @@ constexpr std::array<const char*, 3> kTierNames = {"", "device", "host"};
 
 }  // namespace
 
+const char* reuse_mode_name(ReuseMode mode) { return mode == ReuseMode::trim ? "trim" : "checkpoints"; }
+
 const char* compaction_name(Compaction compaction) { return kCompactionNames.at(static_cast<size_t>(compaction)); }
 const char* outcome_name(Outcome outcome) { return kOutcomeNames.at(static_cast<size_t>(outcome)); }
 const char* tier_name(Tier tier) { return kTierNames.at(static_cast<size_t>(tier)); }
@@ -32,7 +34,13 @@ Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const To
   }
   Lease& lease = leases_[seq];
   lease = Lease{seq, ++next_order_, key, {prompt.begin(), prompt.end()}};
-  const Acquisition got = find_and_adopt(lease);
+  Acquisition got;
+  if (trimmable()) {
+    got = find_and_adopt(lease);
+  } else {
+    got = adopt_at_checkpoint(lease);
+    plan_stops(lease);
+  }
   if (!got.waiting) record(got);
   trace("acquire seq={} ns={} session='{}' prompt={} -> {} reused={} tier={}{}", seq, short_hex(key.namespace_digest),
         key.session, prompt.size(), outcome_name(got.outcome), got.reused, tier_name(got.tier),
@@ -49,9 +57,27 @@ Acquisition PrefixCache::Impl::bypass() {
 }
 
 void PrefixCache::Impl::advance(SeqId seq, std::int32_t computed) {
-  if (auto it = leases_.find(seq); it != leases_.end()) {
-    it->second.computed = std::min<std::int32_t>(computed, static_cast<std::int32_t>(it->second.prompt.size()));
+  auto it = leases_.find(seq);
+  if (it == leases_.end()) return;
+  Lease& lease = it->second;
+  lease.computed = std::min<std::int32_t>(computed, static_cast<std::int32_t>(lease.prompt.size()));
+  bool saved = false;
+  while (!lease.stops.empty() && lease.stops.front() <= lease.computed) {
+    if (lease.stops.front() == lease.computed) {
+      const auto prefix = std::span<const Token>(lease.prompt).first(static_cast<size_t>(lease.computed));
+      saved |= checkpoints_.save(lease.key.namespace_digest, prefix, lease.chain, engine_.save_checkpoint(seq),
+                                 lease.key.session);
+      trace("checkpoint seq={} at {}", seq, lease.computed);
+    }
+    lease.stops.erase(lease.stops.begin());
   }
+  if (saved) publish();
+}
+
+std::int32_t PrefixCache::Impl::next_stop(SeqId seq) const {
+  auto it = leases_.find(seq);
+  if (it == leases_.end() || it->second.stops.empty()) return -1;
+  return it->second.stops.front();
 }
 
 std::vector<Resolved> PrefixCache::Impl::poll() {
@@ -84,6 +110,10 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
   }
   Lease lease = std::move(found->second);
   leases_.erase(found);
+  if (!trimmable()) {
+    donate_with_state(lease, seq, tokens);
+    return;
+  }
   const std::int32_t canonical = lease.locked;  // positions already holding the tree's cells
   unlock(lease);
   const auto n = static_cast<std::int32_t>(tokens.size());
@@ -266,6 +296,9 @@ void PrefixCache::Impl::repin(const std::string& ns) {
     trees_.erase(tree);
     return;
   }
+  // A running sequence of a checkpoint family cannot give up a prefix of its cells: it keeps its
+  // own until it ends (they are committed to it, not counted as the cache's).
+  if (!trimmable()) return;
   for (auto& [seq, lease] : leases_) {
     if (lease.key.namespace_digest != ns || lease.computed <= lease.locked) continue;
     const auto held = std::span<const Token>(lease.prompt).first(static_cast<size_t>(lease.computed));
@@ -284,6 +317,8 @@ PrefixCache::~PrefixCache() = default;
 
 const CacheConfig& PrefixCache::config() const { return impl_->config(); }
 bool PrefixCache::can_reuse() const { return impl_->can_reuse(); }
+ReuseMode PrefixCache::reuse_mode() const { return impl_->reuse_mode(); }
+std::int32_t PrefixCache::next_stop(SeqId seq) const { return impl_->next_stop(seq); }
 Acquisition PrefixCache::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq) {
   return impl_->acquire(key, prompt, seq);
 }

@@ -67,12 +67,27 @@ struct CacheConfig {
   std::optional<std::int32_t> device_cells;
   Compaction compaction = Compaction::automatic;
   bool trace = false;                     // log every decision
+  // Checkpoints, for models whose memory cannot be cut back (recurrent, hybrid, and sliding-window
+  // without the full window cache): where a prompt may be resumed. Taken at the boundaries the
+  // request names, every `checkpoint_every` prompt tokens (0: not along the prompt), and before the
+  // last prompt token.
+  std::int32_t checkpoint_every = 2048;
+  std::uint64_t checkpoint_capacity_bytes = 1ull << 30;
+  std::int64_t checkpoint_max_entries = 4096;
+  std::int32_t checkpoints_per_session = 32;
 };
+
+// How the loaded model's prompts are reused (decided from its memory at load).
+enum class ReuseMode { trim, checkpoints };
+const char* reuse_mode_name(ReuseMode mode);
 
 // Who is asking: requests share K/V only within one namespace; the session is a preference.
 struct RequestKey {
   std::string namespace_digest;
   std::string session;
+  // Prompt positions where a later request is likely to diverge or resume (the start of each user
+  // turn, the end of the system prompt): checkpoints are taken there. Sorted; may be empty.
+  std::vector<engine::Pos> boundaries;
 };
 
 enum class Outcome { cold, hit_extend, hit_restore, partial, bypass };
@@ -116,10 +131,26 @@ struct CacheStats {
   std::int64_t device_locked_cells = 0;// of which running requests use too
   std::uint64_t device_bytes = 0;
   std::int64_t device_cells_budget = 0;
+  std::int64_t device_states = 0;      // entries whose holder keeps the state at its end (checkpoint families)
   std::int64_t host_entries = 0;       // segments
   std::int64_t host_max_segments = 0;
   std::uint64_t host_bytes = 0;
   std::uint64_t host_capacity_bytes = 0;
+  std::string reuse_mode;              // "trim" or "checkpoints"
+  std::int64_t checkpoints = 0;
+  std::uint64_t checkpoint_bytes = 0;
+  std::uint64_t checkpoint_capacity_bytes = 0;
+  std::int64_t checkpoint_max_entries = 0;
+  std::int64_t checkpoint_sessions = 0;
+  std::int64_t checkpoints_saved = 0;
+  std::int64_t checkpoints_restored = 0;
+  std::int64_t checkpoint_evictions_lru = 0;
+  std::int64_t checkpoint_evictions_ttl = 0;
+  std::int64_t checkpoint_evictions_capacity = 0;
+  std::int64_t checkpoints_superseded = 0;
+  std::int64_t checkpoint_refusals_diverged = 0;
+  std::int64_t checkpoint_refusals_evicted = 0;
+  std::int64_t checkpoint_refusals_namespace = 0;
   std::int64_t running = 0;            // sequences registered by acquire()
   std::int64_t waiting = 0;            // of which wait for another request's prefix
   std::int64_t total_blocks_stored = 0;
@@ -145,7 +176,8 @@ class PrefixCache {
 
   // The configuration with every default resolved for this engine.
   const CacheConfig& config() const;
-  bool can_reuse() const;  // enabled and the model's memory can be trimmed
+  bool can_reuse() const;  // enabled (any model family)
+  ReuseMode reuse_mode() const;
 
   // Registers `seq` as running `prompt` and puts the longest reusable prefix, at most
   // prompt.size() - 1 tokens, into it. With `waiting` set, `seq` stays empty until poll()
@@ -154,8 +186,12 @@ class PrefixCache {
   Acquisition acquire(const RequestKey& key, std::span<const engine::Token> prompt, engine::SeqId seq);
   // Counts a request that does not use the cache (cache_prompt: false); returns its acquisition.
   Acquisition bypass();
-  // `seq` now holds K/V for positions [0, computed) of its prompt.
+  // `seq` now holds K/V for positions [0, computed) of its prompt; a checkpoint planned at
+  // `computed` is taken now.
   void advance(engine::SeqId seq, std::int32_t computed);
+  // The next prompt position after `computed` where the cache takes a checkpoint of `seq`: a
+  // prefill chunk must end there. -1 when none is planned.
+  std::int32_t next_stop(engine::SeqId seq) const;
   // Waiting sequences whose prefix is now available hold it; each is returned once.
   std::vector<Resolved> poll();
   // Ends `seq`: what it holds for positions [0, tokens.size()) becomes a device entry (unless

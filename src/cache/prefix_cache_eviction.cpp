@@ -3,12 +3,14 @@
 namespace prefixd::cache {
 
 std::int64_t PrefixCache::Impl::device_cells() const {
+  if (!engine::has_attention_cells(engine_.model())) return 0;  // holders keep states, not cells
   std::int64_t total = 0;
   for (const auto& [ns, tree] : trees_) total += tree.unique_tokens();
   return total;
 }
 
 std::int64_t PrefixCache::Impl::locked_cells() const {
+  if (!engine::has_attention_cells(engine_.model())) return 0;
   std::int64_t total = 0;
   for (const auto& [ns, tree] : trees_) total += tree.locked_tokens();
   return total;
@@ -46,12 +48,16 @@ void PrefixCache::Impl::expire() {
   }
   HostStore::Evicted evicted;
   host_.store().expire(cutoff, evicted);
+  const std::size_t checkpoints = checkpoints_.size();
+  checkpoints_.expire(cutoff);
+  changed |= checkpoints_.size() != checkpoints;
   add_evictions(evicted);
   if (changed || evicted.total() > 0) publish();
 }
 
 bool PrefixCache::Impl::compaction_due() const {
-  return config_.compaction == Compaction::idle && donated_since_compaction_ && leases_.empty() && can_reuse();
+  return config_.compaction == Compaction::idle && donated_since_compaction_ && leases_.empty() && can_reuse() &&
+         trimmable();
 }
 
 std::int64_t PrefixCache::Impl::compact() {
@@ -115,8 +121,9 @@ std::int64_t PrefixCache::Impl::compact() {
 
 ResetReport PrefixCache::Impl::reset() {
   ResetReport report;
-  report.entries = static_cast<std::int64_t>(entries_.size() + host_.store().size());
-  report.bytes = device_bytes() + host_.store().bytes();
+  report.entries = static_cast<std::int64_t>(entries_.size() + host_.store().size() + checkpoints_.size());
+  report.bytes = device_bytes() + host_.store().bytes() + checkpoints_.bytes();
+  checkpoints_.clear();
   for (auto& [id, e] : entries_) {
     engine_.remove_sequence(e.holder, 0, -1);
     free_holders_.push_back(e.holder);
@@ -166,6 +173,7 @@ bool PrefixCache::Impl::free_a_holder(const std::string& ns) {
   if (victim == nullptr) return false;
   const std::string victim_ns = victim->ns;
   save_to_host(*victim);
+  checkpoint_entry_end(*victim);
   drop(*victim);
   if (victim_ns != ns) repin(victim_ns);
   return true;
@@ -175,6 +183,7 @@ bool PrefixCache::Impl::free_a_holder(const std::string& ns) {
 void PrefixCache::Impl::demote(DeviceEntry& e) {
   const std::string ns = e.ns;
   save_to_host(e);
+  checkpoint_entry_end(e);
   cut_back(e);
   repin(ns);
 }
@@ -184,7 +193,13 @@ void PrefixCache::Impl::save_to_host(const DeviceEntry& e) {
   // it when the device gives it up, and a restore takes those positions from the device.
   const std::int32_t keep = trees_.at(e.ns).keep_length(e.id);
   HostStore::Evicted evicted;
-  if (host_.save(e.ns, e.tokens, keep, e.holder, evicted)) {
+  bool saved = false;
+  if (engine::has_attention_cells(engine_.model())) {
+    saved = host_.save(e.ns, e.tokens, keep, e.holder, evicted);
+  } else {
+    saved = e.state_at_end;  // the state alone is the entry: kept as a checkpoint at its end
+  }
+  if (saved) {
     stats_.demotions += 1;
   } else {
     stats_.device_evictions += 1;
@@ -197,9 +212,14 @@ void PrefixCache::Impl::save_to_host(const DeviceEntry& e) {
 void PrefixCache::Impl::cut_back(DeviceEntry& e) {
   RadixTree& tree = trees_.at(e.ns);
   const std::int32_t keep = tree.keep_length(e.id);
-  if (keep == 0 || tree.shared_with_another(e.id, keep)) {
+  if (keep == 0 || tree.shared_with_another(e.id, keep) || !engine::has_attention_cells(engine_.model())) {
     drop(e);
     return;
+  }
+  if (!trimmable() && e.state_at_end) {
+    // A recurrent state cannot be cut back: without it, the attention cells can be.
+    engine_.drop_checkpoint_state(e.holder);
+    e.state_at_end = false;
   }
   engine_.remove_sequence(e.holder, keep, -1);
   tree.truncate(e.id, keep);

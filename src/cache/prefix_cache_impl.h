@@ -16,6 +16,7 @@
 #include <vector>
 #include <spdlog/spdlog.h>
 
+#include "cache/checkpoint_store.h"
 #include "cache/host_tier.h"
 #include "cache/prefix_cache.h"
 #include "cache/radix_tree.h"
@@ -43,12 +44,14 @@ inline std::int32_t common_prefix(std::span<const Token> a, std::span<const Toke
 inline CacheConfig resolve(CacheConfig config, const engine::Engine& engine) {
   const bool gpu = engine.model().on_accelerator;
   if (!config.device_cells) config.device_cells = gpu ? engine.context_size() / 2 : 0;
+  if (!engine.model().partial_copy_supported) config.enabled = false;  // a partial copy would abort
   // Measured on the CPU (docs/design.md): with idle cells demoted as soon as a request runs,
   // rewriting the device tier when idle made prefill slower, not faster; on a GPU it would be a
   // round trip over the bus. So automatic means never; `idle` remains an explicit choice.
   if (config.compaction == Compaction::automatic) config.compaction = Compaction::never;
   config.block_size = std::max(1, config.block_size);
-  if (!engine::family_can_trim(engine.model().family)) config.compaction = Compaction::never;
+  if (!engine::memory_is_trimmable(engine.model())) config.compaction = Compaction::never;
+  config.checkpoint_every = std::max(0, config.checkpoint_every);
   return config;
 }
 
@@ -60,6 +63,9 @@ struct DeviceEntry {
   std::vector<Token> tokens;
   SeqId holder = -1;
   Clock::time_point last_used;
+  // Checkpoint families: the holder keeps the state after exactly `tokens` (false once the entry
+  // was cut back: then only its attention cells serve, up to a checkpoint).
+  bool state_at_end = true;
 };
 
 // A running request's sequence, from acquire() to donate() or release().
@@ -72,6 +78,8 @@ struct Lease {
   std::int32_t locked = 0;    // positions [0, locked) are the tree's cells, locked in the tree
   std::optional<SeqId> waits_for;
   std::int32_t wait_until = 0;
+  std::vector<Digest> chain;          // checkpoint families: block chain of the prompt
+  std::vector<engine::Pos> stops;     // checkpoint families: positions still to checkpoint, ascending
 };
 
 class PrefixCache::Impl {
@@ -80,18 +88,23 @@ class PrefixCache::Impl {
       : engine_(engine), config_(resolve(config, engine)), hasher_(config_.hash, config_.block_size),
         host_(engine, hasher_, config_.host_segment_tokens, config_.host_capacity_bytes,
               std::max<std::int64_t>(0, config_.host_max_segments), scratch),
+        checkpoints_(hasher_, config_.checkpoint_capacity_bytes, config_.checkpoint_max_entries,
+                     config_.checkpoints_per_session),
+        mode_(engine::memory_is_trimmable(engine.model()) ? ReuseMode::trim : ReuseMode::checkpoints),
         holder_count_(static_cast<std::int64_t>(holders.size())), free_holders_(std::move(holders)), scratch_(scratch) {
     std::reverse(free_holders_.begin(), free_holders_.end());
     publish();
   }
 
   const CacheConfig& config() const { return config_; }
-  bool can_reuse() const { return config_.enabled && engine::family_can_trim(engine_.model().family); }
+  bool can_reuse() const { return config_.enabled; }
+  ReuseMode reuse_mode() const { return mode_; }
 
   // A request's life (prefix_cache.cpp); the public contract is in prefix_cache.h.
   Acquisition acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq);
   Acquisition bypass();
   void advance(SeqId seq, std::int32_t computed);
+  std::int32_t next_stop(SeqId seq) const;
   std::vector<Resolved> poll();
   void donate(SeqId seq, std::span<const Token> tokens);
   void release(SeqId seq);
@@ -118,6 +131,15 @@ class PrefixCache::Impl {
   // The best source for `lease`'s prompt now, adopted into its sequence; or a wait for an older
   // running request that is computing a longer prefix.
   Acquisition find_and_adopt(Lease& lease);
+
+  // Checkpoint families (prefix_cache_checkpoints.cpp): resume at the longest prefix whose state
+  // exists exactly — an entry's end, or a checkpoint with the attention cells before it.
+  Acquisition adopt_at_checkpoint(Lease& lease);
+  void plan_stops(Lease& lease);
+  void donate_with_state(Lease& lease, SeqId seq, std::span<const Token> tokens);
+  // Moves the state `holder` keeps after `tokens` into the checkpoint store.
+  void checkpoint_entry_end(const DeviceEntry& e);
+  bool trimmable() const { return mode_ == ReuseMode::trim; }
 
   void lock(Lease& lease, std::int32_t length);
   void unlock(Lease& lease);
@@ -174,6 +196,8 @@ class PrefixCache::Impl {
   const CacheConfig config_;
   BlockHasher hasher_;
   HostTier host_;
+  CheckpointStore checkpoints_;
+  ReuseMode mode_;
   std::int64_t holder_count_;
   std::vector<SeqId> free_holders_;
   SeqId scratch_;

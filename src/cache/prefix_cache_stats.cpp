@@ -22,6 +22,10 @@ std::string PrefixCache::Impl::verify() const {
     if (lease.locked > lease.computed) problems += "a lease locks more than it holds; ";
   }
   problems += host_.store().verify_lru_order();
+  if (std::string c = checkpoints_.verify(); !c.empty()) problems += c + "; ";
+  for (const auto& [id, e] : entries_) {
+    if (trimmable() && !e.state_at_end) problems += "a trimmable entry lost its state; ";
+  }
   return problems;
 }
 
@@ -55,6 +59,23 @@ void PrefixCache::Impl::publish() {
   s.host_max_segments = config_.host_max_segments;
   s.host_bytes = host_.store().bytes();
   s.host_capacity_bytes = config_.host_capacity_bytes;
+  s.device_states = trimmable() ? 0 : std::ranges::count_if(entries_, [](const auto& kv) { return kv.second.state_at_end; });
+  s.reuse_mode = reuse_mode_name(mode_);
+  s.checkpoints = static_cast<std::int64_t>(checkpoints_.size());
+  s.checkpoint_bytes = checkpoints_.bytes();
+  s.checkpoint_capacity_bytes = checkpoints_.capacity();
+  s.checkpoint_max_entries = checkpoints_.max_entries();
+  s.checkpoint_sessions = static_cast<std::int64_t>(checkpoints_.sessions());
+  const CheckpointStore::Counters& c = checkpoints_.counters();
+  s.checkpoints_saved = c.saved;
+  s.checkpoints_restored = c.restored;
+  s.checkpoint_evictions_lru = c.evicted_lru;
+  s.checkpoint_evictions_ttl = c.evicted_ttl;
+  s.checkpoint_evictions_capacity = c.evicted_capacity;
+  s.checkpoints_superseded = c.superseded;
+  s.checkpoint_refusals_diverged = c.refusals[static_cast<size_t>(Refusal::diverged)];
+  s.checkpoint_refusals_evicted = c.refusals[static_cast<size_t>(Refusal::evicted)];
+  s.checkpoint_refusals_namespace = c.refusals[static_cast<size_t>(Refusal::ns)];
   s.running = static_cast<std::int64_t>(leases_.size());
   s.waiting = std::ranges::count_if(leases_, [](const auto& kv) { return kv.second.waits_for.has_value(); });
   s.block_size = config_.block_size;

@@ -31,6 +31,7 @@ struct ServeOptions {
   std::int32_t device_cells = -1;          // -1: the cache's default for the backend
   std::string compaction = "auto";
   std::string prefill_packing = "auto";
+  std::string swa_full = "auto";
 };
 
 std::uint64_t available_memory_bytes() {
@@ -97,6 +98,8 @@ int run_serve(ServeOptions& o) {
   cache.host_capacity_bytes = o.cache_capacity_bytes > 0 ? o.cache_capacity_bytes : default_host_capacity();
   o.context.n_holder_seqs = cache_on ? o.scheduler.cache_holders + 1 : 0;
   if (!cache_on) o.scheduler.cache_holders = 0;
+  o.context.swa_full = o.swa_full == "on" ? engine::SwaFull::on : o.swa_full == "off" ? engine::SwaFull::off
+                                                                                       : engine::SwaFull::automatic;
   std::unique_ptr<engine::Engine> model = engine::load_llama_engine(o.model_path, o.context, o.server.model_alias);
   if (o.device_cells >= 0) cache.device_cells = o.device_cells;  // else the backend's default
   cache.compaction = cache::parse_compaction(o.compaction);
@@ -105,13 +108,24 @@ int run_serve(ServeOptions& o) {
   const std::size_t per_token = model->model().kv_bytes_per_token;
   scheduler::Scheduler scheduler(*model, o.scheduler);
   const cache::CacheConfig& resolved = scheduler.cache_config();
+  const bool trimmable = engine::memory_is_trimmable(model->model());
+  if (cache_on && !model->model().partial_copy_supported) {
+    spdlog::warn("prompt cache: off for architecture {}: libllama cannot copy part of its sequences",
+                 model->model().architecture);
+  }
   spdlog::info("prompt cache: {}; device tier {} idle cells in {} holder sequences (compaction {}), host tier {:.1f} "
                "MiB ({} tokens at {} bytes/token, {} segments), min prefix {}, block {} ({}), ttl {} s",
-               cache_on ? (engine::family_can_trim(model->model().family) ? "on" : "on (cold path for this family)") : "off",
+               cache_on ? (trimmable ? "on, any prefix" : "on, at checkpoints") : "off",
                resolved.device_cells.value_or(0), o.scheduler.cache_holders, cache::compaction_name(resolved.compaction),
                static_cast<double>(cache.host_capacity_bytes) / (1 << 20),
                per_token > 0 ? cache.host_capacity_bytes / per_token : 0, per_token, cache.host_max_segments,
                cache.min_prefix, cache.block_size, o.apc_hash, o.cache_ttl_seconds);
+  if (cache_on && !trimmable) {
+    spdlog::info("checkpoints: at user-turn boundaries, every {} prompt tokens, before and after the last prompt "
+                 "token; {:.1f} MiB, {} entries, {} per session; warm-up after replies {}",
+                 cache.checkpoint_every, static_cast<double>(cache.checkpoint_capacity_bytes) / (1 << 20),
+                 cache.checkpoint_max_entries, cache.checkpoints_per_session, o.scheduler.cache_warmup ? "on" : "off");
+  }
   api::HttpServer server(*model, scheduler, o.server);
   signals.start(server);
   if (!server.run()) return 1;
@@ -185,6 +199,26 @@ std::function<int()> add_serve_command(CLI::App& app) {
                   "(never: measured slower), idle, never")
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_COMPACTION")
       ->check(CLI::IsMember({"auto", "idle", "never"}));
+  cmd->add_option("--swa-full", o->swa_full,
+                  "Sliding-window models: keep every cell of the window layers so any prefix is reused exactly: "
+                  "auto (when those cells fit in 2 GiB), on, off (window only; reuse at checkpoints)")
+      ->capture_default_str()->envname("PREFIXD_SWA_FULL")->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd->add_option("--checkpoint-every", o->scheduler.cache.checkpoint_every,
+                  "Recurrent, hybrid and windowed models: also checkpoint every N prompt tokens (0: only at turn "
+                  "boundaries and the prompt's end)")
+      ->capture_default_str()->envname("PREFIXD_CHECKPOINT_EVERY")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--prompt-cache-snapshot-capacity-bytes", o->scheduler.cache.checkpoint_capacity_bytes,
+                  "Host memory for checkpoints (recurrent state, window cells)")
+      ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_SNAPSHOT_CAPACITY_BYTES");
+  cmd->add_option("--prompt-cache-snapshot-max-entries", o->scheduler.cache.checkpoint_max_entries,
+                  "Most checkpoints kept")
+      ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_SNAPSHOT_MAX_ENTRIES")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--checkpoints-per-session", o->scheduler.cache.checkpoints_per_session,
+                  "Checkpoints a session (prompt_cache_key or user) keeps; older ones go first")
+      ->capture_default_str()->envname("PREFIXD_CHECKPOINTS_PER_SESSION")->check(CLI::Range(1, 4096));
+  cmd->add_flag("--cache-warmup,!--no-cache-warmup", o->scheduler.cache_warmup,
+                "After a reply, feed the end of the assistant turn for the next request (off the request path)")
+      ->envname("PREFIXD_CACHE_WARMUP");
   cmd->add_option("--prompt-cache-host-segment", o->scheduler.cache.host_segment_tokens,
                   "Tokens per host-tier segment (a multiple of --apc-block-size)")
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_HOST_SEGMENT")->check(CLI::Range(1, 1 << 20));

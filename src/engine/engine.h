@@ -71,6 +71,20 @@ class Engine {
   // empty when the bytes do not fit this context or are malformed.
   virtual Bytes save_sequence(SeqId seq) const = 0;
   virtual bool restore_sequence(std::span<const std::uint8_t> state, SeqId dst) = 0;
+
+  // A checkpoint: the part of a sequence's state that cannot be cut back to an earlier position —
+  // the recurrent state, and the window cells of a sliding-window cache that drops old cells —
+  // without the full-attention K/V. Empty for a model whose memory is trimmable.
+  virtual Bytes save_checkpoint(SeqId seq) const = 0;
+  // Replaces that part of `dst`'s state with a checkpoint; `dst`'s full-attention cells stay. The
+  // restored sequence continues from the checkpoint's position once it also holds the attention
+  // cells before it. Returns false (the partial state of `dst` then empty) when the bytes do not
+  // fit this context.
+  virtual bool restore_checkpoint(std::span<const std::uint8_t> state, SeqId dst) = 0;
+  // Empties the part of `seq`'s state a checkpoint holds and keeps its full-attention cells, which
+  // can then be cut back and saved like a dense model's (a recurrent state refuses to lose only
+  // part of what it consumed). No-op for a trimmable memory.
+  virtual void drop_checkpoint_state(SeqId seq) = 0;
 };
 
 // Loads a GGUF file and creates a context. Throws std::runtime_error with the reason on failure.

@@ -2,21 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <map>
 #include <random>
+#include <stdexcept>
+#include <string>
 
 namespace prefixd::engine {
 namespace {
-
-constexpr std::uint32_t kStateMagic = 0x4b414646;  // "FFAK"
-
-std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 class ByteVocabulary final : public Vocabulary {
  public:
@@ -61,67 +52,70 @@ class FakeSampler final : public Sampler {
   std::mt19937 rng_;
 };
 
+FakeEngineOptions checked(FakeEngineOptions options) {
+  if (options.family == ModelFamily::sliding_window && options.sliding_window <= 0) {
+    throw std::invalid_argument("FakeEngine: the sliding_window family needs sliding_window > 0");
+  }
+  return options;
+}
+
+ModelInfo describe(const FakeEngineOptions& options) {
+  ModelInfo info;
+  info.id = "fake";
+  info.architecture = "fake";
+  info.description = std::string("fake engine (") + family_name(options.family) + ")";
+  info.family = options.family;
+  info.n_ctx_train = options.n_ctx;
+  info.n_vocab = options.n_vocab;
+  // One layer of each kind the family has: dense and recurrent one, sliding window a global and a
+  // window layer, hybrid an attention and a recurrent layer. Each attention layer stores K and V.
+  const bool windowed = options.family == ModelFamily::sliding_window;
+  info.n_layer = options.family == ModelFamily::dense || options.family == ModelFamily::recurrent ? 1 : 2;
+  info.sliding_window = windowed ? options.sliding_window : 0;
+  info.n_swa_layers = windowed ? 1 : 0;
+  info.swa_full = windowed && options.swa_full;
+  const std::size_t attention_layers = options.family == ModelFamily::recurrent ? 0 : windowed ? 2 : 1;
+  info.kv_bytes_per_token = attention_layers * 2 * sizeof(std::int32_t);
+  info.fingerprint = std::string("fake-") + family_name(options.family);
+  info.chat_template = "";
+  return info;
+}
+
 }  // namespace
 
 FakeEngine::FakeEngine(FakeEngineOptions options)
-    : options_(options), vocab_(std::make_unique<ByteVocabulary>(options.n_vocab)),
-      cells_(static_cast<size_t>(options.n_ctx)) {
-  info_.id = "fake";
-  info_.architecture = "fake";
-  info_.description = "fake engine";
-  info_.family = options.trimmable ? ModelFamily::dense : ModelFamily::recurrent;
-  info_.n_ctx_train = options.n_ctx;
-  info_.n_vocab = options.n_vocab;
-  info_.n_layer = 1;
-  info_.kv_bytes_per_token = 2 * sizeof(std::int32_t);
-  info_.fingerprint = "fake";
-  info_.chat_template = "";
-}
+    : options_(checked(options)), info_(describe(options_)), vocab_(std::make_unique<ByteVocabulary>(options.n_vocab)),
+      memory_(options.family, options.n_ctx, options.n_seq, options.sliding_window, options.swa_full) {}
 
-std::vector<float> FakeEngine::logits_for_history(std::span<const Token> history) const {
-  std::uint64_t h = 0x1234567;
-  for (Token t : history) h = mix64(h ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(t)));
+std::vector<float> FakeEngine::logits_for_digest(std::uint64_t digest) const {
   std::vector<float> out(static_cast<size_t>(options_.n_vocab));
   for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = static_cast<float>(mix64(h + i) >> 40) / static_cast<float>(1 << 24) * 8.0f;
+    out[i] = static_cast<float>(fake_mix64(digest + i) >> 40) / static_cast<float>(1 << 24) * 8.0f;
   }
   return out;
 }
 
+std::vector<float> FakeEngine::logits_for_history(std::span<const Token> history) const {
+  return logits_for_digest(memory_.cold_digest(history));
+}
+
 std::vector<Token> FakeEngine::sequence_tokens(SeqId seq) const {
-  std::map<Pos, Token> ordered;
-  for (const Cell& cell : cells_) {
-    if (cell.seqs.contains(seq)) ordered[cell.pos] = cell.token;
-  }
   std::vector<Token> out;
-  out.reserve(ordered.size());
-  for (const auto& [pos, token] : ordered) out.push_back(token);
+  for (const auto& [pos, token] : memory_.attention().held(seq)) out.push_back(token);
   return out;
 }
 
 DecodeStatus FakeEngine::decode(std::span<const BatchToken> batch) {
   if (static_cast<std::int32_t>(batch.size()) > options_.n_batch) return DecodeStatus::error;
-  std::vector<size_t> taken;
   for (const BatchToken& entry : batch) {
     if (!valid_seq(entry.seq) || entry.pos < 0) return DecodeStatus::error;
-    auto free_cell = std::find_if(cells_.begin(), cells_.end(), [](const Cell& c) { return c.seqs.empty(); });
-    if (free_cell == cells_.end()) {
-      for (size_t index : taken) cells_[index] = Cell{};  // no partial result survives a failure
-      return DecodeStatus::no_kv_space;
-    }
-    *free_cell = Cell{entry.pos, entry.token, {entry.seq}};
-    taken.push_back(static_cast<size_t>(free_cell - cells_.begin()));
   }
+  std::vector<std::optional<std::uint64_t>> digests;
+  const DecodeStatus status = memory_.decode(batch, digests);
+  if (status != DecodeStatus::ok) return status;
   logits_.assign(batch.size(), {});
   for (size_t row = 0; row < batch.size(); ++row) {
-    if (!batch[row].logits) continue;
-    std::vector<Token> history;
-    std::map<Pos, Token> ordered;
-    for (const Cell& cell : cells_) {
-      if (cell.seqs.contains(batch[row].seq) && cell.pos <= batch[row].pos) ordered[cell.pos] = cell.token;
-    }
-    for (const auto& [pos, token] : ordered) history.push_back(token);
-    logits_[row] = logits_for_history(history);
+    if (digests[row]) logits_[row] = logits_for_digest(*digests[row]);
   }
   tokens_decoded_ += static_cast<std::int64_t>(batch.size());
   batches_.emplace_back(batch.begin(), batch.end());
@@ -137,76 +131,24 @@ std::unique_ptr<Sampler> FakeEngine::make_sampler(const SamplingParams& params) 
   return std::make_unique<FakeSampler>(*this, params);
 }
 
-void FakeEngine::copy_sequence(SeqId src, SeqId dst, Pos p0, Pos p1) {
-  if (!valid_seq(src) || !valid_seq(dst) || src == dst) return;
-  for (Cell& cell : cells_) {
-    if (cell.seqs.contains(src) && cell.pos >= std::max(p0, 0) && (p1 < 0 || cell.pos < p1)) cell.seqs.insert(dst);
-  }
-}
+void FakeEngine::copy_sequence(SeqId src, SeqId dst, Pos p0, Pos p1) { memory_.copy(src, dst, p0, p1); }
 
-bool FakeEngine::remove_sequence(SeqId seq, Pos p0, Pos p1) {
-  const bool whole = p0 <= 0 && p1 < 0;
-  if (!options_.trimmable && !whole) return false;
-  for (Cell& cell : cells_) {
-    if ((seq < 0 || cell.seqs.contains(seq)) && cell.pos >= std::max(p0, 0) && (p1 < 0 || cell.pos < p1)) {
-      if (seq < 0) cell.seqs.clear(); else cell.seqs.erase(seq);
-    }
-  }
-  return true;
-}
+bool FakeEngine::remove_sequence(SeqId seq, Pos p0, Pos p1) { return memory_.remove(seq, p0, p1); }
 
-PosRange FakeEngine::sequence_positions(SeqId seq) const {
-  PosRange range;
-  for (const Cell& cell : cells_) {
-    if (!cell.seqs.contains(seq)) continue;
-    range.min = range.min < 0 ? cell.pos : std::min(range.min, cell.pos);
-    range.max = std::max(range.max, cell.pos);
-  }
-  return range;
-}
+PosRange FakeEngine::sequence_positions(SeqId seq) const { return memory_.positions(seq); }
 
-void FakeEngine::clear() {
-  for (Cell& cell : cells_) cell = Cell{};
-}
+void FakeEngine::clear() { memory_.clear(); }
 
-std::int32_t FakeEngine::used_cells() const {
-  return static_cast<std::int32_t>(std::count_if(cells_.begin(), cells_.end(), [](const Cell& c) { return !c.seqs.empty(); }));
-}
-
-std::int32_t FakeEngine::count_cells(const std::function<bool(const std::set<SeqId>&)>& owners) const {
-  return static_cast<std::int32_t>(
-      std::count_if(cells_.begin(), cells_.end(), [&](const Cell& c) { return !c.seqs.empty() && owners(c.seqs); }));
-}
-
-Bytes FakeEngine::save_sequence(SeqId seq) const {
-  std::vector<std::int32_t> words{static_cast<std::int32_t>(kStateMagic), 0};
-  for (const Cell& cell : cells_) {
-    if (!cell.seqs.contains(seq)) continue;
-    words.push_back(cell.pos);
-    words.push_back(cell.token);
-    ++words[1];
-  }
-  Bytes out(words.size() * sizeof(std::int32_t));
-  std::memcpy(out.data(), words.data(), out.size());
-  return out;
-}
+Bytes FakeEngine::save_sequence(SeqId seq) const { return memory_.save(seq); }
 
 bool FakeEngine::restore_sequence(std::span<const std::uint8_t> state, SeqId dst) {
-  if (!valid_seq(dst) || state.size() < 8 || state.size() % 4 != 0) return false;
-  std::vector<std::int32_t> words(state.size() / 4);
-  std::memcpy(words.data(), state.data(), state.size());
-  if (static_cast<std::uint32_t>(words[0]) != kStateMagic) return false;
-  const std::int32_t count = words[1];
-  if (count < 0 || static_cast<size_t>(count) * 2 + 2 != words.size()) return false;
-  remove_sequence(dst, 0, -1);
-  const auto free_cells = std::count_if(cells_.begin(), cells_.end(), [](const Cell& c) { return c.seqs.empty(); });
-  if (free_cells < count) return false;
-  auto next_free = cells_.begin();
-  for (std::int32_t i = 0; i < count; ++i) {
-    next_free = std::find_if(next_free, cells_.end(), [](const Cell& c) { return c.seqs.empty(); });
-    *next_free = Cell{words[2 + 2 * static_cast<size_t>(i)], words[3 + 2 * static_cast<size_t>(i)], {dst}};
-  }
-  return true;
+  return memory_.restore(state, dst);
+}
+
+Bytes FakeEngine::save_checkpoint(SeqId seq) const { return memory_.save_checkpoint(seq); }
+
+bool FakeEngine::restore_checkpoint(std::span<const std::uint8_t> state, SeqId dst) {
+  return memory_.restore_checkpoint(state, dst);
 }
 
 }  // namespace prefixd::engine

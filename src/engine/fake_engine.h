@@ -1,10 +1,14 @@
 // prefixd engine — a model-free Engine for unit tests of the cache and the scheduler.
 //
-// It keeps a real unified cell pool (one cell per (position, token), shared by any number of
-// sequences, exactly like a unified KV cache), so sequence operations, capacity limits and state
-// save/restore behave like libllama's. Its "logits" are a deterministic hash of the sequence's
-// whole token history up to the row's position, so a test can check that a reused prefix gives
-// the same next-token distribution as a cold run, and that a wrongly adopted prefix does not.
+// Its memory (fake_memory.h) imitates libllama's for the chosen model family: a unified cell pool
+// shared by any number of sequences (dense, and the attention layers of the other families), a
+// window pool that forgets old cells (sliding window without swa_full), a per-sequence recurrent
+// state (recurrent, hybrid). So sequence operations, capacity limits, state and checkpoint
+// save/restore succeed and fail where libllama's do, or fail outright where libllama would go on
+// with a wrong state (a recurrent sequence restarted past position 0). Its "logits" are a deterministic hash of
+// exactly what the memory holds for the row's sequence and position, so a test can check that a
+// reused prefix gives the same next-token distribution as a cold run, and that a wrongly adopted
+// prefix or a wrongly restored state does not.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +17,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/fake_memory.h"
 
 namespace prefixd::engine {
 
@@ -21,7 +26,9 @@ struct FakeEngineOptions {
   std::int32_t n_batch = 64;
   std::int32_t n_seq = 8;
   std::int32_t n_vocab = 258;  // bytes 0..255, 256 = end of generation, 257 = unused
-  bool trimmable = true;       // false: behaves like recurrent memory (no partial removal)
+  ModelFamily family = ModelFamily::dense;  // whose libllama memory the engine imitates
+  std::int32_t sliding_window = 0;  // sliding_window family: positions a window layer attends to (> 0)
+  bool swa_full = true;             // sliding_window family: the window layers keep every cell
 };
 
 class FakeEngine final : public Engine {
@@ -45,32 +52,38 @@ class FakeEngine final : public Engine {
 
   Bytes save_sequence(SeqId seq) const override;
   bool restore_sequence(std::span<const std::uint8_t> state, SeqId dst) override;
+  Bytes save_checkpoint(SeqId seq) const override;
+  bool restore_checkpoint(std::span<const std::uint8_t> state, SeqId dst) override;
+  void drop_checkpoint_state(SeqId seq) override { memory_.drop_checkpoint_state(seq); }
 
   // Test observability.
   std::int64_t tokens_decoded() const { return tokens_decoded_; }
   // Every batch decode() accepted, in order (how the scheduler formed them).
   const std::vector<std::vector<BatchToken>>& batches() const { return batches_; }
-  std::int32_t used_cells() const;
-  // Cells whose set of owning sequences satisfies `owners` (called for used cells only).
-  std::int32_t count_cells(const std::function<bool(const std::set<SeqId>& owners)>& owners) const;
-  // Tokens a sequence holds, ordered by position (what its K/V "means").
+  // Used full-attention cells (0 for a recurrent model, which has none).
+  std::int32_t used_cells() const { return memory_.attention().used_count(); }
+  // Full-attention cells whose set of owning sequences satisfies `owners` (called for used cells only).
+  std::int32_t count_cells(const std::function<bool(const std::set<SeqId>& owners)>& owners) const {
+    return memory_.attention().count(owners);
+  }
+  // Tokens a sequence's full-attention cells hold, ordered by position (what its K/V "means");
+  // empty for a recurrent model.
   std::vector<Token> sequence_tokens(SeqId seq) const;
+  // Positions [0, n) a sequence's recurrent state has consumed (0 without recurrent layers).
+  Pos recurrent_position(SeqId seq) const { return memory_.recurrent_position(seq); }
+  // Positions the window layers still hold (sliding window without swa_full; else all cells).
+  PosRange window_positions(SeqId seq) const { return memory_.window_positions(seq); }
   // Next-token logits a cold run over exactly `history` would produce.
   std::vector<float> logits_for_history(std::span<const Token> history) const;
 
  private:
-  struct Cell {
-    Pos pos = -1;
-    Token token = 0;
-    std::set<SeqId> seqs;  // empty: the cell is free
-  };
-
   bool valid_seq(SeqId seq) const { return seq >= 0 && seq < options_.n_seq; }
+  std::vector<float> logits_for_digest(std::uint64_t digest) const;
 
   FakeEngineOptions options_;
   ModelInfo info_;
   std::unique_ptr<Vocabulary> vocab_;
-  std::vector<Cell> cells_;
+  FakeMemory memory_;
   std::vector<std::vector<float>> logits_;  // one row per batch entry of the last decode
   std::int64_t tokens_decoded_ = 0;
   std::vector<std::vector<BatchToken>> batches_;

@@ -104,7 +104,10 @@ class LlamaEngine final : public Engine {
         ctx_(std::move(ctx)),
         info_(std::move(info)),
         vocab_(llama_model_get_vocab(model_.get())),
-        batch_(static_cast<int>(llama_n_batch(ctx_.get()))) {}
+        batch_(static_cast<int>(llama_n_batch(ctx_.get()))) {
+    // Every sequence is empty now: sequence 0's partial state is the empty one.
+    empty_checkpoint_ = save_checkpoint(0);
+  }
 
   const ModelInfo& model() const override { return info_; }
   const Vocabulary& vocab() const override { return vocab_; }
@@ -175,6 +178,30 @@ class LlamaEngine final : public Engine {
     return out;
   }
 
+  Bytes save_checkpoint(SeqId seq) const override {
+    if (memory_is_trimmable(info_)) return {};
+    const size_t size = llama_state_seq_get_size_ext(ctx_.get(), seq, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+    Bytes out(size);
+    const size_t written =
+        llama_state_seq_get_data_ext(ctx_.get(), out.data(), out.size(), seq, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+    out.resize(written);
+    return out;
+  }
+
+  bool restore_checkpoint(std::span<const std::uint8_t> state, SeqId dst) override {
+    if (state.empty()) return false;
+    return llama_state_seq_set_data_ext(ctx_.get(), state.data(), state.size(), dst,
+                                        LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) != 0;
+  }
+
+  // Loading the partial state of an empty sequence empties the partial state of `seq` (libllama
+  // clears the destination before it reads), and leaves the attention cells alone.
+  void drop_checkpoint_state(SeqId seq) override {
+    if (empty_checkpoint_.empty()) return;
+    llama_state_seq_set_data_ext(ctx_.get(), empty_checkpoint_.data(), empty_checkpoint_.size(), seq,
+                                 LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+  }
+
   bool restore_sequence(std::span<const std::uint8_t> state, SeqId dst) override {
     if (state.empty()) return false;
     const size_t read =
@@ -194,6 +221,7 @@ class LlamaEngine final : public Engine {
   ModelInfo info_;
   LlamaVocabulary vocab_;
   detail::OwnedBatch batch_;
+  Bytes empty_checkpoint_;  // the partial state of an empty sequence (see drop_checkpoint_state)
 };
 
 ModelPtr load_model(const std::string& path, bool vocab_only, int gpu_layers) {
@@ -204,6 +232,82 @@ ModelPtr load_model(const std::string& path, bool vocab_only, int gpu_layers) {
   ModelPtr model(llama_model_load_from_file(path.c_str(), params));
   if (!model) throw std::runtime_error("cannot load model '" + path + "' (missing file or not a GGUF model)");
   return model;
+}
+
+// K/V bytes of the window layers if they keep every cell of the context, and if they keep only
+// their window (plus one batch, as libllama sizes them) per sequence.
+struct WindowCacheCost {
+  std::uint64_t full = 0;
+  std::uint64_t windowed = 0;
+};
+
+WindowCacheCost window_cache_cost(const ModelInfo& info, const ContextOptions& options) {
+  if (info.family != ModelFamily::sliding_window || info.n_layer == 0) return {};
+  const std::uint64_t per_layer_token = info.kv_bytes_per_token / static_cast<std::uint64_t>(info.n_layer);
+  const auto window_layers = static_cast<std::uint64_t>(info.n_swa_layers);
+  const auto n_seq = static_cast<std::uint64_t>(options.n_parallel + options.n_holder_seqs);
+  const std::uint64_t per_seq = static_cast<std::uint64_t>(info.sliding_window) + static_cast<std::uint64_t>(options.n_batch);
+  return {window_layers * per_layer_token * static_cast<std::uint64_t>(options.n_ctx),
+          window_layers * per_layer_token * std::min<std::uint64_t>(static_cast<std::uint64_t>(options.n_ctx), per_seq * n_seq)};
+}
+
+// A hybrid model keeps K/V in its attention layers only, and libllama does not say which those
+// are: the bytes one more token adds to a sequence's attention state (its whole state less the
+// partial one) are measured on a scratch decode of two tokens, then the memory is cleared.
+std::size_t measure_attention_bytes_per_token(llama_context* ctx) {
+  detail::OwnedBatch owned(2);
+  llama_batch& batch = owned.get();
+  std::size_t sizes[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    batch.n_tokens = 1;
+    batch.token[0] = 0;
+    batch.pos[0] = i;
+    batch.n_seq_id[0] = 1;
+    batch.seq_id[0][0] = 0;
+    batch.logits[0] = 1;
+    if (llama_decode(ctx, batch) != 0) return 0;
+    sizes[i] = llama_state_seq_get_size_ext(ctx, 0, LLAMA_STATE_SEQ_FLAGS_NONE) -
+               llama_state_seq_get_size_ext(ctx, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+  }
+  llama_memory_clear(llama_get_memory(ctx), true);
+  return sizes[1] > sizes[0] ? sizes[1] - sizes[0] : 0;
+}
+
+bool decide_swa_full(const ModelInfo& info, const ContextOptions& options) {
+  if (info.family != ModelFamily::sliding_window) return false;
+  switch (options.swa_full) {
+    case SwaFull::on: return true;
+    case SwaFull::off: return false;
+    case SwaFull::automatic: return window_cache_cost(info, options).full <= options.swa_full_max_bytes;
+  }
+  return false;
+}
+
+void log_reuse_policy(const ModelInfo& info, const ContextOptions& options) {
+  switch (info.family) {
+    case ModelFamily::dense:
+      spdlog::info("prompt reuse: dense attention, any cached prefix is reused exactly");
+      break;
+    case ModelFamily::sliding_window: {
+      const WindowCacheCost cost = window_cache_cost(info, options);
+      if (info.swa_full) {
+        spdlog::info("prompt reuse: sliding window ({} tokens) with the full window cache ({:.1f} MiB for {} of {} "
+                     "layers instead of {:.1f} MiB): any cached prefix is reused exactly",
+                     info.sliding_window, cost.full / 1048576.0, info.n_swa_layers, info.n_layer,
+                     cost.windowed / 1048576.0);
+      } else {
+        spdlog::info("prompt reuse: sliding window ({} tokens) keeping only the window ({:.1f} MiB instead of "
+                     "{:.1f} MiB for the full cache): prefixes are reused at checkpoints",
+                     info.sliding_window, cost.windowed / 1048576.0, cost.full / 1048576.0);
+      }
+      break;
+    }
+    case ModelFamily::recurrent:
+    case ModelFamily::hybrid:
+      spdlog::info("prompt reuse: {} state, prefixes are reused at checkpoints of the recurrent state",
+                   family_name(info.family));
+      break;
+  }
 }
 
 }  // namespace
@@ -232,14 +336,21 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
   params.n_threads = threads;
   params.n_threads_batch = threads;
   params.kv_unified = true;  // one cell pool: seq_cp shares cells between sequences with no copy
-  params.swa_full = true;    // keep every SWA cell so sequences can be copied and restored whole
+  params.swa_full = decide_swa_full(info, options);
+  info.swa_full = params.swa_full && info.family == ModelFamily::sliding_window;
   params.no_perf = true;
   params.flash_attn_type = options.flash_attention ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   ContextPtr ctx(llama_init_from_model(model.get(), params));
   if (!ctx) throw std::runtime_error("cannot create a context for '" + model_path + "' (out of memory?)");
+  if (info.family == ModelFamily::hybrid) {
+    if (const std::size_t measured = measure_attention_bytes_per_token(ctx.get()); measured > 0) {
+      info.kv_bytes_per_token = measured;
+    }
+  }
   spdlog::info("model {} ({}, family {}, {} layers, {} KV bytes/token), context {} cells, {} sequences, {} threads",
                info.id, info.description, family_name(info.family), info.n_layer, info.kv_bytes_per_token,
                llama_n_ctx(ctx.get()), n_seq, threads);
+  log_reuse_policy(info, options);
   return std::make_unique<LlamaEngine>(std::move(model), std::move(ctx), std::move(info));
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <llama.h>
 
@@ -54,6 +55,26 @@ std::string fingerprint_of(const ModelInfo& info) {
   return hex;
 }
 
+// How many layers use the window: libllama fixes each architecture's pattern in code and does not
+// expose it, so the known patterns are listed; an unknown one counts every layer (an upper bound,
+// which only makes the full window cache look more expensive than it is).
+std::int32_t window_layer_count(const std::string& architecture, std::int32_t n_layer) {
+  struct Pattern {
+    const char* architecture;
+    int windowed, period;
+  };
+  static constexpr Pattern kPatterns[] = {
+      {"gemma3", 5, 6}, {"gemma3n", 4, 5}, {"gemma2", 1, 2}, {"gpt-oss", 1, 2}, {"cohere2", 3, 4},
+      {"llama4", 3, 4}, {"exaone4", 3, 4}, {"smallthinker", 3, 4},
+  };
+  for (const Pattern& p : kPatterns) {
+    if (architecture == p.architecture) {
+      return n_layer / p.period * p.windowed + std::min(n_layer % p.period, p.windowed);
+    }
+  }
+  return n_layer;
+}
+
 }  // namespace
 
 ModelInfo describe_model(const llama_model* model, const std::string& path, const std::string& id_override) {
@@ -75,12 +96,16 @@ ModelInfo describe_model(const llama_model* model, const std::string& path, cons
   info.model_bytes = llama_model_size(model);
   if (const char* tmpl = llama_model_chat_template(model, nullptr)) info.chat_template = tmpl;
 
+  // libllama 0.7.0 aborts on a partial llama_memory_seq_cp for these (a GGML_ASSERT, not an error).
+  static constexpr std::string_view kWholeCopyOnly[] = {"deepseek4", "qwen4exp", "glm5-next"};
+  info.partial_copy_supported = std::ranges::find(kWholeCopyOnly, info.architecture) == std::end(kWholeCopyOnly);
   if (llama_model_is_hybrid(model)) {
     info.family = ModelFamily::hybrid;
   } else if (llama_model_is_recurrent(model)) {
     info.family = ModelFamily::recurrent;
   } else if (info.sliding_window > 0) {
     info.family = ModelFamily::sliding_window;
+    info.n_swa_layers = window_layer_count(info.architecture, info.n_layer);
   } else {
     info.family = ModelFamily::dense;
   }

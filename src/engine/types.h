@@ -23,9 +23,6 @@ enum class ModelFamily {
 
 const char* family_name(ModelFamily family);
 
-// True when the sequence memory can be cut back to an arbitrary earlier position.
-inline bool family_can_trim(ModelFamily family) { return family == ModelFamily::dense; }
-
 struct ModelInfo {
   std::string id;            // display id, the file name without extension unless overridden
   std::string path;
@@ -39,15 +36,35 @@ struct ModelInfo {
   std::int32_t n_head_kv = 0;
   std::int32_t n_vocab = 0;
   std::int32_t sliding_window = 0;   // 0 when the model has no sliding-window layers
+  std::int32_t n_swa_layers = 0;     // layers that attend over the window only
   std::size_t kv_bytes_per_token = 0;  // K+V bytes one token occupies in the attention cache
   std::uint64_t n_params = 0;
   std::uint64_t model_bytes = 0;
   std::string chat_template;  // tokenizer.chat_template, empty when the file has none
   std::string fingerprint;    // hex digest of shapes + file size: identifies the weights
+  // False for architectures whose memory aborts the process on a copy of part of a sequence
+  // (libllama asserts instead of returning an error): the prompt cache stays off for them.
+  bool partial_copy_supported = true;
+  // Set when the context is created: sliding-window layers keep every cell (libllama's swa_full),
+  // so their cells can be cut back and copied like full attention.
+  bool swa_full = false;
   // Layers (and their KV cells) were offloaded to a GPU device; false when everything runs on the
   // CPU. Decides the device tier's default budget (see serve --prompt-cache-device-cells).
   bool on_accelerator = false;
 };
+
+// True when a sequence's whole memory is attention K/V that can be cut back to any earlier
+// position (dense models, and sliding-window models whose window cache keeps every cell). The
+// other families reuse a prefix only where a checkpoint of their partial state exists.
+inline bool memory_is_trimmable(const ModelInfo& info) {
+  return info.family == ModelFamily::dense || (info.family == ModelFamily::sliding_window && info.swa_full);
+}
+
+// True when some layers keep attention K/V cells (everything but a pure recurrent model): those
+// cells are shared between sequences and stored in the host tier by position.
+inline bool has_attention_cells(const ModelInfo& info) { return info.family != ModelFamily::recurrent; }
+
+enum class SwaFull { automatic, on, off };
 
 struct ContextOptions {
   std::int32_t n_ctx = 16384;     // total cells of the unified KV cache
@@ -57,6 +74,10 @@ struct ContextOptions {
   std::int32_t n_threads = 0;     // 0: all hardware threads
   bool flash_attention = false;
   std::int32_t gpu_layers = 0;
+  // Sliding-window models only: whether the window layers keep every cell. automatic: on while
+  // the full cache costs at most swa_full_max_bytes (see load_llama_engine).
+  SwaFull swa_full = SwaFull::automatic;
+  std::uint64_t swa_full_max_bytes = 2ull << 30;
 };
 
 // One token of a batch: which sequence it extends, at which position, whether its logits are read.

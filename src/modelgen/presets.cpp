@@ -202,52 +202,59 @@ ModelSpec mamba2_tiny() {
 
 // ---- qwen35: Qwen3.5-style hybrid, gated delta-net layers with one gated-attention layer in 4 --
 
-ModelSpec qwen35_tiny() {
-  ModelSpec spec{.preset = "qwen35-tiny", .architecture = "qwen35", .display_name = "prefixd qwen35-tiny (random)",
-                 .default_weight_type = "f32", .vocab = {.size = 4096, .n_regular = 4000}};
-  constexpr std::uint32_t n_embd = 128, n_layer = 4, full_attention_interval = 4, n_ff = 256;
-  constexpr std::uint32_t n_head = 4, n_head_kv = 2, head_dim = 64, n_rot = 16;  // partial RoPE, like Qwen3.5
-  // Gated delta net: n_k_heads (group_count) key heads shared by n_v_heads (time_step_rank)
-  // value heads, each head of width d_state.
-  constexpr std::uint32_t d_state = 32, n_k_heads = 2, n_v_heads = 4, d_conv = 4;
-  constexpr std::uint32_t key_dim = d_state * n_k_heads, value_dim = d_state * n_v_heads;
-  add_common_hparams(spec, 8192, n_embd, n_layer, 1e-6f);
-  spec.hparams.push_back({"feed_forward_length", n_ff});
-  spec.hparams.push_back({"attention.head_count", n_head});
-  spec.hparams.push_back({"attention.head_count_kv", n_head_kv});
-  spec.hparams.push_back({"attention.key_length", head_dim});
-  spec.hparams.push_back({"attention.value_length", head_dim});
-  spec.hparams.push_back({"rope.dimension_count", n_rot});
-  // Multi-section RoPE over n_rot/2 frequency pairs; for text all sections see the same position.
-  spec.hparams.push_back({"rope.dimension_sections", std::vector<std::int32_t>{3, 3, 2, 0}});
-  spec.hparams.push_back({"rope.freq_base", 10000000.0f});
-  spec.hparams.push_back({"full_attention_interval", full_attention_interval});
-  spec.hparams.push_back({"ssm.conv_kernel", d_conv});
-  spec.hparams.push_back({"ssm.inner_size", value_dim});
-  spec.hparams.push_back({"ssm.state_size", d_state});
-  spec.hparams.push_back({"ssm.time_step_rank", n_v_heads});
-  spec.hparams.push_back({"ssm.group_count", n_k_heads});
+struct Qwen35Shape {
+  std::uint32_t n_embd, n_layer, full_attention_interval, n_ff, n_ctx;
+  // Gated attention: n_head query heads over n_head_kv KV heads of head_dim; RoPE on the first
+  // n_rot dimensions of each head, split into multi-section RoPE `sections` (frequency pairs).
+  std::uint32_t n_head, n_head_kv, head_dim, n_rot;
+  std::vector<std::int32_t> sections;
+  float rope_base, rms_eps;
+  // Gated delta net: n_k_heads (GGUF group_count) key heads shared by n_v_heads (time_step_rank)
+  // value heads; keys and values are both d_state wide per head.
+  std::uint32_t d_state, n_k_heads, n_v_heads, d_conv;
+};
 
-  add_embeddings(spec, n_embd, /*tied=*/true);
-  for (int il = 0; il < static_cast<int>(n_layer); ++il) {
+void build_qwen35(ModelSpec& spec, const Qwen35Shape& s) {
+  spec.architecture = "qwen35";
+  const std::uint32_t key_dim = s.d_state * s.n_k_heads, value_dim = s.d_state * s.n_v_heads;
+  add_common_hparams(spec, s.n_ctx, s.n_embd, s.n_layer, s.rms_eps);
+  spec.hparams.push_back({"feed_forward_length", s.n_ff});
+  spec.hparams.push_back({"attention.head_count", s.n_head});
+  spec.hparams.push_back({"attention.head_count_kv", s.n_head_kv});
+  spec.hparams.push_back({"attention.key_length", s.head_dim});
+  spec.hparams.push_back({"attention.value_length", s.head_dim});
+  spec.hparams.push_back({"rope.dimension_count", s.n_rot});
+  // For text all sections see the same position, so this is plain partial RoPE.
+  spec.hparams.push_back({"rope.dimension_sections", s.sections});
+  spec.hparams.push_back({"rope.freq_base", s.rope_base});
+  spec.hparams.push_back({"full_attention_interval", s.full_attention_interval});
+  spec.hparams.push_back({"ssm.conv_kernel", s.d_conv});
+  spec.hparams.push_back({"ssm.inner_size", value_dim});
+  spec.hparams.push_back({"ssm.state_size", s.d_state});
+  spec.hparams.push_back({"ssm.time_step_rank", s.n_v_heads});
+  spec.hparams.push_back({"ssm.group_count", s.n_k_heads});
+
+  add_embeddings(spec, s.n_embd, /*tied=*/true);
+  const std::int64_t n_embd = s.n_embd, n_ff = s.n_ff, head_dim = s.head_dim;
+  for (int il = 0; il < static_cast<int>(s.n_layer); ++il) {
     spec.tensors.push_back(norm(blk(il, "attn_norm.weight"), n_embd));
-    if ((il + 1) % full_attention_interval == 0) {
+    if ((il + 1) % s.full_attention_interval == 0) {
       // Gated attention: attn_q yields the queries and an output gate of the same size.
-      spec.tensors.push_back(linear(blk(il, "attn_q.weight"), n_embd, 2 * head_dim * n_head));
-      spec.tensors.push_back(linear(blk(il, "attn_k.weight"), n_embd, head_dim * n_head_kv));
-      spec.tensors.push_back(linear(blk(il, "attn_v.weight"), n_embd, head_dim * n_head_kv));
+      spec.tensors.push_back(linear(blk(il, "attn_q.weight"), n_embd, 2 * head_dim * s.n_head));
+      spec.tensors.push_back(linear(blk(il, "attn_k.weight"), n_embd, head_dim * s.n_head_kv));
+      spec.tensors.push_back(linear(blk(il, "attn_v.weight"), n_embd, head_dim * s.n_head_kv));
       spec.tensors.push_back(norm(blk(il, "attn_q_norm.weight"), head_dim));
       spec.tensors.push_back(norm(blk(il, "attn_k_norm.weight"), head_dim));
-      spec.tensors.push_back(linear(blk(il, "attn_output.weight"), head_dim * n_head, n_embd));
+      spec.tensors.push_back(linear(blk(il, "attn_output.weight"), head_dim * s.n_head, n_embd));
     } else {
       spec.tensors.push_back(linear(blk(il, "attn_qkv.weight"), n_embd, 2 * key_dim + value_dim));
       spec.tensors.push_back(linear(blk(il, "attn_gate.weight"), n_embd, value_dim));
-      spec.tensors.push_back(conv_kernel(blk(il, "ssm_conv1d.weight"), d_conv, 2 * key_dim + value_dim));
-      spec.tensors.push_back(ssm_dt_bias(blk(il, "ssm_dt.bias"), n_v_heads));
-      spec.tensors.push_back(ssm_a(blk(il, "ssm_a"), {n_v_heads}));
-      spec.tensors.push_back(linear(blk(il, "ssm_alpha.weight"), n_embd, n_v_heads));
-      spec.tensors.push_back(linear(blk(il, "ssm_beta.weight"), n_embd, n_v_heads));
-      spec.tensors.push_back(norm(blk(il, "ssm_norm.weight"), d_state));
+      spec.tensors.push_back(conv_kernel(blk(il, "ssm_conv1d.weight"), s.d_conv, 2 * key_dim + value_dim));
+      spec.tensors.push_back(ssm_dt_bias(blk(il, "ssm_dt.bias"), s.n_v_heads));
+      spec.tensors.push_back(ssm_a(blk(il, "ssm_a"), {s.n_v_heads}));
+      spec.tensors.push_back(linear(blk(il, "ssm_alpha.weight"), n_embd, s.n_v_heads));
+      spec.tensors.push_back(linear(blk(il, "ssm_beta.weight"), n_embd, s.n_v_heads));
+      spec.tensors.push_back(norm(blk(il, "ssm_norm.weight"), s.d_state));
       spec.tensors.push_back(linear(blk(il, "ssm_out.weight"), value_dim, n_embd));
     }
     spec.tensors.push_back(norm(blk(il, "post_attention_norm.weight"), n_embd));
@@ -255,6 +262,36 @@ ModelSpec qwen35_tiny() {
     spec.tensors.push_back(linear(blk(il, "ffn_up.weight"), n_embd, n_ff));
     spec.tensors.push_back(linear(blk(il, "ffn_down.weight"), n_ff, n_embd));
   }
+}
+
+ModelSpec qwen35_tiny() {
+  ModelSpec spec{.preset = "qwen35-tiny", .display_name = "prefixd qwen35-tiny (random)",
+                 .default_weight_type = "f32", .vocab = {.size = 4096, .n_regular = 4000}};
+  build_qwen35(spec, {.n_embd = 128, .n_layer = 4, .full_attention_interval = 4, .n_ff = 256, .n_ctx = 8192,
+                      .n_head = 4, .n_head_kv = 2, .head_dim = 64, .n_rot = 16, .sections = {3, 3, 2, 0},
+                      .rope_base = 10000000.0f, .rms_eps = 1e-6f,
+                      .d_state = 32, .n_k_heads = 2, .n_v_heads = 4, .d_conv = 4});
+  return spec;
+}
+
+// Qwen3.5-0.8B (Qwen/Qwen3.5-0.8B, text model, config.json "text_config", Feb 2026): hidden 1024,
+// 24 layers with full_attention_interval 4 (18 gated delta-net + 6 gated attention), intermediate
+// 3584; attention 8 heads / 2 KV heads of head_dim 256, partial_rotary_factor 0.25 (64 rotary
+// dims, mrope_section [11, 11, 10]), rope_theta 1e7, rms_norm_eps 1e-6; linear attention 16 key
+// heads and 16 value heads of 128 (linear_key_head_dim = linear_value_head_dim), conv kernel 4;
+// vocab 248320 with <|endoftext|> at 248044 (so 248044 regular tokens), tied embeddings,
+// max_position_embeddings 262144. GGUF mapping as llama.cpp's converter writes it: ssm.state_size =
+// linear_key_head_dim, ssm.group_count = linear_num_key_heads, ssm.time_step_rank =
+// linear_num_value_heads, ssm.inner_size = linear_value_head_dim * linear_num_value_heads,
+// rope.dimension_count = head_dim * partial_rotary_factor. The MTP head and the vision tower are
+// left out (llama.cpp's text model does not use them).
+ModelSpec qwen35_0_8b() {
+  ModelSpec spec{.preset = "qwen35-0.8b", .display_name = "prefixd qwen35-0.8b (random)",
+                 .default_weight_type = "q8_0", .vocab = {.size = 248320, .n_regular = 248044}};
+  build_qwen35(spec, {.n_embd = 1024, .n_layer = 24, .full_attention_interval = 4, .n_ff = 3584, .n_ctx = 262144,
+                      .n_head = 8, .n_head_kv = 2, .head_dim = 256, .n_rot = 64, .sections = {11, 11, 10, 0},
+                      .rope_base = 10000000.0f, .rms_eps = 1e-6f,
+                      .d_state = 128, .n_k_heads = 16, .n_v_heads = 16, .d_conv = 4});
   return spec;
 }
 
@@ -274,6 +311,9 @@ const std::vector<PresetEntry>& preset_table() {
       {{"mamba2-tiny", "mamba2", "Mamba-2 recurrent: 4 SSM layers, 128 wide, state 64, f32"}, mamba2_tiny},
       {{"qwen35-tiny", "qwen35", "Qwen3.5 style hybrid: 3 gated delta-net layers + 1 gated attention, 128 wide, f32"},
        qwen35_tiny},
+      {{"qwen35-0.8b", "qwen35",
+        "Qwen3.5-0.8B shapes: 1024 wide, 18 gated delta-net + 6 attention layers, 248320 vocab, q8_0 (~810 MB)"},
+       qwen35_0_8b},
   };
   return table;
 }

@@ -21,6 +21,14 @@ struct CacheOptions {
   bool enabled = true;             // false: read nothing, donate nothing (cache_prompt: false)
   std::string namespace_digest;    // 32 raw bytes; requests share K/V only within one namespace
   std::string session_key;         // prompt_cache_key > user > "" (anonymous)
+  // Prompt positions where a later request is likely to resume or diverge (the start of each user
+  // turn, the end of the system prompt): checkpoint families save their state there. Ascending.
+  std::vector<engine::Pos> boundaries;
+  // The tokens the chat template renders right after this request's reply (the end of the
+  // assistant turn) when the reply comes back in the next request. After the reply, the scheduler
+  // feeds them off the request path so that the next turn resumes after them (warm-up). Empty:
+  // no warm-up (raw completions, or a template that re-renders earlier turns).
+  std::vector<engine::Token> continuation;
 };
 
 // Most alternatives a request may ask for with each generated token.

@@ -44,11 +44,16 @@ struct Active {
   bool emitted_any = false;
   std::vector<GeneratedLogprobs> pending_logprobs;  // tokens not yet sent with a text event
   bool waiting = false;  // the cache will hand it a prefix another request is computing (poll)
+  // The reply is delivered; the sequence is fed the template's end of turn before it goes to the
+  // cache (no events, no sampling). n_prompt then counts those tokens too.
+  bool warming = false;
 
   bool prefilling() const { return !waiting && n_past < n_prompt; }
   bool decoding() const { return !waiting && n_past >= n_prompt; }
   bool uses_cache() const { return request.cache.enabled; }
-  cache::RequestKey cache_key() const { return {request.cache.namespace_digest, request.cache.session_key}; }
+  cache::RequestKey cache_key() const {
+    return {request.cache.namespace_digest, request.cache.session_key, request.cache.boundaries};
+  }
 };
 
 struct Queued {
@@ -258,7 +263,7 @@ class Scheduler::Impl {
 
   void drop_cancelled() {
     for (size_t i = 0; i < active_.size();) {
-      if (active_[i]->stream->cancelled()) {
+      if (active_[i]->stream->cancelled() && !active_[i]->warming) {
         finish(i, FinishReason::cancelled, "");
       } else {
         ++i;
@@ -285,20 +290,25 @@ class Scheduler::Impl {
     for (auto& a : active_) {
       if (a->prefilling()) order.push_back(a.get());
     }
-    std::ranges::stable_sort(order, {}, [](const Active* a) { return a->n_prompt - a->n_past; });
+    // Warm-ups (a few tokens after a delivered reply) come after every waiting prompt.
+    std::ranges::stable_sort(order, {}, [](const Active* a) { return std::pair(a->warming, a->n_prompt - a->n_past); });
     std::vector<std::pair<Active*, std::int32_t>> chunks;  // request, tokens added this step
     for (Active* a : order) {
       if (batch_.size() >= capacity) break;
-      const auto take = static_cast<std::int32_t>(
+      auto take = static_cast<std::int32_t>(
           std::min<size_t>(capacity - batch_.size(), static_cast<size_t>(a->n_prompt - a->n_past)));
+      // A chunk ends where the cache takes a checkpoint of the sequence.
+      if (const std::int32_t stop = a->uses_cache() && !a->warming ? cache_->next_stop(a->seq) : -1; stop > a->n_past) {
+        take = std::min(take, stop - a->n_past);
+      }
       for (std::int32_t j = 0; j < take; ++j) {
         const std::int32_t pos = a->n_past + j;
-        const bool last = pos == a->n_prompt - 1;
+        const bool last = pos == a->n_prompt - 1 && !a->warming;
         if (last) a->row = static_cast<std::int32_t>(batch_.size());
         batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(pos)], pos, a->seq, last});
       }
       chunks.emplace_back(a, take);
-      if (!pack_prefills_ && a->n_past + take == a->n_prompt) break;
+      if (!pack_prefills_ && !a->warming && a->n_past + take == a->n_prompt) break;
     }
     if (batch_.empty()) return;
 
@@ -312,12 +322,13 @@ class Scheduler::Impl {
     }
     {
       std::lock_guard lock(mutex_);
-      for (auto& [a, take] : chunks) stats_.prompt_tokens_fed_total += take;
+      for (auto& [a, take] : chunks) (a->warming ? stats_.warmup_tokens_total : stats_.prompt_tokens_fed_total) += take;
     }
     for (auto& [a, take] : chunks) {
       a->n_past += take;
       if (a->uses_cache()) cache_->advance(a->seq, a->n_past);
     }
+    finish_warmups();
     for (auto& a : active_) {
       if (a->row >= 0 && a->decoding() && a->n_past == static_cast<std::int32_t>(a->tokens.size()) - 1) {
         a->n_past += 1;  // the decode token is now in the KV cache
@@ -325,7 +336,7 @@ class Scheduler::Impl {
     }
     for (size_t i = 0; i < active_.size();) {
       Active& a = *active_[i];
-      if (a.row < 0 || a.n_past != static_cast<std::int32_t>(a.tokens.size())) {
+      if (a.warming || a.row < 0 || a.n_past != static_cast<std::int32_t>(a.tokens.size())) {
         ++i;
         continue;
       }
@@ -383,6 +394,15 @@ class Scheduler::Impl {
     if (status == DecodeStatus::no_kv_space && cache_->release_device_cells(engine_.batch_size()) > 0) {
       return;  // idle cached prefixes made room; the next step retries the batch
     }
+    // Warm-ups are an optimisation for a later request: they give way first.
+    bool dropped = false;
+    for (size_t i = active_.size(); i-- > 0;) {
+      if (active_[i]->warming) {
+        end_warmup(i, false);
+        dropped = true;
+      }
+    }
+    if (dropped && status == DecodeStatus::no_kv_space) return;
     if (status != DecodeStatus::no_kv_space || active_.size() == 0) {
       spdlog::error("decode failed ({}); failing {} running requests", static_cast<int>(status), active_.size());
       while (!active_.empty()) finish(active_.size() - 1, FinishReason::error, "the model failed to decode the batch");
@@ -422,7 +442,8 @@ class Scheduler::Impl {
       event.logprobs = std::exchange(a->pending_logprobs, {});
       a->stream->push(std::move(event));
     }
-    end_sequence(*a, reason != FinishReason::error);
+    const bool warm = reason != FinishReason::error && reason != FinishReason::cancelled && warmup_applies(*a);
+    if (!warm) end_sequence(*a, reason != FinishReason::error);
 
     StreamEvent done;
     done.kind = StreamEvent::Kind::done;
@@ -439,12 +460,47 @@ class Scheduler::Impl {
                   a->generated, done.timings.prefill_ms, done.timings.decode_ms);
     {
       std::lock_guard lock(mutex_);
-      free_seqs_.push_back(a->seq);
+      if (!warm) free_seqs_.push_back(a->seq);
       stats_.prompt_tokens_total += a->n_prompt;
       stats_.generated_tokens_total += a->generated;
       stats_.running = static_cast<std::int32_t>(active_.size());
     }
     a->stream->push(std::move(done));
+    if (warm) start_warmup(std::move(a));
+  }
+
+  // A reply that ended normally, of a request whose template says what follows the reply: the
+  // generated tokens are the reply as the next turn renders it unless a stop string cut the text.
+  bool warmup_applies(const Active& a) const {
+    return options_.cache_warmup && a.uses_cache() && !a.waiting && !a.request.cache.continuation.empty() &&
+           !a.text.stopped() &&
+           static_cast<std::int64_t>(a.tokens.size() + a.request.cache.continuation.size()) < engine_.context_size();
+  }
+
+  void start_warmup(std::unique_ptr<Active> a) {
+    const auto& tail = a->request.cache.continuation;
+    a->tokens.insert(a->tokens.end(), tail.begin(), tail.end());
+    a->n_prompt = static_cast<std::int32_t>(a->tokens.size());
+    a->warming = true;
+    a->row = -1;
+    active_.push_back(std::move(a));
+  }
+
+  // Warm-ups whose end of turn is now in their sequence go to the cache.
+  void finish_warmups() {
+    for (size_t i = active_.size(); i-- > 0;) {
+      if (active_[i]->warming && active_[i]->n_past >= active_[i]->n_prompt) end_warmup(i, true);
+    }
+  }
+
+  void end_warmup(size_t index, bool keep) {
+    std::unique_ptr<Active> a = std::move(active_[index]);
+    active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(index));
+    end_sequence(*a, keep);
+    std::lock_guard lock(mutex_);
+    free_seqs_.push_back(a->seq);
+    if (keep) stats_.warmups_total += 1;
+    stats_.running = static_cast<std::int32_t>(active_.size());
   }
 
   // Gives the request's sequence back: its K/V to the cache when `keep`, else dropped.
@@ -473,6 +529,9 @@ class Scheduler::Impl {
   }
 
   void shutdown() {
+    for (size_t i = active_.size(); i-- > 0;) {
+      if (active_[i]->warming) end_warmup(i, false);
+    }
     while (!active_.empty()) finish(active_.size() - 1, FinishReason::cancelled, "the server is shutting down");
     std::lock_guard lock(mutex_);
     for (Queued& q : queue_) finish_unstarted(q, FinishReason::cancelled, "the server is shutting down");

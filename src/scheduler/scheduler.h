@@ -33,6 +33,9 @@ struct SchedulerOptions {
   // larger batch costs little more; not on the CPU, where a batch costs time in proportion to its
   // tokens and a short prompt packed with a long one waits for both.
   std::optional<bool> pack_prefills;
+  // After a reply, feed the end of the assistant turn the template renders in the next request
+  // and keep the sequence with it (see CacheOptions::continuation).
+  bool cache_warmup = true;
   cache::CacheConfig cache;
 };
 
@@ -45,6 +48,8 @@ struct SchedulerStats {
   std::int64_t prompt_tokens_total = 0;      // prompt tokens of finished requests
   std::int64_t prompt_tokens_fed_total = 0;  // prompt tokens run through the model
   std::int64_t generated_tokens_total = 0;
+  std::int64_t warmup_tokens_total = 0;      // tokens fed after replies for the next turn (warm-up)
+  std::int64_t warmups_total = 0;            // replies whose sequence was warmed up
   std::int32_t running = 0;
   std::int32_t queued = 0;
   // Time to first token (submission to first sampled token), as cumulative histogram buckets.

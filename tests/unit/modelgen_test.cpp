@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "modelgen/modelgen.h"
+#include "modelgen/spec.h"
 
 namespace {
 
@@ -149,7 +150,7 @@ TEST(ModelgenPresets, ListsEachPresetWithItsArchitecture) {
   }
   const std::set<std::pair<std::string, std::string>> expected = {
       {"tiny", "qwen2"},           {"qwen2-0.5b", "qwen2"},   {"gemma3-tiny", "gemma3"},
-      {"mamba2-tiny", "mamba2"}, {"qwen35-tiny", "qwen35"},
+      {"mamba2-tiny", "mamba2"}, {"qwen35-tiny", "qwen35"},   {"qwen35-0.8b", "qwen35"},
   };
   EXPECT_EQ(listed, expected);
 }
@@ -302,6 +303,52 @@ TEST(ModelgenGguf, Qwen35TinyPutsOneAttentionLayerAfterThreeDeltaNetLayers) {
   EXPECT_EQ(g.shape("blk.3.attn_q.weight"), (Shape{128, 2 * 4 * 64}));  // queries + output gate
   EXPECT_EQ(g.shape("blk.0.attn_qkv.weight"), (Shape{128, 2 * 64 + 128}));
   EXPECT_EQ(g.shape("blk.0.ssm_conv1d.weight"), (Shape{4, 2 * 64 + 128}));
+}
+
+// The real-shape preset is checked on its spec only: writing it takes ~770 MiB of disk.
+TEST(ModelgenPresets, Qwen35_0_8bHasTheQwen35_0_8bShapes) {
+  const auto spec = prefixd::modelgen::make_spec("qwen35-0.8b");
+  EXPECT_EQ(spec.architecture, "qwen35");
+  EXPECT_EQ(spec.default_weight_type, "q8_0");
+  EXPECT_EQ(spec.vocab.size, 248320u);
+  EXPECT_EQ(spec.vocab.n_regular, 248044u);  // <|endoftext|> at 248044, <|im_end|> at 248046
+  const auto u32 = [&](const std::string& key) {
+    for (const auto& e : spec.hparams) {
+      if (e.key == key) return std::get<std::uint32_t>(e.value);
+    }
+    ADD_FAILURE() << "no " << key;
+    return 0u;
+  };
+  EXPECT_EQ(u32("block_count"), 24u);
+  EXPECT_EQ(u32("embedding_length"), 1024u);
+  EXPECT_EQ(u32("feed_forward_length"), 3584u);
+  EXPECT_EQ(u32("attention.head_count"), 8u);
+  EXPECT_EQ(u32("attention.head_count_kv"), 2u);
+  EXPECT_EQ(u32("attention.key_length"), 256u);
+  EXPECT_EQ(u32("rope.dimension_count"), 64u);
+  EXPECT_EQ(u32("full_attention_interval"), 4u);
+  EXPECT_EQ(u32("ssm.state_size"), 128u);
+  EXPECT_EQ(u32("ssm.group_count"), 16u);
+  EXPECT_EQ(u32("ssm.time_step_rank"), 16u);
+  EXPECT_EQ(u32("ssm.inner_size"), 2048u);
+  const auto shape = [&](const std::string& name) {
+    for (const auto& t : spec.tensors) {
+      if (t.name == name) return t.ne;
+    }
+    ADD_FAILURE() << "no " << name;
+    return std::vector<std::int64_t>{};
+  };
+  EXPECT_EQ(shape("token_embd.weight"), (Shape{1024, 248320}));
+  EXPECT_EQ(shape("blk.0.attn_qkv.weight"), (Shape{1024, 2 * 2048 + 2048}));
+  EXPECT_EQ(shape("blk.0.ssm_out.weight"), (Shape{2048, 1024}));
+  EXPECT_EQ(shape("blk.23.attn_q.weight"), (Shape{1024, 2 * 8 * 256}));
+  EXPECT_EQ(shape("blk.23.attn_k.weight"), (Shape{1024, 2 * 256}));
+  EXPECT_EQ(spec.tensors.size(), 2u + 18 * 14 + 6 * 11);  // tied output head
+  std::int64_t parameters = 0;
+  for (const auto& t : spec.tensors) {
+    parameters += t.element_count();
+  }
+  EXPECT_EQ(parameters, 752393024);
 }
 
 TEST(ModelgenVocabulary, HasChatMlSpecialTokensAndAChatTemplate) {

@@ -1,0 +1,205 @@
+#include "cache/checkpoint_store.h"
+
+#include <algorithm>
+#include <array>
+
+namespace prefixd::cache {
+
+using engine::Pos;
+using engine::Token;
+
+const char* refusal_name(Refusal refusal) {
+  static constexpr std::array<const char*, kRefusalCount> kNames = {"diverged", "evicted", "namespace"};
+  return kNames.at(static_cast<size_t>(refusal));
+}
+
+CheckpointStore::CheckpointStore(const BlockHasher& hasher, std::uint64_t capacity_bytes, std::int64_t max_entries,
+                                 std::int32_t per_session)
+    : hasher_(hasher), capacity_bytes_(capacity_bytes), max_entries_(std::max<std::int64_t>(0, max_entries)),
+      per_session_(std::max(1, per_session)) {}
+
+Digest CheckpointStore::key_of(std::string_view ns, std::span<const Token> tokens, std::span<const Digest> chain,
+                               Pos position) const {
+  const std::int32_t block = hasher_.block_size();
+  const auto whole = static_cast<size_t>(position / block);
+  const Digest parent = whole == 0 ? hasher_.root(ns) : chain[whole - 1];
+  // The partial block is hashed even when empty, so a checkpoint's key never equals the chain
+  // hash that names a host segment ending at the same position.
+  return hasher_.next(parent, tokens.subspan(whole * static_cast<size_t>(block), static_cast<size_t>(position) - whole * static_cast<size_t>(block)));
+}
+
+bool CheckpointStore::save(std::string_view ns, std::span<const Token> prefix, std::span<const Digest> chain,
+                           engine::Bytes state, const std::string& session) {
+  const auto position = static_cast<Pos>(prefix.size());
+  if (position <= 0 || state.empty()) return false;
+  const Digest key = key_of(ns, prefix, chain, position);
+  if (entries_.contains(key)) {
+    touch(key, session);
+    return true;
+  }
+  if (state.size() > capacity_bytes_ || max_entries_ == 0) return false;
+  evict_lru_for(state.size());
+  lru_.push_front(key);
+  Slot& slot = entries_[key];
+  slot = Slot{Checkpoint{std::string(ns), position, std::move(state), std::chrono::steady_clock::now()}, lru_.begin()};
+  bytes_ += slot.checkpoint.state.size();
+  positions_[std::string(ns)][position] += 1;
+  counters_.saved += 1;
+  keep_in_chain(session, key, ns, position);
+  return true;
+}
+
+void CheckpointStore::evict_lru_for(std::uint64_t incoming) {
+  while (!lru_.empty() && (bytes_ + incoming > capacity_bytes_ || static_cast<std::int64_t>(entries_.size()) >= max_entries_)) {
+    if (bytes_ + incoming > capacity_bytes_) {
+      counters_.evicted_capacity += 1;
+    } else {
+      counters_.evicted_lru += 1;
+    }
+    remove(lru_.back());
+  }
+}
+
+CheckpointStore::Found CheckpointStore::find(std::string_view ns, std::span<const Token> query,
+                                             std::span<const Digest> chain, Pos limit) const {
+  auto index = positions_.find(std::string(ns));
+  if (index == positions_.end()) return {};
+  limit = std::min<Pos>(limit, static_cast<Pos>(query.size()));
+  for (auto it = index->second.upper_bound(limit); it != index->second.begin();) {
+    --it;
+    const Digest key = key_of(ns, query, chain, it->first);
+    if (auto found = entries_.find(key); found != entries_.end()) return {key, it->first, &found->second.checkpoint};
+  }
+  return {};
+}
+
+void CheckpointStore::used(const Digest& key, const std::string& session) {
+  if (!entries_.contains(key)) return;
+  counters_.restored += 1;
+  touch(key, session);
+}
+
+void CheckpointStore::touch(const Digest& key, const std::string& session) {
+  Slot& slot = entries_.at(key);
+  lru_.splice(lru_.begin(), lru_, slot.lru);
+  slot.checkpoint.last_used = std::chrono::steady_clock::now();
+  keep_in_chain(session, key, slot.checkpoint.ns, slot.checkpoint.position);
+}
+
+void CheckpointStore::keep_in_chain(const std::string& session, const Digest& key, std::string_view ns, Pos position) {
+  if (session.empty()) return;  // anonymous requests share no chain; their checkpoints live by LRU
+  Chain& chain = chains_[session];
+  if (std::ranges::any_of(chain, [&](const Link& l) { return l.key == key; })) return;
+  chain.push_back(Link{key, std::string(ns), position});
+  links_[key] += 1;
+  while (static_cast<std::int32_t>(chain.size()) > per_session_) {
+    // The oldest link goes: a conversation's newest turns are the ones its next request resumes.
+    // A checkpoint no chain names any more was kept for sessions alone and goes with it.
+    const Digest old = chain.front().key;
+    chain.erase(chain.begin());
+    if (auto link = links_.find(old); --link->second == 0) {
+      links_.erase(link);
+      if (entries_.contains(old)) {
+        counters_.superseded += 1;
+        remove(old);
+      }
+    }
+  }
+}
+
+void CheckpointStore::erase(const Digest& key) {
+  if (entries_.contains(key)) remove(key);
+}
+
+void CheckpointStore::remove(const Digest& key) {
+  auto it = entries_.find(key);
+  const Checkpoint& c = it->second.checkpoint;
+  bytes_ -= c.state.size();
+  auto index = positions_.find(c.ns);
+  if (--index->second[c.position] == 0) index->second.erase(c.position);
+  if (index->second.empty()) positions_.erase(index);
+  lru_.erase(it->second.lru);
+  entries_.erase(it);
+}
+
+std::optional<Refusal> CheckpointStore::classify_refusal(const std::string& session, std::string_view ns,
+                                                         std::span<const Token> query, std::span<const Digest> chain,
+                                                         Pos reused) {
+  auto it = chains_.find(session);
+  if (session.empty() || it == chains_.end()) return std::nullopt;
+  // The link that would have served furthest decides: evicted (its prefix matches but the state is
+  // gone), another namespace (same session, different model/template/salt), or diverged.
+  std::optional<Refusal> cause;
+  Pos best = reused;
+  for (const Link& link : it->second) {
+    if (link.position <= best || link.position >= static_cast<Pos>(query.size())) continue;
+    Refusal why = Refusal::diverged;
+    if (link.ns != ns) {
+      why = Refusal::ns;
+    } else if (key_of(ns, query, chain, link.position) == link.key) {
+      if (entries_.contains(link.key)) continue;  // usable: not a refusal (the attention part was missing)
+      why = Refusal::evicted;
+    }
+    best = link.position;
+    cause = why;
+  }
+  if (cause) counters_.refusals.at(static_cast<size_t>(*cause)) += 1;
+  return cause;
+}
+
+void CheckpointStore::expire(std::chrono::steady_clock::time_point older_than) {
+  while (!lru_.empty() && entries_.at(lru_.back()).checkpoint.last_used < older_than) {
+    counters_.evicted_ttl += 1;
+    remove(lru_.back());
+  }
+  // A chain none of whose checkpoints exists any more can explain no refusal worth keeping.
+  std::erase_if(chains_, [this](const auto& item) {
+    const Chain& chain = item.second;
+    if (std::ranges::any_of(chain, [this](const Link& l) { return entries_.contains(l.key); })) return false;
+    for (const Link& l : chain) {
+      if (auto link = links_.find(l.key); --link->second == 0) links_.erase(link);
+    }
+    return true;
+  });
+}
+
+std::uint64_t CheckpointStore::clear() {
+  const std::uint64_t freed = bytes_;
+  entries_.clear();
+  lru_.clear();
+  positions_.clear();
+  chains_.clear();
+  links_.clear();
+  bytes_ = 0;
+  return freed;
+}
+
+std::string CheckpointStore::verify() const {
+  std::uint64_t bytes = 0;
+  std::map<std::pair<std::string, Pos>, std::int32_t> at;
+  for (const auto& [key, slot] : entries_) {
+    bytes += slot.checkpoint.state.size();
+    at[{slot.checkpoint.ns, slot.checkpoint.position}] += 1;
+    if (*slot.lru != key) return "checkpoint LRU link points at another key";
+  }
+  if (bytes != bytes_) return "checkpoint byte total disagrees with the entries";
+  if (lru_.size() != entries_.size()) return "checkpoint LRU list size disagrees with the entries";
+  if (bytes_ > capacity_bytes_) return "checkpoint bytes above capacity";
+  std::size_t indexed = 0;
+  for (const auto& [ns, positions] : positions_) {
+    for (const auto& [pos, count] : positions) {
+      if (at[{ns, pos}] != count) return "checkpoint position index disagrees with the entries";
+      indexed += 1;
+    }
+  }
+  if (indexed != at.size()) return "checkpoint position index misses a position";
+  std::unordered_map<Digest, std::int32_t, DigestHash> named;
+  for (const auto& [session, chain] : chains_) {
+    if (static_cast<std::int32_t>(chain.size()) > per_session_) return "a session chain exceeds its bound";
+    for (const Link& link : chain) named[link.key] += 1;
+  }
+  if (named != links_) return "checkpoint chain link counts disagree with the chains";
+  return {};
+}
+
+}  // namespace prefixd::cache

@@ -1,0 +1,130 @@
+// prefixd cache — checkpoints: the partial state of a sequence (recurrent state, or the cells of a
+// sliding window that drops old ones) after exactly the tokens of one prefix.
+//
+// A model whose memory cannot be cut back to an earlier position resumes a prompt only at a
+// position where such a state was saved; the attention K/V before it comes from the device or
+// host tier like any other prefix. A checkpoint is addressed by the content it ends: the digest of
+// its namespace and every token before its position (the block chain, then the partial block), so
+// a checkpoint at the end of a shared system prompt serves every session of the namespace, and a
+// prompt that differs anywhere before the position can never find it.
+//
+// Sessions keep a bounded chain of the checkpoints their requests made; a checkpoint no session
+// keeps any more is dropped, and the store as a whole is LRU within a byte and count budget.
+// REQUIRES: used from the engine thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/block_hash.h"
+#include "engine/types.h"
+
+namespace prefixd::cache {
+
+struct Checkpoint {
+  std::string ns;
+  engine::Pos position = 0;  // the state after tokens [0, position)
+  engine::Bytes state;
+  std::chrono::steady_clock::time_point last_used;
+};
+
+// Why a session's checkpoint that would have served a request further was not used.
+enum class Refusal { diverged, evicted, ns };
+inline constexpr int kRefusalCount = 3;
+const char* refusal_name(Refusal refusal);
+
+class CheckpointStore {
+ public:
+  struct Found {
+    Digest key{};
+    engine::Pos position = 0;  // 0: nothing found
+    const Checkpoint* checkpoint = nullptr;
+  };
+  struct Counters {
+    std::int64_t saved = 0;
+    std::int64_t restored = 0;
+    std::int64_t evicted_lru = 0;
+    std::int64_t evicted_ttl = 0;
+    std::int64_t evicted_capacity = 0;
+    std::int64_t superseded = 0;  // dropped from a session's chain past its bound
+    std::array<std::int64_t, kRefusalCount> refusals{};
+  };
+
+  CheckpointStore(const BlockHasher& hasher, std::uint64_t capacity_bytes, std::int64_t max_entries,
+                  std::int32_t per_session);
+
+  // The key of the state after tokens [0, position) of `tokens` (chain: hasher.chain of them).
+  Digest key_of(std::string_view ns, std::span<const engine::Token> tokens, std::span<const Digest> chain,
+                engine::Pos position) const;
+
+  bool contains(const Digest& key) const { return entries_.contains(key); }
+  // Stores the state after `prefix` (all of its tokens) for `session`; a state the store holds
+  // already is only touched and added to the session's chain. Returns false when it does not fit.
+  bool save(std::string_view ns, std::span<const engine::Token> prefix, std::span<const Digest> chain,
+            engine::Bytes state, const std::string& session);
+  // The checkpoint at the highest position in (0, limit] whose prefix equals the query's.
+  Found find(std::string_view ns, std::span<const engine::Token> query, std::span<const Digest> chain,
+             engine::Pos limit) const;
+  // Marks a checkpoint used (LRU), counts a restore, and adds it to `session`'s chain.
+  void used(const Digest& key, const std::string& session);
+  void erase(const Digest& key);
+  // For a request of `session` that reused up to `reused`: the cause, if any, that kept a longer
+  // checkpoint of the session's chain from serving it (counted).
+  std::optional<Refusal> classify_refusal(const std::string& session, std::string_view ns,
+                                          std::span<const engine::Token> query, std::span<const Digest> chain,
+                                          engine::Pos reused);
+  void expire(std::chrono::steady_clock::time_point older_than);
+  std::uint64_t clear();  // returns bytes freed
+
+  std::uint64_t bytes() const { return bytes_; }
+  std::size_t size() const { return entries_.size(); }
+  std::uint64_t capacity() const { return capacity_bytes_; }
+  std::int64_t max_entries() const { return max_entries_; }
+  std::size_t sessions() const { return chains_.size(); }
+  const Counters& counters() const { return counters_; }
+  // "" when the byte and count totals, LRU list, position index and session counts agree.
+  std::string verify() const;
+
+ private:
+  using Lru = std::list<Digest>;  // front: most recently used
+  struct Slot {
+    Checkpoint checkpoint;
+    Lru::iterator lru;
+  };
+  // A named session's chain: the checkpoints its requests saved or restored, oldest first. A key
+  // may outlive its checkpoint (evicted): a request that then cannot resume counts as `evicted`.
+  struct Link {
+    Digest key;
+    std::string ns;
+    engine::Pos position;
+  };
+  using Chain = std::vector<Link>;
+
+  void remove(const Digest& key);
+  void touch(const Digest& key, const std::string& session);
+  void keep_in_chain(const std::string& session, const Digest& key, std::string_view ns, engine::Pos position);
+  void evict_lru_for(std::uint64_t incoming);
+
+  const BlockHasher& hasher_;
+  std::uint64_t capacity_bytes_;
+  std::int64_t max_entries_;
+  std::int32_t per_session_;
+  std::uint64_t bytes_ = 0;
+  Lru lru_;
+  std::unordered_map<Digest, Slot, DigestHash> entries_;
+  // Positions that hold at least one checkpoint, per namespace, with how many: a lookup hashes the
+  // query only at those.
+  std::unordered_map<std::string, std::map<engine::Pos, std::int32_t>> positions_;
+  std::unordered_map<std::string, Chain> chains_;  // by session ("" for anonymous requests)
+  std::unordered_map<Digest, std::int32_t, DigestHash> links_;  // chain links naming each key
+  Counters counters_;
+};
+
+}  // namespace prefixd::cache

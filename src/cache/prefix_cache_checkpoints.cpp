@@ -1,0 +1,196 @@
+// prefixd cache — reuse for models whose memory cannot be cut back to an earlier position
+// (recurrent, hybrid, and sliding-window models without the full window cache).
+//
+// Such a sequence can resume only where its whole state after exactly the reused tokens exists:
+// - at the end of a device entry whose holder still keeps the state after its tokens (copying the
+//   holder shares its attention cells and its recurrent state), or
+// - at a checkpoint (the partial state after a prefix, in the checkpoint store) once the sequence
+//   also holds the attention cells before it, from the device tree or the host tier.
+// Running sequences take checkpoints at planned positions (advance()); a finished sequence becomes
+// a device entry with its state, and leaves a checkpoint at its end when it is demoted.
+#include "cache/prefix_cache_impl.h"
+
+namespace prefixd::cache {
+
+namespace {
+bool has_attention(const engine::Engine& engine) { return engine::has_attention_cells(engine.model()); }
+}  // namespace
+
+Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
+  Acquisition got;
+  const auto n = static_cast<std::int32_t>(lease.prompt.size());
+  const std::string& ns = lease.key.namespace_digest;
+  lease.chain = hasher_.chain(ns, lease.prompt);
+  if (!can_reuse() || n < 2) return got;
+  const auto query = std::span<const Token>(lease.prompt).first(static_cast<size_t>(n - 1));  // one-token guard
+
+  // 1. An entry whose state is kept at its end, and that the prompt extends.
+  RadixTree::Match whole, device;
+  if (auto tree = trees_.find(ns); tree != trees_.end()) {
+    whole = tree->second.match_whole(query, lease.key.session);
+    device = tree->second.match(query, lease.key.session);
+  }
+  if (whole.length > 0 && !entries_.at(whole.entry).state_at_end) whole = {};
+  // 2. A checkpoint, with the attention cells before it from the device or the host tier.
+  const bool attention = has_attention(engine_);
+  HostTier::Plan host_plan;
+  std::int32_t limit = n - 1;
+  if (attention) {
+    host_plan = host_.plan(ns, query, device.length);
+    limit = std::max(device.length, host_plan.length);
+  }
+  const CheckpointStore::Found checkpoint = checkpoints_.find(ns, query, lease.chain, limit);
+
+  // What the context holds is adopted first; then idle cells this request does not use are
+  // demoted (as for dense models), before a host restore, so the restored cells can take them.
+  if (whole.length >= config_.min_prefix && whole.length >= checkpoint.position) {
+    DeviceEntry& entry = entries_.at(whole.entry);
+    engine_.copy_sequence(entry.holder, lease.seq, 0, whole.length);
+    entry.last_used = Clock::now();
+    lock(lease, whole.length);
+    got = Acquisition{Outcome::hit_extend, whole.length, Tier::device, whole.in_session};
+    enforce_running_budget();
+  } else if (checkpoint.position >= config_.min_prefix) {
+    const std::int32_t from_device = attention ? std::min(device.length, checkpoint.position) : 0;
+    if (from_device > 0) {
+      DeviceEntry& entry = entries_.at(device.entry);
+      engine_.copy_sequence(entry.holder, lease.seq, 0, from_device);
+      entry.last_used = Clock::now();
+      lock(lease, from_device);
+    }
+    enforce_running_budget();
+    // The demotions may have moved segments and checkpoints around (a budget can evict what was
+    // planned): the plan is made again from what the tiers hold now.
+    std::int32_t reach = from_device;
+    if (attention) {
+      host_plan = host_.plan(ns, query, from_device);
+      reach = std::max(from_device, host_plan.length);
+    }
+    const CheckpointStore::Found now = checkpoints_.find(ns, query, lease.chain, attention ? reach : n - 1);
+    const std::int32_t k = now.position;
+    bool ok = k >= config_.min_prefix;
+    if (ok && k < from_device) {
+      // Resume earlier than the cells adopted: without its partial state the sequence can be cut.
+      engine_.drop_checkpoint_state(lease.seq);
+      engine_.remove_sequence(lease.seq, k, -1);
+      lock(lease, k);
+    }
+    if (ok && attention && from_device < k) {
+      ok = host_.restore(host_.clip(host_plan, k), lease.seq, from_device, stats_.failed_restores) >= k;
+    }
+    // The attention cells are in place; the checkpoint replaces the partial state they came with.
+    ok = ok && engine_.restore_checkpoint(now.checkpoint->state, lease.seq);
+    if (ok) {
+      checkpoints_.used(now.key, lease.key.session);
+      const bool on_device = from_device >= k;
+      got = Acquisition{on_device ? Outcome::partial : Outcome::hit_restore, k, on_device ? Tier::device : Tier::host,
+                        false};
+    } else {
+      if (k >= config_.min_prefix) {
+        stats_.failed_restores += 1;
+        spdlog::warn("cache: the checkpoint at position {} could not be restored; the request runs cold", k);
+        checkpoints_.erase(now.key);
+      }
+      unlock(lease);
+      engine_.remove_sequence(lease.seq, 0, -1);
+    }
+  } else {
+    enforce_running_budget();
+  }
+  checkpoints_.classify_refusal(lease.key.session, ns, query, lease.chain, got.reused);
+  lease.computed = got.reused;
+  return got;
+}
+
+void PrefixCache::Impl::plan_stops(Lease& lease) {
+  const auto n = static_cast<std::int32_t>(lease.prompt.size());
+  std::vector<engine::Pos> stops;
+  for (engine::Pos b : lease.key.boundaries) stops.push_back(b);
+  if (config_.checkpoint_every > 0) {
+    for (engine::Pos p = config_.checkpoint_every; p < n; p += config_.checkpoint_every) stops.push_back(p);
+  }
+  stops.push_back(n - 1);  // an identical resend feeds one token
+  stops.push_back(n);      // the next turn, which extends the whole prompt, feeds only what is new
+  std::ranges::sort(stops);
+  const auto [first, last] = std::ranges::unique(stops);
+  stops.erase(first, last);
+  // Only positions this request computes, long enough to be worth a restore, not stored already.
+  std::erase_if(stops, [&](engine::Pos p) {
+    return p <= lease.computed || p > n || p < config_.min_prefix ||
+           checkpoints_.contains(checkpoints_.key_of(lease.key.namespace_digest, lease.prompt, lease.chain, p));
+  });
+  lease.stops = std::move(stops);
+}
+
+void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<const Token> tokens) {
+  unlock(lease);
+  const auto n = static_cast<std::int32_t>(tokens.size());
+  const std::string& ns = lease.key.namespace_digest;
+  if (!can_reuse() || n < config_.min_prefix) {
+    engine_.remove_sequence(seq, 0, -1);
+    enforce_device_budget();
+    publish();
+    return;
+  }
+  const bool attention = has_attention(engine_);
+  EntryId superseded = 0;
+  if (auto it = trees_.find(ns); it != trees_.end()) {
+    if (const RadixTree::Match w = it->second.match_whole(tokens, lease.key.session); w.length > 0 && w.in_session) {
+      superseded = w.entry;
+    }
+  }
+  const bool have_holder = holder_count_ > 0 && (superseded != 0 || !free_holders_.empty() || free_a_holder(ns));
+  RadixTree& tree = trees_[ns];
+  const RadixTree::Match longest = attention ? tree.match(tokens, lease.key.session) : RadixTree::Match{};
+  // The end state is kept as a checkpoint instead of an entry when an entry holds these tokens
+  // already (its cells serve them), or when no holder is free, or for a sliding window whose cells
+  // near the end would have to come from another entry that may not keep them.
+  const std::int32_t window = engine_.model().sliding_window;
+  const bool windowed = engine_.model().family == engine::ModelFamily::sliding_window;
+  const bool covered = longest.length == n || (windowed && longest.length > n - window);
+  if (covered || !have_holder) {
+    const std::vector<Digest> chain = hasher_.chain(ns, tokens);
+    checkpoints_.save(ns, tokens, chain, engine_.save_checkpoint(seq), lease.key.session);
+    engine_.remove_sequence(seq, 0, -1);
+    trace("donate seq={}: state at {} kept as a checkpoint", seq, n);
+    after_tree_change(ns);
+    return;
+  }
+  // Shared in the tree means shared in the KV: the holder takes the tree's cells for the prefix it
+  // shares, then this sequence's own cells and, copied last, its state (a copy shares the source's
+  // whole recurrent state). The scratch sequence carries the tree's prefix in case the holder
+  // is the one the new entry supersedes.
+  const std::int32_t shared = longest.length;
+  if (shared > 0) engine_.copy_sequence(entries_.at(longest.entry).holder, scratch_, 0, shared);
+  SeqId holder = -1;
+  if (superseded != 0) {
+    holder = entries_.at(superseded).holder;
+  } else {
+    holder = free_holders_.back();
+    free_holders_.pop_back();
+  }
+  engine_.remove_sequence(holder, 0, -1);
+  if (shared > 0) engine_.copy_sequence(scratch_, holder, 0, shared);
+  engine_.copy_sequence(seq, holder, shared, n);
+  engine_.remove_sequence(scratch_, 0, -1);
+  engine_.remove_sequence(seq, 0, -1);
+  const EntryId id = ++next_id_;
+  DeviceEntry& entry = entries_[id];
+  entry = DeviceEntry{id, ns, lease.key.session, {tokens.begin(), tokens.end()}, holder, Clock::now(), true};
+  tree.insert(id, entry.tokens, entry.session);
+  if (superseded != 0) {
+    tree.erase(superseded);
+    entries_.erase(superseded);
+  }
+  newest_ = id;
+  trace("donate seq={}: entry {} holds {} tokens and their state in sequence {}", seq, id, n, holder);
+  after_tree_change(ns);
+}
+
+void PrefixCache::Impl::checkpoint_entry_end(const DeviceEntry& e) {
+  if (!e.state_at_end || trimmable()) return;
+  const std::vector<Digest> chain = hasher_.chain(e.ns, e.tokens);
+  checkpoints_.save(e.ns, e.tokens, chain, engine_.save_checkpoint(e.holder), e.session);
+}
+
+}  // namespace prefixd::cache
