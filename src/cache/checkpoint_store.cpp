@@ -29,12 +29,13 @@ Digest CheckpointStore::key_of(std::string_view ns, std::span<const Token> token
 }
 
 bool CheckpointStore::save(std::string_view ns, std::span<const Token> prefix, std::span<const Digest> chain,
-                           engine::Bytes state, const std::string& session) {
+                           engine::Bytes state, const std::string& session, CheckpointKind kind) {
   const auto position = static_cast<Pos>(prefix.size());
   if (position <= 0 || state.empty()) return false;
   const Digest key = key_of(ns, prefix, chain, position);
   if (entries_.contains(key)) {
-    touch(key, session);
+    touch(key);
+    keep_in_chain(session, key, ns, position, kind, prefix, chain);
     return true;
   }
   if (state.size() > capacity_bytes_ || max_entries_ == 0) return false;
@@ -45,7 +46,7 @@ bool CheckpointStore::save(std::string_view ns, std::span<const Token> prefix, s
   bytes_ += slot.checkpoint.state.size();
   positions_[std::string(ns)][position] += 1;
   counters_.saved += 1;
-  keep_in_chain(session, key, ns, position);
+  keep_in_chain(session, key, ns, position, kind, prefix, chain);
   return true;
 }
 
@@ -76,34 +77,52 @@ CheckpointStore::Found CheckpointStore::find(std::string_view ns, std::span<cons
 void CheckpointStore::used(const Digest& key, const std::string& session) {
   if (!entries_.contains(key)) return;
   counters_.restored += 1;
-  touch(key, session);
+  touch(key);
+  const Checkpoint& c = entries_.at(key).checkpoint;
+  keep_in_chain(session, key, c.ns, c.position, CheckpointKind::boundary);
 }
 
-void CheckpointStore::touch(const Digest& key, const std::string& session) {
+void CheckpointStore::touch(const Digest& key) {
   Slot& slot = entries_.at(key);
   lru_.splice(lru_.begin(), lru_, slot.lru);
   slot.checkpoint.last_used = std::chrono::steady_clock::now();
-  keep_in_chain(session, key, slot.checkpoint.ns, slot.checkpoint.position);
 }
 
-void CheckpointStore::keep_in_chain(const std::string& session, const Digest& key, std::string_view ns, Pos position) {
+void CheckpointStore::keep_in_chain(const std::string& session, const Digest& key, std::string_view ns, Pos position,
+                                    CheckpointKind kind, std::span<const Token> prefix, std::span<const Digest> chain) {
   if (session.empty()) return;  // anonymous requests share no chain; their checkpoints live by LRU
-  Chain& chain = chains_[session];
-  if (std::ranges::any_of(chain, [&](const Link& l) { return l.key == key; })) return;
-  chain.push_back(Link{key, std::string(ns), position});
+  Chain& links = chains_[session];
+  if (kind == CheckpointKind::prompt_end && !prefix.empty()) {
+    // Tails this prefix extends served their resend or next turn; the conversation moved on. (A
+    // prompt's end and the position before it are one request's pair: neither supersedes the other.)
+    std::vector<Digest> superseded;
+    std::erase_if(links, [&](const Link& l) {
+      const bool extended = l.end && l.ns == ns && l.position + 1 < position && l.key != key &&
+                            key_of(ns, prefix, chain, l.position) == l.key;
+      if (extended) superseded.push_back(l.key);
+      return extended;
+    });
+    for (const Digest& old : superseded) unlink(old);
+  }
+  if (std::ranges::any_of(links, [&](const Link& l) { return l.key == key; })) return;
+  links.push_back(Link{key, std::string(ns), position, kind != CheckpointKind::boundary});
   links_[key] += 1;
-  while (static_cast<std::int32_t>(chain.size()) > per_session_) {
+  while (static_cast<std::int32_t>(links.size()) > per_session_) {
     // The oldest link goes: a conversation's newest turns are the ones its next request resumes.
-    // A checkpoint no chain names any more was kept for sessions alone and goes with it.
-    const Digest old = chain.front().key;
-    chain.erase(chain.begin());
-    if (auto link = links_.find(old); --link->second == 0) {
-      links_.erase(link);
-      if (entries_.contains(old)) {
-        counters_.superseded += 1;
-        remove(old);
-      }
-    }
+    const Digest old = links.front().key;
+    links.erase(links.begin());
+    unlink(old);
+  }
+}
+
+// A checkpoint no chain names any more was kept for sessions alone and goes with its last link.
+void CheckpointStore::unlink(const Digest& key) {
+  auto link = links_.find(key);
+  if (--link->second > 0) return;
+  links_.erase(link);
+  if (entries_.contains(key)) {
+    counters_.superseded += 1;
+    remove(key);
   }
 }
 

@@ -28,6 +28,13 @@
 
 namespace prefixd::cache {
 
+// Why a checkpoint was taken, which decides how long a session keeps it.
+enum class CheckpointKind {
+  boundary,      // a turn boundary or a periodic position: kept for edits of later turns
+  prompt_end,    // a prompt's last positions: serve its resend or next turn; supersede older ends
+  sequence_end,  // the end of a kept sequence (reply, warm-up): a guess at the next turn
+};
+
 struct Checkpoint {
   std::string ns;
   engine::Pos position = 0;  // the state after tokens [0, position)
@@ -66,9 +73,12 @@ class CheckpointStore {
 
   bool contains(const Digest& key) const { return entries_.contains(key); }
   // Stores the state after `prefix` (all of its tokens) for `session`; a state the store holds
-  // already is only touched and added to the session's chain. Returns false when it does not fit.
+  // already is only touched and added to the session's chain. An end (prompt or sequence) serves a
+  // request that resends or extends exactly that prefix, so it leaves the session's chain once the
+  // session computes a prompt further along the same prefix (more than one token further: a
+  // prompt's last two positions are a pair). Returns false when it does not fit.
   bool save(std::string_view ns, std::span<const engine::Token> prefix, std::span<const Digest> chain,
-            engine::Bytes state, const std::string& session);
+            engine::Bytes state, const std::string& session, CheckpointKind kind);
   // The checkpoint at the highest position in (0, limit] whose prefix equals the query's.
   Found find(std::string_view ns, std::span<const engine::Token> query, std::span<const Digest> chain,
              engine::Pos limit) const;
@@ -104,12 +114,17 @@ class CheckpointStore {
     Digest key;
     std::string ns;
     engine::Pos position;
+    bool end;  // a prompt or sequence end (see save)
   };
   using Chain = std::vector<Link>;
 
   void remove(const Digest& key);
-  void touch(const Digest& key, const std::string& session);
-  void keep_in_chain(const std::string& session, const Digest& key, std::string_view ns, engine::Pos position);
+  void touch(const Digest& key);
+  // Adds `key` to the session's chain, drops the tail links the new prefix extends, then the
+  // oldest links past the bound.
+  void keep_in_chain(const std::string& session, const Digest& key, std::string_view ns, engine::Pos position,
+                     CheckpointKind kind, std::span<const engine::Token> prefix = {}, std::span<const Digest> chain = {});
+  void unlink(const Digest& key);
   void evict_lru_for(std::uint64_t incoming);
 
   const BlockHasher& hasher_;

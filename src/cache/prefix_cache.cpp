@@ -65,8 +65,9 @@ void PrefixCache::Impl::advance(SeqId seq, std::int32_t computed) {
   while (!lease.stops.empty() && lease.stops.front() <= lease.computed) {
     if (lease.stops.front() == lease.computed) {
       const auto prefix = std::span<const Token>(lease.prompt).first(static_cast<size_t>(lease.computed));
+      const bool end = lease.computed + 1 >= static_cast<std::int32_t>(lease.prompt.size());
       saved |= checkpoints_.save(lease.key.namespace_digest, prefix, lease.chain, engine_.save_checkpoint(seq),
-                                 lease.key.session);
+                                 lease.key.session, end ? CheckpointKind::prompt_end : CheckpointKind::boundary);
       trace("checkpoint seq={} at {}", seq, lease.computed);
     }
     lease.stops.erase(lease.stops.begin());

@@ -150,7 +150,8 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   const bool covered = longest.length == n || (windowed && longest.length > n - window);
   if (covered || !have_holder) {
     const std::vector<Digest> chain = hasher_.chain(ns, tokens);
-    checkpoints_.save(ns, tokens, chain, engine_.save_checkpoint(seq), lease.key.session);
+    checkpoints_.save(ns, tokens, chain, engine_.save_checkpoint(seq), lease.key.session,
+                      CheckpointKind::sequence_end);
     engine_.remove_sequence(seq, 0, -1);
     trace("donate seq={}: state at {} kept as a checkpoint", seq, n);
     after_tree_change(ns);
@@ -190,7 +191,8 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
 void PrefixCache::Impl::checkpoint_entry_end(const DeviceEntry& e) {
   if (!e.state_at_end || trimmable()) return;
   const std::vector<Digest> chain = hasher_.chain(e.ns, e.tokens);
-  checkpoints_.save(e.ns, e.tokens, chain, engine_.save_checkpoint(e.holder), e.session);
+  checkpoints_.save(e.ns, e.tokens, chain, engine_.save_checkpoint(e.holder), e.session,
+                    CheckpointKind::sequence_end);
 }
 
 }  // namespace prefixd::cache

@@ -18,7 +18,7 @@ ServerProcess::ServerProcess(ServerConfig config) {
   const int port = pick_free_port();
   bench::ServerLaunch launch;
   launch.binary = PREFIXD_BINARY;
-  launch.args = {"serve", "--model", PREFIXD_TINY_MODEL, "--host", "127.0.0.1", "--port", std::to_string(port),
+  launch.args = {"serve", "--model", config.model, "--host", "127.0.0.1", "--port", std::to_string(port),
                  "--ctx-size", std::to_string(config.ctx_size), "--parallel", std::to_string(config.parallel)};
   launch.args.insert(launch.args.end(), config.extra_args.begin(), config.extra_args.end());
   launch.log_path = log_path_;

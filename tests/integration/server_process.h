@@ -17,13 +17,14 @@
 namespace prefixd::testing {
 
 struct ServerConfig {
+  std::string model = PREFIXD_TINY_MODEL;
   std::vector<std::string> extra_args;                       // appended after the standard flags
   std::vector<std::pair<std::string, std::string>> env;      // added to (or replacing in) the environment
   int parallel = 4;
   int ctx_size = 2048;
 };
 
-// Starts `PREFIXD_BINARY serve --model PREFIXD_TINY_MODEL --host 127.0.0.1 --port P --ctx-size N
+// Starts `PREFIXD_BINARY serve --model MODEL (default PREFIXD_TINY_MODEL) --host 127.0.0.1 --port P --ctx-size N
 // --parallel N [extra args]` on a free loopback port through bench::ServerProcess, and waits until
 // GET /health answers. The destructor stops it (SIGTERM, then SIGKILL after a grace period), reaps
 // it and removes its log. Throws std::runtime_error, with the server's log, if it does not come up
