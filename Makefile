@@ -9,7 +9,7 @@ PORT ?= 8080
 MODEL ?= models/default.gguf
 DEFAULT_PRESET ?= qwen2-0.5b
 
-.PHONY: all build test test-asan serve model bench microbench clean env shell
+.PHONY: all build test test-asan serve model bench bench-families microbench clean env shell
 
 all: build
 
@@ -44,9 +44,14 @@ serve: build $(MODEL)
 	@echo "    -d '{\"model\":\"default\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":16}'"
 	$(IN_ENV) $(BUILD)/bin/prefixd serve --model $(MODEL) --host $(HOST) --port $(PORT) $(ARGS)
 
-# prefixd vs llama-server side by side (docs/benchmarks.md); BENCH_SCALE=4 for the full sizes.
+# prefixd vs llama-server side by side (docs/benchmarks.md), then on the hybrid, sliding-window and
+# recurrent tiny models (docs/benchmarks-families.md); BENCH_SCALE=4 for the full sizes.
 bench: build $(MODEL)
 	$(IN_ENV) env BENCH_PREFIXD=$(BUILD)/bin/prefixd MODEL=$(MODEL) bench/run.sh
+
+# The second part alone: the family models (generated into models/ when missing), a few minutes.
+bench-families: build
+	$(IN_ENV) env BENCH_PREFIXD=$(BUILD)/bin/prefixd BENCH_PARTS=families bench/run.sh
 
 # Prompt-cache microbenchmarks (bench/micro): lookup latency at 100k entries, host restore bandwidth.
 MICRO_MODEL := $(BUILD)/models/tiny.gguf

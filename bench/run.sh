@@ -1,35 +1,78 @@
 #!/usr/bin/env bash
-# `make bench`: prefixd vs llama-server on the default model, one server at a time, same model,
-# context, slots, threads and host cache budget. Writes bench/results/<date>-<machine>.{json,md},
-# the PNG plots next to them, and the report into docs/benchmarks.md.
+# `make bench`: prefixd vs llama-server, one server at a time, same model, context, slots, threads
+# and host cache budget, in two parts:
+# - default: the default model on the default workloads. Writes bench/results/<date>-<machine>.{json,md},
+#   the PNG plots next to them, and the report into docs/benchmarks.md.
+# - families: the conversation traces on the tiny hybrid, sliding-window and recurrent models,
+#   which both servers reuse at checkpoints (generated into models/ when missing), with the token
+#   gate. Writes bench/results/<stem>-<preset>.{json,md} and one section per model of
+#   docs/benchmarks-families.md. `make bench-families` runs this part alone.
 #
 # Knobs (environment): BENCH_SCALE (multiplies every token length; 1 fits 45 minutes on two
 # cores, 4 gives the 1k–8k resend ladder), BENCH_WORKLOADS (comma list, default all),
 # BENCH_CACHE_MIB (host cache budget of both servers, default 8192 = llama-server's default),
 # BENCH_THREADS (default: every CPU), BENCH_REPS, BENCH_NAME (file stem), BENCH_LLAMA_ARGS,
-# BENCH_PREFIXD_ARGS, MODEL (default models/default.gguf), BENCH_PREFIXD (the prefixd binary).
-# Extra arguments go to `prefixd compare` as they are.
+# BENCH_PREFIXD_ARGS, MODEL (default models/default.gguf), BENCH_PREFIXD (the prefixd binary),
+# BENCH_PARTS (default "default,families"), BENCH_FAMILIES (model presets, default
+# qwen35-tiny,gemma3-tiny,mamba2-tiny), BENCH_FAMILY_WORKLOADS (default chat,agent,edit,multisession),
+# BENCH_FAMILY_REPS (rounds of chat, agent and edit there, default 3), BENCH_SNAPSHOT_MIB (the
+# part of the host budget prefixd's checkpoints get there, default 1024).
+# Extra arguments go to every `prefixd compare` run as they are.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
 prefixd=${BENCH_PREFIXD:-build/bin/prefixd}
-model=${MODEL:-models/default.gguf}
+parts=",${BENCH_PARTS:-default,families},"
 [ -x "$prefixd" ] || { echo "bench/run.sh: $prefixd is not built (make build)" >&2; exit 2; }
-[ -f "$model" ] || { echo "bench/run.sh: no model at $model (make model)" >&2; exit 2; }
 
-args=(compare --model "$model" --scale "${BENCH_SCALE:-1}" --out bench/results --docs docs/benchmarks.md)
-[ -n "${BENCH_WORKLOADS:-}" ] && args+=(--workloads "$BENCH_WORKLOADS")
-[ -n "${BENCH_CACHE_MIB:-}" ] && args+=(--cache-mib "$BENCH_CACHE_MIB")
-[ -n "${BENCH_THREADS:-}" ] && args+=(--threads "$BENCH_THREADS")
-[ -n "${BENCH_REPS:-}" ] && args+=(--reps "$BENCH_REPS")
-[ -n "${BENCH_NAME:-}" ] && args+=(--name "$BENCH_NAME")
-[ -n "${BENCH_LLAMA_ARGS:-}" ] && args+=(--llama-args "$BENCH_LLAMA_ARGS")
-[ -n "${BENCH_PREFIXD_ARGS:-}" ] && args+=(--prefixd-args "$BENCH_PREFIXD_ARGS")
+# What both parts pass the same way.
+common=(--scale "${BENCH_SCALE:-1}" --out bench/results)
+[ -n "${BENCH_CACHE_MIB:-}" ] && common+=(--cache-mib "$BENCH_CACHE_MIB")
+[ -n "${BENCH_THREADS:-}" ] && common+=(--threads "$BENCH_THREADS")
+[ -n "${BENCH_PREFIXD_ARGS:-}" ] && common+=(--prefixd-args "$BENCH_PREFIXD_ARGS")
 
 start=$(date +%s)
-echo "bench/run.sh: $prefixd ${args[*]} $*" >&2
 rc=0
-"$prefixd" "${args[@]}" "$@" || rc=$?
+run() {
+  echo "bench/run.sh: $prefixd $*" >&2
+  "$prefixd" "$@" || rc=$?
+}
+
+if [[ $parts == *,default,* ]]; then
+  model=${MODEL:-models/default.gguf}
+  [ -f "$model" ] || { echo "bench/run.sh: no model at $model (make model)" >&2; exit 2; }
+  args=(compare --model "$model" "${common[@]}" --docs docs/benchmarks.md)
+  [ -n "${BENCH_WORKLOADS:-}" ] && args+=(--workloads "$BENCH_WORKLOADS")
+  [ -n "${BENCH_NAME:-}" ] && args+=(--name "$BENCH_NAME")
+  [ -n "${BENCH_REPS:-}" ] && args+=(--reps "$BENCH_REPS")
+  [ -n "${BENCH_LLAMA_ARGS:-}" ] && args+=(--llama-args "$BENCH_LLAMA_ARGS")
+  run "${args[@]}" "$@"
+fi
+
+if [[ $parts == *,families,* ]]; then
+  stem=${BENCH_NAME:-$(date -u +%F)-$(uname -n | tr -c 'A-Za-z0-9._\n-' '-')}
+  IFS=, read -r -a presets <<< "${BENCH_FAMILIES:-qwen35-tiny,gemma3-tiny,mamba2-tiny}"
+  for preset in "${presets[@]}"; do
+    model=models/$preset.gguf
+    if [ ! -f "$model" ]; then
+      mkdir -p models
+      "$prefixd" mkmodel --preset "$preset" --out "$model" --quiet
+    fi
+    args=(compare --model "$model" "${common[@]}" --docs docs/benchmarks-families.md --docs-section "$preset"
+          --name "$stem-$preset" --workloads "${BENCH_FAMILY_WORKLOADS:-chat,agent,edit,multisession}"
+          --reps "${BENCH_FAMILY_REPS:-3}" --snapshot-mib "${BENCH_SNAPSHOT_MIB:-1024}" --token-gate --no-plots
+          --llama-args "-lv 4${BENCH_LLAMA_ARGS:+ $BENCH_LLAMA_ARGS}")
+    # -lv 4: llama-server logs its context checkpoints only at verbosity 4; the report reads them.
+    # llama-server keeps only the window of a sliding-window model; prefixd keeps every cell when
+    # they fit, so it also runs the way llama-server does (window only, reuse at checkpoints), and
+    # that is the one compared first.
+    case $preset in
+      gemma3-*) args+=(--variant "prefixd-swa-off=--swa-full off" --targets prefixd-swa-off,llama-server,prefixd) ;;
+    esac
+    run "${args[@]}" "$@"
+  done
+fi
+
 echo "bench/run.sh: finished in $(( ($(date +%s) - start + 59) / 60 )) min (exit $rc)" >&2
 exit "$rc"

@@ -30,10 +30,13 @@ struct RunOptions {
   int interleave = 1;                   // runs of each workload, target order alternating A B B A …
   int threads = 0;                      // 0: every CPU of the machine
   int cache_mib = 8192;                 // llama-server's default --cache-ram
+  int snapshot_mib = 0;                 // > 0: prefixd's checkpoints get this much of cache_mib (ServerSettings)
+  bool token_gate = false;              // prefixd must evaluate fewer prompt tokens than llama-server (warm-up included)
   TargetSources sources;
   std::string out_dir = "bench/results";
   std::string name;                     // file stem; empty: <date>-<hostname>
   std::string docs_path;                // non-empty: write the report into this Markdown page too
+  std::string docs_section;             // non-empty: between this section's own markers of that page
   std::string render_path;              // non-empty: only re-render report/plots/docs from this results file
   std::string json_path;                // `prefixd bench`: write the results file here (empty: nowhere)
   std::string server_log;               // empty: a temporary file, kept when something failed

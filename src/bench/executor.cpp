@@ -1,7 +1,10 @@
 #include "bench/executor.h"
 
 #include <condition_variable>
+#include <filesystem>
 #include <format>
+#include <functional>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -9,6 +12,7 @@
 #include "bench/prompts.h"
 #include "bench/gates.h"
 #include "bench/live_server.h"
+#include "bench/llama_log.h"
 #include "bench/request.h"
 
 namespace prefixd::bench {
@@ -73,6 +77,42 @@ nlohmann::json sharing_facts(const BenchClient& client, const Workload& w) {
   return facts;
 }
 
+// The bytes of the server log from `offset` on: what this run of this server wrote.
+std::string log_from(const std::string& path, std::uintmax_t offset) {
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::string text;
+  text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return text;
+}
+
+std::uintmax_t log_size(const std::string& path) {
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  return error ? 0 : size;
+}
+
+// What a server did for the workload besides answering, read before the gates send requests of
+// their own: prefixd's warm-up tokens and checkpoints, llama-server's checkpoints from its log.
+void record_state(nlohmann::json& out, const Target& target, LiveServer& server, const BenchClient& client,
+                  const std::string& log_path, std::uintmax_t log_start,
+                  const std::function<void(const std::string&)>& note) {
+  constexpr auto kIdleLimit = std::chrono::seconds(30);
+  if (!server.wait_idle(kIdleLimit) && server.running()) {
+    note("still busy 30 s after the last reply; the warm-up count may be short");
+  }
+  if (const double warmup = server.warmup_counter(); warmup >= 0) {
+    out["warmup"] = {{"metric", target.warmup_counter()}, {"tokens", warmup}};
+  }
+  if (const auto stats = client.cache_stats(); stats && stats->contains("snapshots")) {
+    out["snapshots"] = stats->at("snapshots");
+    out["snapshots"]["reuse"] = stats->value("reuse", "");
+  }
+  if (target.kind() == TargetKind::llama_server) {
+    out["checkpoint_log"] = parse_llama_checkpoint_log(log_from(log_path, log_start)).to_json();
+  }
+}
+
 ServerSettings settings_for(const Workload& w, const RunConfig& config) {
   ServerSettings s = config.base;
   s.ctx_size = w.ctx_size;
@@ -99,6 +139,7 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
 
   std::vector<nlohmann::json> records(w.steps.size());
   std::optional<LiveServer> server;
+  const std::uintmax_t log_start = log_size(config.log_path);
   try {
     server.emplace(target, settings_for(w, config), config.log_path, config.startup_limit, origin);
     out["command"] = server->command_line();
@@ -141,6 +182,7 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
     if (!server->running()) throw std::runtime_error("the server exited during the run; its log ends with:\n" + server->log_tail());
 
     const BenchClient client(server->port(), config.request_timeout);
+    record_state(out, target, *server, client, config.log_path, log_start, note);
     if (w.measure_sharing) out["sharing"] = sharing_facts(client, w);
     const Step& gate_step = w.steps[static_cast<std::size_t>(w.gate_index())];
     // The gates replay a chat request; a raw-prompt workload has none to replay.
@@ -197,6 +239,14 @@ void merge_repetition(nlohmann::json& into, nlohmann::json record, int rep) {
   into["seconds"] = offset + record.value("seconds", 0.0);
   if (!into.contains("gates") && record.contains("gates")) into["gates"] = record["gates"];
   if (!into.contains("sharing") && record.contains("sharing")) into["sharing"] = record["sharing"];
+  // Warm-up tokens add up over repetitions like the requests' own counts; the checkpoint facts
+  // are the state after one run, kept from the first.
+  if (into.contains("warmup") && record.contains("warmup")) {
+    into["warmup"]["tokens"] = into["warmup"].value("tokens", 0.0) + record["warmup"].value("tokens", 0.0);
+  }
+  for (const char* key : {"warmup", "snapshots", "checkpoint_log"}) {
+    if (!into.contains(key) && record.contains(key)) into[key] = record[key];
+  }
   if (record.contains("error") && !into.contains("error")) into["error"] = record["error"];
 }
 

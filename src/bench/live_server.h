@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "bench/server_process.h"
 #include "bench/rss.h"
@@ -32,14 +33,29 @@ class LiveServer {
   long peak_kb();
   // Prompt tokens the server's own counter says it evaluated, summed over lifetimes; -1 when it
   // has no such counter.
-  double evaluated_counter();
+  double evaluated_counter() { return counter_total(counters_[0]); }
+  // Tokens the server evaluated after replies (Target::warmup_counter), summed over lifetimes; -1
+  // when it has no such counter.
+  double warmup_counter() { return counters_.size() > 1 ? counter_total(counters_[1]) : -1; }
+  // Waits until the server holds no request (a warm-up after the last reply included), at most
+  // `limit`; true when it got there. A server without such a gauge is idle once it has answered.
+  bool wait_idle(std::chrono::milliseconds limit);
   // The RSS samples so far.
   RssSeries rss();
 
  private:
   void start();
   void stop();
-  double read_counter();
+  // One Prometheus counter followed over the server's lifetimes.
+  struct Counter {
+    std::string metric;
+    double done = 0;   // counted in earlier lifetimes
+    double start = 0;  // the counter when this lifetime began
+    bool missing = false;
+  };
+  double counter_total(Counter& c);
+  // The server's /metrics page; empty when it does not answer.
+  std::string read_metrics();
 
   const Target& target_;
   ServerSettings settings_;
@@ -52,9 +68,7 @@ class LiveServer {
   std::unique_ptr<ServerProcess> server_;
   std::unique_ptr<RssSampler> sampler_;
   long peak_kb_ = -1;
-  double counter_done_ = 0;   // evaluated in earlier lifetimes
-  double counter_start_ = 0;  // the counter when this lifetime began
-  bool counter_missing_ = false;
+  std::vector<Counter> counters_;  // [0]: evaluated tokens; [1]: warm-up tokens, when the target has them
   int restarts_ = 0;
 };
 

@@ -1,8 +1,10 @@
 #include "bench/report.h"
 
+#include <filesystem>
 #include <format>
 
 #include "bench/report_cells.h"
+#include "bench/report_tokens.h"
 
 namespace prefixd::bench {
 
@@ -23,9 +25,11 @@ std::string render_summary(const nlohmann::json& results) {
     const ArmStats& a = s.front();
     const ArmStats& b = s.size() > 1 ? s[1] : s.front();
     std::vector<std::string> evaluated, ttft, hit, rss, gates, ttft_sum, prefill;
+    std::vector<TokenCount> tokens;
     for (std::size_t i = 0; i < names.size(); ++i) {
       const auto& record = target_of(w, names[i]);
-      evaluated.push_back(sum_cell(s[i]));
+      tokens.push_back(token_count(record));
+      evaluated.push_back(s[i].n == 0 ? "n/a" : std::to_string(tokens.back().total()) + (s[i].counts_missing ? "?" : ""));
       ttft.push_back(s[i].ttft_ms.n ? format_number(s[i].ttft_ms.median) + " ms" : "n/a");
       hit.push_back(percent_cell(s[i].cached_sum, s[i].prompt_sum));
       rss.push_back(mib(record));
@@ -34,7 +38,10 @@ std::string render_summary(const nlohmann::json& results) {
       prefill.push_back(prefill_cell(s[i]));
     }
     table.begin_row({w.value("name", "")});
-    table.cells(evaluated, evaluated_ratio_cell(a, b));
+    const TokenCount& ta = tokens.front();
+    const TokenCount& tb = tokens.size() > 1 ? tokens[1] : tokens.front();
+    table.cells(evaluated, a.n == 0 || b.n == 0 ? "n/a"
+                                                : count_ratio_cell(static_cast<double>(ta.total()), static_cast<double>(tb.total())));
     table.cells(ttft, ratio_cell(a.ttft_ms, b.ttft_ms, workload_noise(results, w)));
     table.cells(hit);
     table.cells(rss);
@@ -72,8 +79,9 @@ std::string render_targets(const nlohmann::json& results) {
     const ArmStats b = arm_stats(target_of(w, "llama-server"), "");
     if (a.n == 0 || b.n == 0) continue;
     ++rows;
-    table.add_row({name,
-                   std::format("{} {} vs {}", check(a.evaluated_sum < b.evaluated_sum), a.evaluated_sum, b.evaluated_sum),
+    const std::int64_t ea = token_count(target_of(w, "prefixd")).total();
+    const std::int64_t eb = token_count(target_of(w, "llama-server")).total();
+    table.add_row({name, std::format("{} {} vs {}", check(ea < eb), ea, eb),
                    std::format("{} {} vs {} ms", check(a.ttft_ms.median < b.ttft_ms.median), format_number(a.ttft_ms.median),
                                format_number(b.ttft_ms.median))});
   }
@@ -86,17 +94,30 @@ std::string render_report(const nlohmann::json& results, const ReportStyle& styl
   const std::vector<std::string> names = server_names(results);
   std::string title;
   for (const auto& n : names) title += (title.empty() ? "" : " vs ") + n;
+  // The model's file name too: one page may hold the reports of several models (--docs-section).
+  const std::string model = o.value("model", std::string());
+  const std::string model_note = model.empty() ? "" : ", " + std::filesystem::path(model).filename().string();
   std::string out = heading(style, 1, (title.empty() ? std::string("?") : title) + ": " +
-                                          results.value("date", std::string("?")) + ", " + m.value("hostname", std::string("?")));
+                                          results.value("date", std::string("?")) + ", " +
+                                          m.value("hostname", std::string("?")) + model_note);
   out += std::format("Run started {} on `{}`: {} CPUs ({}), {} MiB RAM, load average {:.2f} at start; {:.0f} minutes in all.\n\n",
                      results.value("started_at", "?"), m.value("hostname", "?"), m.value("cpus", 0), m.value("cpu_model", "?"),
                      m.value("mem_total_mib", 0L), m.value("load_average_1m", -1.0), results.value("seconds", 0.0) / 60.0);
   out += std::format("Model `{}`; BENCH_SCALE {}; seed {}; {} threads on both servers; {:.3f} words per token (measured).\n\n",
                      o.value("model", "?"), o.value("scale", 1.0), o.value("seed", 0), o.value("threads", 0),
                      o.value("words_per_token", 0.0));
-  out += std::format("Equal memory budget: prefixd `--prompt-cache-capacity-bytes {}` = llama-server `--cache-ram {}` "
-                     "(MiB). Same `-c` on both: ",
-                     static_cast<long long>(o.value("cache_mib", 0)) * 1024 * 1024, o.value("cache_mib", 0));
+  constexpr long long kMiB = 1024 * 1024;
+  const int cache_mib = o.value("cache_mib", 0);
+  if (const int snapshot_mib = o.value("snapshot_mib", 0); snapshot_mib > 0) {
+    out += std::format("Equal host memory: prefixd `--prompt-cache-capacity-bytes {}` + "
+                       "`--prompt-cache-snapshot-capacity-bytes {}` (host tier + checkpoints) = llama-server "
+                       "`--cache-ram {}` (MiB; its prompt cache holds its checkpoints too). Same `-c` on both: ",
+                       (cache_mib - snapshot_mib) * kMiB, snapshot_mib * kMiB, cache_mib);
+  } else {
+    out += std::format("Equal memory budget: prefixd `--prompt-cache-capacity-bytes {}` = llama-server `--cache-ram {}` "
+                       "(MiB). Same `-c` on both: ",
+                       cache_mib * kMiB, cache_mib);
+  }
   std::string notes;
   for (const auto& s : list_at(results, "servers")) {
     notes += std::format("{}: {}; ", s.value("name", "?"), s.value("context_note", ""));
@@ -109,7 +130,8 @@ std::string render_report(const nlohmann::json& results, const ReportStyle& styl
   out += servers.render() + "\n";
   out += "How to read: TTFT is measured by the client, from sending the request to the first streamed token. "
          "\"Evaluated\" is the prompt tokens a server ran through the model, from its own counters "
-         "(`timings.prompt_n`; prefixd's equals `prompt_cache.fed_tokens`), never estimated. Hit = cached ÷ prompt "
+         "(`timings.prompt_n`; prefixd's equals `prompt_cache.fed_tokens`), never estimated; in the summary, "
+         "prefixd's also includes the warm-up tokens it fed after replies (`prefixd_warmup_tokens_total`). Hit = cached ÷ prompt "
          "tokens. TTFT Σ: the first-token waits of every request added up. Prefill ms/token: the server's own prompt "
          "time (`timings.prompt_ms`) summed over the requests that evaluated tokens, ÷ those tokens.";
   if (names.size() >= 2) {
@@ -123,6 +145,7 @@ std::string render_report(const nlohmann::json& results, const ReportStyle& styl
   out += heading(style, 2, "Summary");
   out += render_summary(results) + "\n";
   out += render_targets(results) + "\n";
+  out += render_token_section(results, style);
   if (const std::string interleaved = render_interleaved(results); !interleaved.empty()) out += interleaved + "\n";
   for (const auto& plot : list_at(results, "plots")) {
     if (!plot.value("workload", std::string()).empty()) continue;
@@ -132,14 +155,25 @@ std::string render_report(const nlohmann::json& results, const ReportStyle& styl
   return out;
 }
 
-std::string splice_report(const std::string& page, const std::string& report) {
-  const std::string block = std::string(kReportBegin) + "\n\n" + report + "\n" + kReportEnd;
-  const auto begin = page.find(kReportBegin);
-  const auto end = begin == std::string::npos ? std::string::npos : page.find(kReportEnd, begin);
+std::string report_begin_marker(const std::string& section) {
+  if (section.empty()) return kReportBegin;
+  return std::format("<!-- compare-report:begin {0} (written by prefixd compare --docs --docs-section {0}) -->", section);
+}
+
+std::string report_end_marker(const std::string& section) {
+  return section.empty() ? std::string(kReportEnd) : std::format("<!-- compare-report:end {} -->", section);
+}
+
+std::string splice_report(const std::string& page, const std::string& report, const std::string& section) {
+  const std::string begin_marker = report_begin_marker(section);
+  const std::string end_marker = report_end_marker(section);
+  const std::string block = begin_marker + "\n\n" + report + "\n" + end_marker;
+  const auto begin = page.find(begin_marker);
+  const auto end = begin == std::string::npos ? std::string::npos : page.find(end_marker, begin);
   if (begin == std::string::npos || end == std::string::npos) {
     return page + (page.empty() || page.ends_with("\n\n") ? "" : page.ends_with('\n') ? "\n" : "\n\n") + block + "\n";
   }
-  return page.substr(0, begin) + block + page.substr(end + std::string_view(kReportEnd).size());
+  return page.substr(0, begin) + block + page.substr(end + end_marker.size());
 }
 
 }  // namespace prefixd::bench

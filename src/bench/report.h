@@ -28,9 +28,13 @@ std::string workload_section(const nlohmann::json& results, const nlohmann::json
 std::string render_targets(const nlohmann::json& results);
 
 // The page with everything between its report markers replaced by `report` (the hand-written rest
-// stays); a page without markers gets them, with the report, appended.
+// stays); a page without markers gets them, with the report, appended. A named `section` has
+// markers of its own, so several runs (one per model) can share a page without overwriting
+// each other or the unnamed report.
 inline constexpr const char* kReportBegin = "<!-- compare-report:begin (written by prefixd compare --docs) -->";
 inline constexpr const char* kReportEnd = "<!-- compare-report:end -->";
-std::string splice_report(const std::string& page, const std::string& report);
+std::string report_begin_marker(const std::string& section);
+std::string report_end_marker(const std::string& section);
+std::string splice_report(const std::string& page, const std::string& report, const std::string& section = "");
 
 }  // namespace prefixd::bench

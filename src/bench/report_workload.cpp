@@ -156,6 +156,14 @@ std::string workload_section(const nlohmann::json& results, const nlohmann::json
                          : std::format("; TTFT ratios are ranges (median ratio ÷ and × {:.2f}) because the cold arms were "
                                        "not tight: their slowest repetition took {:.2f}× their fastest.",
                                        noise, noise));
+  for (const auto& n : names) {
+    const auto& warmup = target_of(w, n).value("warmup", nlohmann::json::object());
+    if (const double tokens = warmup.value("tokens", 0.0); tokens > 0) {
+      out += std::format("{} also fed {:.0f} warm-up tokens after replies, in no arm above (the summary and the "
+                         "warm-up section count them).\n\n",
+                         n, tokens);
+    }
+  }
   if (repetitions(w) > 1 && names.size() >= 2) {
     out += std::format("Interleaved: {} repetitions (order {}). TTFT {} ÷ {} per repetition (medians over every request): "
                        "{}.\n\n",

@@ -20,6 +20,7 @@
 #include "bench/plots.h"
 #include "bench/report.h"
 #include "bench/report_stats.h"
+#include "bench/report_tokens.h"
 #include "bench/target.h"
 #include "bench/workload.h"
 
@@ -64,6 +65,7 @@ void write_results(const fs::path& path, const nlohmann::json& results) {
 
 // False when some server failed, or some gate or check did not pass.
 bool all_passed(const nlohmann::json& results) {
+  if (!token_gate_passed(results)) return false;
   for (const auto& w : list_at(results, "workloads")) {
     if (!w.contains("targets")) continue;
     for (const auto& [name, record] : w.at("targets").items()) {
@@ -87,6 +89,7 @@ nlohmann::json run_all(const RunOptions& o, const std::vector<Target>& targets, 
   config.base.model_path = o.model_path;
   config.base.threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   config.base.cache_mib = o.cache_mib;
+  config.base.snapshot_mib = o.snapshot_mib;
   config.log_path = log.path();
   config.startup_limit = o.startup_timeout;
   config.request_timeout = o.request_timeout;
@@ -110,6 +113,8 @@ nlohmann::json run_all(const RunOptions& o, const std::vector<Target>& targets, 
                               {"interleave", o.interleave},
                               {"threads", config.base.threads},
                               {"cache_mib", o.cache_mib},
+                              {"snapshot_mib", o.snapshot_mib},
+                              {"token_gate", o.token_gate},
                               {"words_per_token", params.words_per_token}}},
                             {"servers", nlohmann::json::array()},
                             {"workloads", nlohmann::json::array()}};
@@ -117,6 +122,7 @@ nlohmann::json run_all(const RunOptions& o, const std::vector<Target>& targets, 
     std::string extra;
     for (const auto& a : t.extra_args()) extra += (extra.empty() ? "" : " ") + a;
     results["servers"].push_back({{"name", t.name()},
+                                  {"kind", t.kind_name()},
                                   {"binary", t.binary()},
                                   {"version", t.version()},
                                   {"context_note", t.context_note()},
@@ -164,6 +170,7 @@ std::vector<Target> prepare(const RunOptions& o, const std::vector<std::string>&
                             const std::vector<std::string>& target_list) {
   const WorkloadParams probe{.seed = o.seed, .scale = o.scale, .reps = o.reps, .cold_reps_long = o.cold_reps_long};
   for (const auto& name : names) make_workload(name, probe);
+  if (o.snapshot_mib >= o.cache_mib) throw std::invalid_argument("--snapshot-mib must be below --cache-mib");
   std::vector<Target> targets;
   for (const auto& name : target_list) targets.push_back(make_target(name, o.sources));
   if (targets.empty()) throw std::invalid_argument("no target to run");
@@ -192,10 +199,11 @@ bool publish(nlohmann::json& results, const fs::path& dir, const std::string& st
     prefix = prefix.empty() || prefix == "." ? "" : prefix + "/";
     const std::string report = render_report(results, {.image_prefix = prefix, .heading_level = 2});
     const std::string page = fs::exists(docs) ? read_text(docs) : "# Benchmarks\n";
-    write_text(docs, splice_report(page, report));
+    write_text(docs, splice_report(page, report, o.docs_section));
     progress << "[compare] updated " << docs.string() << std::endl;
   }
   out << "\n" << render_summary(results);
+  if (!token_gate_passed(results)) out << "\ntoken gate: FAIL (prefixd evaluated as many prompt tokens as llama-server or more somewhere)\n";
   if (const std::string interleaved = render_interleaved(results); !interleaved.empty()) out << "\n" << interleaved;
   return all_passed(results);
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +24,8 @@ Target::Target(TargetKind kind, std::string name, std::string binary, std::vecto
 std::vector<std::string> Target::arguments(const ServerSettings& s, int port) const {
   std::vector<std::string> args;
   if (kind_ == TargetKind::prefixd) {
-    const long long budget = static_cast<long long>(s.cache_mib) * 1024 * 1024;
+    constexpr long long kMiB = 1024 * 1024;
+    const long long budget = static_cast<long long>(s.cache_mib - std::max(0, s.snapshot_mib)) * kMiB;
     args = {"serve",
             "--model", s.model_path,
             "--host", "127.0.0.1",
@@ -34,6 +36,9 @@ std::vector<std::string> Target::arguments(const ServerSettings& s, int port) co
             "--prompt-cache-capacity-bytes", std::to_string(budget),
             "--no-flash-attn",
             "--metrics"};
+    if (s.snapshot_mib > 0) {
+      args.insert(args.end(), {"--prompt-cache-snapshot-capacity-bytes", std::to_string(s.snapshot_mib * kMiB)});
+    }
   } else {
     // -fa off: prefixd's default, so both run the same attention kernels. --fit off: nothing is
     // resized behind our back. The web UI is irrelevant to a benchmark.
@@ -67,6 +72,14 @@ ServerLaunch Target::launch(const ServerSettings& settings, int port, const std:
 
 const char* Target::evaluated_counter() const {
   return kind_ == TargetKind::prefixd ? "prefixd_prompt_tokens_fed_total" : "llamacpp:prompt_tokens_total";
+}
+
+const char* Target::warmup_counter() const {
+  return kind_ == TargetKind::prefixd ? "prefixd_warmup_tokens_total" : nullptr;
+}
+
+const char* Target::running_gauge() const {
+  return kind_ == TargetKind::prefixd ? "prefixd_requests_running" : nullptr;
 }
 
 const char* Target::context_note() const {
@@ -112,19 +125,34 @@ Target make_target(const std::string& name, const TargetSources& sources) {
     return Target(TargetKind::llama_server, name, bin, split_args(sources.llama_args));
   }
   std::vector<std::string> args = split_args(sources.prefixd_args);
-  if (name == "prefixd-nocache") {
+  if (const auto variant = sources.variants.find(name); variant != sources.variants.end()) {
+    const auto extra = split_args(variant->second);
+    args.insert(args.end(), extra.begin(), extra.end());
+  } else if (name == "prefixd-nocache") {
     args.emplace_back("--no-cache-prompt");
   } else if (name == "prefixd-baseline") {
     const auto extra = split_args(sources.baseline_args);
     args.insert(args.end(), extra.begin(), extra.end());
   } else if (name != "prefixd") {
-    throw std::invalid_argument("unknown target '" + name + "' (prefixd, llama-server, prefixd-nocache, prefixd-baseline)");
+    throw std::invalid_argument("unknown target '" + name +
+                                "' (prefixd, llama-server, prefixd-nocache, prefixd-baseline, or a --variant name)");
   }
   // This very binary by default, resolved so that the recorded command line can be rerun by hand.
   std::error_code error;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
   const std::string bin = !sources.prefixd_bin.empty() ? sources.prefixd_bin : error ? "/proc/self/exe" : self.string();
   return Target(TargetKind::prefixd, name, bin, std::move(args));
+}
+
+std::pair<std::string, std::string> parse_variant(const std::string& spec) {
+  const auto eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0) throw std::invalid_argument("--variant wants NAME=ARGS, got '" + spec + "'");
+  std::string name = spec.substr(0, eq);
+  // A variant named like a built-in target would silently change what that name means.
+  if (std::ranges::find(target_names(), name) != target_names().end()) {
+    throw std::invalid_argument("--variant " + name + ": that name is a built-in target");
+  }
+  return {std::move(name), spec.substr(eq + 1)};
 }
 
 std::string find_executable(const std::string& name) {

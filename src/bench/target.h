@@ -3,7 +3,9 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/server_process.h"
@@ -17,6 +19,11 @@ struct ServerSettings {
   int parallel = 1;
   int threads = 1;
   int cache_mib = 8192;  // prefixd --prompt-cache-capacity-bytes = llama-server --cache-ram (MiB)
+  // > 0: this much of cache_mib goes to prefixd's checkpoints (--prompt-cache-snapshot-capacity-bytes)
+  // and the rest to its host tier, so that prefixd's host memory in all equals llama-server's
+  // --cache-ram, whose prompt cache holds its checkpoints too. 0: prefixd's own default, outside
+  // cache_mib (models reused by trimming take no checkpoints).
+  int snapshot_mib = 0;
 };
 
 enum class TargetKind { prefixd, llama_server };
@@ -35,6 +42,12 @@ class Target {
                              std::chrono::seconds startup_limit) const;
   // The Prometheus counter of prompt tokens the server ran through the model.
   const char* evaluated_counter() const;
+  // The counter of tokens run through the model after replies, off the request path, that no
+  // request's own count includes (prefixd's warm-up); nullptr when the server has none.
+  const char* warmup_counter() const;
+  // The counter of requests holding a sequence now (a warm-up holds one too); nullptr: none.
+  const char* running_gauge() const;
+  const char* kind_name() const { return kind_ == TargetKind::prefixd ? "prefixd" : "llama-server"; }
   // How the server uses --ctx-size/-c with several slots, for the report.
   const char* context_note() const;
   // `BINARY --version`, first line; empty when it does not answer.
@@ -54,14 +67,19 @@ struct TargetSources {
   std::string prefixd_args;                     // appended to every prefixd target's `serve`
   std::string llama_args;                       // appended to llama-server's arguments
   std::string baseline_args = "--no-cache-prompt";  // what makes prefixd-baseline differ from prefixd
+  std::map<std::string, std::string> variants;  // more prefixd targets: name → what they add to prefixd_args
 };
 
 // The targets a run may name, in the order the help lists them: prefixd; llama-server;
 // prefixd-nocache (prefixd serve --no-cache-prompt); prefixd-baseline (prefixd plus the
-// baseline arguments, e.g. another --prompt-cache-device-cells).
+// baseline arguments, e.g. another --prompt-cache-device-cells); and any name of sources.variants.
 const std::vector<std::string>& target_names();
 // Throws std::invalid_argument for an unknown name, std::runtime_error when the binary is missing.
 Target make_target(const std::string& name, const TargetSources& sources);
+
+// "NAME=ARGS" (a --variant option) split at its first '='; throws std::invalid_argument when the
+// name is empty, has no '=' after it, or is one of target_names().
+std::pair<std::string, std::string> parse_variant(const std::string& spec);
 
 // `name` if it contains a '/', else the first match on PATH; empty when there is none.
 std::string find_executable(const std::string& name);

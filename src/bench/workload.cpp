@@ -14,12 +14,17 @@ const Arm* Workload::arm(const std::string& arm_name) const {
 
 const std::vector<std::string>& workload_names() {
   static const std::vector<std::string> kNames = {"resend", "agent", "multisession", "shared", "edit",
-                                                  "restart", "grow", "thrash", "burst", "unique"};
+                                                  "restart", "grow", "thrash", "burst", "unique", "chat"};
   return kNames;
 }
 
 const std::vector<std::string>& compare_workload_names() {
   static const std::vector<std::string> kNames = {"resend", "agent", "multisession", "shared", "edit", "restart"};
+  return kNames;
+}
+
+const std::vector<std::string>& family_workload_names() {
+  static const std::vector<std::string> kNames = {"chat", "agent", "edit", "multisession"};
   return kNames;
 }
 
@@ -33,7 +38,7 @@ Workload make_workload(const std::string& name, const WorkloadParams& params) {
   static const std::map<std::string, Generator> kGenerators = {
       {"resend", make_resend}, {"agent", make_agent}, {"multisession", make_multisession}, {"shared", make_shared},
       {"edit", make_edit},     {"restart", make_restart}, {"grow", make_grow},            {"thrash", make_thrash},
-      {"burst", make_burst},   {"unique", make_unique}};
+      {"burst", make_burst},   {"unique", make_unique},   {"chat", make_chat}};
   const auto it = kGenerators.find(name);
   if (it == kGenerators.end()) throw std::invalid_argument("unknown workload '" + name + "'");
   Workload w = it->second(params);

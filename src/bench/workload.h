@@ -65,6 +65,9 @@ const std::vector<std::string>& workload_names();
 // runs by default (the workloads with checks of prefixd's own cache).
 const std::vector<std::string>& compare_workload_names();
 const std::vector<std::string>& bench_workload_names();
+// The conversation traces `make bench` runs on models reused at checkpoints (hybrid, recurrent,
+// sliding-window): docs/benchmarks-families.md.
+const std::vector<std::string>& family_workload_names();
 // Throws std::invalid_argument for an unknown name.
 Workload make_workload(const std::string& name, const WorkloadParams& params);
 
@@ -79,6 +82,7 @@ Workload make_grow(const WorkloadParams& params);
 Workload make_thrash(const WorkloadParams& params);
 Workload make_burst(const WorkloadParams& params);
 Workload make_unique(const WorkloadParams& params);
+Workload make_chat(const WorkloadParams& params);
 
 // The total context both servers get: every slot can hold the longest planned prompt plus its
 // reply (llama-server splits -c among its slots; prefixd pools it), rounded up to 256, >= 4096.

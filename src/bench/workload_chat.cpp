@@ -1,4 +1,5 @@
-// Conversation workloads: an agent loop, a multi-session chat trace, and an edited conversation.
+// Conversation workloads: an agent loop, a multi-session chat trace, an edited conversation, and a
+// chat that does all of it on one slot (turns, a resend, an edit, a second session).
 // Assistant turns in the transcripts are written by the generator, not taken from the server's
 // reply, so both servers get the same bytes (on random weights the replies are noise anyway); each
 // turn still asks for a few generated tokens.
@@ -16,6 +17,7 @@ namespace {
 constexpr std::uint64_t kAgent = 11;
 constexpr std::uint64_t kMulti = 12;
 constexpr std::uint64_t kEdit = 13;
+constexpr std::uint64_t kChat = 14;
 constexpr int kChatReply = 8;  // generated tokens per chat turn
 
 constexpr LogNormal kUserTurn{.median = 12, .sigma = 1.0, .lo = 4, .hi = 256};
@@ -53,6 +55,16 @@ Transcript prompt_until(const std::string& system, int system_tokens, const std:
   }
   t.add("user", turns[static_cast<std::size_t>(upto)].user, turns[static_cast<std::size_t>(upto)].user_tokens);
   return t;
+}
+
+// The conversation with turn `at`'s question edited: its first half kept, the rest rewritten.
+std::vector<Turn> edited_at(std::vector<Turn> turns, int at, std::uint64_t seed, const WorkloadParams& p) {
+  auto& question = turns[static_cast<std::size_t>(at)];
+  const int kept = question.user_tokens / 2;
+  const auto k = static_cast<std::uint64_t>(at);
+  question.user = text_of(derive_seed(seed, 1, k), kept, p.words_per_token) + ", or rather " +
+                  question_of(derive_seed(seed, 3, k), question.user_tokens - kept, p.words_per_token);
+  return turns;
 }
 
 }  // namespace
@@ -160,15 +172,44 @@ Workload make_edit(const WorkloadParams& p) {
       w.steps.push_back(chat_step(arm, session, t, kChatReply, static_cast<double>(w.steps.size() + 1)));
     };
     for (int t = 0; t < kTurns; ++t) add(t == 0 ? "turn 1" : "turns 2–6", prompt_until(system, system_tokens, turns, t));
-    auto edited = turns;
-    auto& question = edited[static_cast<std::size_t>(kEdited)];
-    const int kept = question.user_tokens / 2;
-    question.user = text_of(derive_seed(seed, 1, kEdited), kept, p.words_per_token) + ", or rather " +
-                    question_of(derive_seed(seed, 3, kEdited), question.user_tokens - kept, p.words_per_token);
-    const Transcript edit = prompt_until(system, system_tokens, edited, kEdited);
+    const Transcript edit = prompt_until(system, system_tokens, edited_at(turns, kEdited, seed, p), kEdited);
     add("edit turn 3", edit);
     add("regenerate edited", edit);
     add("regenerate original turn 6", prompt_until(system, system_tokens, turns, kTurns - 1));
+  }
+  return w;
+}
+
+Workload make_chat(const WorkloadParams& p) {
+  constexpr int kTurns = 6;
+  constexpr int kEdited = 2;  // 0-based: the 3rd turn
+  constexpr int kSecondTurns = 3;
+  Workload w = named_workload("chat", "Chat: turns, resend, edit, second session", "request", 1,
+                              plain_arms({"turn 1", "turns 2–6", "resend turn 6", "edit turn 3", "second session turn 1",
+                                          "second session turns 2–3"}));
+  const int system_tokens = scaled(128, p.scale, 16);
+  w.description = std::format(
+      "{} rounds one after another, one {}-token system prompt shared by all, chat-trace turn lengths, assistant turns "
+      "written by the client: a {}-turn chat; its last request sent again unchanged; turn 3's question edited (the "
+      "second half rewritten) and sent; then a second session with {} turns of its own. max_tokens {}. --parallel 1, "
+      "so every switch of conversation goes through the host memory of both servers.",
+      p.reps, system_tokens, kTurns, kSecondTurns, kChatReply);
+  const std::string system = text_of(derive_seed(p.seed, kChat, 0), system_tokens, p.words_per_token);
+  for (int c = 0; c < repetitions(p.reps); ++c) {
+    const auto seed = derive_seed(p.seed, kChat, 1, static_cast<std::uint64_t>(c));
+    auto add = [&](const std::string& arm, const std::string& session, const Transcript& t) {
+      w.steps.push_back(chat_step(arm, session, t, kChatReply, static_cast<double>(w.steps.size() + 1)));
+    };
+    const std::string first = std::format("chat-{}-first", c);
+    const auto turns = conversation(seed, kTurns, p);
+    for (int t = 0; t < kTurns; ++t) add(t == 0 ? "turn 1" : "turns 2–6", first, prompt_until(system, system_tokens, turns, t));
+    add("resend turn 6", first, prompt_until(system, system_tokens, turns, kTurns - 1));
+    add("edit turn 3", first, prompt_until(system, system_tokens, edited_at(turns, kEdited, seed, p), kEdited));
+    const std::string second = std::format("chat-{}-second", c);
+    const auto other = conversation(derive_seed(seed, 4), kSecondTurns, p);
+    for (int t = 0; t < kSecondTurns; ++t) {
+      add(t == 0 ? "second session turn 1" : "second session turns 2–3", second, prompt_until(system, system_tokens, other, t));
+    }
   }
   return w;
 }

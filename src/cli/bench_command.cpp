@@ -1,11 +1,14 @@
 // `prefixd bench` and `prefixd compare`: options in, bench::run_bench / bench::run_compare out.
 // Both drive the same benchmark component (src/bench); they differ in targets, defaults and what
 // they write.
+#include <algorithm>
+#include <cctype>
 #include <iostream>
 #include <memory>
 #include <sstream>
 
 #include "bench/bench.h"
+#include "bench/target.h"
 #include "bench/workload.h"
 #include "cli/commands.h"
 
@@ -33,6 +36,7 @@ struct Parsed {
   bench::RunOptions run;
   std::string workloads;
   std::string targets = "prefixd,llama-server";
+  std::vector<std::string> variants;  // NAME=ARGS
   int startup_s = 600;
   int request_s = 3600;
 
@@ -40,6 +44,7 @@ struct Parsed {
   bench::RunOptions finish() {
     run.workloads = split_list(workloads);
     run.targets = split_list(targets);
+    for (const auto& spec : variants) run.sources.variants.insert(bench::parse_variant(spec));
     run.startup_timeout = std::chrono::seconds(startup_s);
     run.request_timeout = std::chrono::seconds(request_s);
     return run;
@@ -112,6 +117,26 @@ std::function<int()> add_compare_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--llama-args", o.sources.llama_args, "More llama-server arguments, e.g. \"--cache-reuse 256\"");
   cmd->add_option("--docs", o.docs_path, "Also write the report between the markers of this Markdown page");
+  cmd->add_option("--docs-section", o.docs_section,
+                  "Write it between this section's own markers instead (one page, several runs)")
+      ->check([](const std::string& name) {
+        // The name goes into an HTML comment: keep it to characters that cannot end one.
+        const bool plain = !name.empty() && std::ranges::all_of(name, [](unsigned char c) {
+          return std::isalnum(c) || c == '-' || c == '_' || c == '.';
+        });
+        return plain ? std::string() : std::string("letters, digits, '-', '_' and '.' only");
+      });
+  cmd->add_option("--variant", p->variants,
+                  "Another prefixd target, NAME=ARGS: prefixd with --prefixd-args plus ARGS, run when --targets "
+                  "names it (repeatable), e.g. --variant \"prefixd-swa-off=--swa-full off\"");
+  cmd->add_option("--snapshot-mib", o.snapshot_mib,
+                  "Give prefixd's checkpoints this much of --cache-mib (--prompt-cache-snapshot-capacity-bytes; its "
+                  "host tier gets the rest), so its host memory in all equals llama-server's --cache-ram. 0: "
+                  "prefixd's default, outside --cache-mib")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 22));
+  cmd->add_flag("--token-gate", o.token_gate,
+                "Fail unless every prefixd target evaluates fewer prompt tokens (warm-up included) than "
+                "llama-server on every workload");
   cmd->add_option("--render", o.render_path, "Only re-render the report, plots and docs of this results file")
       ->check(CLI::ExistingFile);
   cmd->add_flag("!--no-plots", o.plots, "Do not run gnuplot");

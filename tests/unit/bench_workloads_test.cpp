@@ -91,6 +91,8 @@ TEST(BenchWorkloads, GeneratedTrafficIsPinned) {
       {"burst x0.5", {8, 0x22fc9292aaef2f35ull}},
       {"unique x1", {16, 0xcc494d57608b3bc1ull}},
       {"unique x0.5", {16, 0xe413c38d94f6d6e8ull}},
+      {"chat x1", {55, 0x90ff846e5aa6f807ull}},
+      {"chat x0.5", {55, 0xef557237c3f0cf90ull}},
   };
   for (const auto& name : workload_names()) {
     for (const double scale : {1.0, 0.5}) {
@@ -324,7 +326,7 @@ TEST(BenchStats, ArmStatsFromAResultsFile) {
 
 TEST(BenchReport, RendersOneTablePerWorkloadWithRatiosAndGates) {
   const std::string md = render_report(sample_results(1.2), {.image_prefix = "../bench/results/", .heading_level = 1});
-  EXPECT_TRUE(md.starts_with("# prefixd vs llama-server: 2024-06-01, box\n")) << md.substr(0, 200);
+  EXPECT_TRUE(md.starts_with("# prefixd vs llama-server: 2024-06-01, box, m.gguf\n")) << md.substr(0, 200);
   EXPECT_NE(md.find("## Summary"), std::string::npos);
   EXPECT_NE(md.find("## Identical resend (`resend`)"), std::string::npos);
   // warm: prefixd 11 ms vs llama-server 20 ms → 0.55× as a point (cold arms tight); evaluated 2 vs 101.
