@@ -31,13 +31,26 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
     device = tree->second.match(query, lease.key.session);
   }
   if (whole.length > 0 && !entries_.at(whole.entry).state_at_end) whole = {};
-  // 2. A checkpoint, with the attention cells before it from the device or the host tier.
+  // 2. A checkpoint, with the attention cells before it from the device tier, another running
+  // sequence (whose cells before what it has computed are final), or the host tier.
   const bool attention = has_attention(engine_);
+  const Lease* peer = nullptr;
+  std::int32_t peer_reach = 0;
+  if (attention) {
+    for (const auto& [seq, other] : leases_) {
+      if (seq == lease.seq || other.key.namespace_digest != ns || other.waits_for) continue;
+      const std::int32_t reach = std::min(common_prefix(query, other.prompt), other.computed);
+      if (reach > peer_reach) {
+        peer = &other;
+        peer_reach = reach;
+      }
+    }
+  }
   HostTier::Plan host_plan;
   std::int32_t limit = n - 1;
   if (attention) {
     host_plan = host_.plan(ns, query, device.length);
-    limit = std::max(device.length, host_plan.length);
+    limit = std::max({device.length, peer_reach, host_plan.length});
   }
   const CheckpointStore::Found checkpoint = checkpoints_.find(ns, query, lease.chain, limit);
 
@@ -51,8 +64,14 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
     got = Acquisition{Outcome::hit_extend, whole.length, Tier::device, whole.in_session};
     enforce_running_budget();
   } else if (checkpoint.position >= config_.min_prefix) {
-    const std::int32_t from_device = attention ? std::min(device.length, checkpoint.position) : 0;
-    if (from_device > 0) {
+    std::int32_t from_device = attention ? std::min(device.length, checkpoint.position) : 0;
+    if (attention && from_device < checkpoint.position && peer_reach >= checkpoint.position) {
+      // Another request holds these cells: sharing them is free, a host restore is a copy.
+      from_device = checkpoint.position;
+      engine_.copy_sequence(peer->seq, lease.seq, 0, from_device);
+      lock(lease, std::min(from_device, peer->locked));
+      stats_.inflight_shares += 1;
+    } else if (from_device > 0) {
       DeviceEntry& entry = entries_.at(device.entry);
       engine_.copy_sequence(entry.holder, lease.seq, 0, from_device);
       entry.last_used = Clock::now();
@@ -143,12 +162,8 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   RadixTree& tree = trees_[ns];
   const RadixTree::Match longest = attention ? tree.match(tokens, lease.key.session) : RadixTree::Match{};
   // The end state is kept as a checkpoint instead of an entry when an entry holds these tokens
-  // already (its cells serve them), or when no holder is free, or for a sliding window whose cells
-  // near the end would have to come from another entry that may not keep them.
-  const std::int32_t window = engine_.model().sliding_window;
-  const bool windowed = engine_.model().family == engine::ModelFamily::sliding_window;
-  const bool covered = longest.length == n || (windowed && longest.length > n - window);
-  if (covered || !have_holder) {
+  // already (its cells serve them), or when no holder is free.
+  if (longest.length == n || !have_holder) {
     const std::vector<Digest> chain = hasher_.chain(ns, tokens);
     checkpoints_.save(ns, tokens, chain, engine_.save_checkpoint(seq), lease.key.session,
                       CheckpointKind::sequence_end);
@@ -162,6 +177,15 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   // whole recurrent state). The scratch sequence carries the tree's prefix in case the holder
   // is the one the new entry supersedes.
   const std::int32_t shared = longest.length;
+  // A window that drops old cells needs its last `window` positions from this sequence: when the
+  // tree gives some of them, the entry keeps the attention cells only and its end state becomes a
+  // checkpoint.
+  const bool windowed = engine_.model().family == engine::ModelFamily::sliding_window;
+  const bool state_at_end = !(windowed && shared > n - engine_.model().sliding_window);
+  if (!state_at_end) {
+    checkpoints_.save(ns, tokens, hasher_.chain(ns, tokens), engine_.save_checkpoint(seq), lease.key.session,
+                      CheckpointKind::sequence_end);
+  }
   if (shared > 0) engine_.copy_sequence(entries_.at(longest.entry).holder, scratch_, 0, shared);
   SeqId holder = -1;
   if (superseded != 0) {
@@ -177,7 +201,7 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   engine_.remove_sequence(seq, 0, -1);
   const EntryId id = ++next_id_;
   DeviceEntry& entry = entries_[id];
-  entry = DeviceEntry{id, ns, lease.key.session, {tokens.begin(), tokens.end()}, holder, Clock::now(), true};
+  entry = DeviceEntry{id, ns, lease.key.session, {tokens.begin(), tokens.end()}, holder, Clock::now(), state_at_end};
   tree.insert(id, entry.tokens, entry.session);
   if (superseded != 0) {
     tree.erase(superseded);

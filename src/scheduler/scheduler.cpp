@@ -5,7 +5,9 @@
 #include <functional>
 #include <future>
 #include <optional>
+#include <span>
 #include <utility>
+#include <unordered_map>
 #include <spdlog/spdlog.h>
 
 #include "scheduler/logprobs.h"
@@ -55,6 +57,25 @@ struct Active {
     return {request.cache.namespace_digest, request.cache.session_key, request.cache.boundaries};
   }
 };
+
+// What a session's last reply was, to learn whether its client sends replies back verbatim (then
+// the next turn's prompt extends prompt + reply, and a warm-up pays off) or writes its own
+// assistant turns (then a warm-up would feed tokens no request reuses).
+struct ReplyRecord {
+  std::size_t prompt_length = 0;
+  std::uint64_t prompt_hash = 0;
+  std::vector<Token> reply;
+  bool echoes = false;  // the session's latest request sent the previous reply back
+};
+
+std::uint64_t hash_tokens(std::span<const Token> tokens) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (Token t : tokens) {
+    h ^= static_cast<std::uint32_t>(t);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
 
 struct Queued {
   std::uint64_t id = 0;
@@ -233,6 +254,7 @@ class Scheduler::Impl {
     a->text = TextStream(queued.request.stop);
     a->request = std::move(queued.request);
     engine_.remove_sequence(a->seq, 0, -1);
+    if (a->uses_cache()) observe_echo(*a);
     if (a->uses_cache()) {
       const auto acquire_start = Clock::now();
       const cache::Acquisition got = cache_->acquire(a->cache_key(), a->tokens, a->seq);
@@ -443,6 +465,7 @@ class Scheduler::Impl {
       a->stream->push(std::move(event));
     }
     const bool warm = reason != FinishReason::error && reason != FinishReason::cancelled && warmup_applies(*a);
+    if (reason != FinishReason::error && reason != FinishReason::cancelled) remember_reply(*a);
     if (!warm) end_sequence(*a, reason != FinishReason::error);
 
     StreamEvent done;
@@ -463,18 +486,47 @@ class Scheduler::Impl {
       if (!warm) free_seqs_.push_back(a->seq);
       stats_.prompt_tokens_total += a->n_prompt;
       stats_.generated_tokens_total += a->generated;
-      stats_.running = static_cast<std::int32_t>(active_.size());
+      // A warm-up keeps the sequence running; counted before the reply is delivered, so a client
+      // that sees the reply and then the stats sees it.
+      stats_.running = static_cast<std::int32_t>(active_.size()) + (warm ? 1 : 0);
     }
     a->stream->push(std::move(done));
     if (warm) start_warmup(std::move(a));
   }
 
-  // A reply that ended normally, of a request whose template says what follows the reply: the
-  // generated tokens are the reply as the next turn renders it unless a stop string cut the text.
+  static std::string session_of(const Active& a) { return a.request.cache.namespace_digest + a.request.cache.session_key; }
+
+  // Whether this request's prompt sends its session's previous reply back verbatim.
+  void observe_echo(const Active& a) {
+    auto it = replies_.find(session_of(a));
+    if (it == replies_.end()) return;
+    ReplyRecord& r = it->second;
+    const std::span<const Token> prompt(a.tokens);
+    if (prompt.size() < r.prompt_length || hash_tokens(prompt.first(r.prompt_length)) != r.prompt_hash) return;
+    const auto rest = prompt.subspan(r.prompt_length);
+    r.echoes = rest.size() >= r.reply.size() && std::ranges::equal(rest.first(r.reply.size()), r.reply);
+  }
+
+  void remember_reply(const Active& a) {
+    if (!a.uses_cache() || a.generated == 0) return;
+    if (replies_.size() >= kMaxReplyRecords) replies_.erase(replies_.begin());
+    ReplyRecord& r = replies_[session_of(a)];
+    r.prompt_length = static_cast<std::size_t>(a.n_prompt);
+    r.prompt_hash = hash_tokens(std::span<const Token>(a.tokens).first(r.prompt_length));
+    r.reply.assign(a.tokens.begin() + a.n_prompt, a.tokens.end());
+  }
+
+  // A reply that ended normally, of a request whose template says what follows the reply, in a
+  // session whose client sends replies back: the generated tokens are the reply as the next turn
+  // renders it unless a stop string cut the text.
   bool warmup_applies(const Active& a) const {
-    return options_.cache_warmup && a.uses_cache() && !a.waiting && !a.request.cache.continuation.empty() &&
-           !a.text.stopped() &&
-           static_cast<std::int64_t>(a.tokens.size() + a.request.cache.continuation.size()) < engine_.context_size();
+    if (!options_.cache_warmup || !a.uses_cache() || a.waiting || a.request.cache.continuation.empty() ||
+        a.text.stopped() ||
+        static_cast<std::int64_t>(a.tokens.size() + a.request.cache.continuation.size()) >= engine_.context_size()) {
+      return false;
+    }
+    const auto it = replies_.find(session_of(a));
+    return it != replies_.end() && it->second.echoes;
   }
 
   void start_warmup(std::unique_ptr<Active> a) {
@@ -546,6 +598,8 @@ class Scheduler::Impl {
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<BatchToken> batch_;
   bool pack_prefills_ = false;  // several prompts may complete in one batch (see step())
+  static constexpr std::size_t kMaxReplyRecords = 4096;
+  std::unordered_map<std::string, ReplyRecord> replies_;  // by namespace + session
 
   // Shared with submitters; guarded by mutex_.
   mutable std::mutex mutex_;
