@@ -29,7 +29,8 @@ Digest CheckpointStore::key_of(std::string_view ns, std::span<const Token> token
 }
 
 bool CheckpointStore::save(std::string_view ns, std::span<const Token> prefix, std::span<const Digest> chain,
-                           engine::Bytes state, const std::string& session, CheckpointKind kind) {
+                           engine::Bytes state, const std::string& session, CheckpointKind kind,
+                           engine::Pos window_from) {
   const auto position = static_cast<Pos>(prefix.size());
   if (position <= 0 || state.empty()) return false;
   const Digest key = key_of(ns, prefix, chain, position);
@@ -42,7 +43,8 @@ bool CheckpointStore::save(std::string_view ns, std::span<const Token> prefix, s
   evict_lru_for(state.size());
   lru_.push_front(key);
   Slot& slot = entries_[key];
-  slot = Slot{Checkpoint{std::string(ns), position, std::move(state), std::chrono::steady_clock::now()}, lru_.begin()};
+  slot = Slot{Checkpoint{std::string(ns), position, std::move(state), std::chrono::steady_clock::now(), window_from},
+              lru_.begin()};
   bytes_ += slot.checkpoint.state.size();
   positions_[std::string(ns)][position] += 1;
   counters_.saved += 1;

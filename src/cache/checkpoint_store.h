@@ -40,6 +40,9 @@ struct Checkpoint {
   engine::Pos position = 0;  // the state after tokens [0, position)
   engine::Bytes state;
   std::chrono::steady_clock::time_point last_used;
+  // Window-only sliding-window models: the state's window cells are known to run unbroken from
+  // here to `position` (0 otherwise).
+  engine::Pos window_from = 0;
 };
 
 // Why a session's checkpoint that would have served a request further was not used.
@@ -78,7 +81,7 @@ class CheckpointStore {
   // session computes a prompt further along the same prefix (more than one token further: a
   // prompt's last two positions are a pair). Returns false when it does not fit.
   bool save(std::string_view ns, std::span<const engine::Token> prefix, std::span<const Digest> chain,
-            engine::Bytes state, const std::string& session, CheckpointKind kind);
+            engine::Bytes state, const std::string& session, CheckpointKind kind, engine::Pos window_from = 0);
   // The checkpoint at the highest position in (0, limit] whose prefix equals the query's.
   Found find(std::string_view ns, std::span<const engine::Token> query, std::span<const Digest> chain,
              engine::Pos limit) const;

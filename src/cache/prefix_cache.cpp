@@ -32,6 +32,7 @@ Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const To
     publish();
     return bypass;
   }
+  refresh_window_entries();
   Lease& lease = leases_[seq];
   lease = Lease{seq, ++next_order_, key, {prompt.begin(), prompt.end()}};
   Acquisition got;
@@ -67,7 +68,8 @@ void PrefixCache::Impl::advance(SeqId seq, std::int32_t computed) {
       const auto prefix = std::span<const Token>(lease.prompt).first(static_cast<size_t>(lease.computed));
       const bool end = lease.computed + 1 >= static_cast<std::int32_t>(lease.prompt.size());
       saved |= checkpoints_.save(lease.key.namespace_digest, prefix, lease.chain, engine_.save_checkpoint(seq),
-                                 lease.key.session, end ? CheckpointKind::prompt_end : CheckpointKind::boundary);
+                                 lease.key.session, end ? CheckpointKind::prompt_end : CheckpointKind::boundary,
+                                 window_run(seq, lease.window_from));
       trace("checkpoint seq={} at {}", seq, lease.computed);
     }
     lease.stops.erase(lease.stops.begin());
@@ -88,6 +90,7 @@ std::vector<Resolved> PrefixCache::Impl::poll() {
     if (lease.waits_for) waiting.push_back(&lease);
   }
   std::ranges::sort(waiting, [](const Lease* a, const Lease* b) { return a->order < b->order; });
+  if (!waiting.empty()) refresh_window_entries();
   for (Lease* lease : waiting) {
     auto target = leases_.find(*lease->waits_for);
     const bool ready = target == leases_.end() || target->second.computed >= lease->wait_until;
@@ -111,6 +114,7 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
   }
   Lease lease = std::move(found->second);
   leases_.erase(found);
+  refresh_window_entries();
   if (!trimmable()) {
     donate_with_state(lease, seq, tokens);
     return;
@@ -119,7 +123,7 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
   unlock(lease);
   const auto n = static_cast<std::int32_t>(tokens.size());
   const std::string& ns = lease.key.namespace_digest;
-  if (!can_reuse() || n < config_.min_prefix || holder_count_ == 0) {
+  if (!can_reuse() || n < config_.min_prefix || holder_count_ == 0 || !holds_its_start(seq, n)) {
     engine_.remove_sequence(seq, 0, -1);
     enforce_device_budget();
     publish();
@@ -208,7 +212,7 @@ Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
   const Lease* peer = nullptr;
   std::int32_t peer_common = 0, peer_now = 0;
   for (const auto& [seq, other] : leases_) {
-    if (other.order >= lease.order || other.key.namespace_digest != ns) continue;
+    if (other.order >= lease.order || other.key.namespace_digest != ns || !holds_its_start(seq)) continue;
     const std::int32_t common = common_prefix(query, other.prompt);
     if (common > peer_common || (common == peer_common && std::min(common, other.computed) > peer_now)) {
       peer = &other;
@@ -260,6 +264,15 @@ Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
       unlock(lease);
       engine_.remove_sequence(lease.seq, 0, -1);
     }
+  }
+  if (got.reused > 0 && !holds_its_start(lease.seq, got.reused)) {
+    // A source lost cells between the checks and the copy: never compute on a broken prefix.
+    const engine::PosRange cells = engine_.sequence_positions(lease.seq);
+    spdlog::warn("cache: a reused prefix of {} tokens ({}, {}) held positions {}..{} only; the request runs cold",
+                 got.reused, outcome_name(got.outcome), tier_name(got.tier), cells.min, cells.max);
+    unlock(lease);
+    engine_.remove_sequence(lease.seq, 0, -1);
+    got = Acquisition{};
   }
   lease.computed = got.reused;
   return got;

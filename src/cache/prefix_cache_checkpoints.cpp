@@ -54,13 +54,31 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
   }
   const CheckpointStore::Found checkpoint = checkpoints_.find(ns, query, lease.chain, limit);
 
+  // 3. A window-only model: an entry whose holder still has the window before the matched length
+  // is the state there, as a checkpoint would be (the window is known unbroken from window_from).
+  std::int32_t window_reach = 0;
+  if (window_only() && device.length > 0 &&
+      window_run(entries_.at(device.entry).holder, entries_.at(device.entry).window_from) <=
+          device.length - engine_.model().sliding_window + 1) {
+    window_reach = device.length;
+  }
+
   // What the context holds is adopted first; then idle cells this request does not use are
   // demoted (as for dense models), before a host restore, so the restored cells can take them.
-  if (whole.length >= config_.min_prefix && whole.length >= checkpoint.position) {
+  if (window_reach >= config_.min_prefix && window_reach > std::max(whole.length, checkpoint.position)) {
+    DeviceEntry& entry = entries_.at(device.entry);
+    engine_.copy_sequence(entry.holder, lease.seq, 0, window_reach);
+    entry.last_used = Clock::now();
+    lock(lease, window_reach);
+    lease.window_from = entry.window_from;
+    got = Acquisition{Outcome::partial, window_reach, Tier::device, device.in_session};
+    enforce_running_budget();
+  } else if (whole.length >= config_.min_prefix && whole.length >= checkpoint.position) {
     DeviceEntry& entry = entries_.at(whole.entry);
     engine_.copy_sequence(entry.holder, lease.seq, 0, whole.length);
     entry.last_used = Clock::now();
     lock(lease, whole.length);
+    lease.window_from = entry.window_from;
     got = Acquisition{Outcome::hit_extend, whole.length, Tier::device, whole.in_session};
     enforce_running_budget();
   } else if (checkpoint.position >= config_.min_prefix) {
@@ -100,6 +118,7 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
     // The attention cells are in place; the checkpoint replaces the partial state they came with.
     ok = ok && engine_.restore_checkpoint(now.checkpoint->state, lease.seq);
     if (ok) {
+      lease.window_from = std::min(now.checkpoint->window_from, k);
       checkpoints_.used(now.key, lease.key.session);
       const bool on_device = from_device >= k;
       got = Acquisition{on_device ? Outcome::partial : Outcome::hit_restore, k, on_device ? Tier::device : Tier::host,
@@ -163,10 +182,11 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   const RadixTree::Match longest = attention ? tree.match(tokens, lease.key.session) : RadixTree::Match{};
   // The end state is kept as a checkpoint instead of an entry when an entry holds these tokens
   // already (its cells serve them), or when no holder is free.
+  const engine::Pos seq_from = window_run(seq, lease.window_from);
   if (longest.length == n || !have_holder) {
     const std::vector<Digest> chain = hasher_.chain(ns, tokens);
     checkpoints_.save(ns, tokens, chain, engine_.save_checkpoint(seq), lease.key.session,
-                      CheckpointKind::sequence_end);
+                      CheckpointKind::sequence_end, seq_from);
     engine_.remove_sequence(seq, 0, -1);
     trace("donate seq={}: state at {} kept as a checkpoint", seq, n);
     after_tree_change(ns);
@@ -177,14 +197,20 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   // whole recurrent state). The scratch sequence carries the tree's prefix in case the holder
   // is the one the new entry supersedes.
   const std::int32_t shared = longest.length;
-  // A window that drops old cells needs its last `window` positions from this sequence: when the
-  // tree gives some of them, the entry keeps the attention cells only and its end state becomes a
-  // checkpoint.
-  const bool windowed = engine_.model().family == engine::ModelFamily::sliding_window;
-  const bool state_at_end = !(windowed && shared > n - engine_.model().sliding_window);
+  // A window that drops old cells: the holder's window runs unbroken from where this sequence's
+  // run starts, or, when that run reaches down to the shared prefix, from where the tree holder's
+  // run starts below it. Without the window before its end, the entry keeps the attention cells
+  // only and its end state becomes a checkpoint.
+  engine::Pos holder_from = seq_from;
+  if (window_only() && shared > 0 && seq_from <= shared) {
+    const engine::Pos tree_from = entries_.at(longest.entry).window_from;
+    holder_from = tree_from < shared ? tree_from : shared;
+  }
+  // (A token at position p attends to positions p - window + 1 to p.)
+  const bool state_at_end = !window_only() || holder_from <= n - engine_.model().sliding_window + 1;
   if (!state_at_end) {
     checkpoints_.save(ns, tokens, hasher_.chain(ns, tokens), engine_.save_checkpoint(seq), lease.key.session,
-                      CheckpointKind::sequence_end);
+                      CheckpointKind::sequence_end, seq_from);
   }
   if (shared > 0) engine_.copy_sequence(entries_.at(longest.entry).holder, scratch_, 0, shared);
   SeqId holder = -1;
@@ -201,7 +227,8 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   engine_.remove_sequence(seq, 0, -1);
   const EntryId id = ++next_id_;
   DeviceEntry& entry = entries_[id];
-  entry = DeviceEntry{id, ns, lease.key.session, {tokens.begin(), tokens.end()}, holder, Clock::now(), state_at_end};
+  entry = DeviceEntry{id,           ns,          lease.key.session, {tokens.begin(), tokens.end()}, holder,
+                      Clock::now(), state_at_end, holder_from};
   tree.insert(id, entry.tokens, entry.session);
   if (superseded != 0) {
     tree.erase(superseded);
@@ -212,11 +239,37 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   after_tree_change(ns);
 }
 
+void PrefixCache::Impl::refresh_window_entries() {
+  if (engine_.model().family != engine::ModelFamily::sliding_window) return;
+  std::vector<EntryId> broken;
+  for (auto& [id, e] : entries_) {
+    if (trimmable()) {
+      if (!holds_its_start(e.holder, static_cast<std::int32_t>(e.tokens.size()))) broken.push_back(id);
+      continue;
+    }
+    e.window_from = window_run(e.holder, e.window_from);
+    const auto n = static_cast<engine::Pos>(e.tokens.size());
+    if (e.window_from > n - engine_.model().sliding_window + 1) e.state_at_end = false;
+  }
+  for (EntryId id : broken) {
+    DeviceEntry& e = entries_.at(id);
+    const std::string ns = e.ns;
+    trace("entry {} lost the start of its window cells; dropped", id);
+    stats_.device_evictions += 1;
+    // Running requests that locked its cells hold their own copies of them: unlock first.
+    for (auto& [seq, lease] : leases_) {
+      if (lease.key.namespace_digest == ns && lease.locked > 0) unlock(lease);
+    }
+    drop(e);
+    repin(ns);
+  }
+}
+
 void PrefixCache::Impl::checkpoint_entry_end(const DeviceEntry& e) {
   if (!e.state_at_end || trimmable()) return;
   const std::vector<Digest> chain = hasher_.chain(e.ns, e.tokens);
   checkpoints_.save(e.ns, e.tokens, chain, engine_.save_checkpoint(e.holder), e.session,
-                    CheckpointKind::sequence_end);
+                    CheckpointKind::sequence_end, e.window_from);
 }
 
 }  // namespace prefixd::cache

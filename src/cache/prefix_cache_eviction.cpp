@@ -26,6 +26,7 @@ std::int64_t PrefixCache::Impl::budgeted_idle_cells() const {
 }
 
 std::int64_t PrefixCache::Impl::release_device_cells(std::int64_t cells) {
+  refresh_window_entries();
   const std::int64_t before = device_cells();
   while (before - device_cells() < cells) {
     DeviceEntry* victim = least_recently_used([](const DeviceEntry&) { return true; });
@@ -220,8 +221,10 @@ void PrefixCache::Impl::cut_back(DeviceEntry& e) {
     // A recurrent state cannot be cut back: without it, the attention cells can be.
     engine_.drop_checkpoint_state(e.holder);
     e.state_at_end = false;
+    e.window_from = keep;  // no window cells are left
   }
   engine_.remove_sequence(e.holder, keep, -1);
+  e.window_from = std::min<engine::Pos>(e.window_from, keep);
   tree.truncate(e.id, keep);
   e.tokens.resize(static_cast<size_t>(keep));
 }

@@ -66,6 +66,9 @@ struct DeviceEntry {
   // Checkpoint families: the holder keeps the state after exactly `tokens` (false once the entry
   // was cut back: then only its attention cells serve, up to a checkpoint).
   bool state_at_end = true;
+  // Window-only sliding-window models: the holder's window cells run unbroken from here to its
+  // end (cells below, copied with a shared prefix, may be there too but are not counted on).
+  engine::Pos window_from = 0;
 };
 
 // A running request's sequence, from acquire() to donate() or release().
@@ -80,6 +83,7 @@ struct Lease {
   std::int32_t wait_until = 0;
   std::vector<Digest> chain;          // checkpoint families: block chain of the prompt
   std::vector<engine::Pos> stops;     // checkpoint families: positions still to checkpoint, ascending
+  engine::Pos window_from = 0;        // window-only models: where the sequence's unbroken window run starts
 };
 
 class PrefixCache::Impl {
@@ -140,6 +144,30 @@ class PrefixCache::Impl {
   // Moves the state `holder` keeps after `tokens` into the checkpoint store.
   void checkpoint_entry_end(const DeviceEntry& e);
   bool trimmable() const { return mode_ == ReuseMode::trim; }
+  // A sliding-window model with the full window cache still lets a running sequence overwrite its
+  // own cells that fell out of its window (libllama reuses them when only that sequence owns
+  // them, then drops every position below from the sequence, keeping [min, max] unbroken): such a
+  // sequence no longer holds its prefix from position 0 and must not be shared or kept.
+  // libllama also lets any decoding sequence take over a cell that only one sequence owns and that
+  // lies outside that owner's window, and then drops the owner's positions below it: a holder of
+  // a sliding-window model loses the start of its window cells under memory pressure. Before the
+  // cache trusts its entries: trim mode drops an entry that lost its start; window-only mode
+  // moves the entry's unbroken window run up.
+  void refresh_window_entries();
+  // `length`: the positions [0, length) the sequence should hold (-1: whatever its last one is).
+  bool holds_its_start(SeqId seq, std::int32_t length = -1) const {
+    if (engine_.model().family != engine::ModelFamily::sliding_window || !trimmable()) return true;
+    const engine::PosRange cells = engine_.sequence_positions(seq);
+    if (cells.empty()) return length <= 0;
+    return cells.min == 0 && (length < 0 || cells.max == length - 1);
+  }
+  bool window_only() const { return engine_.model().family == engine::ModelFamily::sliding_window && !trimmable(); }
+  // Where `seq`'s unbroken run of window cells starts: what the cache tracked, or higher when
+  // libllama dropped the cells below (it keeps each sequence's positions [min, max] unbroken).
+  engine::Pos window_run(SeqId seq, engine::Pos tracked) const {
+    if (!window_only()) return 0;
+    return std::max(tracked, engine_.sequence_positions(seq).min);
+  }
 
   void lock(Lease& lease, std::int32_t length);
   void unlock(Lease& lease);

@@ -192,6 +192,16 @@ TEST_P(FamilyReuse, EveryTurnResendEditAndSessionFeedsOnlyWhatIsNew) {
   }
   settle();
 
+  // A change a few tokens before the end (a corrected last word): a window-only model may resume
+  // right before it when the latest entry still holds the window there, never after it.
+  std::vector<Token> corrected = last;
+  const auto near_end = static_cast<engine::Pos>(corrected.size()) - 4;
+  corrected[static_cast<size_t>(near_end)] += 1;
+  const Reply tail = ask_both(corrected, boundaries, "alice");
+  EXPECT_LE(tail.cache.cached_tokens, near_end);
+  EXPECT_GE(tail.cache.cached_tokens, boundaries.back());
+  settle();
+
   // Another session with the same system prompt resumes after it.
   std::vector<engine::Pos> other_boundaries;
   Conversation other = conversation_;
