@@ -1,6 +1,11 @@
 #include "api/cache_report.h"
 
 #include <format>
+#include <array>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace prefixd::api {
 namespace {
@@ -74,65 +79,86 @@ nlohmann::ordered_json cache_reset_json(const cache::ResetReport& report) {
   return {{"freed_entries", report.entries}, {"freed_bytes", report.bytes}};
 }
 
-std::string cache_metrics_text(const cache::CacheStats& s) {
-  std::string out;
-  auto family = [&out](std::string_view name, std::string_view type, std::string_view help) {
-    out += std::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-  };
-  family("prefixd_prompt_cache_hits_total", "counter", "Requests that reused a cached prefix.");
-  out += std::format("prefixd_prompt_cache_hits_total {}\n", s.hits);
-  family("prefixd_prompt_cache_misses_total", "counter", "Cache-enabled requests that found no reusable prefix.");
-  out += std::format("prefixd_prompt_cache_misses_total {}\n", s.misses);
-  family("prefixd_prompt_cache_prefix_tokens_reused_total", "counter", "Prompt tokens taken from the cache instead of computed.");
-  out += std::format("prefixd_prompt_cache_prefix_tokens_reused_total {}\n", s.tokens_reused);
-  family("prefixd_prompt_cache_requests_total", "counter", "Requests by what the prompt cache did for them.");
-  for (int i = 0; i < cache::kOutcomeCount; ++i) {
-    out += std::format("prefixd_prompt_cache_requests_total{{outcome=\"{}\"}} {}\n",
-                       cache::outcome_name(static_cast<cache::Outcome>(i)), s.outcomes[static_cast<size_t>(i)]);
+namespace {
+
+// Prometheus text, one family at a time: HELP and TYPE, then its samples.
+class MetricsText {
+ public:
+  // A family with one unlabeled sample.
+  template <typename T>
+  void single(std::string_view name, std::string_view type, std::string_view help, T value) {
+    header(name, type, help);
+    out_ += std::format("{} {}\n", name, value);
   }
-  family("prefixd_prompt_cache_inflight_shares_total", "counter", "Hits taken from another running request's cells.");
-  out += std::format("prefixd_prompt_cache_inflight_shares_total {}\n", s.inflight_shares);
-  family("prefixd_prompt_cache_evictions_total", "counter", "Cached entries or segments dropped, by reason.");
-  out += std::format("prefixd_prompt_cache_evictions_total{{reason=\"lru\"}} {}\n", s.evictions_lru);
-  out += std::format("prefixd_prompt_cache_evictions_total{{reason=\"ttl\"}} {}\n", s.evictions_ttl);
-  out += std::format("prefixd_prompt_cache_evictions_total{{reason=\"capacity\"}} {}\n", s.evictions_capacity);
-  out += std::format("prefixd_prompt_cache_evictions_total{{reason=\"device\"}} {}\n", s.device_evictions);
-  family("prefixd_prompt_cache_demotions_total", "counter", "Device-tier entries moved to the host tier.");
-  out += std::format("prefixd_prompt_cache_demotions_total {}\n", s.demotions);
-  family("prefixd_prompt_cache_failed_restores_total", "counter", "Host segments that could not be restored.");
-  out += std::format("prefixd_prompt_cache_failed_restores_total {}\n", s.failed_restores);
-  family("prefixd_prompt_cache_compactions_total", "counter", "Times idle device entries were rewritten at the low end of the context.");
-  out += std::format("prefixd_prompt_cache_compactions_total {}\n", s.compactions);
-  family("prefixd_prompt_cache_bytes", "gauge", "Bytes of K/V held, by tier.");
-  out += std::format("prefixd_prompt_cache_bytes{{tier=\"device\"}} {}\n", s.device_bytes);
-  out += std::format("prefixd_prompt_cache_bytes{{tier=\"host\"}} {}\n", s.host_bytes);
-  family("prefixd_prompt_cache_entries", "gauge", "Entries held, by tier (host: segments).");
-  out += std::format("prefixd_prompt_cache_entries{{tier=\"device\"}} {}\n", s.device_entries);
-  out += std::format("prefixd_prompt_cache_entries{{tier=\"host\"}} {}\n", s.host_entries);
-  family("prefixd_prompt_cache_device_cells", "gauge", "KV cells held by device-tier entries, and of those the ones running requests use.");
-  out += std::format("prefixd_prompt_cache_device_cells{{state=\"held\"}} {}\n", s.device_cells);
-  out += std::format("prefixd_prompt_cache_device_cells{{state=\"locked\"}} {}\n", s.device_locked_cells);
-  family("prefixd_prompt_cache_capacity_bytes", "gauge", "Host-tier byte budget.");
-  out += std::format("prefixd_prompt_cache_capacity_bytes {}\n", s.host_capacity_bytes);
-  family("prefixd_prompt_cache_snapshots", "gauge", "Checkpoints held (recurrent state or window cells after a prefix).");
-  out += std::format("prefixd_prompt_cache_snapshots {}\n", s.checkpoints);
-  family("prefixd_prompt_cache_snapshot_bytes", "gauge", "Bytes of checkpoints held.");
-  out += std::format("prefixd_prompt_cache_snapshot_bytes {}\n", s.checkpoint_bytes);
-  family("prefixd_prompt_cache_snapshots_saved_total", "counter", "Checkpoints taken.");
-  out += std::format("prefixd_prompt_cache_snapshots_saved_total {}\n", s.checkpoints_saved);
-  family("prefixd_prompt_cache_snapshot_restores_total", "counter", "Requests resumed from a checkpoint.");
-  out += std::format("prefixd_prompt_cache_snapshot_restores_total {}\n", s.checkpoints_restored);
-  family("prefixd_prompt_cache_snapshot_evictions_total", "counter", "Checkpoints dropped, by reason.");
-  out += std::format("prefixd_prompt_cache_snapshot_evictions_total{{reason=\"lru\"}} {}\n", s.checkpoint_evictions_lru);
-  out += std::format("prefixd_prompt_cache_snapshot_evictions_total{{reason=\"ttl\"}} {}\n", s.checkpoint_evictions_ttl);
-  out += std::format("prefixd_prompt_cache_snapshot_evictions_total{{reason=\"capacity\"}} {}\n", s.checkpoint_evictions_capacity);
-  out += std::format("prefixd_prompt_cache_snapshot_evictions_total{{reason=\"superseded\"}} {}\n", s.checkpoints_superseded);
-  family("prefixd_prompt_cache_snapshot_refusals_total", "counter",
-         "Requests a session's longer checkpoint could not serve, by cause.");
-  out += std::format("prefixd_prompt_cache_snapshot_refusals_total{{cause=\"diverged\"}} {}\n", s.checkpoint_refusals_diverged);
-  out += std::format("prefixd_prompt_cache_snapshot_refusals_total{{cause=\"evicted\"}} {}\n", s.checkpoint_refusals_evicted);
-  out += std::format("prefixd_prompt_cache_snapshot_refusals_total{{cause=\"namespace\"}} {}\n", s.checkpoint_refusals_namespace);
-  return out;
+  // A family with one sample per value of `label`.
+  template <typename T>
+  void labeled(std::string_view name, std::string_view type, std::string_view help, std::string_view label,
+               std::span<const std::pair<std::string_view, T>> samples) {
+    header(name, type, help);
+    for (const auto& [value, sample] : samples) out_ += std::format("{}{{{}=\"{}\"}} {}\n", name, label, value, sample);
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  void header(std::string_view name, std::string_view type, std::string_view help) {
+    out_ += std::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  }
+  std::string out_;
+};
+
+}  // namespace
+
+std::string cache_metrics_text(const cache::CacheStats& s) {
+  using Count = std::pair<std::string_view, std::int64_t>;
+  using Size = std::pair<std::string_view, std::uint64_t>;
+  MetricsText m;
+  m.single("prefixd_prompt_cache_hits_total", "counter", "Requests that reused a cached prefix.", s.hits);
+  m.single("prefixd_prompt_cache_misses_total", "counter", "Cache-enabled requests that found no reusable prefix.",
+           s.misses);
+  m.single("prefixd_prompt_cache_prefix_tokens_reused_total", "counter",
+           "Prompt tokens taken from the cache instead of computed.", s.tokens_reused);
+  std::vector<Count> outcomes;
+  for (int i = 0; i < cache::kOutcomeCount; ++i) {
+    outcomes.emplace_back(cache::outcome_name(static_cast<cache::Outcome>(i)), s.outcomes[static_cast<size_t>(i)]);
+  }
+  m.labeled<std::int64_t>("prefixd_prompt_cache_requests_total", "counter",
+                          "Requests by what the prompt cache did for them.", "outcome", outcomes);
+  m.single("prefixd_prompt_cache_inflight_shares_total", "counter", "Hits taken from another running request's cells.",
+           s.inflight_shares);
+  m.labeled<std::int64_t>("prefixd_prompt_cache_evictions_total", "counter",
+                          "Cached entries or segments dropped, by reason.", "reason",
+                          std::array{Count{"lru", s.evictions_lru}, Count{"ttl", s.evictions_ttl},
+                           Count{"capacity", s.evictions_capacity}, Count{"device", s.device_evictions}});
+  m.single("prefixd_prompt_cache_demotions_total", "counter", "Device-tier entries moved to the host tier.", s.demotions);
+  m.single("prefixd_prompt_cache_failed_restores_total", "counter", "Host segments that could not be restored.",
+           s.failed_restores);
+  m.single("prefixd_prompt_cache_compactions_total", "counter",
+           "Times idle device entries were rewritten at the low end of the context.", s.compactions);
+  m.labeled<std::uint64_t>("prefixd_prompt_cache_bytes", "gauge", "Bytes of K/V held, by tier.", "tier",
+                           std::array{Size{"device", s.device_bytes}, Size{"host", s.host_bytes}});
+  m.labeled<std::int64_t>("prefixd_prompt_cache_entries", "gauge", "Entries held, by tier (host: segments).", "tier",
+                          std::array{Count{"device", s.device_entries}, Count{"host", s.host_entries}});
+  m.labeled<std::int64_t>("prefixd_prompt_cache_device_cells", "gauge",
+                          "KV cells held by device-tier entries, and of those the ones running requests use.", "state",
+                          std::array{Count{"held", s.device_cells}, Count{"locked", s.device_locked_cells}});
+  m.single("prefixd_prompt_cache_capacity_bytes", "gauge", "Host-tier byte budget.", s.host_capacity_bytes);
+  m.single("prefixd_prompt_cache_snapshots", "gauge", "Checkpoints held (recurrent state or window cells after a prefix).",
+           s.checkpoints);
+  m.single("prefixd_prompt_cache_snapshot_bytes", "gauge", "Bytes of checkpoints held.", s.checkpoint_bytes);
+  m.single("prefixd_prompt_cache_snapshots_saved_total", "counter", "Checkpoints taken.", s.checkpoints_saved);
+  m.single("prefixd_prompt_cache_snapshot_restores_total", "counter", "Requests resumed from a checkpoint.",
+           s.checkpoints_restored);
+  m.labeled<std::int64_t>("prefixd_prompt_cache_snapshot_evictions_total", "counter", "Checkpoints dropped, by reason.",
+                          "reason",
+                          std::array{Count{"lru", s.checkpoint_evictions_lru}, Count{"ttl", s.checkpoint_evictions_ttl},
+                           Count{"capacity", s.checkpoint_evictions_capacity},
+                           Count{"superseded", s.checkpoints_superseded}});
+  m.labeled<std::int64_t>("prefixd_prompt_cache_snapshot_refusals_total", "counter",
+                          "Requests a session's longer checkpoint could not serve, by cause.", "cause",
+                          std::array{Count{"diverged", s.checkpoint_refusals_diverged},
+                           Count{"evicted", s.checkpoint_refusals_evicted},
+                           Count{"namespace", s.checkpoint_refusals_namespace}});
+  return m.take();
 }
 
 std::string ttft_metrics_text(const scheduler::SchedulerStats& stats) {

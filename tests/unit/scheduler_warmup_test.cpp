@@ -53,14 +53,22 @@ std::vector<Token> user_turn(int seed) {
   return out;
 }
 
+engine::FakeEngineOptions engine_options(engine::ModelFamily family) {
+  return {.n_ctx = 4096, .n_batch = 32, .n_seq = 8, .n_vocab = 256, .family = family, .sliding_window = 16,
+          .swa_full = false};
+}
+
+SchedulerOptions scheduler_options() {
+  SchedulerOptions options{.n_slots = 2, .cache_holders = 4};
+  options.cache.min_prefix = 8;
+  return options;
+}
+
 class Warmup : public ::testing::TestWithParam<engine::ModelFamily> {};
 
 TEST_P(Warmup, AnEchoingClientsNextTurnFeedsOnlyItsNewMessage) {
-  engine::FakeEngine engine({.n_ctx = 4096, .n_batch = 32, .n_seq = 8, .n_vocab = 256, .family = GetParam(),
-                             .sliding_window = 16, .swa_full = false});
-  SchedulerOptions options{.n_slots = 2, .cache_holders = 4};
-  options.cache.min_prefix = 8;
-  Scheduler scheduler(engine, options);
+  engine::FakeEngine engine(engine_options(GetParam()));
+  Scheduler scheduler(engine, scheduler_options());
   std::vector<Token> conversation = user_turn(1);
   std::int64_t fed_after_first_echo = -1;
   for (int turn = 0; turn < 4; ++turn) {
@@ -84,11 +92,8 @@ TEST_P(Warmup, AnEchoingClientsNextTurnFeedsOnlyItsNewMessage) {
 }
 
 TEST_P(Warmup, AClientThatWritesItsOwnAssistantTurnsCostsNoWarmup) {
-  engine::FakeEngine engine({.n_ctx = 4096, .n_batch = 32, .n_seq = 8, .n_vocab = 256, .family = GetParam(),
-                             .sliding_window = 16, .swa_full = false});
-  SchedulerOptions options{.n_slots = 2, .cache_holders = 4};
-  options.cache.min_prefix = 8;
-  Scheduler scheduler(engine, options);
+  engine::FakeEngine engine(engine_options(GetParam()));
+  Scheduler scheduler(engine, scheduler_options());
   std::vector<Token> conversation = user_turn(1);
   std::int32_t previous_prompt = 0;
   for (int turn = 0; turn < 4; ++turn) {
