@@ -14,6 +14,11 @@
 //   poll()     hands waiting sequences the prefix they waited for once it is computed;
 //   donate()   at the end: the sequence's K/V becomes a device entry (or release(): dropped).
 //
+// Models whose memory cannot be cut back (recurrent, hybrid, window-only sliding window) resume
+// only where their whole state exists: at a device entry's end, or at a checkpoint (their partial
+// state after a prefix, taken at the positions next_stop() names) with the attention cells before
+// it; they do not wait for other requests (prefix_cache_checkpoints.cpp, docs/design.md).
+//
 // Invariants (tests check each against the engine's cell count after every operation):
 // - Shared in the tree means shared in the KV: entries of one namespace that share a prefix share
 //   its cells, so device_cells() is exactly the number of cells the holders keep.
