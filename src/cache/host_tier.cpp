@@ -70,7 +70,8 @@ HostTier::Plan HostTier::clip(const Plan& plan, std::int32_t length) const {
   return out;
 }
 
-std::int32_t HostTier::restore(const Plan& plan, engine::SeqId dst, std::int32_t from, std::int64_t& failed) {
+std::int32_t HostTier::restore(const Plan& plan, engine::SeqId dst, std::int32_t from, std::int64_t& failed,
+                              engine::SeqId keep_with) {
   // Deepest first, so the root segment ends up the most recently used (the stored segments of the
   // part the device tier gives are in use too).
   for (auto key = plan.keys.rbegin(); key != plan.keys.rend(); ++key) store_.touch(*key);
@@ -93,6 +94,7 @@ std::int32_t HostTier::restore(const Plan& plan, engine::SeqId dst, std::int32_t
       break;
     }
     engine_.copy_sequence(scratch_, dst, std::max(held, from), held + take);
+    if (keep_with >= 0) engine_.copy_sequence(scratch_, keep_with, std::max(held, from), held + take);
     engine_.remove_sequence(scratch_, 0, -1);
     held += take;
   }

@@ -46,7 +46,9 @@ class HostTier {
   // device tier); only positions from `from` on are restored. Returns the positions `dst` holds
   // afterwards (>= from). A segment that cannot be restored is dropped, counted in `failed`, and
   // ends the walk.
-  std::int32_t restore(const Plan& plan, engine::SeqId dst, std::int32_t from, std::int64_t& failed);
+  // `keep_with` (>= 0) co-owns every restored cell from the moment it lands (see ModelInfo::window_pin).
+  std::int32_t restore(const Plan& plan, engine::SeqId dst, std::int32_t from, std::int64_t& failed,
+                       engine::SeqId keep_with = -1);
   // Stores positions [from, tokens.size()) of `holder` as grid segments plus a tail (the segment
   // containing `from` whole). Segments the tier holds already are only touched. Returns false when
   // nothing could be stored. A segment holds attention K/V only: the partial state a copy of the

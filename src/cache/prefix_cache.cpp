@@ -61,7 +61,9 @@ void PrefixCache::Impl::advance(SeqId seq, std::int32_t computed) {
   auto it = leases_.find(seq);
   if (it == leases_.end()) return;
   Lease& lease = it->second;
+  const std::int32_t before = lease.computed;
   lease.computed = std::min<std::int32_t>(computed, static_cast<std::int32_t>(lease.prompt.size()));
+  if (pin_ >= 0 && lease.computed > before) engine_.copy_sequence(seq, pin_, before, lease.computed);
   bool saved = false;
   while (!lease.stops.empty() && lease.stops.front() <= lease.computed) {
     if (lease.stops.front() == lease.computed) {
@@ -256,7 +258,7 @@ Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
   enforce_running_budget();
   if (from_host) {
     const std::int32_t from = got.reused;
-    const std::int32_t held = host_.restore(host_plan, lease.seq, from, stats_.failed_restores);
+    const std::int32_t held = host_.restore(host_plan, lease.seq, from, stats_.failed_restores, pin_);
     if (held >= config_.min_prefix && held > from) {
       got = Acquisition{Outcome::hit_restore, held, Tier::host, false};
     } else {
@@ -325,8 +327,9 @@ void PrefixCache::Impl::repin(const std::string& ns) {
 }
 
 
-PrefixCache::PrefixCache(engine::Engine& engine, CacheConfig config, std::vector<SeqId> holders, SeqId scratch)
-    : impl_(std::make_unique<Impl>(engine, config, std::move(holders), scratch)) {}
+PrefixCache::PrefixCache(engine::Engine& engine, CacheConfig config, std::vector<SeqId> holders, SeqId scratch,
+                         SeqId pin)
+    : impl_(std::make_unique<Impl>(engine, config, std::move(holders), scratch, pin)) {}
 PrefixCache::~PrefixCache() = default;
 
 const CacheConfig& PrefixCache::config() const { return impl_->config(); }

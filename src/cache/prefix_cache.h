@@ -174,7 +174,10 @@ class PrefixCache {
  public:
   // `holders` are sequence ids the cache may keep entries in; `scratch` is one more id it uses
   // to save and restore segments. Neither may be used by anyone else.
-  PrefixCache(engine::Engine& engine, CacheConfig config, std::vector<engine::SeqId> holders, engine::SeqId scratch);
+  // `pin`, when >= 0, is one more id the cache makes co-own every cell it relies on (holders'
+  // and running requests' computed prefixes): see ModelInfo::window_pin.
+  PrefixCache(engine::Engine& engine, CacheConfig config, std::vector<engine::SeqId> holders, engine::SeqId scratch,
+              engine::SeqId pin = -1);
   ~PrefixCache();
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;

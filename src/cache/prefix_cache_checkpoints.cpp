@@ -113,7 +113,7 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
       lock(lease, k);
     }
     if (ok && attention && from_device < k) {
-      ok = host_.restore(host_.clip(host_plan, k), lease.seq, from_device, stats_.failed_restores) >= k;
+      ok = host_.restore(host_.clip(host_plan, k), lease.seq, from_device, stats_.failed_restores, pin_) >= k;
     }
     // The attention cells are in place; the checkpoint replaces the partial state they came with.
     ok = ok && engine_.restore_checkpoint(now.checkpoint->state, lease.seq);

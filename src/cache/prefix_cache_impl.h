@@ -88,14 +88,15 @@ struct Lease {
 
 class PrefixCache::Impl {
  public:
-  Impl(engine::Engine& engine, const CacheConfig& config, std::vector<SeqId> holders, SeqId scratch)
+  Impl(engine::Engine& engine, const CacheConfig& config, std::vector<SeqId> holders, SeqId scratch, SeqId pin)
       : engine_(engine), config_(resolve(config, engine)), hasher_(config_.hash, config_.block_size),
         host_(engine, hasher_, config_.host_segment_tokens, config_.host_capacity_bytes,
               std::max<std::int64_t>(0, config_.host_max_segments), scratch),
         checkpoints_(hasher_, config_.checkpoint_capacity_bytes, config_.checkpoint_max_entries,
                      config_.checkpoints_per_session),
         mode_(engine::memory_is_trimmable(engine.model()) ? ReuseMode::trim : ReuseMode::checkpoints),
-        holder_count_(static_cast<std::int64_t>(holders.size())), free_holders_(std::move(holders)), scratch_(scratch) {
+        holder_count_(static_cast<std::int64_t>(holders.size())), free_holders_(std::move(holders)), scratch_(scratch),
+        pin_(pin) {
     std::reverse(free_holders_.begin(), free_holders_.end());
     publish();
   }
@@ -219,6 +220,9 @@ class PrefixCache::Impl {
   }
 
   void publish();
+  // Makes the pin own exactly the holders' cells and the running sequences' computed prefixes
+  // (a sequence op cannot take a cell from one owner only, so the set is rebuilt).
+  void rebuild_pin();
 
   engine::Engine& engine_;
   const CacheConfig config_;
@@ -229,6 +233,7 @@ class PrefixCache::Impl {
   std::int64_t holder_count_;
   std::vector<SeqId> free_holders_;
   SeqId scratch_;
+  SeqId pin_;  // co-owns the cells of every entry and running prefix (window models), or -1
   std::unordered_map<EntryId, DeviceEntry> entries_;
   std::unordered_map<std::string, RadixTree> trees_;  // by namespace digest
   std::map<SeqId, Lease> leases_;

@@ -45,7 +45,17 @@ void PrefixCache::Impl::record(const Acquisition& got) {
   }
 }
 
+void PrefixCache::Impl::rebuild_pin() {
+  if (pin_ < 0) return;
+  engine_.remove_sequence(pin_, 0, -1);
+  for (const auto& [id, e] : entries_) engine_.copy_sequence(e.holder, pin_, 0, -1);
+  for (const auto& [seq, lease] : leases_) {
+    if (lease.computed > 0) engine_.copy_sequence(seq, pin_, 0, lease.computed);
+  }
+}
+
 void PrefixCache::Impl::publish() {
+  rebuild_pin();  // every mutating call ends here: entries and running prefixes may have changed
   CacheStats s = stats_;
   s.enabled = config_.enabled;
   s.apc_enabled = config_.apc_enabled && can_reuse();

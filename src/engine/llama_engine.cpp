@@ -317,7 +317,7 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
   if (options.n_parallel < 1) throw std::runtime_error("--parallel must be at least 1");
   if (options.n_batch < 1) throw std::runtime_error("--batch-size must be at least 1");
   if (options.n_holder_seqs < 0) throw std::runtime_error("holder sequence count must not be negative");
-  const int n_seq = options.n_parallel + options.n_holder_seqs;
+  int n_seq = options.n_parallel + options.n_holder_seqs;
   if (n_seq > static_cast<int>(llama_max_parallel_sequences())) {
     throw std::runtime_error("--parallel plus cache holder sequences exceeds libllama's limit of " +
                              std::to_string(llama_max_parallel_sequences()));
@@ -330,7 +330,6 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
   params.n_ctx = static_cast<uint32_t>(options.n_ctx);
   params.n_batch = static_cast<uint32_t>(options.n_batch);
   params.n_ubatch = static_cast<uint32_t>(options.n_batch);
-  params.n_seq_max = static_cast<uint32_t>(n_seq);
   const int threads = options.n_threads > 0 ? options.n_threads
                                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   params.n_threads = threads;
@@ -338,6 +337,11 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
   params.kv_unified = true;  // one cell pool: seq_cp shares cells between sequences with no copy
   params.swa_full = decide_swa_full(info, options);
   info.swa_full = params.swa_full && info.family == ModelFamily::sliding_window;
+  if (info.swa_full && options.n_holder_seqs > 0 && n_seq < static_cast<int>(llama_max_parallel_sequences())) {
+    info.window_pin = n_seq;
+    n_seq += 1;
+  }
+  params.n_seq_max = static_cast<uint32_t>(n_seq);
   params.no_perf = true;
   params.flash_attn_type = options.flash_attention ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   ContextPtr ctx(llama_init_from_model(model.get(), params));

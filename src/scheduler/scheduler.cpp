@@ -99,16 +99,20 @@ const char* submit_error_message(SubmitError error) {
 class Scheduler::Impl {
  public:
   Impl(engine::Engine& engine, SchedulerOptions options) : engine_(engine), options_(options) {
-    options_.n_slots = std::clamp(options_.n_slots, 1, engine_.sequence_count());
+    // The engine's window pin (if any) is its last sequence id and the cache's alone.
+    const engine::SeqId pin = engine_.model().window_pin;
+    const std::int32_t usable = pin >= 0 ? pin : engine_.sequence_count();
+    options_.n_slots = std::clamp(options_.n_slots, 1, usable);
     // The cache needs at least one holder and a scratch sequence beyond the slots.
-    const std::int32_t spare = engine_.sequence_count() - options_.n_slots;
+    const std::int32_t spare = usable - options_.n_slots;
     options_.cache_holders = spare >= 2 ? std::clamp(options_.cache_holders, 0, spare - 1) : 0;
     if (options_.cache_holders == 0) options_.cache.enabled = false;
     std::vector<engine::SeqId> holders;
     for (engine::SeqId s = 0; s < options_.cache_holders; ++s) holders.push_back(options_.n_slots + s);
     const engine::SeqId scratch = options_.cache.enabled ? options_.n_slots + options_.cache_holders : -1;
     pack_prefills_ = options_.pack_prefills.value_or(engine_.model().on_accelerator);
-    cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders), scratch);
+    cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders), scratch,
+                                                  options_.cache.enabled ? pin : -1);
     free_seqs_.reserve(static_cast<size_t>(options_.n_slots));
     for (engine::SeqId s = options_.n_slots - 1; s >= 0; --s) free_seqs_.push_back(s);
     thread_ = std::thread([this] { run(); });
