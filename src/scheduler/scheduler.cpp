@@ -258,8 +258,8 @@ class Scheduler::Impl {
     a->text = TextStream(queued.request.stop);
     a->request = std::move(queued.request);
     engine_.remove_sequence(a->seq, 0, -1);
-    if (a->uses_cache()) observe_echo(*a);
     if (a->uses_cache()) {
+      observe_echo(*a);
       const auto acquire_start = Clock::now();
       const cache::Acquisition got = cache_->acquire(a->cache_key(), a->tokens, a->seq);
       spdlog::trace("request {}: cache acquire took {:.1f} ms", a->id,
