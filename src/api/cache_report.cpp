@@ -34,6 +34,38 @@ nlohmann::ordered_json snapshots_json(const cache::CacheStats& s) {
   };
 }
 
+nlohmann::ordered_json disk_json(const cache::DiskStats& d) {
+  nlohmann::ordered_json removed = nlohmann::ordered_json::object();
+  for (int i = 0; i < cache::kDiskRemovalCount; ++i) {
+    removed[cache::disk_removal_name(static_cast<cache::DiskRemoval>(i))] = d.removed[static_cast<size_t>(i)];
+  }
+  const double bandwidth = d.read_seconds > 0 ? static_cast<double>(d.read_bytes) / d.read_seconds : 0.0;
+  return {
+      {"enabled", d.enabled},
+      {"path", d.path},
+      {"entries", d.files},
+      {"segments", d.segments},
+      {"checkpoints", d.checkpoints},
+      {"tokens", d.tokens},
+      {"bytes", d.bytes},
+      {"capacity_bytes", d.capacity_bytes},
+      {"hits", d.hits},
+      {"promoted", {{"segments", d.promoted_segments}, {"checkpoints", d.promoted_checkpoints}}},
+      {"reads", d.reads},
+      {"read_bytes", d.read_bytes},
+      {"read_seconds", d.read_seconds},
+      {"read_bytes_per_second", bandwidth},
+      {"read_errors", d.read_errors},
+      {"writes", d.writes},
+      {"write_bytes", d.write_bytes},
+      {"write_errors", d.write_errors},
+      {"writes_dropped", d.writes_dropped},
+      {"queue_bytes", d.queue_bytes},
+      {"queue_capacity_bytes", d.queue_capacity_bytes},
+      {"removed", removed},
+  };
+}
+
 }  // namespace
 
 nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, const engine::ModelInfo& model) {
@@ -60,7 +92,8 @@ nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, const engine
                     {"locked_cells", s.device_locked_cells}, {"bytes", s.device_bytes},
                     {"budget_cells", s.device_cells_budget}, {"states", s.device_states}}},
         {"host", {{"entries", s.host_entries}, {"max_entries", s.host_max_segments}, {"bytes", s.host_bytes},
-                  {"capacity_bytes", s.host_capacity_bytes}}}}},
+                  {"capacity_bytes", s.host_capacity_bytes}}},
+        {"disk", disk_json(s.disk)}}},
       {"snapshots", snapshots_json(s)},
       {"running", s.running},
       {"waiting", s.waiting},
@@ -158,6 +191,33 @@ std::string cache_metrics_text(const cache::CacheStats& s) {
                           std::array{Count{"diverged", s.checkpoint_refusals_diverged},
                            Count{"evicted", s.checkpoint_refusals_evicted},
                            Count{"namespace", s.checkpoint_refusals_namespace}});
+  const cache::DiskStats& d = s.disk;
+  m.single("prefixd_prompt_cache_disk_files", "gauge", "Files in the disk tier (segments and checkpoints).", d.files);
+  m.single("prefixd_prompt_cache_disk_bytes", "gauge", "Bytes of the disk tier's files.", d.bytes);
+  m.single("prefixd_prompt_cache_disk_capacity_bytes", "gauge", "The disk tier's byte cap (0: no disk tier).",
+           d.enabled ? d.capacity_bytes : 0);
+  m.single("prefixd_prompt_cache_disk_hits_total", "counter", "Requests whose reused prefix came in part from disk.",
+           d.hits);
+  m.single("prefixd_prompt_cache_disk_reads_total", "counter", "Disk-tier files read and verified.", d.reads);
+  m.single("prefixd_prompt_cache_disk_read_bytes_total", "counter", "Bytes read from the disk tier.", d.read_bytes);
+  m.single("prefixd_prompt_cache_disk_read_seconds_total", "counter", "Time spent reading and verifying disk files.",
+           d.read_seconds);
+  m.single("prefixd_prompt_cache_disk_writes_total", "counter", "Disk-tier files written.", d.writes);
+  m.single("prefixd_prompt_cache_disk_write_bytes_total", "counter", "Bytes written to the disk tier.", d.write_bytes);
+  m.single("prefixd_prompt_cache_disk_write_errors_total", "counter",
+           "Disk-tier files that could not be written (no space, read-only, ...).", d.write_errors);
+  m.single("prefixd_prompt_cache_disk_writes_dropped_total", "counter",
+           "Write-behind jobs dropped because the queue was full.", d.writes_dropped);
+  m.single("prefixd_prompt_cache_disk_queue_bytes", "gauge", "Bytes waiting to be written to the disk tier.",
+           d.queue_bytes);
+  std::vector<Count> removed;
+  for (int i = 0; i < cache::kDiskRemovalCount; ++i) {
+    removed.emplace_back(cache::disk_removal_name(static_cast<cache::DiskRemoval>(i)), d.removed[static_cast<size_t>(i)]);
+  }
+  m.labeled<std::int64_t>("prefixd_prompt_cache_disk_removed_total", "counter",
+                          "Disk-tier files removed, by reason (capacity, superseded tails, failed verification: "
+                          "checksum, truncated, foreign, version; incomplete temporaries; reset; gc).",
+                          "reason", removed);
   return m.take();
 }
 

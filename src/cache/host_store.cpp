@@ -56,6 +56,7 @@ void HostStore::expire(std::chrono::steady_clock::time_point older_than, Evicted
 
 void HostStore::evict_one(EvictReason reason, Evicted& evicted) {
   const Digest victim = lru_.back();
+  if (spill_) spill_(victim, segments_.at(victim).segment);
   erase(victim);
   switch (reason) {
     case EvictReason::lru: ++evicted.lru; break;

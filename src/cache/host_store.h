@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <list>
 #include <optional>
@@ -59,6 +60,11 @@ class HostStore {
   void erase(const Digest& key);
   std::int64_t clear();  // returns bytes freed
 
+  // Called with each segment evicted (not with erased ones) before it is freed: the disk tier
+  // keeps what leaves RAM.
+  using Spill = std::function<void(const Digest& key, const HostSegment& segment)>;
+  void set_spill(Spill spill) { spill_ = std::move(spill); }
+
   std::uint64_t bytes() const { return bytes_; }
   std::int64_t tokens() const { return tokens_; }  // sum of the segments' lengths
   std::size_t size() const { return segments_.size(); }
@@ -91,6 +97,7 @@ class HostStore {
   };
   static Branch branch_of(const HostSegment& segment) { return {segment.parent, segment.token_ids.front()}; }
 
+  Spill spill_;
   std::unordered_map<Digest, Slot, DigestHash> segments_;
   std::unordered_multimap<Branch, Digest, BranchHash> by_branch_;  // (parent, first token) -> key
 };

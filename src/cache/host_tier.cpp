@@ -112,14 +112,12 @@ void HostTier::drop_covered_siblings(const Digest& key, const Digest& parent, st
   }
 }
 
-bool HostTier::save(const std::string& ns, std::span<const Token> tokens, std::int32_t from, engine::SeqId holder,
-                    HostStore::Evicted& evicted) {
-  if (store_.capacity() == 0 || tokens.empty()) return false;
+std::vector<HostTier::Cut> HostTier::cuts(const std::string& ns, std::span<const Token> tokens, std::int32_t from) const {
+  std::vector<Cut> out;
   const auto n = static_cast<std::int32_t>(tokens.size());
   const std::int32_t block = hasher_.block_size();
   const std::vector<Digest> blocks = hasher_.chain(ns, tokens);
-  std::vector<Digest> stored;  // in position order
-  for (std::int32_t begin = from / segment_tokens_ * segment_tokens_; begin < n; begin += segment_tokens_) {
+  for (std::int32_t begin = std::max(0, from) / segment_tokens_ * segment_tokens_; begin < n; begin += segment_tokens_) {
     const std::int32_t stop = std::min(begin + segment_tokens_, n);
     const Digest parent = begin == 0 ? hasher_.root(ns) : blocks[static_cast<size_t>(begin / block) - 1];
     const auto part = tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(stop - begin));
@@ -127,22 +125,49 @@ bool HostTier::save(const std::string& ns, std::span<const Token> tokens, std::i
     // parent and its own tokens.
     const Digest key = stop - begin == segment_tokens_ ? blocks[static_cast<size_t>(stop / block) - 1]
                                                        : hasher_.next(parent, part);
-    if (!store_.contains(key)) {
-      engine_.copy_sequence(holder, scratch_, begin, stop);
-      engine_.drop_checkpoint_state(scratch_);
-      HostSegment segment{begin, stop - begin, parent, {part.begin(), part.end()},
-                          engine_.save_sequence(scratch_), {}};
-      engine_.remove_sequence(scratch_, 0, -1);
+    out.push_back(Cut{begin, stop, parent, key});
+  }
+  return out;
+}
+
+engine::Bytes HostTier::serialize(engine::SeqId holder, engine::Pos begin, engine::Pos stop) {
+  engine_.copy_sequence(holder, scratch_, begin, stop);
+  engine_.drop_checkpoint_state(scratch_);
+  engine::Bytes state = engine_.save_sequence(scratch_);
+  engine_.remove_sequence(scratch_, 0, -1);
+  return state;
+}
+
+bool HostTier::adopt(const Digest& key, HostSegment segment, HostStore::Evicted& evicted, std::span<const Digest> keep) {
+  if (store_.contains(key)) return true;
+  const Digest parent = segment.parent;
+  const std::vector<Token> tokens = segment.token_ids;
+  if (!store_.insert(key, std::move(segment), evicted, keep)) return false;
+  drop_covered_siblings(key, parent, tokens);
+  return true;
+}
+
+bool HostTier::save(const std::string& ns, std::span<const Token> tokens, std::int32_t from, engine::SeqId holder,
+                    HostStore::Evicted& evicted) {
+  if (store_.capacity() == 0 || tokens.empty()) return false;
+  std::vector<Digest> stored;  // in position order
+  for (const Cut& cut : cuts(ns, tokens, from)) {
+    const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
+    if (!store_.contains(cut.key)) {
+      HostSegment segment{cut.begin, cut.stop - cut.begin, cut.parent, {part.begin(), part.end()},
+                          serialize(holder, cut.begin, cut.stop), {}};
       // Storing never evicts the prefix the new segment extends: it would be useless without it.
-      if (segment.state.empty() || !store_.insert(key, std::move(segment), evicted, stored)) break;
-      drop_covered_siblings(key, parent, part);
+      if (segment.state.empty() || !store_.insert(cut.key, std::move(segment), evicted, stored)) break;
+      drop_covered_siblings(cut.key, cut.parent, part);
     }
-    stored.push_back(key);
+    stored.push_back(cut.key);
   }
   for (auto key = stored.rbegin(); key != stored.rend(); ++key) store_.touch(*key);
   const std::int32_t first = from / segment_tokens_ * segment_tokens_;
-  for (std::int32_t end = first; end >= segment_tokens_; end -= segment_tokens_) {
-    store_.touch(blocks[static_cast<size_t>(end / block) - 1]);  // ancestors before `from`: the root ends newest
+  const std::vector<Digest> blocks = hasher_.chain(ns, tokens.first(static_cast<size_t>(first)));
+  const auto per = static_cast<size_t>(segment_tokens_ / hasher_.block_size());
+  for (size_t end = blocks.size(); end >= per; end -= per) {
+    store_.touch(blocks[end - 1]);  // ancestors before `from`: the root ends newest
   }
   return !stored.empty();
 }

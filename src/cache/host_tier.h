@@ -57,6 +57,20 @@ class HostTier {
   bool save(const std::string& ns, std::span<const engine::Token> tokens, std::int32_t from, engine::SeqId holder,
             HostStore::Evicted& evicted);
 
+  // One segment of a prefix on the tier's grid: positions [begin, stop), keyed like the stored
+  // segments (a whole grid segment by the chain hash at its end, a tail by its parent and tokens).
+  struct Cut {
+    engine::Pos begin = 0, stop = 0;
+    Digest parent{}, key{};
+  };
+  // The segments that cover positions [from, tokens.size()) (the one containing `from` whole).
+  std::vector<Cut> cuts(const std::string& ns, std::span<const engine::Token> tokens, std::int32_t from) const;
+  // The attention K/V of positions [begin, stop) of `holder`, serialized (empty on failure).
+  engine::Bytes serialize(engine::SeqId holder, engine::Pos begin, engine::Pos stop);
+  // Inserts a segment read from elsewhere (the disk tier), keeping `keep` (the prefix it extends).
+  bool adopt(const Digest& key, HostSegment segment, HostStore::Evicted& evicted, std::span<const Digest> keep);
+  std::int32_t segment_tokens() const { return segment_tokens_; }
+
   HostStore& store() { return store_; }
   const HostStore& store() const { return store_; }
 

@@ -15,7 +15,7 @@ namespace {
 constexpr std::array<const char*, 3> kCompactionNames = {"auto", "idle", "never"};
 constexpr std::array<const char*, kOutcomeCount> kOutcomeNames = {"cold", "hit_extend", "hit_restore", "partial",
                                                                   "bypass"};
-constexpr std::array<const char*, 3> kTierNames = {"", "device", "host"};
+constexpr std::array<const char*, 4> kTierNames = {"", "device", "host", "disk"};
 
 }  // namespace
 
@@ -69,9 +69,9 @@ void PrefixCache::Impl::advance(SeqId seq, std::int32_t computed) {
     if (lease.stops.front() == lease.computed) {
       const auto prefix = std::span<const Token>(lease.prompt).first(static_cast<size_t>(lease.computed));
       const bool end = lease.computed + 1 >= static_cast<std::int32_t>(lease.prompt.size());
-      saved |= checkpoints_.save(lease.key.namespace_digest, prefix, lease.chain, engine_.save_checkpoint(seq),
-                                 lease.key.session, end ? CheckpointKind::prompt_end : CheckpointKind::boundary,
-                                 window_run(seq, lease.window_from));
+      saved |= keep_checkpoint(lease.key.namespace_digest, prefix, lease.chain, engine_.save_checkpoint(seq),
+                               lease.key.session, end ? CheckpointKind::prompt_end : CheckpointKind::boundary,
+                               window_run(seq, lease.window_from));
       trace("checkpoint seq={} at {}", seq, lease.computed);
     }
     lease.stops.erase(lease.stops.begin());
@@ -178,6 +178,7 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
   newest_ = id;
   donated_since_compaction_ = true;
   trace("donate seq={}: entry {} holds {} tokens in sequence {}", seq, id, n, holder);
+  write_behind(ns, entry.tokens, holder);
   after_tree_change(ns);
 }
 
@@ -222,7 +223,8 @@ Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
       peer_now = std::min(common, other.computed);
     }
   }
-  const HostTier::Plan host_plan = host_.plan(ns, query, device.length);
+  std::int32_t host_only = 0;
+  const HostTier::Plan host_plan = plan_with_disk(ns, query, device.length, std::max(device.length, peer_now), host_only);
   const std::int32_t best_now = std::max({device.length, peer_now, host_plan.length});
   // Waiting is worth it when the peer has less left to compute before the hand-over than this
   // request would compute itself without it (the peer's remaining work runs anyway).
@@ -260,7 +262,9 @@ Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
     const std::int32_t from = got.reused;
     const std::int32_t held = host_.restore(host_plan, lease.seq, from, stats_.failed_restores, pin_);
     if (held >= config_.min_prefix && held > from) {
-      got = Acquisition{Outcome::hit_restore, held, Tier::host, false};
+      const bool disk = held > std::max(host_only, from);
+      if (disk) stats_.disk.hits += 1;
+      got = Acquisition{Outcome::hit_restore, held, disk ? Tier::disk : Tier::host, false};
     } else {
       got = Acquisition{};
       unlock(lease);
@@ -354,6 +358,7 @@ void PrefixCache::expire() { impl_->expire(); }
 std::int64_t PrefixCache::compact() { return impl_->compact(); }
 bool PrefixCache::compaction_due() const { return impl_->compaction_due(); }
 ResetReport PrefixCache::reset() { return impl_->reset(); }
+void PrefixCache::flush_disk() { impl_->flush_disk(); }
 CacheStats PrefixCache::stats() const { return impl_->stats(); }
 
 }  // namespace prefixd::cache

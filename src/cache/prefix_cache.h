@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "cache/block_hash.h"
+#include "cache/disk_stats.h"
 #include "engine/engine.h"
 
 namespace prefixd::cache {
@@ -80,6 +81,11 @@ struct CacheConfig {
   std::uint64_t checkpoint_capacity_bytes = 1ull << 30;
   std::int64_t checkpoint_max_entries = 4096;
   std::int32_t checkpoints_per_session = 32;
+  // The disk tier (empty path: none). Segments and checkpoints are written behind to verified,
+  // content-addressed files there and survive restarts; see disk_store.h.
+  std::string disk_path;
+  std::uint64_t disk_capacity_bytes = 16ull << 30;
+  std::uint64_t disk_queue_bytes = 256ull << 20;  // write-behind queue; a full one drops writes
 };
 
 // How the loaded model's prompts are reused (decided from its memory at load).
@@ -99,7 +105,7 @@ enum class Outcome { cold, hit_extend, hit_restore, partial, bypass };
 inline constexpr int kOutcomeCount = 5;
 const char* outcome_name(Outcome outcome);
 
-enum class Tier { none, device, host };
+enum class Tier { none, device, host, disk };
 const char* tier_name(Tier tier);  // "" for none
 
 struct Acquisition {
@@ -163,6 +169,7 @@ struct CacheStats {
   std::int64_t apc_active_entries = 0;
   std::int32_t block_size = 0;
   std::string hash;
+  DiskStats disk;
 };
 
 struct ResetReport {
@@ -230,6 +237,8 @@ class PrefixCache {
   std::int64_t compact();
   bool compaction_due() const;  // compaction on, nothing running, an entry donated since the last
   ResetReport reset();          // empties every tier; running sequences keep their cells
+  // Blocks until the disk tier's write-behind queue is written (no-op without one).
+  void flush_disk();
 
   // Thread-safe: a snapshot published after every mutating call.
   CacheStats stats() const;

@@ -48,11 +48,15 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
   }
   HostTier::Plan host_plan;
   std::int32_t limit = n - 1;
+  std::int32_t host_only = 0;
   if (attention) {
-    host_plan = host_.plan(ns, query, device.length);
+    host_plan = plan_with_disk(ns, query, device.length, 0, host_only);
     limit = std::max({device.length, peer_reach, host_plan.length});
   }
-  const CheckpointStore::Found checkpoint = checkpoints_.find(ns, query, lease.chain, limit);
+  CheckpointStore::Found checkpoint = checkpoints_.find(ns, query, lease.chain, limit);
+  const std::int32_t in_memory = std::max(whole.length, checkpoint.position);
+  const bool promoted = promote_checkpoint(ns, query, lease.chain, in_memory, limit, lease.key.session);
+  if (promoted) checkpoint = checkpoints_.find(ns, query, lease.chain, limit);
 
   // 3. A window-only model: an entry whose holder still has the window before the matched length
   // is the state there, as a checkpoint would be (the window is known unbroken from window_from).
@@ -121,8 +125,10 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
       lease.window_from = std::min(now.checkpoint->window_from, k);
       checkpoints_.used(now.key, lease.key.session);
       const bool on_device = from_device >= k;
-      got = Acquisition{on_device ? Outcome::partial : Outcome::hit_restore, k, on_device ? Tier::device : Tier::host,
-                        false};
+      const bool disk = (promoted && k > in_memory) || (!on_device && k > std::max(host_only, from_device));
+      if (disk) stats_.disk.hits += 1;
+      got = Acquisition{on_device ? Outcome::partial : Outcome::hit_restore, k,
+                        disk ? Tier::disk : (on_device ? Tier::device : Tier::host), false};
     } else {
       if (k >= config_.min_prefix) {
         stats_.failed_restores += 1;
@@ -185,8 +191,8 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   const engine::Pos seq_from = window_run(seq, lease.window_from);
   if (longest.length == n || !have_holder) {
     const std::vector<Digest> chain = hasher_.chain(ns, tokens);
-    checkpoints_.save(ns, tokens, chain, engine_.save_checkpoint(seq), lease.key.session,
-                      CheckpointKind::sequence_end, seq_from);
+    keep_checkpoint(ns, tokens, chain, engine_.save_checkpoint(seq), lease.key.session,
+                    CheckpointKind::sequence_end, seq_from);
     engine_.remove_sequence(seq, 0, -1);
     trace("donate seq={}: state at {} kept as a checkpoint", seq, n);
     after_tree_change(ns);
@@ -209,8 +215,8 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   // (A token at position p attends to positions p - window + 1 to p.)
   const bool state_at_end = !window_only() || holder_from <= n - engine_.model().sliding_window + 1;
   if (!state_at_end) {
-    checkpoints_.save(ns, tokens, hasher_.chain(ns, tokens), engine_.save_checkpoint(seq), lease.key.session,
-                      CheckpointKind::sequence_end, seq_from);
+    keep_checkpoint(ns, tokens, hasher_.chain(ns, tokens), engine_.save_checkpoint(seq), lease.key.session,
+                    CheckpointKind::sequence_end, seq_from);
   }
   if (shared > 0) engine_.copy_sequence(entries_.at(longest.entry).holder, scratch_, 0, shared);
   SeqId holder = -1;
@@ -236,6 +242,11 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   }
   newest_ = id;
   trace("donate seq={}: entry {} holds {} tokens and their state in sequence {}", seq, id, n, holder);
+  write_behind(ns, entry.tokens, holder);
+  if (disk_ && entry.state_at_end) {
+    checkpoint_to_disk(ns, checkpoints_.key_of(ns, entry.tokens, hasher_.chain(ns, entry.tokens), n), n,
+                       engine_.save_checkpoint(holder), entry.window_from);
+  }
   after_tree_change(ns);
 }
 
@@ -268,8 +279,8 @@ void PrefixCache::Impl::refresh_window_entries() {
 void PrefixCache::Impl::checkpoint_entry_end(const DeviceEntry& e) {
   if (!e.state_at_end || trimmable()) return;
   const std::vector<Digest> chain = hasher_.chain(e.ns, e.tokens);
-  checkpoints_.save(e.ns, e.tokens, chain, engine_.save_checkpoint(e.holder), e.session,
-                    CheckpointKind::sequence_end, e.window_from);
+  keep_checkpoint(e.ns, e.tokens, chain, engine_.save_checkpoint(e.holder), e.session, CheckpointKind::sequence_end,
+                  e.window_from);
 }
 
 }  // namespace prefixd::cache

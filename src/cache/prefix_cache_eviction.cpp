@@ -133,6 +133,11 @@ ResetReport PrefixCache::Impl::reset() {
   trees_.clear();
   for (auto& [seq, lease] : leases_) lease.locked = 0;  // their cells are their own now
   host_.store().clear();
+  if (disk_) {
+    const DiskStats disk = disk_->stats();
+    report.entries += disk.files;
+    report.bytes += disk_->clear();
+  }
   publish();
   return report;
 }

@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cache/checkpoint_store.h"
+#include "cache/disk_store.h"
 #include "cache/host_tier.h"
 #include "cache/prefix_cache.h"
 #include "cache/radix_tree.h"
@@ -98,6 +99,7 @@ class PrefixCache::Impl {
         holder_count_(static_cast<std::int64_t>(holders.size())), free_holders_(std::move(holders)), scratch_(scratch),
         pin_(pin) {
     std::reverse(free_holders_.begin(), free_holders_.end());
+    open_disk();
     publish();
   }
 
@@ -126,6 +128,11 @@ class PrefixCache::Impl {
   std::int64_t compact();
   ResetReport reset();
 
+  // The disk tier (prefix_cache_disk.cpp).
+  void flush_disk() {
+    if (disk_) disk_->flush();
+  }
+
   // Counters and the published snapshot (prefix_cache_stats.cpp).
   CacheStats stats() const;
   std::string verify() const;
@@ -145,6 +152,29 @@ class PrefixCache::Impl {
   // Moves the state `holder` keeps after `tokens` into the checkpoint store.
   void checkpoint_entry_end(const DeviceEntry& e);
   bool trimmable() const { return mode_ == ReuseMode::trim; }
+
+  // The disk tier (prefix_cache_disk.cpp). Every write is behind: records are serialized here on
+  // the engine thread and written by the store's own thread.
+  void open_disk();
+  // The host tier's plan for `query`, after promoting from disk the segments that take it past
+  // `beat` (what the device tier or a running request gives already). `host_only`: the length
+  // the host tier alone reached.
+  HostTier::Plan plan_with_disk(const std::string& ns, std::span<const Token> query, std::int32_t on_device,
+                                std::int32_t beat, std::int32_t& host_only);
+  // Queues the attention segments of positions [0, tokens.size()) of `holder` that the disk does
+  // not hold yet.
+  void write_behind(const std::string& ns, std::span<const Token> tokens, SeqId holder);
+  // A segment leaving the host tier: to disk unless it is there.
+  void spill(const Digest& key, const HostSegment& segment);
+  // Stores a checkpoint in the checkpoint store and behind it on disk.
+  bool keep_checkpoint(const std::string& ns, std::span<const Token> prefix, std::span<const Digest> chain,
+                       engine::Bytes state, const std::string& session, CheckpointKind kind, engine::Pos window_from);
+  void checkpoint_to_disk(const std::string& ns, const Digest& key, engine::Pos position,
+                          std::span<const std::uint8_t> state, engine::Pos window_from);
+  // Moves the disk's checkpoint of `query` at the highest position in (have, limit] into the
+  // checkpoint store; true when one was promoted.
+  bool promote_checkpoint(const std::string& ns, std::span<const Token> query, std::span<const Digest> chain,
+                          std::int32_t have, std::int32_t limit, const std::string& session);
   // A sliding-window model with the full window cache still lets a running sequence overwrite its
   // own cells that fell out of its window (libllama reuses them when only that sequence owns
   // them, then drops every position below from the sequence, keeping [min, max] unbroken): such a
@@ -242,6 +272,8 @@ class PrefixCache::Impl {
   std::uint64_t next_order_ = 0;
   bool donated_since_compaction_ = false;
   CacheStats stats_;  // counters; the rest of a snapshot is derived in publish()
+  std::unique_ptr<DiskStore> disk_;  // null without a disk path
+  Digest model_key_{};
 
   mutable std::mutex published_mutex_;
   CacheStats published_;

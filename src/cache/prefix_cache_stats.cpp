@@ -30,8 +30,19 @@ std::string PrefixCache::Impl::verify() const {
 }
 
 CacheStats PrefixCache::Impl::stats() const {
-  std::lock_guard lock(published_mutex_);
-  return published_;
+  CacheStats out;
+  {
+    std::lock_guard lock(published_mutex_);
+    out = published_;
+  }
+  if (disk_) {  // the writer thread moves these between snapshots
+    DiskStats disk = disk_->stats();
+    disk.hits = out.disk.hits;
+    disk.promoted_segments = out.disk.promoted_segments;
+    disk.promoted_checkpoints = out.disk.promoted_checkpoints;
+    out.disk = std::move(disk);
+  }
+  return out;
 }
 
 void PrefixCache::Impl::record(const Acquisition& got) {

@@ -126,6 +126,11 @@ int run_serve(ServeOptions& o) {
                  cache.checkpoint_every, static_cast<double>(cache.checkpoint_capacity_bytes) / (1 << 20),
                  cache.checkpoint_max_entries, cache.checkpoints_per_session, o.scheduler.cache_warmup ? "on" : "off");
   }
+  if (cache_on && !cache.disk_path.empty()) {
+    spdlog::info("disk tier: {} (at most {:.1f} MiB, write-behind queue {:.1f} MiB), model fingerprint {}",
+                 cache.disk_path, static_cast<double>(cache.disk_capacity_bytes) / (1 << 20),
+                 static_cast<double>(cache.disk_queue_bytes) / (1 << 20), model->model().fingerprint);
+  }
   api::HttpServer server(*model, scheduler, o.server);
   signals.start(server);
   if (!server.run()) return 1;
@@ -222,6 +227,15 @@ std::function<int()> add_serve_command(CLI::App& app) {
   cmd->add_option("--prompt-cache-host-segment", o->scheduler.cache.host_segment_tokens,
                   "Tokens per host-tier segment (a multiple of --apc-block-size)")
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_HOST_SEGMENT")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--cache-disk-path", o->scheduler.cache.disk_path,
+                  "Directory of the disk tier: prefixes written there survive restarts (default: none)")
+      ->envname("PREFIXD_CACHE_DISK_PATH");
+  cmd->add_option("--cache-disk-max-bytes", o->scheduler.cache.disk_capacity_bytes,
+                  "Most bytes the disk tier's files may take; least recently used leaves go first")
+      ->capture_default_str()->envname("PREFIXD_CACHE_DISK_MAX_BYTES");
+  cmd->add_option("--cache-disk-queue-bytes", o->scheduler.cache.disk_queue_bytes,
+                  "Bytes waiting to be written to the disk tier; writes beyond it are dropped, never waited for")
+      ->capture_default_str()->envname("PREFIXD_CACHE_DISK_QUEUE_BYTES");
   cmd->add_option("--apc-enabled", o->scheduler.cache.apc_enabled,
                   "Reuse a stored prefix up to where a request diverges from it (true/false)")
       ->capture_default_str()->envname("PREFIXD_APC_ENABLED");

@@ -42,6 +42,9 @@ struct ModelInfo {
   std::uint64_t model_bytes = 0;
   std::string chat_template;  // tokenizer.chat_template, empty when the file has none
   std::string fingerprint;    // hex digest of shapes + file size: identifies the weights
+  // The context settings that change K/V values or their serialized layout (KV types, RoPE,
+  // flash attention, the window cache): with the fingerprint, what a stored record must match.
+  std::string runtime_signature;
   // False for architectures whose memory aborts the process on a copy of part of a sequence
   // (libllama asserts instead of returning an error): the prompt cache stays off for them.
   bool partial_copy_supported = true;

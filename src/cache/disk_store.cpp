@@ -1,0 +1,462 @@
+#include "cache/disk_store.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+namespace prefixd::cache {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Closes a file descriptor on scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  bool ok() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+bool read_exact(int fd, std::uint8_t* out, std::size_t n, off_t offset) {
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, out, n, offset);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    out += got;
+    offset += got;
+    n -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+bool write_all(int fd, std::span<const std::uint8_t> data) {
+  while (!data.empty()) {
+    const ssize_t put = ::write(fd, data.data(), data.size());
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) return false;
+    data = data.subspan(static_cast<std::size_t>(put));
+  }
+  return true;
+}
+
+void fsync_dir(const fs::path& dir) {
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.ok()) ::fsync(fd.get());
+}
+
+DiskRemoval removal_for(RecordFault fault) {
+  switch (fault) {
+    case RecordFault::truncated: return DiskRemoval::truncated;
+    case RecordFault::version: return DiskRemoval::version;
+    case RecordFault::foreign: return DiskRemoval::foreign;
+    default: return DiskRemoval::checksum;
+  }
+}
+
+const char* extension_of(RecordKind kind) { return kind == RecordKind::segment ? ".seg" : ".ckpt"; }
+
+std::uint64_t unix_ms_now() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+// A header read from an open file: its fixed part, then its token ids.
+DecodedHeader read_header(int fd, std::uint64_t file_bytes, const Digest* model) {
+  engine::Bytes head(std::min<std::uint64_t>(file_bytes, kRecordHeaderBytes));
+  if (!read_exact(fd, head.data(), head.size(), 0)) return DecodedHeader{RecordFault::truncated};
+  if (const auto size = header_size(head); size && *size <= file_bytes && *size > head.size()) {
+    const std::size_t fixed = head.size();
+    head.resize(*size);
+    if (!read_exact(fd, head.data() + fixed, *size - fixed, static_cast<off_t>(fixed))) {
+      return DecodedHeader{RecordFault::truncated};
+    }
+  }
+  return decode_header(head, model, file_bytes);
+}
+
+}  // namespace
+
+const char* disk_removal_name(DiskRemoval reason) {
+  static constexpr std::array<const char*, kDiskRemovalCount> kNames = {
+      "capacity", "superseded", "checksum", "truncated", "foreign", "version", "incomplete", "reset", "gc"};
+  return kNames.at(static_cast<size_t>(reason));
+}
+
+DiskStore::DiskStore(Options options) : options_(std::move(options)) {
+  std::error_code ec;
+  if (fs::exists(options_.dir, ec) && !fs::is_directory(options_.dir, ec)) {
+    throw std::runtime_error("cache disk path " + options_.dir.string() + " exists and is not a directory");
+  }
+  fs::create_directories(options_.dir / "kv", ec);
+  if (ec) spdlog::warn("cache: disk tier {}: {}; files there are read but none can be written", options_.dir.string(), ec.message());
+  fs::create_directories(options_.dir / "tmp", ec);
+  stats_.enabled = true;
+  stats_.path = options_.dir.string();
+  stats_.capacity_bytes = options_.capacity_bytes;
+  stats_.queue_capacity_bytes = options_.queue_capacity_bytes;
+  rebuild_index();
+  writer_ = std::thread([this] { writer_loop(); });
+}
+
+DiskStore::~DiskStore() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+fs::path DiskStore::file_of(const Digest& key, RecordKind kind) const {
+  const std::string hex = to_hex(key);
+  return options_.dir / "kv" / hex.substr(0, 2) / (hex + extension_of(kind));
+}
+
+void DiskStore::rebuild_index() {
+  const auto started = Clock::now();
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(options_.dir / "tmp", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (fs::remove(it->path(), ec)) stats_.removed[static_cast<size_t>(DiskRemoval::incomplete)] += 1;
+  }
+  struct Found {
+    RecordMeta meta;
+    std::uint64_t bytes;
+    fs::file_time_type used;
+  };
+  std::vector<Found> found;
+  const Digest* model = options_.model ? &*options_.model : nullptr;
+  for (auto it = fs::recursive_directory_iterator(options_.dir / "kv", ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const fs::path path = it->path();
+    const std::string ext = path.extension().string();
+    if (!it->is_regular_file(ec) || (ext != ".seg" && ext != ".ckpt")) continue;
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st{};
+    if (!fd.ok() || ::fstat(fd.get(), &st) != 0) continue;
+    DecodedHeader header = read_header(fd.get(), static_cast<std::uint64_t>(st.st_size), model);
+    if (header.fault == RecordFault::none &&
+        (path.stem().string() != to_hex(header.meta.key) || ext != extension_of(header.meta.kind))) {
+      header.fault = RecordFault::checksum;  // renamed or copied over another file's name
+    }
+    if (header.fault != RecordFault::none) {
+      spdlog::warn("cache: disk file {} is not usable ({}); removed", path.string(), record_fault_name(header.fault));
+      fs::remove(path, ec);
+      stats_.removed[static_cast<size_t>(removal_for(header.fault))] += 1;
+      continue;
+    }
+    found.push_back(Found{std::move(header.meta), static_cast<std::uint64_t>(st.st_size), it->last_write_time(ec)});
+  }
+  std::ranges::sort(found, [](const Found& a, const Found& b) { return a.used < b.used; });
+  std::lock_guard lock(mutex_);
+  for (Found& f : found) index_locked(std::move(f.meta), f.bytes);  // the newest ends at the front
+  make_room_locked(0);  // the cap may have been lowered since the files were written
+  spdlog::info("cache: disk tier {}: {} files, {} MiB of {} MiB, indexed in {} ms", options_.dir.string(),
+               entries_.size(), stats_.bytes >> 20, options_.capacity_bytes >> 20,
+               std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
+}
+
+void DiskStore::index_locked(RecordMeta meta, std::uint64_t file_bytes) {
+  const Digest key = meta.key;
+  if (entries_.contains(key)) remove_locked(key, DiskRemoval::superseded);
+  lru_.push_front(key);
+  if (meta.kind == RecordKind::segment) {
+    child_count_[meta.parent] += 1;
+    if (!meta.tokens.empty()) by_branch_.emplace(std::pair{meta.parent, meta.tokens.front()}, key);
+    stats_.segments += 1;
+    stats_.tokens += static_cast<std::int64_t>(meta.tokens.size());
+  } else {
+    checkpoint_positions_[meta.ns].insert(meta.begin);
+    stats_.checkpoints += 1;
+  }
+  stats_.bytes += file_bytes;
+  entries_.emplace(key, Entry{std::move(meta), file_bytes, lru_.begin()});
+}
+
+void DiskStore::remove_locked(const Digest& key, DiskRemoval reason) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  const RecordMeta& meta = it->second.meta;
+  std::error_code ec;
+  fs::remove(file_of(key, meta.kind), ec);
+  if (meta.kind == RecordKind::segment) {
+    if (auto parent = child_count_.find(meta.parent); parent != child_count_.end() && --parent->second <= 0) {
+      child_count_.erase(parent);
+    }
+    if (!meta.tokens.empty()) {
+      auto [first, last] = by_branch_.equal_range(std::pair{meta.parent, meta.tokens.front()});
+      for (auto b = first; b != last; ++b) {
+        if (b->second == key) {
+          by_branch_.erase(b);
+          break;
+        }
+      }
+    }
+    stats_.segments -= 1;
+    stats_.tokens -= static_cast<std::int64_t>(meta.tokens.size());
+  } else if (auto positions = checkpoint_positions_.find(meta.ns); positions != checkpoint_positions_.end()) {
+    if (auto p = positions->second.find(meta.begin); p != positions->second.end()) positions->second.erase(p);
+    if (positions->second.empty()) checkpoint_positions_.erase(positions);
+    stats_.checkpoints -= 1;
+  }
+  stats_.bytes -= it->second.file_bytes;
+  stats_.removed[static_cast<size_t>(reason)] += 1;
+  lru_.erase(it->second.lru);
+  entries_.erase(it);
+}
+
+bool DiskStore::make_room_locked(std::uint64_t incoming) {
+  if (incoming > options_.capacity_bytes) return false;
+  while (stats_.bytes + incoming > options_.capacity_bytes) {
+    // The least recently used file that no other indexed segment extends.
+    auto victim = std::find_if(lru_.rbegin(), lru_.rend(), [&](const Digest& key) { return !child_count_.contains(key); });
+    if (victim == lru_.rend()) return false;
+    remove_locked(*victim, DiskRemoval::capacity);
+  }
+  return true;
+}
+
+bool DiskStore::has(const Digest& key) const {
+  std::lock_guard lock(mutex_);
+  return entries_.contains(key) || queued_.contains(key);
+}
+
+std::optional<RecordMeta> DiskStore::meta(const Digest& key) const {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second.meta;
+}
+
+std::vector<Digest> DiskStore::children(const Digest& parent, engine::Token first) const {
+  std::lock_guard lock(mutex_);
+  std::vector<Digest> out;
+  auto [lo, hi] = by_branch_.equal_range(std::pair{parent, first});
+  for (auto it = lo; it != hi; ++it) out.push_back(it->second);
+  return out;
+}
+
+std::vector<engine::Pos> DiskStore::checkpoint_positions(const Digest& ns) const {
+  std::lock_guard lock(mutex_);
+  std::vector<engine::Pos> out;
+  if (auto it = checkpoint_positions_.find(ns); it != checkpoint_positions_.end()) {
+    for (engine::Pos p : it->second) {
+      if (out.empty() || out.back() != p) out.push_back(p);
+    }
+  }
+  return out;
+}
+
+std::optional<Record> DiskStore::read(const Digest& key) {
+  const auto started = Clock::now();
+  RecordKind kind;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return std::nullopt;
+    kind = it->second.meta.kind;
+  }
+  const fs::path path = file_of(key, kind);
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st{};
+  if (!fd.ok() || ::fstat(fd.get(), &st) != 0) {
+    std::lock_guard lock(mutex_);
+    if (entries_.contains(key)) {  // not evicted meanwhile: the file went behind the index's back
+      stats_.read_errors += 1;
+      remove_locked(key, DiskRemoval::truncated);
+    }
+    return std::nullopt;
+  }
+  const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
+  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+  const Digest* model = options_.model ? &*options_.model : nullptr;
+  DecodedHeader header = read_header(fd.get(), file_bytes, model);
+  if (header.fault == RecordFault::none && header.meta.key != key) header.fault = RecordFault::checksum;
+  Record record;
+  if (header.fault == RecordFault::none) {
+    record.payload.resize(header.meta.payload_bytes);
+    if (!read_exact(fd.get(), record.payload.data(), record.payload.size(), static_cast<off_t>(header.size))) {
+      header.fault = RecordFault::truncated;
+    } else if (payload_checksum(record.payload) != header.meta.payload_checksum) {
+      header.fault = RecordFault::checksum;
+    }
+  }
+  if (header.fault != RecordFault::none) {
+    spdlog::warn("cache: disk file {} failed verification ({}); removed, the request continues without it",
+                 path.string(), record_fault_name(header.fault));
+    std::lock_guard lock(mutex_);
+    if (auto it = entries_.find(key); it != entries_.end()) {
+      remove_locked(key, removal_for(header.fault));
+    } else {
+      std::error_code ec;
+      fs::remove(path, ec);
+    }
+    return std::nullopt;
+  }
+  ::futimens(fd.get(), nullptr);  // the file's mtime is its last use across restarts
+  record.meta = std::move(header.meta);
+  std::lock_guard lock(mutex_);
+  if (auto it = entries_.find(key); it != entries_.end()) lru_.splice(lru_.begin(), lru_, it->second.lru);
+  stats_.reads += 1;
+  stats_.read_bytes += file_bytes;
+  stats_.read_seconds += std::chrono::duration<double>(Clock::now() - started).count();
+  return record;
+}
+
+void DiskStore::touch(std::span<const Digest> keys) {
+  std::lock_guard lock(mutex_);
+  for (const Digest& key : keys) {
+    if (auto it = entries_.find(key); it != entries_.end()) lru_.splice(lru_.begin(), lru_, it->second.lru);
+  }
+}
+
+bool DiskStore::enqueue(Job job) {
+  std::uint64_t bytes = 0;
+  for (const Record& r : job.records) bytes += r.payload.size() + kRecordHeaderBytes + r.meta.tokens.size() * 4;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ || stats_.queue_bytes + bytes > options_.queue_capacity_bytes) {
+      stats_.writes_dropped += 1;
+      return false;
+    }
+    for (const Record& r : job.records) queued_.insert(r.meta.key);
+    stats_.queue_bytes += bytes;
+    queue_.push_back(std::move(job));
+  }
+  work_ready_.notify_one();
+  return true;
+}
+
+void DiskStore::flush() {
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [&] { return queue_.empty() && !writing_; });
+}
+
+std::uint64_t DiskStore::clear() {
+  std::unique_lock lock(mutex_);
+  queue_.clear();
+  queued_.clear();
+  stats_.queue_bytes = 0;
+  idle_.wait(lock, [&] { return !writing_; });
+  const std::uint64_t freed = stats_.bytes;
+  while (!lru_.empty()) remove_locked(lru_.back(), DiskRemoval::reset);
+  return freed;
+}
+
+DiskStats DiskStore::stats() const {
+  std::lock_guard lock(mutex_);
+  DiskStats out = stats_;
+  out.files = static_cast<std::int64_t>(entries_.size());
+  return out;
+}
+
+void DiskStore::writer_loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) break;  // stopping, and everything queued is written
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    writing_ = true;
+    lock.unlock();
+    write_job(job);
+    lock.lock();
+    for (const Record& r : job.records) {
+      queued_.erase(r.meta.key);
+      const std::uint64_t bytes = r.payload.size() + kRecordHeaderBytes + r.meta.tokens.size() * 4;
+      stats_.queue_bytes -= std::min(stats_.queue_bytes, bytes);
+    }
+    writing_ = false;
+    idle_.notify_all();
+  }
+  writing_ = false;
+  idle_.notify_all();
+}
+
+void DiskStore::write_job(Job& job) {
+  std::vector<Digest> written;
+  for (const Record& record : job.records) {
+    const std::uint64_t bytes = kRecordHeaderBytes + record.meta.tokens.size() * 4 + record.payload.size();
+    {
+      std::lock_guard lock(mutex_);
+      if (entries_.contains(record.meta.key)) {
+        written.push_back(record.meta.key);
+        continue;
+      }
+      if (!make_room_locked(bytes)) break;  // larger than the whole cap
+    }
+    std::uint64_t file_bytes = 0;
+    if (!write_file(record, file_bytes)) break;  // what follows extends it: useless without it
+    std::lock_guard lock(mutex_);
+    index_locked(record.meta, file_bytes);
+    stats_.writes += 1;
+    stats_.write_bytes += file_bytes;
+    written.push_back(record.meta.key);
+  }
+  std::lock_guard lock(mutex_);
+  // Deepest first, so each prefix ends up more recently used than what extends it.
+  for (auto key = written.rbegin(); key != written.rend(); ++key) {
+    if (auto it = entries_.find(*key); it != entries_.end()) lru_.splice(lru_.begin(), lru_, it->second.lru);
+  }
+  if (written.size() == job.records.size()) {
+    for (const Digest& key : job.supersedes) {
+      if (std::ranges::find(written, key) == written.end()) remove_locked(key, DiskRemoval::superseded);
+    }
+  }
+}
+
+bool DiskStore::write_file(const Record& record, std::uint64_t& file_bytes) {
+  RecordMeta meta = record.meta;
+  if (meta.created_unix_ms == 0) meta.created_unix_ms = unix_ms_now();
+  const engine::Bytes header = encode_header(meta, record.payload);
+  const fs::path final_path = file_of(meta.key, meta.kind);
+  fs::path temp;
+  {
+    std::lock_guard lock(mutex_);
+    temp = options_.dir / "tmp" / (to_hex(meta.key) + "." + std::to_string(::getpid()) + "." + std::to_string(++temp_counter_));
+  }
+  const auto fail = [&](const char* step, int error) {
+    std::error_code ec;
+    fs::remove(temp, ec);
+    std::lock_guard lock(mutex_);
+    stats_.write_errors += 1;
+    // Every error at first, then at powers of two: a full disk must not flood the log.
+    if ((stats_.write_errors & (stats_.write_errors - 1)) == 0) {
+      spdlog::warn("cache: disk tier write failed at {} ({}); {} failures so far, the cache keeps serving from memory",
+                   step, std::strerror(error), stats_.write_errors);
+    }
+    return false;
+  };
+  Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd.ok()) return fail("create", errno);
+  if (!write_all(fd.get(), header) || !write_all(fd.get(), record.payload)) return fail("write", errno);
+  if (::fsync(fd.get()) != 0) return fail("fsync", errno);
+  if (::close(fd.release()) != 0) return fail("close", errno);
+  std::error_code ec;
+  fs::create_directories(final_path.parent_path(), ec);
+  if (ec) return fail("mkdir", ec.value());
+  if (::rename(temp.c_str(), final_path.c_str()) != 0) return fail("rename", errno);
+  fsync_dir(final_path.parent_path());
+  file_bytes = header.size() + record.payload.size();
+  return true;
+}
+
+}  // namespace prefixd::cache

@@ -1,0 +1,167 @@
+// prefixd cache — the disk tier's place in a request's life.
+//
+// Writes: every donated prefix's attention segments (and, for checkpoint families, every
+// checkpoint taken) are serialized on the engine thread and queued; the store writes them on its
+// own thread. Segments the host tier evicts are queued too unless the disk has them. A full queue
+// drops the job (counted): the engine thread never waits for the disk.
+// Reads: a lookup that the device and host tiers leave short walks the disk's index (headers in
+// memory, no I/O) and reads only when the disk reaches further; the files read are verified and
+// promoted to the host tier (segments) or the checkpoint store, and restored from there.
+#include "cache/prefix_cache_impl.h"
+
+namespace prefixd::cache {
+
+void PrefixCache::Impl::open_disk() {
+  if (config_.disk_path.empty() || !config_.enabled) return;
+  model_key_ = model_key(engine_.model().fingerprint, engine_.model().runtime_signature);
+  disk_ = std::make_unique<DiskStore>(DiskStore::Options{
+      config_.disk_path, config_.disk_capacity_bytes, config_.disk_queue_bytes, model_key_});
+  host_.store().set_spill([this](const Digest& key, const HostSegment& segment) { spill(key, segment); });
+  stats_.disk.enabled = true;
+}
+
+void PrefixCache::Impl::spill(const Digest& key, const HostSegment& segment) {
+  if (!disk_ || disk_->has(key)) return;
+  Record record;
+  record.meta = RecordMeta{RecordKind::segment, model_key_, {}, key, segment.parent, segment.begin};
+  record.meta.tokens = segment.token_ids;
+  record.payload = segment.state;
+  // The namespace is not kept with a host segment; a spilled one carries its root's digest only
+  // through its key and parent (the index and lookups use those).
+  disk_->enqueue(DiskStore::Job{{std::move(record)}, {}});
+}
+
+void PrefixCache::Impl::write_behind(const std::string& ns, std::span<const Token> tokens, SeqId holder) {
+  if (!disk_ || !engine::has_attention_cells(engine_.model()) || tokens.empty()) return;
+  DiskStore::Job job;
+  std::vector<Digest> keys;
+  for (const HostTier::Cut& cut : host_.cuts(ns, tokens, 0)) {
+    keys.push_back(cut.key);
+    if (disk_->has(cut.key)) continue;
+    const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
+    Record record;
+    record.meta = RecordMeta{RecordKind::segment, model_key_, digest_from(ns), cut.key, cut.parent, cut.begin};
+    record.meta.tokens.assign(part.begin(), part.end());
+    record.payload = host_.serialize(holder, cut.begin, cut.stop);
+    if (record.payload.empty()) break;
+    // An earlier, shorter tail of the same conversation is a prefix of this segment: redundant.
+    for (const Digest& sibling : disk_->children(cut.parent, part.front())) {
+      const std::optional<RecordMeta> other = disk_->meta(sibling);
+      if (sibling != cut.key && other && other->tokens.size() < part.size() &&
+          std::ranges::equal(other->tokens, part.first(other->tokens.size()))) {
+        job.supersedes.push_back(sibling);
+      }
+    }
+    job.records.push_back(std::move(record));
+  }
+  std::reverse(keys.begin(), keys.end());
+  disk_->touch(keys);  // deepest first: the prefix stays newer than what extends it
+  if (!job.records.empty()) disk_->enqueue(std::move(job));
+}
+
+HostTier::Plan PrefixCache::Impl::plan_with_disk(const std::string& ns, std::span<const Token> query,
+                                                std::int32_t on_device, std::int32_t beat, std::int32_t& host_only) {
+  HostTier::Plan plan = host_.plan(ns, query, on_device);
+  host_only = plan.length;
+  const std::int32_t seg = host_.segment_tokens();
+  if (!disk_ || !engine::has_attention_cells(engine_.model()) || config_.host_capacity_bytes == 0) return plan;
+  if (!plan.keys.empty() && plan.last_take != seg) return plan;  // ends in a tail: nothing extends it
+  // Where the host plan stops (a grid line), walk the disk's index without reading anything.
+  const auto n = static_cast<std::int32_t>(query.size());
+  const std::vector<Digest> chain = hasher_.chain(ns, query);
+  const std::int32_t block = hasher_.block_size();
+  struct Step {
+    Digest key, parent;
+    std::int32_t begin, take;
+  };
+  std::vector<Step> steps;
+  std::int32_t pos = plan.length;
+  while (pos < n) {
+    const Digest parent = pos == 0 ? hasher_.root(ns) : chain[static_cast<size_t>(pos / block) - 1];
+    if (pos + seg <= n) {
+      const Digest key = chain[static_cast<size_t>((pos + seg) / block) - 1];
+      if (const auto meta = disk_->meta(key); meta && meta->begin == pos) {
+        steps.push_back(Step{key, parent, pos, seg});
+        pos += seg;
+        continue;
+      }
+    }
+    // A tail: the sibling sharing the most tokens with the rest of the query.
+    const auto rest = query.subspan(static_cast<size_t>(pos));
+    Step best{{}, parent, pos, 0};
+    for (const Digest& key : disk_->children(parent, rest.front())) {
+      const std::optional<RecordMeta> meta = disk_->meta(key);
+      if (!meta || meta->begin != pos) continue;
+      const std::int32_t common = common_prefix(meta->tokens, rest);
+      if (common > best.take) best = Step{key, parent, pos, common};
+    }
+    if (best.take > 0) steps.push_back(best);
+    break;
+  }
+  const std::int32_t reach = steps.empty() ? plan.length : steps.back().begin + steps.back().take;
+  if (reach <= std::max(beat, plan.length) || reach < config_.min_prefix) return plan;
+  // Read, verify and promote, in position order; stop at the first that fails.
+  std::vector<Digest> keep = plan.ancestors;
+  keep.insert(keep.end(), plan.keys.begin(), plan.keys.end());
+  HostStore::Evicted evicted;
+  for (const Step& step : steps) {
+    std::optional<Record> record = disk_->read(step.key);
+    if (!record || record->meta.kind != RecordKind::segment || record->meta.parent != step.parent ||
+        record->meta.begin != step.begin) {
+      break;
+    }
+    const auto tokens = static_cast<std::int32_t>(record->meta.tokens.size());
+    HostSegment segment{step.begin, tokens, step.parent, std::move(record->meta.tokens), std::move(record->payload), {}};
+    if (!host_.adopt(step.key, std::move(segment), evicted, keep)) break;
+    keep.push_back(step.key);
+    stats_.disk.promoted_segments += 1;
+  }
+  add_evictions(evicted);
+  trace("disk: promoted up to position {} (host alone {})", reach, host_only);
+  return host_.plan(ns, query, on_device);
+}
+
+bool PrefixCache::Impl::keep_checkpoint(const std::string& ns, std::span<const Token> prefix,
+                                        std::span<const Digest> chain, engine::Bytes state, const std::string& session,
+                                        CheckpointKind kind, engine::Pos window_from) {
+  if (disk_) {
+    const auto position = static_cast<engine::Pos>(prefix.size());
+    checkpoint_to_disk(ns, checkpoints_.key_of(ns, prefix, chain, position), position, state, window_from);
+  }
+  return checkpoints_.save(ns, prefix, chain, std::move(state), session, kind, window_from);
+}
+
+void PrefixCache::Impl::checkpoint_to_disk(const std::string& ns, const Digest& key, engine::Pos position,
+                                           std::span<const std::uint8_t> state, engine::Pos window_from) {
+  if (!disk_ || state.empty() || disk_->has(key)) return;
+  Record record;
+  record.meta = RecordMeta{RecordKind::checkpoint, model_key_, digest_from(ns), key, {}, position, window_from};
+  record.payload.assign(state.begin(), state.end());
+  disk_->enqueue(DiskStore::Job{{std::move(record)}, {}});
+}
+
+bool PrefixCache::Impl::promote_checkpoint(const std::string& ns, std::span<const Token> query,
+                                           std::span<const Digest> chain, std::int32_t have, std::int32_t limit,
+                                           const std::string& session) {
+  if (!disk_) return false;
+  const std::vector<engine::Pos> positions = disk_->checkpoint_positions(digest_from(ns));
+  for (auto p = positions.rbegin(); p != positions.rend(); ++p) {
+    if (*p > limit || *p > static_cast<engine::Pos>(query.size())) continue;
+    if (*p <= have || *p < config_.min_prefix) break;
+    const Digest key = checkpoints_.key_of(ns, query, chain, *p);
+    if (checkpoints_.contains(key) || !disk_->meta(key)) continue;
+    std::optional<Record> record = disk_->read(key);
+    if (!record || record->meta.kind != RecordKind::checkpoint || record->meta.begin != *p) continue;
+    const auto prefix = query.first(static_cast<size_t>(*p));
+    if (!checkpoints_.save(ns, prefix, chain, std::move(record->payload), session, CheckpointKind::boundary,
+                           record->meta.window_from)) {
+      return false;
+    }
+    stats_.disk.promoted_checkpoints += 1;
+    trace("disk: promoted the checkpoint at {}", *p);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace prefixd::cache
