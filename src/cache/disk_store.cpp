@@ -1,5 +1,7 @@
 #include "cache/disk_store.h"
 
+#include "cache/file_io.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -18,50 +20,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Closes a file descriptor on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  bool ok() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
-bool read_exact(int fd, std::uint8_t* out, std::size_t n, off_t offset) {
-  while (n > 0) {
-    const ssize_t got = ::pread(fd, out, n, offset);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    out += got;
-    offset += got;
-    n -= static_cast<std::size_t>(got);
-  }
-  return true;
-}
-
-bool write_all(int fd, std::span<const std::uint8_t> data) {
-  while (!data.empty()) {
-    const ssize_t put = ::write(fd, data.data(), data.size());
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) return false;
-    data = data.subspan(static_cast<std::size_t>(put));
-  }
-  return true;
-}
-
-void fsync_dir(const fs::path& dir) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.ok()) ::fsync(fd.get());
-}
 
 DiskRemoval removal_for(RecordFault fault) {
   switch (fault) {
@@ -149,7 +107,7 @@ void DiskStore::rebuild_index() {
     const fs::path path = it->path();
     const std::string ext = path.extension().string();
     if (!it->is_regular_file(ec) || (ext != ".seg" && ext != ".ckpt")) continue;
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     struct stat st{};
     if (!fd.ok() || ::fstat(fd.get(), &st) != 0) continue;
     DecodedHeader header = read_header(fd.get(), static_cast<std::uint64_t>(st.st_size), model);
@@ -275,7 +233,7 @@ std::optional<Record> DiskStore::read(const Digest& key) {
     kind = it->second.meta.kind;
   }
   const fs::path path = file_of(key, kind);
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st{};
   if (!fd.ok() || ::fstat(fd.get(), &st) != 0) {
     std::lock_guard lock(mutex_);
@@ -433,28 +391,16 @@ bool DiskStore::write_file(const Record& record, std::uint64_t& file_bytes) {
     std::lock_guard lock(mutex_);
     temp = options_.dir / "tmp" / (to_hex(meta.key) + "." + std::to_string(::getpid()) + "." + std::to_string(++temp_counter_));
   }
-  const auto fail = [&](const char* step, int error) {
-    std::error_code ec;
-    fs::remove(temp, ec);
+  if (const auto failure = write_atomically(temp, final_path, {header, record.payload})) {
     std::lock_guard lock(mutex_);
     stats_.write_errors += 1;
     // Every error at first, then at powers of two: a full disk must not flood the log.
     if ((stats_.write_errors & (stats_.write_errors - 1)) == 0) {
       spdlog::warn("cache: disk tier write failed at {} ({}); {} failures so far, the cache keeps serving from memory",
-                   step, std::strerror(error), stats_.write_errors);
+                   failure->step, std::strerror(failure->error), stats_.write_errors);
     }
     return false;
-  };
-  Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd.ok()) return fail("create", errno);
-  if (!write_all(fd.get(), header) || !write_all(fd.get(), record.payload)) return fail("write", errno);
-  if (::fsync(fd.get()) != 0) return fail("fsync", errno);
-  if (::close(fd.release()) != 0) return fail("close", errno);
-  std::error_code ec;
-  fs::create_directories(final_path.parent_path(), ec);
-  if (ec) return fail("mkdir", ec.value());
-  if (::rename(temp.c_str(), final_path.c_str()) != 0) return fail("rename", errno);
-  fsync_dir(final_path.parent_path());
+  }
   file_bytes = header.size() + record.payload.size();
   return true;
 }

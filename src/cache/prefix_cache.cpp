@@ -179,6 +179,7 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
   donated_since_compaction_ = true;
   trace("donate seq={}: entry {} holds {} tokens in sequence {}", seq, id, n, holder);
   write_behind(ns, entry.tokens, holder);
+  remember_session(lease.key.session, ns, entry.tokens);
   after_tree_change(ns);
 }
 
@@ -359,6 +360,14 @@ std::int64_t PrefixCache::compact() { return impl_->compact(); }
 bool PrefixCache::compaction_due() const { return impl_->compaction_due(); }
 ResetReport PrefixCache::reset() { return impl_->reset(); }
 void PrefixCache::flush_disk() { impl_->flush_disk(); }
+ArtifactInfo PrefixCache::save_artifact(const std::string& ns, std::span<const Token> tokens,
+                                        const std::filesystem::path& path) {
+  return impl_->save_artifact(ns, tokens, path);
+}
+ArtifactInfo PrefixCache::save_session_artifact(const std::string& session, const std::filesystem::path& path) {
+  return impl_->save_session_artifact(session, path);
+}
+ArtifactInfo PrefixCache::load_artifact(const std::filesystem::path& path) { return impl_->load_artifact(path); }
 CacheStats PrefixCache::stats() const { return impl_->stats(); }
 
 }  // namespace prefixd::cache

@@ -44,6 +44,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cache/artifact.h"
 #include "cache/block_hash.h"
 #include "cache/disk_stats.h"
 #include "engine/engine.h"
@@ -239,6 +240,17 @@ class PrefixCache {
   ResetReport reset();          // empties every tier; running sequences keep their cells
   // Blocks until the disk tier's write-behind queue is written (no-op without one).
   void flush_disk();
+
+  // Artifacts (artifact.h). Saves the longest prefix of `tokens` the tiers can rebuild exactly —
+  // for checkpoint families, up to the highest position whose state is kept — to `path`. Throws
+  // ArtifactError (nothing_cached when no prefix of at least min_prefix tokens is held, io).
+  ArtifactInfo save_artifact(const std::string& ns, std::span<const engine::Token> tokens,
+                             const std::filesystem::path& path);
+  // The same for the latest sequence the session (prompt_cache_key or user) left in the cache.
+  ArtifactInfo save_session_artifact(const std::string& session, const std::filesystem::path& path);
+  // Verifies a whole artifact, then stores its records in the host tier and the checkpoint store
+  // (and behind them on disk). A refused artifact (ArtifactError) changes nothing.
+  ArtifactInfo load_artifact(const std::filesystem::path& path);
 
   // Thread-safe: a snapshot published after every mutating call.
   CacheStats stats() const;

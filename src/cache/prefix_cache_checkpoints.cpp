@@ -193,6 +193,7 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
     const std::vector<Digest> chain = hasher_.chain(ns, tokens);
     keep_checkpoint(ns, tokens, chain, engine_.save_checkpoint(seq), lease.key.session,
                     CheckpointKind::sequence_end, seq_from);
+    remember_session(lease.key.session, ns, tokens);
     engine_.remove_sequence(seq, 0, -1);
     trace("donate seq={}: state at {} kept as a checkpoint", seq, n);
     after_tree_change(ns);
@@ -243,6 +244,7 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   newest_ = id;
   trace("donate seq={}: entry {} holds {} tokens and their state in sequence {}", seq, id, n, holder);
   write_behind(ns, entry.tokens, holder);
+  remember_session(lease.key.session, ns, entry.tokens);
   if (disk_ && entry.state_at_end) {
     checkpoint_to_disk(ns, checkpoints_.key_of(ns, entry.tokens, hasher_.chain(ns, entry.tokens), n), n,
                        engine_.save_checkpoint(holder), entry.window_from);

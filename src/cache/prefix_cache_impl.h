@@ -133,6 +133,11 @@ class PrefixCache::Impl {
     if (disk_) disk_->flush();
   }
 
+  // Artifacts (prefix_cache_artifacts.cpp).
+  ArtifactInfo save_artifact(const std::string& ns, std::span<const Token> tokens, const std::filesystem::path& path);
+  ArtifactInfo save_session_artifact(const std::string& session, const std::filesystem::path& path);
+  ArtifactInfo load_artifact(const std::filesystem::path& path);
+
   // Counters and the published snapshot (prefix_cache_stats.cpp).
   CacheStats stats() const;
   std::string verify() const;
@@ -173,6 +178,11 @@ class PrefixCache::Impl {
                           std::span<const std::uint8_t> state, engine::Pos window_from);
   // Moves the disk's checkpoint of `query` at the highest position in (have, limit] into the
   // checkpoint store; true when one was promoted.
+  // The segments that rebuild the longest prefix of tokens[0, limit) from the device, host and
+  // disk tiers, in position order (their tokens tile [0, reach)).
+  std::vector<Record> gather_segments(const std::string& ns, std::span<const Token> tokens);
+  // Notes the tokens a session's latest sequence left, for save_session_artifact (bounded).
+  void remember_session(const std::string& session, const std::string& ns, std::span<const Token> tokens);
   bool promote_checkpoint(const std::string& ns, std::span<const Token> query, std::span<const Digest> chain,
                           std::int32_t have, std::int32_t limit, const std::string& session);
   // A sliding-window model with the full window cache still lets a running sequence overwrite its
@@ -273,6 +283,13 @@ class PrefixCache::Impl {
   bool donated_since_compaction_ = false;
   CacheStats stats_;  // counters; the rest of a snapshot is derived in publish()
   std::unique_ptr<DiskStore> disk_;  // null without a disk path
+  struct SessionPrompt {
+    std::string ns;
+    std::vector<Token> tokens;
+    std::uint64_t order = 0;
+  };
+  std::unordered_map<std::string, SessionPrompt> session_prompts_;  // by session; the newest 1024
+  std::uint64_t session_order_ = 0;
   Digest model_key_{};
 
   mutable std::mutex published_mutex_;

@@ -1,0 +1,55 @@
+// prefixd cache — artifacts: a cached prefix saved under a name, to be loaded back later (after a
+// restart, on another machine with the same model file and settings).
+//
+// One file: a header (magic, format version, model key, namespace digest, the prefix's tokens,
+// the record count, a checksum of all of it), then the prefix's records, each in the disk tier's
+// self-verifying encoding (disk_format.h): its attention segments in position order and, for
+// models that resume only at checkpoints, the checkpoint at its end. Loading verifies the header
+// and every record before anything is stored, so a refused artifact changes nothing.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cache/disk_format.h"
+
+namespace prefixd::cache {
+
+inline constexpr std::uint32_t kArtifactFormatVersion = 1;
+
+class ArtifactError : public std::runtime_error {
+ public:
+  enum class Kind { not_found, nothing_cached, model, version, corrupt, io };
+  ArtifactError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+struct Artifact {
+  Digest model{};
+  Digest ns{};
+  std::vector<engine::Token> tokens;  // the prefix the records rebuild
+  std::vector<Record> records;         // segments in position order, then at most one checkpoint
+};
+
+struct ArtifactInfo {
+  std::int32_t tokens = 0;
+  std::int32_t segments = 0;
+  std::int32_t checkpoints = 0;
+  std::uint64_t bytes = 0;  // of the file
+};
+
+// Writes atomically (temporary file, fsync, rename, fsync of the directory). Throws ArtifactError
+// (io) on failure, leaving no partial file under `path`.
+ArtifactInfo write_artifact(const std::filesystem::path& path, const Artifact& artifact);
+// Reads and verifies a whole artifact made for `model`. Throws ArtifactError: not_found, version
+// (another format version), model (another model key), corrupt (any checksum, truncation, or a
+// record that is not part of the prefix), io.
+Artifact read_artifact(const std::filesystem::path& path, const Digest& model);
+
+}  // namespace prefixd::cache

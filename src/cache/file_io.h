@@ -1,0 +1,45 @@
+// prefixd cache — the few file operations the disk tier and artifacts share: positioned reads
+// that do not stop short, and crash-safe whole-file writes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <utility>
+
+#include <sys/types.h>
+
+namespace prefixd::cache {
+
+// Owns a file descriptor; closes it on scope exit.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor();
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+  bool ok() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+// Reads exactly `n` bytes at `offset`; false on an error or end of file first.
+bool read_exact(int fd, std::uint8_t* out, std::size_t n, off_t offset);
+
+struct WriteFailure {
+  const char* step;  // create, write, fsync, close, mkdir, rename
+  int error;         // errno
+};
+
+// Writes the concatenation of `parts` to `temp`, fsyncs it, renames it to `path` (creating the
+// parent directory) and fsyncs that directory: after a crash `path` is whole or absent. On failure
+// `temp` is removed and `path` untouched.
+std::optional<WriteFailure> write_atomically(const std::filesystem::path& temp, const std::filesystem::path& path,
+                                             std::initializer_list<std::span<const std::uint8_t>> parts);
+
+}  // namespace prefixd::cache
