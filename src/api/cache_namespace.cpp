@@ -53,7 +53,7 @@ std::string namespace_digest(const NamespaceFields& fields) {
       .field(fields.model_id)
       .field(fields.lora_id)
       .field(fields.template_signature)
-      .field(fields.rope_regime)
+      .field(fields.runtime_signature)
       .field(fields.multimodal_digest)
       .field(fields.tenant_salt)
       .finish();

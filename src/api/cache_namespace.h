@@ -21,15 +21,24 @@ inline constexpr std::string_view kRawCompletionSignature = "prefixd.raw-complet
 inline constexpr std::string_view kTextOnlyMultimodalDigest = "text";
 
 struct NamespaceFields {
-  std::string model_id;            // identifies the weights (the model fingerprint)
-  std::string lora_id;             // empty: no adapter
+  // The model file's fingerprint (engine::ModelInfo::fingerprint): a digest of the whole GGUF, so
+  // files with equal shapes and different weights never share K/V.
+  std::string model_id;
+  // Always empty today: prefixd loads no LoRA adapters. An adapter changes every K/V value, so
+  // once one can be loaded its digest goes here.
+  std::string lora_id;
   std::string template_signature;  // template_signature(...) or kRawCompletionSignature
-  std::string rope_regime;         // empty: the model's native RoPE settings
+  // engine::ModelInfo::runtime_signature: what of the context changes K/V values or their
+  // serialized layout — the RoPE settings in effect (base, scaling, YaRN, long/short factors), the
+  // K and V cache types, flash attention, the full window cache, libllama's version.
+  std::string runtime_signature;
   std::string multimodal_digest = std::string(kTextOnlyMultimodalDigest);
   std::string tenant_salt;         // cache_salt: a wall between tenants
 };
 
-// 32 raw bytes.
+// 32 raw bytes. With model_id and runtime_signature filled as above, equal digests mean the same
+// K/V in any process that loads the same file with the same settings: the digest may key K/V
+// stored on disk or shared between servers.
 std::string namespace_digest(const NamespaceFields& fields);
 
 // 32 raw bytes over the template source, the kwargs in canonical form (object keys sorted, so

@@ -86,7 +86,8 @@ class HttpServer::Impl {
         options_(std::move(options)),
         served_id_(options_.model_alias.empty() ? engine.model().id : options_.model_alias),
         prompts_(engine.vocab(), model_chat_template(engine.model(), engine.vocab()),
-                 engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint),
+                 engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint,
+                 engine.model().runtime_signature),
         started_(unix_seconds()) {
     parse_options_.model_names = {served_id_};
     if (engine.model().id != served_id_) parse_options_.model_names.push_back(engine.model().id);

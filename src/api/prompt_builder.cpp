@@ -39,8 +39,12 @@ ChatTemplate model_chat_template(const engine::ModelInfo& model, const engine::V
   return std::move(*chatml);
 }
 
-PromptBuilder::PromptBuilder(const engine::Vocabulary& vocab, ChatTemplate chat_template, std::string model_key)
-    : vocab_(vocab), template_(std::move(chat_template)), model_key_(std::move(model_key)) {}
+PromptBuilder::PromptBuilder(const engine::Vocabulary& vocab, ChatTemplate chat_template, std::string model_key,
+                             std::string runtime_signature)
+    : vocab_(vocab),
+      template_(std::move(chat_template)),
+      model_key_(std::move(model_key)),
+      runtime_signature_(std::move(runtime_signature)) {}
 
 std::expected<std::string, ApiError> PromptBuilder::render(const ChatRequest& request) const {
   auto text = template_.render(request.chat);
@@ -104,8 +108,10 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::finish(cons
   out.logprobs = params.logprobs;
   out.cache.enabled = params.cache.enabled;
   out.cache.session_key = params.cache.session_key;
+  // lora_id stays empty: prefixd loads no adapters.
   out.cache.namespace_digest = namespace_digest(NamespaceFields{.model_id = model_key_,
                                                                 .template_signature = std::move(template_signature),
+                                                                .runtime_signature = runtime_signature_,
                                                                 .tenant_salt = params.cache.salt});
   return out;
 }

@@ -19,8 +19,11 @@ ChatTemplate model_chat_template(const engine::ModelInfo& model, const engine::V
 
 class PromptBuilder {
  public:
-  // `vocab` must outlive the builder. `model_key` identifies the weights in the cache namespace.
-  PromptBuilder(const engine::Vocabulary& vocab, ChatTemplate chat_template, std::string model_key);
+  // `vocab` must outlive the builder. `model_key` identifies the weights in the cache namespace
+  // (the model fingerprint), `runtime_signature` the context settings that change K/V
+  // (engine::ModelInfo::runtime_signature); see NamespaceFields.
+  PromptBuilder(const engine::Vocabulary& vocab, ChatTemplate chat_template, std::string model_key,
+                std::string runtime_signature);
 
   // Thread-safe. Rejects a template that refuses the conversation, an empty prompt and a prompt
   // longer than `max_prompt_tokens`.
@@ -48,6 +51,7 @@ class PromptBuilder {
   const engine::Vocabulary& vocab_;
   ChatTemplate template_;
   std::string model_key_;
+  std::string runtime_signature_;
 };
 
 }  // namespace prefixd::api

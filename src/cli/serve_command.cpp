@@ -1,7 +1,9 @@
 // `prefixd serve`: load the model, start the scheduler thread and the HTTP server.
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <pthread.h>
 #include <thread>
 
@@ -11,6 +13,7 @@
 #include "cache/block_hash.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "engine/model_fingerprint.h"
 #include "scheduler/scheduler.h"
 
 namespace prefixd::cli {
@@ -32,6 +35,7 @@ struct ServeOptions {
   std::string compaction = "auto";
   std::string prefill_packing = "auto";
   std::string swa_full = "auto";
+  std::string fingerprint_cache;  // empty: default_fingerprint_cache_path; "off": none
 };
 
 std::uint64_t available_memory_bytes() {
@@ -47,6 +51,15 @@ std::uint64_t available_memory_bytes() {
 
 // The host tier's default budget: a quarter of the memory available at startup, at most 8 GiB.
 std::uint64_t default_host_capacity() { return std::min<std::uint64_t>(available_memory_bytes() / 4, 8ull << 30); }
+
+// The model fingerprint cache file --model-fingerprint-cache names; empty when it is off.
+std::string resolve_fingerprint_cache(const std::string& flag, const std::string& disk_path) {
+  if (flag == "off") return {};
+  if (!flag.empty()) return flag;
+  return engine::default_fingerprint_cache_path(disk_path.empty() ? std::nullopt
+                                                                  : std::optional<std::filesystem::path>(disk_path))
+      .string();
+}
 
 // Blocks SIGINT/SIGTERM in every thread and waits for them on a dedicated one, so shutdown needs
 // no signal handler and no global state.
@@ -100,6 +113,7 @@ int run_serve(ServeOptions& o) {
   if (!cache_on) o.scheduler.cache_holders = 0;
   o.context.swa_full = o.swa_full == "on" ? engine::SwaFull::on : o.swa_full == "off" ? engine::SwaFull::off
                                                                                        : engine::SwaFull::automatic;
+  o.context.fingerprint_cache = resolve_fingerprint_cache(o.fingerprint_cache, o.scheduler.cache.disk_path);
   std::unique_ptr<engine::Engine> model = engine::load_llama_engine(o.model_path, o.context, o.server.model_alias);
   if (o.device_cells >= 0) cache.device_cells = o.device_cells;  // else the backend's default
   cache.compaction = cache::parse_compaction(o.compaction);
@@ -162,6 +176,11 @@ std::function<int()> add_serve_command(CLI::App& app) {
       ->capture_default_str()->envname("PREFIXD_FLASH_ATTN");
   cmd->add_option("--gpu-layers,--n-gpu-layers", o->context.gpu_layers, "Layers to offload to a GPU backend, if one is built in")
       ->capture_default_str()->envname("PREFIXD_GPU_LAYERS");
+  cmd->add_option("--model-fingerprint-cache", o->fingerprint_cache,
+                  "File remembering model file digests, so a restart does not rehash an unchanged model; off: "
+                  "hash at every start (default: $XDG_CACHE_HOME/prefixd/model-fingerprints.tsv, else "
+                  "~/.cache/prefixd/model-fingerprints.tsv)")
+      ->envname("PREFIXD_MODEL_FINGERPRINT_CACHE");
   cmd->add_option("--max-queued", o->scheduler.max_queued, "Requests that may wait for a slot; more get 503")
       ->capture_default_str()->envname("PREFIXD_MAX_QUEUED")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on every route but /health")

@@ -88,10 +88,12 @@ class Engine {
 };
 
 // Loads a GGUF file and creates a context. Throws std::runtime_error with the reason on failure.
+// Fingerprints the file through options.fingerprint_cache (model_fingerprint.h) and logs it.
 std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const ContextOptions& options,
                                           const std::string& model_id = {});
 
-// Reads model metadata without creating a context (used by `prefixd config` and tests).
-ModelInfo inspect_model(const std::string& model_path);
+// Reads model metadata and fingerprints the file without creating a context (runtime_signature
+// stays empty). `fingerprint_cache`: as ContextOptions::fingerprint_cache.
+ModelInfo inspect_model(const std::string& model_path, const std::string& fingerprint_cache = {});
 
 }  // namespace prefixd::engine

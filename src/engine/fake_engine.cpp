@@ -77,6 +77,8 @@ ModelInfo describe(const FakeEngineOptions& options) {
   const std::size_t attention_layers = options.family == ModelFamily::recurrent ? 0 : windowed ? 2 : 1;
   info.kv_bytes_per_token = attention_layers * 2 * sizeof(std::int32_t);
   info.fingerprint = std::string("fake-") + family_name(options.family);
+  // Fixed: the fake's memory holds token ids, whose meaning no setting changes.
+  info.runtime_signature = "fake;kv=int32";
   info.chat_template = "";
   return info;
 }

@@ -1,6 +1,8 @@
 // The Engine implementation over libllama: one model, one context with a unified KV cache.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -10,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine/llama_handles.h"
+#include "engine/model_fingerprint.h"
 #include "engine/model_info_internal.h"
 
 namespace prefixd::engine {
@@ -273,6 +276,23 @@ std::size_t measure_attention_bytes_per_token(llama_context* ctx) {
   return sizes[1] > sizes[0] ? sizes[1] - sizes[0] : 0;
 }
 
+// The model file's digest, from `cache_file` when it knows the file unchanged, logged either way.
+std::string fingerprint_file(const std::string& model_path, const std::string& cache_file) {
+  FingerprintCache cache(cache_file);
+  const FileFingerprint found = cache.fingerprint(model_path);
+  if (found.from_cache) {
+    spdlog::info("model fingerprint {} ({}, from the cache {})", found.digest, kFingerprintAlgorithm, cache_file);
+  } else {
+    const double seconds = std::chrono::duration<double>(found.hash_time).count();
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(model_path, ec);
+    spdlog::info("model fingerprint {} ({}, computed in {:.2f} s, {:.0f} MiB/s{})", found.digest, kFingerprintAlgorithm,
+                 seconds, ec || seconds <= 0 ? 0.0 : static_cast<double>(bytes) / (1 << 20) / seconds,
+                 cache_file.empty() ? ", no fingerprint cache" : "");
+  }
+  return found.digest;
+}
+
 bool decide_swa_full(const ModelInfo& info, const ContextOptions& options) {
   if (info.family != ModelFamily::sliding_window) return false;
   switch (options.swa_full) {
@@ -324,6 +344,7 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
   }
   ModelPtr model = load_model(model_path, false, options.gpu_layers);
   ModelInfo info = detail::describe_model(model.get(), model_path, model_id);
+  info.fingerprint = fingerprint_file(model_path, options.fingerprint_cache);
   info.on_accelerator = options.gpu_layers != 0 && detail::has_gpu_device();
 
   llama_context_params params = llama_context_default_params();
@@ -346,6 +367,8 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
   params.flash_attn_type = options.flash_attention ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   ContextPtr ctx(llama_init_from_model(model.get(), params));
   if (!ctx) throw std::runtime_error("cannot create a context for '" + model_path + "' (out of memory?)");
+  info.runtime_signature = detail::runtime_signature(model.get(), ctx.get(), params);
+  spdlog::debug("runtime signature: {}", info.runtime_signature);
   if (info.family == ModelFamily::hybrid) {
     if (const std::size_t measured = measure_attention_bytes_per_token(ctx.get()); measured > 0) {
       info.kv_bytes_per_token = measured;
@@ -358,9 +381,11 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
   return std::make_unique<LlamaEngine>(std::move(model), std::move(ctx), std::move(info));
 }
 
-ModelInfo inspect_model(const std::string& model_path) {
+ModelInfo inspect_model(const std::string& model_path, const std::string& fingerprint_cache) {
   ModelPtr model = load_model(model_path, false, 0);
-  return detail::describe_model(model.get(), model_path, {});
+  ModelInfo info = detail::describe_model(model.get(), model_path, {});
+  info.fingerprint = FingerprintCache(fingerprint_cache).fingerprint(model_path).digest;
+  return info;
 }
 
 }  // namespace prefixd::engine

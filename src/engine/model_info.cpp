@@ -1,7 +1,9 @@
-// Reads model metadata from a loaded llama_model: family, shapes, K/V bytes per token.
+// Reads model metadata from a loaded llama_model (family, shapes, K/V bytes per token) and the
+// runtime signature of a context created from it.
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
+#include <format>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -26,6 +28,23 @@ std::string meta_string(const llama_model* model, const std::string& key) {
   return buffer;
 }
 
+// Every metadata key of the model that starts with `prefix`, with its value, in key order.
+std::map<std::string, std::string> meta_with_prefix(const llama_model* model, const std::string& prefix) {
+  std::map<std::string, std::string> found;
+  std::string key(256, '\0');
+  for (int32_t i = 0; i < llama_model_meta_count(model); ++i) {
+    int32_t n = llama_model_meta_key_by_index(model, i, key.data(), key.size());
+    if (n >= 0 && static_cast<size_t>(n) >= key.size()) {
+      key.assign(static_cast<size_t>(n) + 1, '\0');
+      n = llama_model_meta_key_by_index(model, i, key.data(), key.size());
+    }
+    if (n < 0) continue;
+    const std::string name(key.data(), static_cast<size_t>(n));
+    if (name.starts_with(prefix)) found.emplace(name, meta_string(model, name));
+  }
+  return found;
+}
+
 int meta_int(const llama_model* model, const std::string& key, int fallback) {
   const std::string text = meta_string(model, key);
   if (text.empty()) return fallback;
@@ -34,25 +53,6 @@ int meta_int(const llama_model* model, const std::string& key, int fallback) {
   } catch (const std::exception&) {
     return fallback;
   }
-}
-
-// FNV-1a over the shapes and size: a cheap identity for the weights that is stable across runs.
-std::string fingerprint_of(const ModelInfo& info) {
-  std::uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 1099511628211ull;
-    }
-  };
-  for (char c : info.architecture) mix(static_cast<unsigned char>(c));
-  for (std::uint64_t v : {std::uint64_t(info.n_embd), std::uint64_t(info.n_layer), std::uint64_t(info.n_head),
-                          std::uint64_t(info.n_head_kv), std::uint64_t(info.n_vocab), info.n_params, info.model_bytes}) {
-    mix(v);
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
 }
 
 // How many layers use the window: libllama fixes each architecture's pattern in code and does not
@@ -118,8 +118,36 @@ ModelInfo describe_model(const llama_model* model, const std::string& path, cons
     info.kv_bytes_per_token = static_cast<std::size_t>(info.n_layer) * static_cast<std::size_t>(info.n_head_kv) *
                               static_cast<std::size_t>(key_length + value_length) * 2u;
   }
-  info.fingerprint = fingerprint_of(info);
   return info;
+}
+
+std::string runtime_signature(const llama_model* model, const llama_context* ctx, const llama_context_params& params) {
+  std::string out;
+  auto add = [&out](std::string_view key, const auto& value) { out += std::format("{}={};", key, value); };
+  // A new libllama may compute K/V differently or serialize them in another layout.
+  add("llama", llama_version());
+  add("state_seq_version", LLAMA_STATE_SEQ_VERSION);
+  add("type_k", ggml_type_name(params.type_k));
+  add("type_v", ggml_type_name(params.type_v));
+  // Flash attention stores V untransposed, and libllama refuses to read state of the other layout.
+  add("flash_attn", llama_flash_attn_type_name(params.flash_attn_type));
+  add("swa_full", params.swa_full ? "on" : "off");
+  add("kv_unified", params.kv_unified ? "on" : "off");
+  add("rope_type", static_cast<int>(llama_model_rope_type(model)));
+  add("rope_freq_scale_train", llama_model_rope_freq_scale_train(model));
+  // The context's own RoPE overrides (0 or negative: the model's value, stated below).
+  add("ctx_rope", std::format("{},{},{},{},{},{},{},{}", static_cast<int>(params.rope_scaling_type), params.rope_freq_base,
+                              params.rope_freq_scale, params.yarn_ext_factor, params.yarn_attn_factor,
+                              params.yarn_beta_fast, params.yarn_beta_slow, params.yarn_orig_ctx));
+  // LongRoPE models (Phi-3) switch to their long rope factors when a sequence's context exceeds
+  // the original one: the same file then gives other K for the same tokens.
+  const std::string architecture = meta_string(model, "general.architecture");
+  const int original_ctx = meta_int(model, architecture + ".rope.scaling.original_context_length",
+                                    llama_model_n_ctx_train(model));
+  add("rope_factors", llama_n_ctx_seq(ctx) > static_cast<uint32_t>(std::max(original_ctx, 0)) ? "long" : "short");
+  // The file's RoPE settings (base, scaling, YaRN, dimensions) as the model states them.
+  for (const auto& [key, value] : meta_with_prefix(model, architecture + ".rope.")) add(key, value);
+  return out;
 }
 
 }  // namespace prefixd::engine::detail

@@ -41,9 +41,14 @@ struct ModelInfo {
   std::uint64_t n_params = 0;
   std::uint64_t model_bytes = 0;
   std::string chat_template;  // tokenizer.chat_template, empty when the file has none
-  std::string fingerprint;    // hex digest of shapes + file size: identifies the weights
-  // The context settings that change K/V values or their serialized layout (KV types, RoPE,
-  // flash attention, the window cache): with the fingerprint, what a stored record must match.
+  // XXH3-128 of every byte of the GGUF file (metadata and tensor data), 32 hex characters: the
+  // same file gives the same fingerprint in any process, files with different weights never do
+  // (see model_fingerprint.h). Set by load_llama_engine and inspect_model.
+  std::string fingerprint;
+  // Everything about the context that changes the K/V values or their serialized layout (KV cache
+  // types, RoPE settings in effect, flash attention, the full window cache, libllama's version):
+  // with the fingerprint, what decides whether stored K/V can be restored here. Set when the
+  // context is created; empty from inspect_model.
   std::string runtime_signature;
   // False for architectures whose memory aborts the process on a copy of part of a sequence
   // (libllama asserts instead of returning an error): the prompt cache stays off for them.
@@ -86,6 +91,9 @@ struct ContextOptions {
   // the full cache costs at most swa_full_max_bytes (see load_llama_engine).
   SwaFull swa_full = SwaFull::automatic;
   std::uint64_t swa_full_max_bytes = 2ull << 30;
+  // Text file remembering model file digests across restarts (model_fingerprint.h); empty: the
+  // file is hashed at every load.
+  std::string fingerprint_cache;
 };
 
 // One token of a batch: which sequence it extends, at which position, whether its logits are read.

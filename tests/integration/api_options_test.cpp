@@ -1,7 +1,12 @@
 // Server options that change the API's behaviour: auth (flag and environment), the model alias,
-// prompt-cache bypass, and turning metrics off.
+// prompt-cache bypass, turning metrics off, and the model fingerprint cache across restarts.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "server_process.h"
@@ -90,6 +95,27 @@ TEST(ApiOptions, MetricsCanBeTurnedOff) {
   auto res = client->Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 404);
+}
+
+TEST(ApiOptions, ModelFingerprintIsComputedOnceThenReadFromTheCacheFile) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("prefixd-fingerprint-cache-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::filesystem::path cache = dir / "nested" / "model-fingerprints.tsv";
+  const std::string computed_log = [&] {
+    ServerProcess server({.extra_args = {"--model-fingerprint-cache", cache.string()}});
+    return server.log();
+  }();
+  EXPECT_NE(computed_log.find("computed in"), std::string::npos) << computed_log;
+  ASSERT_TRUE(std::filesystem::exists(cache)) << "the directory is created and the digest written";
+  std::ifstream in(cache);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  EXPECT_NE(text.find(std::filesystem::canonical(PREFIXD_TINY_MODEL).string()), std::string::npos) << text;
+
+  // From the environment this time: the restart reads the digest back instead of hashing.
+  ServerProcess restarted({.env = {{"PREFIXD_MODEL_FINGERPRINT_CACHE", cache.string()}}});
+  EXPECT_NE(restarted.log().find("from the cache"), std::string::npos) << restarted.log();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

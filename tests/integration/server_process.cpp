@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
@@ -24,6 +25,10 @@ ServerProcess::ServerProcess(ServerConfig config) {
   launch.log_path = log_path_;
   launch.startup_limit = std::chrono::seconds(60);
   launch.extra_env = std::move(config.env);  // a developer's PREFIXD_* settings are stripped first
+  // Tests leave the user's model fingerprint cache (~/.cache/prefixd) alone unless they ask for it.
+  if (std::ranges::none_of(launch.extra_env, [](const auto& kv) { return kv.first == "PREFIXD_MODEL_FINGERPRINT_CACHE"; })) {
+    launch.extra_env.emplace_back("PREFIXD_MODEL_FINGERPRINT_CACHE", "off");
+  }
   try {
     process_ = std::make_unique<bench::ServerProcess>(std::move(launch), port);
   } catch (...) {

@@ -20,9 +20,11 @@ fi
 port=$(node -e 'const s = require("net").createServer(); s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });')
 log=$(mktemp /tmp/prefixd-node-test-XXXXXX)
 
-# The server must not pick up a developer's PREFIXD_* settings (an API key would fail every call).
+# The server must not pick up a developer's PREFIXD_* settings (an API key would fail every call),
+# nor write the user's model fingerprint cache.
 env $(env | sed -n 's/^\(PREFIXD_[A-Z_]*\)=.*/-u \1/p') \
-  "$prefixd" serve --model "$model" --host 127.0.0.1 --port "$port" --ctx-size 2048 --parallel 4 >"$log" 2>&1 &
+  "$prefixd" serve --model "$model" --host 127.0.0.1 --port "$port" --ctx-size 2048 --parallel 4 \
+  --model-fingerprint-cache off >"$log" 2>&1 &
 pid=$!
 
 cleanup() {

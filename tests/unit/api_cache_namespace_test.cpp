@@ -35,9 +35,19 @@ TEST(ApiCacheNamespace, EveryFieldSeparatesNamespaces) {
   EXPECT_NE(changed([](NamespaceFields& f) { f.model_id = "fingerprint-2"; }), reference);
   EXPECT_NE(changed([](NamespaceFields& f) { f.lora_id = "adapter"; }), reference);
   EXPECT_NE(changed([](NamespaceFields& f) { f.template_signature = std::string(kRawCompletionSignature); }), reference);
-  EXPECT_NE(changed([](NamespaceFields& f) { f.rope_regime = "yarn:4"; }), reference);
+  EXPECT_NE(changed([](NamespaceFields& f) { f.runtime_signature = "rope.scaling.type=yarn;"; }), reference);
   EXPECT_NE(changed([](NamespaceFields& f) { f.multimodal_digest = "image:abc"; }), reference);
   EXPECT_NE(changed([](NamespaceFields& f) { f.tenant_salt = "tenant-a"; }), reference);
+}
+
+TEST(ApiCacheNamespace, DifferentRuntimeSignaturesNeverShare) {
+  NamespaceFields a = base();
+  NamespaceFields b = base();
+  a.runtime_signature = "type_k=f16;type_v=f16;flash_attn=disabled;";
+  b.runtime_signature = "type_k=f16;type_v=f16;flash_attn=enabled;";
+  EXPECT_NE(namespace_digest(a), namespace_digest(b));
+  b.runtime_signature = a.runtime_signature;
+  EXPECT_EQ(namespace_digest(a), namespace_digest(b));
 }
 
 TEST(ApiCacheNamespace, FieldsAreLengthPrefixedNotConcatenated) {

@@ -16,10 +16,11 @@ using nlohmann::json;
 // The fake vocabulary has one token per byte, so token counts are text lengths.
 class ApiPromptBuilder : public ::testing::Test {
  protected:
-  PromptBuilder builder(std::string template_source = std::string(chatml_template_source())) {
+  PromptBuilder builder(std::string template_source = std::string(chatml_template_source()),
+                        std::string model_key = "model-key", std::string runtime_signature = "type_k=f16;") {
     auto tmpl = ChatTemplate::create(std::move(template_source));
     EXPECT_TRUE(tmpl.has_value());
-    return PromptBuilder(engine_.vocab(), std::move(*tmpl), "model-key");
+    return PromptBuilder(engine_.vocab(), std::move(*tmpl), std::move(model_key), std::move(runtime_signature));
   }
 
   static ChatRequest chat(const json& body) {
@@ -111,6 +112,22 @@ TEST_F(ApiPromptBuilder, NamespaceSeparatesSaltsToolsKwargsAndEndpoints) {
   // A different template is a different namespace.
   auto other = builder("{% for m in messages %}{{ m.content }}{% endfor %}");
   EXPECT_NE(other.build(chat({{"messages", kHello}}), 1000)->cache.namespace_digest, base);
+}
+
+TEST_F(ApiPromptBuilder, NamespaceSeparatesModelFilesAndRuntimeSignatures) {
+  const std::string chatml(chatml_template_source());
+  const auto digest = [&](PromptBuilder b) { return b.build(chat({{"messages", kHello}}), 1000)->cache.namespace_digest; };
+  const std::string base = digest(builder(chatml, "model-key", "type_k=f16;"));
+  EXPECT_EQ(digest(builder(chatml, "model-key", "type_k=f16;")), base);
+  EXPECT_NE(digest(builder(chatml, "other-model-key", "type_k=f16;")), base);
+  // The same weights under other K/V settings (here the K cache type) never share K/V.
+  EXPECT_NE(digest(builder(chatml, "model-key", "type_k=q8_0;")), base);
+  // Raw completions too.
+  const auto completion_digest = [&](PromptBuilder b) {
+    return b.build(completion({{"prompt", "Hello"}}), 1000)->cache.namespace_digest;
+  };
+  EXPECT_NE(completion_digest(builder(chatml, "model-key", "flash_attn=enabled;")),
+            completion_digest(builder(chatml, "model-key", "flash_attn=disabled;")));
 }
 
 }  // namespace
