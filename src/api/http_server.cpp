@@ -6,6 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <filesystem>
+#include <functional>
+#include <optional>
 #include <format>
 #include <thread>
 #include <utility>
@@ -13,6 +16,7 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "api/cache_artifacts.h"
 #include "api/cache_report.h"
 #include "api/errors.h"
 #include "api/prompt_builder.h"
@@ -34,7 +38,7 @@ constexpr Route kRoutes[] = {
     {"/health", "GET"},          {"/v1/models", "GET"},           {"/v1/chat/completions", "POST"},
     {"/chat/completions", "POST"}, {"/v1/completions", "POST"},   {"/completions", "POST"},
     {"/metrics", "GET"},         {"/tokenize", "POST"},           {"/apply-template", "POST"},
-    {"/v1/cache/stats", "GET"},  {"/v1/cache/reset", "POST"},
+    {"/v1/cache/stats", "GET"},  {"/v1/cache/reset", "POST"}, {"/v1/cache/save", "POST"}, {"/v1/cache/load", "POST"},
 };
 
 const Route* find_route(const std::string& path) {
@@ -192,11 +196,70 @@ class HttpServer::Impl {
     http_.Get("/v1/cache/stats", guard([this](const httplib::Request&, httplib::Response& res) {
       send_json(res, 200, cache_stats_json(scheduler_.cache_stats(), engine_.model()).dump());
     }));
+    http_.Post("/v1/cache/save", guard([this](const httplib::Request& req, httplib::Response& res) { save_artifact(req, res); }));
+    http_.Post("/v1/cache/load", guard([this](const httplib::Request& req, httplib::Response& res) { load_artifact(req, res); }));
     http_.Post("/v1/cache/reset", guard([this](const httplib::Request&, httplib::Response& res) {
       const cache::ResetReport report = scheduler_.reset_cache();
       spdlog::info("cache reset: freed {} entries, {} bytes", report.entries, report.bytes);
       send_json(res, 200, cache_reset_json(report).dump());
     }));
+  }
+
+  // POST /v1/cache/save (cache_artifacts.h).
+  void save_artifact(const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_json_object(req.body);
+    if (!body) return send_error(res, body.error());
+    auto path = artifact_path(options_.artifact_dir, *body);
+    if (!path) return send_error(res, path.error());
+    std::function<cache::ArtifactInfo(cache::PrefixCache&)> save;
+    if (body->contains("messages") || body->contains("prompt")) {
+      const bool chat = body->contains("messages");
+      auto generation = chat ? build(parse_chat_request(req.body, parse_options_))
+                             : build(parse_completion_request(req.body, parse_options_));
+      if (!generation) return send_error(res, generation.error());
+      save = [path = *path, g = std::move(*generation)](cache::PrefixCache& c) {
+        return c.save_artifact(g.cache.namespace_digest, g.prompt, path);
+      };
+    } else if (const auto key = body->find("prompt_cache_key"); key != body->end() && key->is_string()) {
+      save = [path = *path, session = key->get<std::string>()](cache::PrefixCache& c) {
+        return c.save_session_artifact(session, path);
+      };
+    } else {
+      return send_error(res, invalid_request("say what to save: 'prompt_cache_key', 'messages' or 'prompt'"));
+    }
+    run_artifact(res, "save", *path, save);
+  }
+
+  // POST /v1/cache/load (cache_artifacts.h).
+  void load_artifact(const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_json_object(req.body);
+    if (!body) return send_error(res, body.error());
+    auto path = artifact_path(options_.artifact_dir, *body);
+    if (!path) return send_error(res, path.error());
+    run_artifact(res, "load", *path, [path = *path](cache::PrefixCache& c) { return c.load_artifact(path); });
+  }
+
+  void run_artifact(httplib::Response& res, std::string_view operation, const std::filesystem::path& path,
+                    const std::function<cache::ArtifactInfo(cache::PrefixCache&)>& operate) {
+    cache::ArtifactInfo info;
+    std::optional<cache::ArtifactError> failed;
+    const bool ran = scheduler_.with_cache([&](cache::PrefixCache& c) {
+      try {
+        info = operate(c);
+      } catch (const cache::ArtifactError& e) {
+        failed = e;
+      }
+    });
+    if (!ran) return send_error(res, server_busy("the server is shutting down"));
+    if (failed) return send_error(res, artifact_error(*failed));
+    spdlog::info("cache {}: artifact {} ({} tokens, {} bytes)", operation, path.filename().string(), info.tokens, info.bytes);
+    send_json(res, 200, artifact_json(operation, path, info).dump());
+  }
+
+  template <class Parsed>
+  std::expected<scheduler::GenerationRequest, ApiError> build(std::expected<Parsed, ApiError> parsed) const {
+    if (!parsed) return std::unexpected(parsed.error());
+    return prompts_.build(*parsed, scheduler_.max_prompt_tokens());
   }
 
   bool bind_and_listen() {

@@ -24,6 +24,7 @@ struct ServerOptions {
   int http_threads = 8;
   bool metrics = true;                    // serve GET /metrics
   bool cache_prompt_default = true;       // false: --no-cache-prompt, every request bypasses
+  std::string artifact_dir;               // POST /v1/cache/save and /load; empty: off
 };
 
 class HttpServer {

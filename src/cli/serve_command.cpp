@@ -97,6 +97,14 @@ int run_serve(ServeOptions& o) {
   const bool cache_on = o.cache_enabled && !o.no_cache_prompt;
   o.server.cache_prompt_default = cache_on;
   ShutdownOnSignal signals;  // before any thread starts, so all of them inherit the mask
+  if (o.server.artifact_dir.empty() && !o.scheduler.cache.disk_path.empty()) {
+    o.server.artifact_dir = (std::filesystem::path(o.scheduler.cache.disk_path) / "artifacts").string();
+  }
+  if (!o.server.artifact_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.server.artifact_dir, ec);
+    if (ec) spdlog::warn("artifacts: cannot create {}: {}", o.server.artifact_dir, ec.message());
+  }
   cache::CacheConfig& cache = o.scheduler.cache;
   cache.enabled = cache_on;
   cache.hash = cache::parse_hash_algorithm(o.apc_hash);
@@ -255,6 +263,10 @@ std::function<int()> add_serve_command(CLI::App& app) {
   cmd->add_option("--cache-disk-queue-bytes", o->scheduler.cache.disk_queue_bytes,
                   "Bytes waiting to be written to the disk tier; writes beyond it are dropped, never waited for")
       ->capture_default_str()->envname("PREFIXD_CACHE_DISK_QUEUE_BYTES");
+  cmd->add_option("--cache-artifact-path", o->server.artifact_dir,
+                  "Directory of named artifacts (POST /v1/cache/save, /v1/cache/load); default: "
+                  "<--cache-disk-path>/artifacts when a disk tier is set, else off")
+      ->envname("PREFIXD_CACHE_ARTIFACT_PATH");
   cmd->add_option("--apc-enabled", o->scheduler.cache.apc_enabled,
                   "Reuse a stored prefix up to where a request diverges from it (true/false)")
       ->capture_default_str()->envname("PREFIXD_APC_ENABLED");

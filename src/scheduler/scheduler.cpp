@@ -163,6 +163,19 @@ class Scheduler::Impl {
     return result.get();
   }
 
+  bool with_cache(const std::function<void(cache::PrefixCache&)>& operation) {
+    std::packaged_task<void()> task([this, &operation] { operation(*cache_); });
+    std::future<void> result = task.get_future();
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return false;
+      commands_.emplace_back([&task] { task(); });
+    }
+    wake_.notify_all();
+    result.get();
+    return true;
+  }
+
   // One cell is kept free for the first generated token.
   std::int32_t max_prompt_tokens() const { return engine_.context_size() - 1; }
 
@@ -630,5 +643,8 @@ std::int32_t Scheduler::max_prompt_tokens() const { return impl_->max_prompt_tok
 cache::CacheStats Scheduler::cache_stats() const { return impl_->cache_stats(); }
 const cache::CacheConfig& Scheduler::cache_config() const { return impl_->cache_config(); }
 cache::ResetReport Scheduler::reset_cache() { return impl_->reset_cache(); }
+bool Scheduler::with_cache(const std::function<void(cache::PrefixCache&)>& operation) {
+  return impl_->with_cache(operation);
+}
 
 }  // namespace prefixd::scheduler

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <expected>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -78,6 +79,9 @@ class Scheduler {
   cache::CacheStats cache_stats() const;
   // Empties every tier (runs on the scheduler thread; blocks until done).
   cache::ResetReport reset_cache();
+  // Runs `operation` on the scheduler thread, between batches, and waits for it; an exception it
+  // throws is rethrown here. Returns false (nothing run) when the scheduler is stopping.
+  bool with_cache(const std::function<void(cache::PrefixCache&)>& operation);
 
  private:
   class Impl;

@@ -41,6 +41,8 @@ class ServerProcess {
   std::unique_ptr<httplib::Client> client(const std::string& api_key = {}) const;
   // Everything the server wrote to stdout and stderr so far.
   std::string log() const;
+  // The child's process id while it runs (-1 after it stopped): tests kill it with SIGKILL.
+  pid_t pid() const { return process_->pid(); }
   // True while the child has not exited.
   bool running() { return process_->running(); }
 
