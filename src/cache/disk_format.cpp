@@ -170,6 +170,7 @@ DecodedHeader decode_header(std::span<const std::uint8_t> bytes, const Digest* e
   m.payload_bytes = r.u64();
   m.payload_checksum = r.u64();
   const std::uint64_t stored_check = r.u64();
+  out.header_checksum = stored_check;
   const std::uint64_t check =
       header_checksum(bytes.first(kHeaderChecksumAt), bytes.subspan(kRecordHeaderBytes, out.size - kRecordHeaderBytes));
   if (check != stored_check || (kind != 1 && kind != 2) || m.begin < 0) {

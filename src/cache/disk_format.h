@@ -79,6 +79,7 @@ struct DecodedHeader {
   RecordFault fault = RecordFault::none;
   RecordMeta meta;
   std::size_t size = 0;  // bytes of header and token ids: the payload starts here
+  std::uint64_t header_checksum = 0;  // as stored; set once the fixed part is read (for tools)
 };
 // Decodes and checks a header with its token ids. `expected_model`, when given, makes a record
 // of another model `foreign`. `file_bytes`, when given, must equal header + payload.

@@ -1,7 +1,5 @@
 #include "cache/disk_store.h"
 
-#include "cache/file_io.h"
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -13,6 +11,9 @@
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
+
+#include "cache/disk_directory.h"
+#include "cache/file_io.h"
 
 namespace prefixd::cache {
 namespace fs = std::filesystem;
@@ -30,25 +31,9 @@ DiskRemoval removal_for(RecordFault fault) {
   }
 }
 
-const char* extension_of(RecordKind kind) { return kind == RecordKind::segment ? ".seg" : ".ckpt"; }
-
 std::uint64_t unix_ms_now() {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-}
-
-// A header read from an open file: its fixed part, then its token ids.
-DecodedHeader read_header(int fd, std::uint64_t file_bytes, const Digest* model) {
-  engine::Bytes head(std::min<std::uint64_t>(file_bytes, kRecordHeaderBytes));
-  if (!read_exact(fd, head.data(), head.size(), 0)) return DecodedHeader{RecordFault::truncated};
-  if (const auto size = header_size(head); size && *size <= file_bytes && *size > head.size()) {
-    const std::size_t fixed = head.size();
-    head.resize(*size);
-    if (!read_exact(fd, head.data() + fixed, *size - fixed, static_cast<off_t>(fixed))) {
-      return DecodedHeader{RecordFault::truncated};
-    }
-  }
-  return decode_header(head, model, file_bytes);
 }
 
 }  // namespace
@@ -84,10 +69,7 @@ DiskStore::~DiskStore() {
   if (writer_.joinable()) writer_.join();
 }
 
-fs::path DiskStore::file_of(const Digest& key, RecordKind kind) const {
-  const std::string hex = to_hex(key);
-  return options_.dir / "kv" / hex.substr(0, 2) / (hex + extension_of(kind));
-}
+fs::path DiskStore::file_of(const Digest& key, RecordKind kind) const { return record_path(options_.dir, key, kind); }
 
 void DiskStore::rebuild_index() {
   const auto started = Clock::now();
@@ -95,37 +77,20 @@ void DiskStore::rebuild_index() {
   for (auto it = fs::directory_iterator(options_.dir / "tmp", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     if (fs::remove(it->path(), ec)) stats_.removed[static_cast<size_t>(DiskRemoval::incomplete)] += 1;
   }
-  struct Found {
-    RecordMeta meta;
-    std::uint64_t bytes;
-    fs::file_time_type used;
-  };
-  std::vector<Found> found;
+  std::vector<DiskFile> found;
   const Digest* model = options_.model ? &*options_.model : nullptr;
-  for (auto it = fs::recursive_directory_iterator(options_.dir / "kv", ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    const fs::path path = it->path();
-    const std::string ext = path.extension().string();
-    if (!it->is_regular_file(ec) || (ext != ".seg" && ext != ".ckpt")) continue;
-    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    struct stat st{};
-    if (!fd.ok() || ::fstat(fd.get(), &st) != 0) continue;
-    DecodedHeader header = read_header(fd.get(), static_cast<std::uint64_t>(st.st_size), model);
-    if (header.fault == RecordFault::none &&
-        (path.stem().string() != to_hex(header.meta.key) || ext != extension_of(header.meta.kind))) {
-      header.fault = RecordFault::checksum;  // renamed or copied over another file's name
-    }
-    if (header.fault != RecordFault::none) {
-      spdlog::warn("cache: disk file {} is not usable ({}); removed", path.string(), record_fault_name(header.fault));
-      fs::remove(path, ec);
-      stats_.removed[static_cast<size_t>(removal_for(header.fault))] += 1;
+  for (DiskFile& file : list_disk_files(options_.dir, model)) {
+    if (file.header.fault != RecordFault::none) {
+      spdlog::warn("cache: disk file {} is not usable ({}); removed", file.path.string(), record_fault_name(file.header.fault));
+      fs::remove(file.path, ec);
+      stats_.removed[static_cast<size_t>(removal_for(file.header.fault))] += 1;
       continue;
     }
-    found.push_back(Found{std::move(header.meta), static_cast<std::uint64_t>(st.st_size), it->last_write_time(ec)});
+    found.push_back(std::move(file));
   }
-  std::ranges::sort(found, [](const Found& a, const Found& b) { return a.used < b.used; });
+  std::ranges::sort(found, [](const DiskFile& a, const DiskFile& b) { return a.last_use < b.last_use; });
   std::lock_guard lock(mutex_);
-  for (Found& f : found) index_locked(std::move(f.meta), f.bytes);  // the newest ends at the front
+  for (DiskFile& f : found) index_locked(std::move(f.header.meta), f.bytes);  // the newest ends at the front
   make_room_locked(0);  // the cap may have been lowered since the files were written
   spdlog::info("cache: disk tier {}: {} files, {} MiB of {} MiB, indexed in {} ms", options_.dir.string(),
                entries_.size(), stats_.bytes >> 20, options_.capacity_bytes >> 20,
@@ -246,7 +211,7 @@ std::optional<Record> DiskStore::read(const Digest& key) {
   const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
   ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   const Digest* model = options_.model ? &*options_.model : nullptr;
-  DecodedHeader header = read_header(fd.get(), file_bytes, model);
+  DecodedHeader header = read_record_header(fd.get(), file_bytes, model);
   if (header.fault == RecordFault::none && header.meta.key != key) header.fault = RecordFault::checksum;
   Record record;
   if (header.fault == RecordFault::none) {

@@ -12,5 +12,6 @@ std::function<int()> add_serve_command(CLI::App& app);
 std::function<int()> add_mkmodel_command(CLI::App& app);
 std::function<int()> add_bench_command(CLI::App& app);
 std::function<int()> add_compare_command(CLI::App& app);
+std::function<int()> add_cache_command(CLI::App& app);
 
 }  // namespace prefixd::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   add(prefixd::cli::add_mkmodel_command);
   add(prefixd::cli::add_bench_command);
   add(prefixd::cli::add_compare_command);
+  add(prefixd::cli::add_cache_command);
 
   try {
     app.parse(argc, argv);
