@@ -178,9 +178,11 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
   newest_ = id;
   donated_since_compaction_ = true;
   trace("donate seq={}: entry {} holds {} tokens in sequence {}", seq, id, n, holder);
-  write_behind(ns, entry.tokens, holder);
   remember_session(lease.key.session, ns, entry.tokens);
   after_tree_change(ns);
+  // After the pin co-owns the new entry's cells (publish): serializing them copies them to the
+  // scratch sequence, which must not take over cells only the holder owns.
+  if (auto kept = entries_.find(id); kept != entries_.end()) write_behind(ns, kept->second.tokens, kept->second.holder);
 }
 
 void PrefixCache::Impl::release(SeqId seq) {
@@ -264,7 +266,6 @@ Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
     const std::int32_t held = host_.restore(host_plan, lease.seq, from, stats_.failed_restores, pin_);
     if (held >= config_.min_prefix && held > from) {
       const bool disk = held > std::max(host_only, from);
-      if (disk) stats_.disk.hits += 1;
       got = Acquisition{Outcome::hit_restore, held, disk ? Tier::disk : Tier::host, false};
     } else {
       got = Acquisition{};

@@ -126,7 +126,6 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
       checkpoints_.used(now.key, lease.key.session);
       const bool on_device = from_device >= k;
       const bool disk = (promoted && k > in_memory) || (!on_device && k > std::max(host_only, from_device));
-      if (disk) stats_.disk.hits += 1;
       got = Acquisition{on_device ? Outcome::partial : Outcome::hit_restore, k,
                         disk ? Tier::disk : (on_device ? Tier::device : Tier::host), false};
     } else {

@@ -48,6 +48,7 @@ CacheStats PrefixCache::Impl::stats() const {
 void PrefixCache::Impl::record(const Acquisition& got) {
   stats_.outcomes[static_cast<size_t>(got.outcome)] += 1;
   if (got.outcome == Outcome::bypass) return;
+  if (got.tier == Tier::disk) stats_.disk.hits += 1;
   if (got.reused > 0) {
     stats_.hits += 1;
     stats_.tokens_reused += got.reused;

@@ -107,8 +107,8 @@ std::vector<fs::path> record_files(const fs::path& dir) {
 }
 
 // The reference: what the model answers with no cache at all.
-std::string cold_answer(const json& request) {
-  ServerProcess server;
+std::string cold_answer(const json& request, ServerConfig config = {}) {
+  ServerProcess server(std::move(config));
   auto client = server.client();
   json uncached = request;
   uncached["cache_prompt"] = false;
@@ -350,6 +350,77 @@ TEST(DiskTier, TheDirectoryStaysWithinItsCapLeavesFirst) {
   EXPECT_GT(disk["removed"]["capacity"].get<int>(), 0) << disk.dump();
   EXPECT_LE(disk["bytes"].get<std::uint64_t>(), 300000u);
 }
+
+// ---- every model family --------------------------------------------------------------------------
+
+struct Family {
+  const char* name;
+  const char* model;
+  std::vector<std::string> args;
+  // False for sliding-window models with the full window cache: libllama saves only the window's
+  // cells, so a restore from disk is refused (and the answer is still the cold one).
+  bool restores_from_disk = true;
+};
+
+class DiskTierFamily : public ::testing::TestWithParam<Family> {};
+
+ServerConfig family_server(const Family& f, const std::string& dir = {}) {
+  ServerConfig config{.model = std::string(PREFIXD_TEST_MODELS_DIR) + "/" + f.model, .extra_args = f.args,
+                      .parallel = 1, .ctx_size = 4096};
+  if (!dir.empty()) {
+    config.extra_args.push_back("--cache-disk-path");
+    config.extra_args.push_back(dir);
+  }
+  return config;
+}
+
+void wait_until_idle(httplib::Client& client) {
+  for (int i = 0; i < 500 && get_json(client, "/v1/cache/stats").body["running"] != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// Recurrent and hybrid models resume only at checkpoints: theirs are stored on disk like segments,
+// so after a restart the next turn still feeds only what is new.
+TEST_P(DiskTierFamily, AfterARestartTheNextTurnHitsFromDiskWithTheColdAnswer) {
+  const Family& family = GetParam();
+  TempDir dir;
+  const json first = first_turn("Where are the letters from 1901?", 30);
+  int first_prompt = 0;
+  json second;
+  {
+    ServerProcess server(family_server(family, dir.str()));
+    auto client = server.client();
+    const json reply = chat(*client, first);
+    first_prompt = reply["usage"]["prompt_tokens"].get<int>();
+    wait_until_idle(*client);
+    wait_for_disk(*client);
+    second = next_turn(first, "On the second shelf.", "And those from 1902?");
+  }
+  ServerProcess server(family_server(family, dir.str()));
+  auto client = server.client();
+  const json reply = chat(*client, second);
+  const json& cache = reply["prompt_cache"];
+  EXPECT_EQ(content(reply), cold_answer(second, family_server(family)));
+  EXPECT_EQ(cache["fed_tokens"].get<int>(), reply["usage"]["prompt_tokens"].get<int>() - cache["cached_tokens"].get<int>());
+  const json disk = disk_stats(*client);
+  if (!family.restores_from_disk) {
+    EXPECT_EQ(cache["outcome"], "cold") << cache.dump();
+    EXPECT_EQ(disk["hits"], 0) << disk.dump();
+    return;
+  }
+  EXPECT_EQ(cache["tier"], "disk") << cache.dump();
+  EXPECT_GE(cache["cached_tokens"].get<int>(), first_prompt - 1) << cache.dump();
+  EXPECT_EQ(disk["hits"], 1) << disk.dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, DiskTierFamily,
+    ::testing::Values(Family{"hybrid", "qwen35-tiny.gguf", {}}, Family{"recurrent", "mamba2-tiny.gguf", {}},
+                      Family{"window_only", "gemma3-tiny.gguf", {"--swa-full", "off"}},
+                      Family{"window_auto", "gemma3-tiny.gguf", {}},  // auto keeps only the window with a disk tier
+                      Family{"full_window", "gemma3-tiny.gguf", {"--swa-full", "on"}, false}),
+    [](const ::testing::TestParamInfo<Family>& info) { return std::string(info.param.name); });
 
 // ---- artifacts ---------------------------------------------------------------------------------
 
