@@ -220,6 +220,17 @@ Digest model_key(std::string_view fingerprint, std::string_view runtime_signatur
   return out;
 }
 
+Digest checkpoint_record_key(const Digest& checkpoint_key) {
+  static constexpr std::string_view kDomain = "prefixd.checkpoint-record.v1";
+  blake3_hasher hasher;
+  blake3_hasher_init(&hasher);
+  blake3_hasher_update(&hasher, kDomain.data(), kDomain.size());
+  blake3_hasher_update(&hasher, checkpoint_key.data(), checkpoint_key.size());
+  Digest out{};
+  blake3_hasher_finalize(&hasher, out.data(), out.size());
+  return out;
+}
+
 Digest digest_from(std::string_view raw32) {
   Digest out{};
   std::memcpy(out.data(), raw32.data(), std::min(raw32.size(), out.size()));

@@ -93,6 +93,10 @@ struct DecodedRecord {
 };
 DecodedRecord decode_record(std::span<const std::uint8_t> bytes, const Digest* expected_model);
 
+// The key a checkpoint's record is stored under. A checkpoint and the tail segment ending at the
+// same position are addressed by the same prefix; their records must not share a name.
+Digest checkpoint_record_key(const Digest& checkpoint_key);
+
 // A model key: digest of the model file's fingerprint and the context's runtime signature.
 Digest model_key(std::string_view fingerprint, std::string_view runtime_signature);
 Digest digest_from(std::string_view raw32);  // 32 raw bytes (a namespace digest) as a Digest

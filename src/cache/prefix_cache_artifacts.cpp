@@ -120,7 +120,8 @@ ArtifactInfo PrefixCache::Impl::save_artifact(const std::string& ns, std::span<c
       if (end > 0) {
         Record checkpoint;
         checkpoint.meta = RecordMeta{RecordKind::checkpoint, model_key_, artifact.ns,
-                                     checkpoints_.key_of(ns, tokens, chain, end), {}, end, window_from};
+                                     checkpoint_record_key(checkpoints_.key_of(ns, tokens, chain, end)), {}, end,
+                                     window_from};
         checkpoint.payload = std::move(state);
         segments.push_back(std::move(checkpoint));
       }
@@ -156,7 +157,7 @@ ArtifactInfo PrefixCache::Impl::load_artifact(const std::filesystem::path& path)
   std::size_t next_cut = 0;
   for (const Record& r : artifact.records) {
     if (r.meta.kind == RecordKind::checkpoint) {
-      if (trimmable() || r.meta.key != checkpoints_.key_of(ns, tokens, chain, r.meta.begin)) {
+      if (trimmable() || r.meta.key != checkpoint_record_key(checkpoints_.key_of(ns, tokens, chain, r.meta.begin))) {
         throw ArtifactError(ArtifactError::Kind::corrupt, "a checkpoint of the artifact does not belong to its prefix");
       }
       continue;

@@ -133,9 +133,10 @@ bool PrefixCache::Impl::keep_checkpoint(const std::string& ns, std::span<const T
 
 void PrefixCache::Impl::checkpoint_to_disk(const std::string& ns, const Digest& key, engine::Pos position,
                                            std::span<const std::uint8_t> state, engine::Pos window_from) {
-  if (!disk_ || state.empty() || disk_->has(key)) return;
+  const Digest record_key = checkpoint_record_key(key);
+  if (!disk_ || state.empty() || disk_->has(record_key)) return;
   Record record;
-  record.meta = RecordMeta{RecordKind::checkpoint, model_key_, digest_from(ns), key, {}, position, window_from};
+  record.meta = RecordMeta{RecordKind::checkpoint, model_key_, digest_from(ns), record_key, {}, position, window_from};
   record.payload.assign(state.begin(), state.end());
   disk_->enqueue(DiskStore::Job{{std::move(record)}, {}});
 }
@@ -149,8 +150,9 @@ bool PrefixCache::Impl::promote_checkpoint(const std::string& ns, std::span<cons
     if (*p > limit || *p > static_cast<engine::Pos>(query.size())) continue;
     if (*p <= have || *p < config_.min_prefix) break;
     const Digest key = checkpoints_.key_of(ns, query, chain, *p);
-    if (checkpoints_.contains(key) || !disk_->meta(key)) continue;
-    std::optional<Record> record = disk_->read(key);
+    const Digest record_key = checkpoint_record_key(key);
+    if (checkpoints_.contains(key) || !disk_->meta(record_key)) continue;
+    std::optional<Record> record = disk_->read(record_key);
     if (!record || record->meta.kind != RecordKind::checkpoint || record->meta.begin != *p) continue;
     const auto prefix = query.first(static_cast<size_t>(*p));
     if (!checkpoints_.save(ns, prefix, chain, std::move(record->payload), session, CheckpointKind::boundary,
