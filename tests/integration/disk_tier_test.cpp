@@ -240,6 +240,17 @@ TEST(DiskTier, DamagedAndForeignFilesAreCountedRemovedAndNeverRestored) {
   EXPECT_EQ(rebuilt["removed"]["checksum"].get<int>() + rebuilt["removed"]["truncated"].get<int>(), 0) << rebuilt.dump();
 }
 
+// Waits until the write-behind has failed at least once (or 20 s passed); returns the disk stats.
+json wait_for_write_errors(httplib::Client& client) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  json disk;
+  do {
+    disk = disk_stats(client);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (disk["write_errors"] == 0 && std::chrono::steady_clock::now() < deadline);
+  return disk;
+}
+
 // Puts this process, and the servers it starts from now on, in a private mount namespace, so a test
 // can mount over its own directory (the suite runs as root inside the build environment).
 void private_mounts() {
@@ -257,12 +268,7 @@ TEST(DiskTier, AFullDiskIsCountedAndRequestsAreAnswered) {
   auto client = server.client();
   const json first = first_turn("Where are the letters from 1901?");
   const json reply = chat(*client, first);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  json disk;
-  do {
-    disk = disk_stats(*client);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  } while (disk["write_errors"] == 0 && std::chrono::steady_clock::now() < deadline);
+  const json disk = wait_for_write_errors(*client);
   EXPECT_GT(disk["write_errors"].get<int>(), 0) << disk.dump();
   EXPECT_NE(server.log().find("No space left on device"), std::string::npos) << server.log();
   EXPECT_TRUE(fs::is_empty(dir.path() / "tmp")) << "a failed write leaves no temporary file";
@@ -285,12 +291,7 @@ TEST(DiskTier, AReadOnlyDirectoryIsCountedAndRequestsAreAnswered) {
   auto client = server.client();
   const json first = first_turn("Where are the letters from 1901?");
   const json reply = chat(*client, first);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  json disk;
-  do {
-    disk = disk_stats(*client);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  } while (disk["write_errors"] == 0 && std::chrono::steady_clock::now() < deadline);
+  const json disk = wait_for_write_errors(*client);
   EXPECT_GT(disk["write_errors"].get<int>(), 0) << disk.dump();
   EXPECT_EQ(disk["entries"], 0);
   EXPECT_NE(server.log().find("Read-only file system"), std::string::npos) << server.log();
