@@ -12,7 +12,8 @@
 # cores, 4 gives the 1k–8k resend ladder), BENCH_WORKLOADS (comma list, default all),
 # BENCH_CACHE_MIB (host cache budget of both servers, default 8192 = llama-server's default),
 # BENCH_THREADS (default: every CPU), BENCH_REPS, BENCH_NAME (file stem), BENCH_LLAMA_ARGS,
-# BENCH_PREFIXD_ARGS, MODEL (default models/default.gguf), BENCH_PREFIXD (the prefixd binary),
+# BENCH_PREFIXD_ARGS, BENCH_DISK_DIR (where the restart workload's disk-tier directory goes, default
+# TMPDIR or /tmp), MODEL (default models/default.gguf), BENCH_PREFIXD (the prefixd binary),
 # BENCH_PARTS (default "default,families"), BENCH_FAMILIES (model presets, default
 # qwen35-tiny,gemma3-tiny,mamba2-tiny), BENCH_FAMILY_WORKLOADS (default chat,agent,edit,multisession),
 # BENCH_FAMILY_REPS (rounds of chat, agent and edit there, default 3), BENCH_SNAPSHOT_MIB (the
@@ -31,6 +32,7 @@ common=(--scale "${BENCH_SCALE:-1}" --out bench/results)
 [ -n "${BENCH_CACHE_MIB:-}" ] && common+=(--cache-mib "$BENCH_CACHE_MIB")
 [ -n "${BENCH_THREADS:-}" ] && common+=(--threads "$BENCH_THREADS")
 [ -n "${BENCH_PREFIXD_ARGS:-}" ] && common+=(--prefixd-args "$BENCH_PREFIXD_ARGS")
+[ -n "${BENCH_DISK_DIR:-}" ] && common+=(--disk-dir "$BENCH_DISK_DIR")
 
 start=$(date +%s)
 rc=0

@@ -6,7 +6,8 @@
 // - `prefixd bench`: prefixd alone with the checks, report and PASS/FAIL lines on stdout.
 //
 // It talks to servers over HTTP only and knows nothing of the engine, scheduler or cache code, so
-// it measures exactly what a client would see.
+// it measures exactly what a client would see; a disk tier's files it handles as plain files
+// (their page cache, their size), never by their format (bench/disk_tier.h).
 #pragma once
 
 #include <chrono>
@@ -40,6 +41,7 @@ struct RunOptions {
   std::string render_path;              // non-empty: only re-render report/plots/docs from this results file
   std::string json_path;                // `prefixd bench`: write the results file here (empty: nowhere)
   std::string server_log;               // empty: a temporary file, kept when something failed
+  std::string disk_dir;                 // where disk-tier directories go (a workload's disk_tier); empty: TMPDIR or /tmp
   bool gates = true;
   bool plots = true;
   std::chrono::seconds startup_timeout{600};

@@ -6,8 +6,10 @@
 #include <map>
 #include <utility>
 
+#include "bench/report_disk.h"
 #include "bench/report_stats.h"
 #include "bench/stats.h"
+#include "bench/workload.h"
 
 namespace prefixd::bench {
 namespace {
@@ -159,6 +161,51 @@ std::vector<Check> unique_checks(const nlohmann::json& record) {
                      std::format("Σ cached {} over {} requests", all.cached_sum, all.n))};
 }
 
+std::vector<Check> restart_checks(const nlohmann::json& workload, const nlohmann::json& record) {
+  const RestartFacts f = restart_facts(record);
+  if (!f.disk) return {};
+  int planned = 0;
+  for (const auto& step : list_at(workload, "steps")) {
+    if (step.value("arm", "") == kRestartArm) planned = std::max(planned, step.value("planned_tokens", 0));
+  }
+  std::vector<Check> checks;
+  const double mib = 1024.0 * 1024.0;
+  const double files = f.files_read.empty() ? 0 : summarize(f.files_read).median;
+  const double bytes = f.bytes_read.empty() ? 0 : summarize(f.bytes_read).median;
+  checks.push_back(make_check(std::format("after a restart the prompt comes back from disk (cached >= prompt − {})", kRestoreSlack),
+                              f.restarts > 0 && f.most_missing >= 0 && f.most_missing <= kRestoreSlack,
+                              std::format("fewest cached {} of {} prompt tokens over {} restart(s); {:.0f} files, {:.1f} MiB "
+                                          "read per restore",
+                                          f.fewest_cached, f.prompt_tokens, f.restarts, files, bytes / mib)));
+  auto at_size = [&](std::string name, const std::vector<double>& ratios, bool met, const std::string& what) {
+    const std::string measured = std::format("{} = {} over {} restart(s)", what, ratio_spread_cell(ratios), ratios.size());
+    if (planned < kRestartGatePrompt) {
+      return Check{std::move(name), Check::Verdict::skip,
+                   std::format("a {}-token prompt; the gate is set at {} tokens (measured {})", planned, kRestartGatePrompt,
+                               measured)};
+    }
+    return make_check(std::move(name), !ratios.empty() && met, measured);
+  };
+  const double cold_speedup = f.cold_over_restart.empty() ? 0 : summarize(f.cold_over_restart).median;
+  const double over_warm = f.restart_over_warm.empty() ? 0 : summarize(f.restart_over_warm).median;
+  checks.push_back(at_size(std::format("after-restart TTFT <= cold ÷ {:.0f} at {}+ tokens", kRestartColdSpeedup, kRestartGatePrompt),
+                           f.cold_over_restart, cold_speedup >= kRestartColdSpeedup, "cold ÷ after restart"));
+  checks.push_back(at_size(std::format("after-restart TTFT <= RAM-warm × {:.0f} at {}+ tokens", kRestartOverWarm, kRestartGatePrompt),
+                           f.restart_over_warm, over_warm <= kRestartOverWarm, "after restart ÷ warm"));
+  const std::string goal = std::format("goal: disk restore bandwidth >= {} × a sequential read of the same bytes",
+                                       format_number(kRestoreBandwidthGoal));
+  if (f.bandwidth_fraction.empty()) {
+    checks.push_back({goal, Check::Verdict::skip, "no restore with a sequential read to compare"});
+  } else {
+    checks.push_back(make_goal(goal, summarize(f.bandwidth_fraction).median >= kRestoreBandwidthGoal,
+                               std::format("restore ÷ sequential = {}; restore {} MiB/s, sequential {} MiB/s (medians)",
+                                           ratio_spread_cell(f.bandwidth_fraction),
+                                           format_number(summarize(f.restore_bytes_per_s).median / mib),
+                                           format_number(summarize(f.sequential_bytes_per_s).median / mib))));
+  }
+  return checks;
+}
+
 }  // namespace
 
 const char* verdict_name(Check::Verdict verdict) {
@@ -166,12 +213,17 @@ const char* verdict_name(Check::Verdict verdict) {
     case Check::Verdict::pass: return "PASS";
     case Check::Verdict::fail: return "FAIL";
     case Check::Verdict::skip: return "SKIP";
+    case Check::Verdict::miss: return "MISS";
   }
   return "SKIP";
 }
 
 Check make_check(std::string name, bool pass, std::string detail) {
   return Check{std::move(name), pass ? Check::Verdict::pass : Check::Verdict::fail, std::move(detail)};
+}
+
+Check make_goal(std::string name, bool met, std::string detail) {
+  return Check{std::move(name), met ? Check::Verdict::pass : Check::Verdict::miss, std::move(detail)};
 }
 
 nlohmann::json Check::to_json() const { return {{"name", name}, {"verdict", verdict_name(verdict)}, {"detail", detail}}; }
@@ -183,6 +235,7 @@ std::vector<Check> workload_checks(const nlohmann::json& workload, const nlohman
   if (name == "shared") return shared_checks(record);
   if (name == "burst") return burst_checks(record);
   if (name == "unique") return unique_checks(record);
+  if (name == "restart") return restart_checks(workload, record);
   return {};
 }
 

@@ -11,20 +11,35 @@
 
 namespace prefixd::bench {
 
-// A target and whether this run met it; `skip` when the run did not measure what it needs.
+// A target and whether this run met it; `skip` when the run did not measure what it needs;
+// `miss` when a goal (not a gate) was not met: reported, but it fails nothing.
 struct Check {
-  enum class Verdict { pass, fail, skip };
+  enum class Verdict { pass, fail, skip, miss };
   std::string name;
   Verdict verdict = Verdict::skip;
   std::string detail;  // the numbers behind the verdict
   nlohmann::json to_json() const;
 };
 Check make_check(std::string name, bool pass, std::string detail);
+// A goal: pass when met, else miss.
+Check make_goal(std::string name, bool met, std::string detail);
 const char* verdict_name(Check::Verdict verdict);
 
 // The checks of one workload (an entry of the results file's "workloads", with its "steps") on
 // one target's record; empty for a workload without checks.
 std::vector<Check> workload_checks(const nlohmann::json& workload, const nlohmann::json& record);
+
+// The restart workload's gates and goal on a target with a disk tier (none without one): the
+// prompt comes back after a restart (cached >= prompt − kRestoreSlack); at kRestartGatePrompt
+// planned tokens or more, after-restart TTFT <= cold ÷ kRestartColdSpeedup and <= RAM-warm ×
+// kRestartOverWarm (median over restarts; below that size they are skipped: a short prefill is
+// too cheap to beat by much); the goal: restore bandwidth >= kRestoreBandwidthGoal × a sequential
+// read of the same bytes (median over restarts).
+inline constexpr int kRestoreSlack = 16;
+inline constexpr int kRestartGatePrompt = 8192;
+inline constexpr double kRestartColdSpeedup = 20;
+inline constexpr double kRestartOverWarm = 3;
+inline constexpr double kRestoreBandwidthGoal = 0.7;
 
 // True unless some check in `checks` (a JSON array of Check::to_json) failed.
 bool checks_passed(const nlohmann::json& checks);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "bench/client.h"
+#include "bench/disk_tier.h"
 #include "bench/prompts.h"
 #include "bench/gates.h"
 #include "bench/live_server.h"
@@ -113,6 +114,71 @@ void record_state(nlohmann::json& out, const Target& target, LiveServer& server,
   }
 }
 
+// The disk tier of one target's run of a workload that asks for one: its scratch directory (the
+// server's --cache-disk-path, kept over restarts, removed at the end) and what is measured around
+// each step.
+class DiskTierRun {
+ public:
+  using Note = std::function<void(const std::string&)>;
+
+  explicit DiskTierRun(const std::string& parent) : dir_(parent) {}
+  std::string path() const { return dir_.tier().string(); }
+
+  // Before a step: the server idle and its write-behind done, so no request's time includes
+  // another's writes and no restart cuts a queued write short.
+  WriteBehind settle(LiveServer& server, const BenchClient& client, const Note& note) const {
+    constexpr auto kIdleLimit = std::chrono::seconds(60);
+    server.wait_idle(kIdleLimit);
+    const WriteBehind w = wait_write_behind([&] { return client.cache_stats(); });
+    if (!w.settled) note(std::format("disk tier: write-behind still busy after {:.0f} s; going on", w.seconds));
+    return w;
+  }
+
+  // After a restart, before its request: the tier's files out of the page cache, as a reboot
+  // leaves them, and the counters that request's reads are measured from.
+  PageCacheDrop cool(const BenchClient& client) {
+    const PageCacheDrop drop = drop_page_cache(dir_.tier());
+    before_ = counters(client);
+    return drop;
+  }
+
+  // After that request: what it read from disk, and the yardstick, the same number of bytes read
+  // sequentially from one cold file on the same filesystem (once the request's own writes are done).
+  nlohmann::json measure(LiveServer& server, const BenchClient& client, const Note& note) const {
+    const DiskReads reads = reads_between(before_, counters(client));
+    nlohmann::json out = {{"restore", reads.to_json()}};
+    out["write_behind_after"] = settle(server, client, note).to_json();
+    std::string line = std::format("disk tier: {} file(s), {:.1f} MiB restored in {:.3f} s ({:.0f} MiB/s)", reads.reads,
+                                   static_cast<double>(reads.bytes) / kMiB, reads.seconds, reads.bytes_per_second() / kMiB);
+    if (reads.bytes > 0) {
+      try {
+        const SequentialRead seq = sequential_read(dir_.probe_file(), reads.bytes);
+        out["sequential_read"] = seq.to_json();
+        line += std::format("; the same bytes read sequentially: {:.0f} MiB/s", seq.bytes_per_second() / kMiB);
+      } catch (const std::exception& e) {
+        out["sequential_read_error"] = e.what();
+        line += std::string("; sequential read failed: ") + e.what();
+      }
+    }
+    note(line);
+    return out;
+  }
+
+  nlohmann::json to_json(const BenchClient& client) const {
+    return {{"path", dir_.tier().string()}, {"counters", counters(client).to_json()}};
+  }
+
+ private:
+  static constexpr double kMiB = 1024.0 * 1024.0;
+  static DiskCounters counters(const BenchClient& client) {
+    const auto stats = client.cache_stats();
+    return stats ? disk_counters(*stats).value_or(DiskCounters{}) : DiskCounters{};
+  }
+
+  ScratchDir dir_;
+  DiskCounters before_;
+};
+
 ServerSettings settings_for(const Workload& w, const RunConfig& config) {
   ServerSettings s = config.base;
   s.ctx_size = w.ctx_size;
@@ -124,6 +190,7 @@ ServerSettings settings_for(const Workload& w, const RunConfig& config) {
 
 nlohmann::json run_workload(const Target& target, const Workload& w, const RunConfig& config, std::ostream& progress) {
   if (w.concurrency > 1) {
+    if (w.disk_tier) throw std::invalid_argument(w.name + ": a disk tier is measured on a sequential workload");
     for (const auto& s : w.steps) {
       if (s.restart_before) throw std::invalid_argument(w.name + ": restarts need a sequential workload");
     }
@@ -138,10 +205,17 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
   };
 
   std::vector<nlohmann::json> records(w.steps.size());
+  // Declared before the server, so its directory outlives every lifetime of the server.
+  std::optional<DiskTierRun> disk;
   std::optional<LiveServer> server;
   const std::uintmax_t log_start = log_size(config.log_path);
   try {
-    server.emplace(target, settings_for(w, config), config.log_path, config.startup_limit, origin);
+    ServerSettings settings = settings_for(w, config);
+    if (w.disk_tier && target.has_disk_tier()) {
+      disk.emplace(config.disk_parent);
+      settings.disk_path = disk->path();
+    }
+    server.emplace(target, settings, config.log_path, config.startup_limit, origin);
     out["command"] = server->command_line();
     note("started: " + server->command_line());
 
@@ -151,13 +225,21 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
       for (int i = dispatcher.next(); i >= 0; i = dispatcher.next()) {
         const Step& step = w.steps[static_cast<std::size_t>(i)];
         int port = 0;
+        nlohmann::json disk_facts;  // a restart's, on a target with a disk tier
         try {
           const std::lock_guard<std::mutex> guard(server_lock);
+          if (disk) {
+            const WriteBehind written = disk->settle(*server, BenchClient(server->port(), config.request_timeout), note);
+            if (step.restart_before) disk_facts["write_behind"] = written.to_json();
+          }
           if (step.restart_before) {
             note("restarting");
             server->restart();
           }
           port = server->port();
+          if (disk && step.restart_before) {
+            disk_facts["page_cache"] = disk->cool(BenchClient(port, config.request_timeout)).to_json();
+          }
         } catch (const std::exception& e) {
           // A server that does not come back fails this step; the run goes on and reports it.
           records[static_cast<std::size_t>(i)] = {{"step", i}, {"arm", step.arm}, {"error", e.what()}};
@@ -169,9 +251,18 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
         const double start_s = seconds_since(origin);
         const auto r = client.stream(step_path(step), step_body(step, {.max_tokens = step.max_tokens, .session = step.session}));
         records[static_cast<std::size_t>(i)] = request_record(i, step.arm, start_s, r);
-        note(std::format("{}/{} {}: prompt {}, evaluated {}, cached {}, TTFT {:.0f} ms{}", i + 1, w.steps.size(), step.arm,
-                         r.prompt_tokens, evaluated_tokens(r), cached_tokens(r), r.ttft_ms,
-                         r.ok() ? "" : " ERROR " + r.error));
+        note(std::format("{}/{} {}: prompt {}, evaluated {}, cached {}{}, TTFT {:.0f} ms{}", i + 1, w.steps.size(), step.arm,
+                         r.prompt_tokens, evaluated_tokens(r), cached_tokens(r), r.tier.empty() ? "" : " (" + r.tier + ")",
+                         r.ttft_ms, r.ok() ? "" : " ERROR " + r.error));
+        if (!disk_facts.is_null()) {
+          try {
+            disk_facts.update(disk->measure(*server, client, note));
+          } catch (const std::exception& e) {
+            disk_facts["error"] = e.what();
+            note(std::string("disk tier: ERROR ") + e.what());
+          }
+          records[static_cast<std::size_t>(i)]["disk"] = std::move(disk_facts);
+        }
         dispatcher.finish(i);
       }
     };
@@ -183,6 +274,7 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
 
     const BenchClient client(server->port(), config.request_timeout);
     record_state(out, target, *server, client, config.log_path, log_start, note);
+    if (disk) out["disk_tier"] = disk->to_json(client);
     if (w.measure_sharing) out["sharing"] = sharing_facts(client, w);
     const Step& gate_step = w.steps[static_cast<std::size_t>(w.gate_index())];
     // The gates replay a chat request; a raw-prompt workload has none to replay.

@@ -19,6 +19,7 @@ struct RunConfig {
   std::chrono::seconds startup_limit{600};
   std::chrono::seconds request_timeout{3600};
   bool gates = true;
+  std::string disk_parent;  // where a workload's disk-tier directories go; empty: TMPDIR, else /tmp
 };
 
 // The record of this target on this workload (the results file's "targets" entry):

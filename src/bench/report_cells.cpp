@@ -3,6 +3,7 @@
 #include <format>
 #include <map>
 
+#include "bench/checks.h"
 #include "bench/gates.h"
 
 namespace prefixd::bench {
@@ -132,8 +133,9 @@ std::string pinned_check(const nlohmann::json& w, const nlohmann::json& record) 
 
 std::string gates_cell(const nlohmann::json& record) {
   if (record.contains("error")) return "✗ run failed";
-  if (!record.contains("gates")) return "not run";
-  return gates_passed(record.at("gates")) ? "✓" : "✗";
+  std::string out = !record.contains("gates") ? "not run" : gates_passed(record.at("gates")) ? "✓" : "✗";
+  if (record.contains("checks")) out += checks_passed(record.at("checks")) ? "; checks ✓" : "; checks ✗";
+  return out;
 }
 
 

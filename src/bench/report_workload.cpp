@@ -5,6 +5,7 @@
 #include "bench/checks.h"
 #include "bench/report.h"
 #include "bench/report_cells.h"
+#include "bench/report_disk.h"
 
 namespace prefixd::bench {
 namespace {
@@ -164,6 +165,7 @@ std::string workload_section(const nlohmann::json& results, const nlohmann::json
                          n, tokens);
     }
   }
+  out += restart_disk_block(w, names);
   if (repetitions(w) > 1 && names.size() >= 2) {
     out += std::format("Interleaved: {} repetitions (order {}). TTFT {} ÷ {} per repetition (medians over every request): "
                        "{}.\n\n",

@@ -77,6 +77,7 @@ nlohmann::json request_record(int step, const std::string& arm, double start_s, 
                       {"server_queued_ms", r.queued_ms}};
   if (!r.outcome.empty()) j["outcome"] = r.outcome;
   if (r.fed_tokens >= 0) j["fed_tokens"] = r.fed_tokens;
+  if (!r.tier.empty()) j["tier"] = r.tier;
   if (!r.ok()) j["error"] = r.error;
   return j;
 }

@@ -41,7 +41,7 @@ nlohmann::json workload_json(const Workload& w) {
   }
   return {{"name", w.name},         {"title", w.title},     {"description", w.description}, {"parallel", w.parallel},
           {"concurrency", w.concurrency}, {"ctx_size", w.ctx_size}, {"x_label", w.x_label},   {"gate_step", w.gate_index()},
-          {"throughput", w.throughput},
+          {"throughput", w.throughput}, {"disk_tier", w.disk_tier},
           {"arms", arms},           {"steps", steps},       {"targets", nlohmann::json::object()},
           {"order", nlohmann::json::array()}};
 }
@@ -93,6 +93,7 @@ nlohmann::json run_all(const RunOptions& o, const std::vector<Target>& targets, 
   config.log_path = log.path();
   config.startup_limit = o.startup_timeout;
   config.request_timeout = o.request_timeout;
+  config.disk_parent = o.disk_dir;
   if (machine.value("load_average_1m", 0.0) >= 1.0) {
     progress << std::format("[bench] note: load average {:.2f} at start; timings will be noisy (token counts are not)\n",
                             machine.value("load_average_1m", 0.0));
@@ -115,6 +116,7 @@ nlohmann::json run_all(const RunOptions& o, const std::vector<Target>& targets, 
                               {"cache_mib", o.cache_mib},
                               {"snapshot_mib", o.snapshot_mib},
                               {"token_gate", o.token_gate},
+                              {"disk_dir", o.disk_dir},
                               {"words_per_token", params.words_per_token}}},
                             {"servers", nlohmann::json::array()},
                             {"workloads", nlohmann::json::array()}};
@@ -151,7 +153,7 @@ nlohmann::json run_all(const RunOptions& o, const std::vector<Target>& targets, 
       }
       entry["reps"].push_back({{"order", rep_order}});
     }
-    if (checks) {
+    if (checks || w.compare_checks) {
       for (auto& [name, record] : entry["targets"].items()) {
         nlohmann::json verdicts = nlohmann::json::array();
         for (const auto& c : workload_checks(entry, record)) verdicts.push_back(c.to_json());
@@ -205,6 +207,14 @@ bool publish(nlohmann::json& results, const fs::path& dir, const std::string& st
   out << "\n" << render_summary(results);
   if (!token_gate_passed(results)) out << "\ntoken gate: FAIL (prefixd evaluated as many prompt tokens as llama-server or more somewhere)\n";
   if (const std::string interleaved = render_interleaved(results); !interleaved.empty()) out << "\n" << interleaved;
+  for (const auto& w : list_at(results, "workloads")) {
+    for (const auto& [target, record] : w.value("targets", nlohmann::json::object()).items()) {
+      for (const auto& c : list_at(record, "checks")) {
+        out << std::format("{} {} / {}: {} — {}\n", c.value("verdict", "?"), w.value("name", ""), target, c.value("name", ""),
+                           c.value("detail", ""));
+      }
+    }
+  }
   return all_passed(results);
 }
 

@@ -39,6 +39,7 @@ std::vector<std::string> Target::arguments(const ServerSettings& s, int port) co
     if (s.snapshot_mib > 0) {
       args.insert(args.end(), {"--prompt-cache-snapshot-capacity-bytes", std::to_string(s.snapshot_mib * kMiB)});
     }
+    if (!s.disk_path.empty()) args.insert(args.end(), {"--cache-disk-path", s.disk_path});
   } else {
     // -fa off: prefixd's default, so both run the same attention kernels. --fit off: nothing is
     // resized behind our back. The web UI is irrelevant to a benchmark.

@@ -24,6 +24,10 @@ struct ServerSettings {
   // --cache-ram, whose prompt cache holds its checkpoints too. 0: prefixd's own default, outside
   // cache_mib (models reused by trimming take no checkpoints).
   int snapshot_mib = 0;
+  // Non-empty: prefixd's disk tier (--cache-disk-path). llama-server has no equivalent: its prompt
+  // cache (--cache-ram) is memory, and it writes a slot to disk only when a client calls
+  // /slots?action=save (--slot-save-path), so it gets nothing.
+  std::string disk_path;
 };
 
 enum class TargetKind { prefixd, llama_server };
@@ -47,6 +51,8 @@ class Target {
   const char* warmup_counter() const;
   // The counter of requests holding a sequence now (a warm-up holds one too); nullptr: none.
   const char* running_gauge() const;
+  // Whether ServerSettings::disk_path gives this server a disk tier (prefixd).
+  bool has_disk_tier() const { return kind_ == TargetKind::prefixd; }
   const char* kind_name() const { return kind_ == TargetKind::prefixd ? "prefixd" : "llama-server"; }
   // How the server uses --ctx-size/-c with several slots, for the report.
   const char* context_note() const;

@@ -45,10 +45,20 @@ struct Workload {
   std::string x_label;         // what Step::x means, for plots
   bool measure_sharing = false;  // record the prompts' shared-prefix token count and the cache stats
   bool throughput = false;     // the report shows prompt and generation tokens per second
+  // Targets that have a disk tier (prefixd) run with one, in a fresh directory that outlives the
+  // workload's restarts and goes at its end; before each step its write-behind is waited for, and
+  // before a request after a restart its files leave the page cache (bench/disk_tier.h).
+  bool disk_tier = false;
+  bool compare_checks = false; // its checks (bench/checks.h) also run, and gate, in `prefixd compare`
 
   const Arm* arm(const std::string& name) const;
   int gate_index() const { return gate_step >= 0 ? gate_step : static_cast<int>(steps.size()) - 1; }
 };
+
+// The restart workload's arms, which its checks and report read.
+inline constexpr const char* kRestartColdArm = "first send";
+inline constexpr const char* kRestartWarmArm = "warm";
+inline constexpr const char* kRestartArm = "after restart";
 
 // What a workload generator needs to know.
 struct WorkloadParams {

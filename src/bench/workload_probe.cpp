@@ -76,15 +76,23 @@ Workload make_shared(const WorkloadParams& p) {
 }
 
 Workload make_restart(const WorkloadParams& p) {
+  // The after-restart arm is a re-prefill only on a server without a disk tier, so it is not
+  // marked cold: its spread is not the machine's noise.
   Workload w = named_workload("restart", "Restart", "request", 1,
-                              {{.name = "first send", .cold = true, .pinned = true},
-                               {.name = "warm", .pinned = true},
-                               {.name = "after restart", .cold = true, .pinned = true}});
+                              {{.name = kRestartColdArm, .cold = true, .pinned = true},
+                               {.name = kRestartWarmArm, .pinned = true},
+                               {.name = kRestartArm, .pinned = true}});
+  w.disk_tier = true;
+  w.compare_checks = true;
   const int n = scaled(512, p.scale, 16);
   w.description = std::format(
-      "One {}-token prompt (max_tokens 1) sent once, then {} times warm; then {} times: restart the server, resend. "
-      "Neither server keeps its prompt cache across a restart (prefixd has no disk tier yet; llama-server's "
-      "--cache-ram is memory), so the after-restart arm is a full prefill on both. --parallel 1.",
+      "One {}-token prompt (max_tokens 1) sent once (cold), then {} times warm (from the server's memory); then {} "
+      "times: restart the server, resend. prefixd runs with a disk tier (`--cache-disk-path`: a fresh directory per "
+      "run that outlives the restarts and is removed at the end); before each request the harness waits until its "
+      "write-behind is done (queue empty, files settled), and before each after-restart request it drops the tier's "
+      "files from the page cache, so the restore reads the disk as after a reboot. llama-server keeps its prompt "
+      "cache in memory (--cache-ram) and writes a slot to disk only when a client asks (/slots save and restore with "
+      "--slot-save-path), so after a restart it prefills the whole prompt again. --parallel 1.",
       n, p.reps, p.reps);
   Transcript t;
   t.add("user", text_of(derive_seed(p.seed, kRestart, 0), n, p.words_per_token), n);
@@ -93,9 +101,9 @@ Workload make_restart(const WorkloadParams& p) {
     step.restart_before = restart;
     w.steps.push_back(std::move(step));
   };
-  add("first send", false);
-  for (int r = 0; r < repetitions(p.reps); ++r) add("warm", false);
-  for (int r = 0; r < repetitions(p.reps); ++r) add("after restart", true);
+  add(kRestartColdArm, false);
+  for (int r = 0; r < repetitions(p.reps); ++r) add(kRestartWarmArm, false);
+  for (int r = 0; r < repetitions(p.reps); ++r) add(kRestartArm, true);
   return w;
 }
 

@@ -73,6 +73,11 @@ void add_common_options(CLI::App* cmd, Parsed& p, const std::string& default_wor
   cmd->add_option("--prefixd-args", o.sources.prefixd_args, "More `prefixd serve` arguments for every prefixd target");
   cmd->add_option("--server-log", o.server_log, "Append the servers' output here (default: a temporary file, kept on error)");
   cmd->add_flag("!--no-gates", o.gates, "Skip the correctness gates");
+  cmd->add_option("--disk-dir", o.disk_dir,
+                  "Where a workload's disk-tier directory goes (restart: prefixd's --cache-disk-path, removed at the "
+                  "end); its filesystem is what the restore and the sequential-read yardstick measure (default: "
+                  "TMPDIR, else /tmp)")
+      ->check(CLI::ExistingDirectory);
   cmd->add_option("--startup-timeout", p.startup_s, "Seconds to wait for a server's /health")
       ->capture_default_str()->check(CLI::Range(1, 86400));
   cmd->add_option("--request-timeout", p.request_s, "Seconds one request may take")->capture_default_str()->check(CLI::Range(1, 86400));

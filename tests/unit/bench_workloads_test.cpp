@@ -56,9 +56,11 @@ std::uint64_t fingerprint(const Workload& w) {
   }
   nlohmann::json arms = nlohmann::json::array();
   for (const auto& a : w.arms) arms.push_back({a.name, a.cold, a.pinned});
-  const nlohmann::json all = {w.name,     w.title,     w.description, w.parallel, w.concurrency, w.ctx_size,
-                              arms,       steps,       w.gate_step,   w.x_label,  w.measure_sharing,
-                              w.throughput};
+  nlohmann::json all = {w.name,     w.title,     w.description, w.parallel, w.concurrency, w.ctx_size,
+                        arms,       steps,       w.gate_step,   w.x_label,  w.measure_sharing,
+                        w.throughput};
+  // Appended only when set, so the pins of the workloads without it did not move when it came.
+  if (w.disk_tier || w.compare_checks) all.push_back({w.disk_tier, w.compare_checks});
   std::uint64_t h = 14695981039346656037ull;
   for (const unsigned char c : all.dump()) {
     h ^= c;
@@ -81,8 +83,8 @@ TEST(BenchWorkloads, GeneratedTrafficIsPinned) {
       {"shared x0.5", {32, 0xd2e15a39f9040c31ull}},
       {"edit x1", {45, 0x1015dd33219ba7a5ull}},
       {"edit x0.5", {45, 0xbdabd2848b731859ull}},
-      {"restart x1", {11, 0x0ccd8734d41652e1ull}},
-      {"restart x0.5", {11, 0xc69e7b02030e4abcull}},
+      {"restart x1", {11, 0x4905f19dee3b7f25ull}},
+      {"restart x0.5", {11, 0x63d020a4aec5c938ull}},
       {"grow x1", {8, 0x5e6f7cf2ae3a5256ull}},
       {"grow x0.5", {8, 0x1c6d1e0d234778a6ull}},
       {"thrash x1", {6, 0x13899fd13df7c2a2ull}},
@@ -221,6 +223,18 @@ TEST(BenchWorkloads, RestartArms) {
   }
   EXPECT_EQ(restarts, 5);
   EXPECT_EQ(w.concurrency, 1);
+  EXPECT_TRUE(w.disk_tier) << "prefixd restores from its disk tier after a restart";
+  EXPECT_TRUE(w.compare_checks) << "its gates run in prefixd compare";
+  EXPECT_FALSE(w.arm(kRestartArm)->cold) << "a restore is not a cold prefill";
+  EXPECT_TRUE(w.arm(kRestartColdArm)->cold);
+  EXPECT_GE(make_restart({.seed = 7, .scale = 16, .words_per_token = 0.7, .reps = 1}).steps.back().planned_tokens, 8192)
+      << "--scale 16 is the 8192-token setting of the restart gates";
+  EXPECT_LT(make_restart({.seed = 7, .scale = 8, .words_per_token = 0.7, .reps = 1}).steps.back().planned_tokens, 8192);
+  for (const auto& name : workload_names()) {
+    if (name != "restart") {
+      EXPECT_FALSE(make_workload(name, params()).disk_tier) << name;
+    }
+  }
 }
 
 TEST(BenchText, LengthsAreSeededAndClipped) {
