@@ -244,6 +244,20 @@ std::optional<Record> DiskStore::read(const Digest& key) {
   return record;
 }
 
+void DiskStore::prefetch(std::span<const Digest> keys) const {
+  std::vector<fs::path> paths;
+  {
+    std::lock_guard lock(mutex_);
+    for (const Digest& key : keys) {
+      if (auto it = entries_.find(key); it != entries_.end()) paths.push_back(file_of(key, it->second.meta.kind));
+    }
+  }
+  for (const fs::path& path : paths) {
+    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.ok()) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_WILLNEED);
+  }
+}
+
 void DiskStore::touch(std::span<const Digest> keys) {
   std::lock_guard lock(mutex_);
   for (const Digest& key : keys) {

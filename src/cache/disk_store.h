@@ -70,6 +70,9 @@ class DiskStore {
   // Reads and verifies a file; marks it used. A file that fails verification is removed and
   // counted; a vanished one (evicted meanwhile) is a plain miss.
   std::optional<Record> read(const Digest& key);
+  // Asks the kernel to start reading these files now (readahead of each whole file), so the
+  // reads that follow, one file after another, find their bytes arriving or in memory.
+  void prefetch(std::span<const Digest> keys) const;
   // Marks files used, in the order given (give the deepest first, so a prefix ends up newer).
   void touch(std::span<const Digest> keys);
   // Queues a job; false (counted) when the queue cannot take its bytes now.

@@ -104,6 +104,9 @@ HostTier::Plan PrefixCache::Impl::plan_with_disk(const std::string& ns, std::spa
   std::vector<Digest> keep = plan.ancestors;
   keep.insert(keep.end(), plan.keys.begin(), plan.keys.end());
   HostStore::Evicted evicted;
+  std::vector<Digest> keys;
+  for (const Step& step : steps) keys.push_back(step.key);
+  disk_->prefetch(keys);
   for (const Step& step : steps) {
     std::optional<Record> record = disk_->read(step.key);
     if (!record || record->meta.kind != RecordKind::segment || record->meta.parent != step.parent ||
