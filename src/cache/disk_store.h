@@ -70,6 +70,9 @@ class DiskStore {
   // Reads and verifies a file; marks it used. A file that fails verification is removed and
   // counted; a vanished one (evicted meanwhile) is a plain miss.
   std::optional<Record> read(const Digest& key);
+  // The same for several files, read by a few threads at once; results in the order of `keys`.
+  // read_seconds grows by the wall time of the whole batch.
+  std::vector<std::optional<Record>> read_all(std::span<const Digest> keys);
   // Asks the kernel to start reading these files now (readahead of each whole file), so the
   // reads that follow, one file after another, find their bytes arriving or in memory.
   void prefetch(std::span<const Digest> keys) const;
@@ -92,6 +95,7 @@ class DiskStore {
   };
 
   void rebuild_index();
+  std::optional<Record> read_verified(const Digest& key);  // read() without the timing
   void writer_loop();
   void write_job(Job& job);
   bool write_file(const Record& record, std::uint64_t& file_bytes);

@@ -107,8 +107,10 @@ HostTier::Plan PrefixCache::Impl::plan_with_disk(const std::string& ns, std::spa
   std::vector<Digest> keys;
   for (const Step& step : steps) keys.push_back(step.key);
   disk_->prefetch(keys);
-  for (const Step& step : steps) {
-    std::optional<Record> record = disk_->read(step.key);
+  std::vector<std::optional<Record>> records = disk_->read_all(keys);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& step = steps[i];
+    std::optional<Record>& record = records[i];
     if (!record || record->meta.kind != RecordKind::segment || record->meta.parent != step.parent ||
         record->meta.begin != step.begin) {
       break;
