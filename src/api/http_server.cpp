@@ -1,5 +1,6 @@
-// HttpServer: routes, auth and error mapping over httplib. Request semantics live in the parser,
-// the prompt builder, the responses and the relays; this file only wires them to HTTP.
+// HttpServer: routes, auth and error mapping over the HTTP transport (src/http). Request semantics
+// live in the parser, the prompt builder, the responses and the relays; this file only wires them
+// to HTTP.
 #include "api/server.h"
 
 #include <algorithm>
@@ -13,7 +14,6 @@
 #include <thread>
 #include <utility>
 
-#include <httplib.h>
 #include <spdlog/spdlog.h>
 
 #include "api/cache_artifacts.h"
@@ -23,6 +23,7 @@
 #include "api/request_parser.h"
 #include "api/responses.h"
 #include "api/stream_relay.h"
+#include "api/transport_metrics.h"
 
 namespace prefixd::api {
 namespace {
@@ -41,20 +42,26 @@ constexpr Route kRoutes[] = {
     {"/v1/cache/stats", "GET"},  {"/v1/cache/reset", "POST"}, {"/v1/cache/save", "POST"}, {"/v1/cache/load", "POST"},
 };
 
-const Route* find_route(const std::string& path) {
+const Route* find_route(std::string_view path) {
   for (const auto& route : kRoutes) {
     if (path == route.path) return &route;
   }
   return nullptr;
 }
 
-void send_json(httplib::Response& res, int status, const std::string& body) {
-  res.status = status;
-  res.set_content(body, kJson);
+constexpr std::string_view kModelPrefix = "/v1/models/";
+
+http::Response json_response(int status, std::string body) {
+  return http::Response{.status = status, .content_type = kJson, .body = std::move(body)};
 }
 
-void send_error(httplib::Response& res, const ApiError& error) {
-  send_json(res, error.status, dump_json(error.to_json()));
+http::Response error_response(const ApiError& error) { return json_response(error.status, dump_json(error.to_json())); }
+
+// Errors the transport answers by itself (malformed requests, size limits, shutdown).
+http::Response transport_error(int status, std::string_view message, std::string_view code) {
+  ApiError error{.status = status, .message = std::string(message), .code = std::string(code)};
+  if (status >= 500) error.type = "server_error";
+  return error_response(error);
 }
 
 ApiError submit_error(scheduler::SubmitError error) {
@@ -92,131 +99,127 @@ class HttpServer::Impl {
         prompts_(engine.vocab(), model_chat_template(engine.model(), engine.vocab()),
                  engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint,
                  engine.model().runtime_signature),
-        started_(unix_seconds()) {
+        started_(unix_seconds()),
+        transport_(options_.http, http::Handlers{
+                                      .handle = [this](http::Request& req) { return handle(req); },
+                                      .is_quick = [](const http::Request& req) { return req.path == "/health"; },
+                                      .error = transport_error,
+                                  }) {
     parse_options_.model_names = {served_id_};
     if (engine.model().id != served_id_) parse_options_.model_names.push_back(engine.model().id);
     parse_options_.cache_prompt_default = options_.cache_prompt_default;
     parse_options_.vocab_size = engine.vocab().size();
-    configure();
   }
 
   bool run() {
-    // `active_` before `stopping_` is read, and the reverse in stop(): whichever comes second sees
-    // the other, so a stop() that races with startup is never lost.
-    active_ = true;
-    const bool ok = stopping_ ? true : bind_and_listen();
-    active_ = false;
-    return ok;
+    if (!transport_.listen()) return false;
+    spdlog::info("listening on http://{}:{}", options_.http.host, transport_.bound_port());
+    transport_.run();
+    return true;
   }
 
-  void stop() {
-    // Waiting handlers see `stopping_`, cancel their requests and return, which lets httplib's
-    // worker pool join.
-    stopping_ = true;
-    // httplib's stop() does nothing until the server is running, so a stop() that arrives during
-    // startup waits for it to be running (or to have failed).
-    while (active_ && !http_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    http_.stop();
+  void shutdown(std::chrono::milliseconds grace) {
+    stopping_ = true;  // new generations are refused at once
+    transport_.shutdown(grace);
   }
 
-  int bound_port() const { return port_; }
+  int bound_port() const { return transport_.bound_port(); }
+  http::ServerStats transport_stats() const { return transport_.stats(); }
 
  private:
-  void configure() {
-    const auto threads = static_cast<std::size_t>(std::max(1, options_.http_threads));
-    // httplib takes ownership of the queue it gets from this factory (its documented contract).
-    http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    http_.set_payload_max_length(options_.max_body_bytes);
-
-    http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (options_.api_key.empty() || req.path == "/health" || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-      send_error(res, unauthorized());
-      return httplib::Server::HandlerResponse::Handled;
-    });
-    http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // already an API error
-      fill_transport_error(req, res);
-      return httplib::Server::HandlerResponse::Handled;
-    });
-    http_.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-      std::string what = "unknown exception";
-      try {
-        std::rethrow_exception(ep);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
-      spdlog::error("{} {}: {}", req.method, req.path, what);
-      send_error(res, internal_error("internal error: " + what));
-    });
-    http_.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      spdlog::debug("{} {} -> {}", req.method, req.path, res.status);
-    });
-
-    http_.Get("/health", guard([](const httplib::Request&, httplib::Response& res) {
-      send_json(res, 200, R"({"status":"ok"})");
-    }));
-    http_.Get("/v1/models", guard([this](const httplib::Request&, httplib::Response& res) {
-      send_json(res, 200, dump_json(models_body(served_id_, engine_.model(), started_)));
-    }));
-    http_.Get(R"(/v1/models/(.+))", guard([this](const httplib::Request& req, httplib::Response& res) {
-      const auto& id = req.matches[1].str();
-      if (std::ranges::find(parse_options_.model_names, id) == parse_options_.model_names.end()) {
-        return send_error(res, model_not_found(id));
-      }
-      send_json(res, 200, dump_json(model_body(served_id_, engine_.model(), started_)));
-    }));
-    auto chat = guard([this](const httplib::Request& req, httplib::Response& res) {
-      serve(req, res, parse_chat_request(req.body, parse_options_), Endpoint::chat);
-    });
-    auto completion = guard([this](const httplib::Request& req, httplib::Response& res) {
-      serve(req, res, parse_completion_request(req.body, parse_options_), Endpoint::completion);
-    });
-    // llama.cpp's helper routes: what a prompt becomes, so clients (and tests) can count tokens.
-    http_.Post("/tokenize", guard([this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); }));
-    http_.Post("/apply-template", guard([this](const httplib::Request& req, httplib::Response& res) {
-      auto parsed = parse_chat_request(req.body, parse_options_);
-      if (!parsed) return send_error(res, parsed.error());
-      auto prompt = prompts_.render(*parsed);
-      if (!prompt) return send_error(res, prompt.error());
-      send_json(res, 200, dump_json(nlohmann::json{{"prompt", *prompt}}));
-    }));
-    http_.Post("/v1/chat/completions", chat);
-    http_.Post("/chat/completions", chat);
-    http_.Post("/v1/completions", completion);
-    http_.Post("/completions", completion);
-    if (options_.metrics) {
-      http_.Get("/metrics", guard([this](const httplib::Request&, httplib::Response& res) {
-        res.status = 200;
-        const scheduler::SchedulerStats stats = scheduler_.stats();
-        res.set_content(metrics_text(stats) + ttft_metrics_text(stats) + cache_metrics_text(scheduler_.cache_stats()),
-                        "text/plain; version=0.0.4; charset=utf-8");
-      }));
+  // Every request but the quick ones runs here, on a transport worker. Nothing a request does may
+  // take the server down: whatever escapes a handler becomes a 500.
+  http::Response handle(http::Request& req) {
+    try {
+      if (!options_.api_key.empty() && req.path != "/health" && !authorized(req)) return error_response(unauthorized());
+      return route(req);
+    } catch (const std::exception& e) {
+      spdlog::error("{} {}: {}", req.method, req.path, e.what());
+      return error_response(internal_error(std::string("internal error: ") + e.what()));
     }
-    http_.Get("/v1/cache/stats", guard([this](const httplib::Request&, httplib::Response& res) {
-      send_json(res, 200, cache_stats_json(scheduler_.cache_stats(), engine_.model()).dump());
-    }));
-    http_.Post("/v1/cache/save", guard([this](const httplib::Request& req, httplib::Response& res) { save_artifact(req, res); }));
-    http_.Post("/v1/cache/load", guard([this](const httplib::Request& req, httplib::Response& res) { load_artifact(req, res); }));
-    http_.Post("/v1/cache/reset", guard([this](const httplib::Request&, httplib::Response& res) {
+  }
+
+  http::Response route(http::Request& req) {
+    const bool get = req.method == "GET";
+    const bool post = req.method == "POST";
+    const std::string& path = req.path;
+    if (get && path == "/health") return json_response(200, R"({"status":"ok"})");
+    if (get && path == "/v1/models") return json_response(200, dump_json(models_body(served_id_, engine_.model(), started_)));
+    if (get && path.starts_with(kModelPrefix) && path.size() > kModelPrefix.size()) return model(path.substr(kModelPrefix.size()));
+    if (post && (path == "/v1/chat/completions" || path == "/chat/completions")) {
+      return serve(req, parse_chat_request(req.body, parse_options_), Endpoint::chat);
+    }
+    if (post && (path == "/v1/completions" || path == "/completions")) {
+      return serve(req, parse_completion_request(req.body, parse_options_), Endpoint::completion);
+    }
+    // llama.cpp's helper routes: what a prompt becomes, so clients (and tests) can count tokens.
+    if (post && path == "/tokenize") return tokenize(req);
+    if (post && path == "/apply-template") return apply_template(req);
+    if (get && path == "/metrics" && options_.metrics) return metrics();
+    if (get && path == "/v1/cache/stats") {
+      return json_response(200, cache_stats_json(scheduler_.cache_stats(), engine_.model()).dump());
+    }
+    if (post && path == "/v1/cache/reset") {
       const cache::ResetReport report = scheduler_.reset_cache();
       spdlog::info("cache reset: freed {} entries, {} bytes", report.entries, report.bytes);
-      send_json(res, 200, cache_reset_json(report).dump());
-    }));
+      return json_response(200, cache_reset_json(report).dump());
+    }
+    if (post && path == "/v1/cache/save") return save_artifact(req);
+    if (post && path == "/v1/cache/load") return load_artifact(req);
+    return no_route(req);
+  }
+
+  // 405 for a known path asked with the wrong method (with Allow), else 404.
+  http::Response no_route(const http::Request& req) const {
+    const Route* route = find_route(req.path);
+    if (route != nullptr && (options_.metrics || req.path != "/metrics")) {
+      http::Response res = error_response(ApiError{
+          .status = 405,
+          .message = std::format("{} is not allowed on {}; use {}", req.method, req.path, route->method),
+          .code = "method_not_allowed"});
+      res.headers.push_back({"Allow", route->method});
+      return res;
+    }
+    return error_response(ApiError{.status = 404, .message = std::format("no route for {} {}", req.method, req.path),
+                                   .code = "not_found"});
+  }
+
+  http::Response model(const std::string& id) const {
+    if (std::ranges::find(parse_options_.model_names, id) == parse_options_.model_names.end()) {
+      return error_response(model_not_found(id));
+    }
+    return json_response(200, dump_json(model_body(served_id_, engine_.model(), started_)));
+  }
+
+  http::Response metrics() const {
+    const scheduler::SchedulerStats stats = scheduler_.stats();
+    return http::Response{.status = 200,
+                          .content_type = "text/plain; version=0.0.4; charset=utf-8",
+                          .body = metrics_text(stats) + ttft_metrics_text(stats) +
+                                  cache_metrics_text(scheduler_.cache_stats()) +
+                                  transport_metrics_text(transport_.stats())};
+  }
+
+  http::Response apply_template(const http::Request& req) const {
+    auto parsed = parse_chat_request(req.body, parse_options_);
+    if (!parsed) return error_response(parsed.error());
+    auto prompt = prompts_.render(*parsed);
+    if (!prompt) return error_response(prompt.error());
+    return json_response(200, dump_json(nlohmann::json{{"prompt", *prompt}}));
   }
 
   // POST /v1/cache/save (cache_artifacts.h).
-  void save_artifact(const httplib::Request& req, httplib::Response& res) {
+  http::Response save_artifact(const http::Request& req) {
     auto body = parse_json_object(req.body);
-    if (!body) return send_error(res, body.error());
+    if (!body) return error_response(body.error());
     auto path = artifact_path(options_.artifact_dir, *body);
-    if (!path) return send_error(res, path.error());
+    if (!path) return error_response(path.error());
     std::function<cache::ArtifactInfo(cache::PrefixCache&)> save;
     if (body->contains("messages") || body->contains("prompt")) {
       const bool chat = body->contains("messages");
       auto generation = chat ? build(parse_chat_request(req.body, parse_options_))
                              : build(parse_completion_request(req.body, parse_options_));
-      if (!generation) return send_error(res, generation.error());
+      if (!generation) return error_response(generation.error());
       save = [path = *path, g = std::move(*generation)](cache::PrefixCache& c) {
         return c.save_artifact(g.cache.namespace_digest, g.prompt, path);
       };
@@ -225,22 +228,22 @@ class HttpServer::Impl {
         return c.save_session_artifact(session, path);
       };
     } else {
-      return send_error(res, invalid_request("say what to save: 'prompt_cache_key', 'messages' or 'prompt'"));
+      return error_response(invalid_request("say what to save: 'prompt_cache_key', 'messages' or 'prompt'"));
     }
-    run_artifact(res, "save", *path, save);
+    return run_artifact("save", *path, save);
   }
 
   // POST /v1/cache/load (cache_artifacts.h).
-  void load_artifact(const httplib::Request& req, httplib::Response& res) {
+  http::Response load_artifact(const http::Request& req) {
     auto body = parse_json_object(req.body);
-    if (!body) return send_error(res, body.error());
+    if (!body) return error_response(body.error());
     auto path = artifact_path(options_.artifact_dir, *body);
-    if (!path) return send_error(res, path.error());
-    run_artifact(res, "load", *path, [path = *path](cache::PrefixCache& c) { return c.load_artifact(path); });
+    if (!path) return error_response(path.error());
+    return run_artifact("load", *path, [path = *path](cache::PrefixCache& c) { return c.load_artifact(path); });
   }
 
-  void run_artifact(httplib::Response& res, std::string_view operation, const std::filesystem::path& path,
-                    const std::function<cache::ArtifactInfo(cache::PrefixCache&)>& operate) {
+  http::Response run_artifact(std::string_view operation, const std::filesystem::path& path,
+                              const std::function<cache::ArtifactInfo(cache::PrefixCache&)>& operate) {
     cache::ArtifactInfo info;
     std::optional<cache::ArtifactError> failed;
     const bool ran = scheduler_.with_cache([&](cache::PrefixCache& c) {
@@ -250,10 +253,10 @@ class HttpServer::Impl {
         failed = e;
       }
     });
-    if (!ran) return send_error(res, server_busy("the server is shutting down"));
-    if (failed) return send_error(res, artifact_error(*failed));
+    if (!ran) return error_response(server_busy("the server is shutting down"));
+    if (failed) return error_response(artifact_error(*failed));
     spdlog::info("cache {}: artifact {} ({} tokens, {} bytes)", operation, path.filename().string(), info.tokens, info.bytes);
-    send_json(res, 200, artifact_json(operation, path, info).dump());
+    return json_response(200, artifact_json(operation, path, info).dump());
   }
 
   template <class Parsed>
@@ -262,44 +265,12 @@ class HttpServer::Impl {
     return prompts_.build(*parsed, scheduler_.max_prompt_tokens());
   }
 
-  bool bind_and_listen() {
-    int port = options_.port;
-    if (port == 0) {
-      port = http_.bind_to_any_port(options_.host);
-    } else if (!http_.bind_to_port(options_.host, port)) {
-      port = -1;
-    }
-    if (port <= 0) {
-      spdlog::error("cannot listen on {}:{}", options_.host, options_.port);
-      return false;
-    }
-    port_ = port;
-    spdlog::info("listening on http://{}:{}", options_.host, port);
-    return http_.listen_after_bind();
-  }
-
-  // No request may take the server down: whatever escapes a handler becomes a 500 here.
-  template <class Handler>
-  static httplib::Server::Handler guard(Handler handler) {
-    return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
-      try {
-        handler(req, res);
-      } catch (const std::exception& e) {
-        spdlog::error("{} {}: {}", req.method, req.path, e.what());
-        send_error(res, internal_error(std::string("internal error: ") + e.what()));
-      } catch (...) {
-        spdlog::error("{} {}: unknown exception", req.method, req.path);
-        send_error(res, internal_error("internal error"));
-      }
-    };
-  }
-
-  void tokenize(const httplib::Request& req, httplib::Response& res) const {
+  http::Response tokenize(const http::Request& req) const {
     auto body = parse_json_object(req.body);
-    if (!body) return send_error(res, body.error());
+    if (!body) return error_response(body.error());
     const auto content = body->find("content");
     if (content == body->end() || !content->is_string()) {
-      return send_error(res, invalid_param("content", "'content' must be a string"));
+      return error_response(invalid_param("content", "'content' must be a string"));
     }
     auto flag = [&](const char* name, bool fallback) -> std::expected<bool, ApiError> {
       const auto it = body->find(name);
@@ -310,98 +281,77 @@ class HttpServer::Impl {
     // Defaults as llama.cpp's /tokenize: no BOS, special tokens parsed.
     const auto add_special = flag("add_special", false);
     const auto parse_special = flag("parse_special", true);
-    if (!add_special) return send_error(res, add_special.error());
-    if (!parse_special) return send_error(res, parse_special.error());
+    if (!add_special) return error_response(add_special.error());
+    if (!parse_special) return error_response(parse_special.error());
     const auto tokens = prompts_.tokenize(content->get<std::string>(), *add_special, *parse_special);
-    send_json(res, 200, dump_json(nlohmann::json{{"tokens", tokens}}));
+    return json_response(200, dump_json(nlohmann::json{{"tokens", tokens}}));
   }
 
-  bool authorized(const httplib::Request& req) const {
+  bool authorized(const http::Request& req) const {
     constexpr std::string_view bearer = "Bearer ";
-    const std::string header = req.get_header_value("Authorization");
-    if (header.starts_with(bearer)) return same_secret(std::string_view(header).substr(bearer.size()), options_.api_key);
+    const std::string_view header = req.header("Authorization");
+    if (header.starts_with(bearer)) return same_secret(header.substr(bearer.size()), options_.api_key);
     // Some clients (Anthropic-style SDKs, curl scripts) send the key alone.
-    return req.has_header("X-Api-Key") && same_secret(req.get_header_value("X-Api-Key"), options_.api_key);
+    return req.has_header("X-Api-Key") && same_secret(req.header("X-Api-Key"), options_.api_key);
   }
 
-  // httplib answered on its own (no route, body too large, unparsable request): give it our shape.
-  void fill_transport_error(const httplib::Request& req, httplib::Response& res) const {
-    ApiError error{.status = res.status};
-    if (res.status == 404) {
-      if (const Route* route = find_route(req.path); route && (options_.metrics || req.path != "/metrics")) {
-        error.status = 405;
-        error.message = std::format("{} is not allowed on {}; use {}", req.method, req.path, route->method);
-        error.code = "method_not_allowed";
-        res.set_header("Allow", route->method);
-      } else {
-        error.message = std::format("no route for {} {}", req.method, req.path);
-        error.code = "not_found";
-      }
-    } else if (res.status == 413) {
-      error.message = std::format("the request body is larger than {} bytes", options_.max_body_bytes);
-      // The HTTP library caps form-encoded bodies far lower; curl -d sends that type by default.
-      if (req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded")) {
-        error.message = "form-encoded request bodies are limited to 8192 bytes; send JSON with "
-                        "'Content-Type: application/json'";
-      }
-      error.code = "request_too_large";
-    } else {
-      error.message = httplib::status_message(res.status);
-      if (res.status >= 500) error.type = "server_error";
+  static ApiError shutting_down_error() {
+    return ApiError{.status = 503, .message = "the server is shutting down", .type = "server_error",
+                    .code = "server_shutting_down"};
+  }
+
+  // Why a request in flight must stop now, as the error it ends with; none while it may go on.
+  static std::optional<ApiError> stop_reason(const http::Request& req) {
+    switch (req.cancelled()) {
+      case http::CancelReason::none: return std::nullopt;
+      case http::CancelReason::shutdown: return shutting_down_error();
+      case http::CancelReason::client_gone: return server_busy("the request was cancelled: the client went away");
     }
-    send_error(res, error);
+    return std::nullopt;
   }
 
   template <class Parsed>
-  void serve(const httplib::Request& req, httplib::Response& res, std::expected<Parsed, ApiError> parsed,
-             Endpoint endpoint) {
-    if (!parsed) return send_error(res, parsed.error());
+  http::Response serve(const http::Request& req, std::expected<Parsed, ApiError> parsed, Endpoint endpoint) {
+    if (!parsed) return error_response(parsed.error());
     auto generation = prompts_.build(*parsed, scheduler_.max_prompt_tokens());
-    if (!generation) return send_error(res, generation.error());
-    if (stopping_) return send_error(res, server_busy("the server is shutting down"));
+    if (!generation) return error_response(generation.error());
+    if (stopping_) return error_response(shutting_down_error());
     auto stream = scheduler_.submit(std::move(*generation));
-    if (!stream) return send_error(res, submit_error(stream.error()));
+    if (!stream) return error_response(submit_error(stream.error()));
 
     ResponseMeta meta{.endpoint = endpoint,
                       .id = ids_.next(endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-"),
                       .created = unix_seconds(),
                       .model = served_id_,
                       .logprobs = parsed->params.logprobs >= 0};
-    // A copy of httplib's probe: it holds the socket by value, so it stays callable from the
-    // content provider after this handler returns.
-    auto connection_closed = req.is_connection_closed;
-    auto should_abort = [this, connection_closed] { return stopping_.load() || connection_closed(); };
+    // The request outlives every use of this probe: the transport keeps it until the response,
+    // streamed or not, is written.
+    auto should_stop = [&req] { return stop_reason(req); };
 
     if (!parsed->params.stream) {
-      auto collected = collect_completion(**stream, should_abort);
+      auto collected = collect_completion(**stream, [&should_stop] { return should_stop().has_value(); });
       switch (collected.done.finish) {
         case scheduler::FinishReason::error:
-          return send_error(res, internal_error(collected.done.error.empty() ? "generation failed" : collected.done.error));
+          return error_response(internal_error(collected.done.error.empty() ? "generation failed" : collected.done.error));
         case scheduler::FinishReason::cancelled:
-          return send_error(res, server_busy("the request was cancelled"));
+          return error_response(should_stop().value_or(server_busy("the request was cancelled")));
         default:
-          return send_json(res, 200, dump_json(completion_body(meta, collected.text, collected.done, collected.logprobs)));
+          return json_response(200, dump_json(completion_body(meta, collected.text, collected.done, collected.logprobs)));
       }
     }
 
     auto relay = std::make_shared<SseRelay>(std::move(*stream), std::move(meta), parsed->params.include_usage,
-                                            std::move(should_abort));
-    res.status = 200;
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [relay](std::size_t, httplib::DataSink& sink) {
-          if (!sink.is_writable()) {
-            relay->abort();
-            return false;
-          }
-          const auto step = relay->pump([&sink](std::string_view frame) { return sink.write(frame.data(), frame.size()); });
-          if (step == SseRelay::Step::finished) sink.done();
-          return step != SseRelay::Step::aborted;
-        },
-        // httplib calls this when the response ends; an unfinished one (a server stop, a write
-        // error) must not leave the request running.
-        [relay](bool) { relay->abort(); });
+                                            std::move(should_stop));
+    http::Response res{.status = 200, .content_type = "text/event-stream"};
+    res.headers.push_back({"Cache-Control", "no-cache"});
+    // Runs on this request's worker after the head is sent. A relay that never runs (the head
+    // could not be written) cancels its request when the response is dropped.
+    res.stream = [relay](http::ChunkWriter& out) {
+      const auto write = [&out](std::string_view frame) { return out.write(frame); };
+      while (relay->pump(write) == SseRelay::Step::more) {
+      }
+    };
+    return res;
   }
 
   const engine::Engine& engine_;
@@ -413,16 +363,15 @@ class HttpServer::Impl {
   IdGenerator ids_;
   std::int64_t started_;
   std::atomic<bool> stopping_{false};
-  std::atomic<bool> active_{false};  // inside run()
-  std::atomic<int> port_{0};
-  httplib::Server http_;
+  http::Server transport_;  // last: its workers call into the members above
 };
 
 HttpServer::HttpServer(const engine::Engine& engine, scheduler::Scheduler& scheduler, ServerOptions options)
     : impl_(std::make_unique<Impl>(engine, scheduler, std::move(options))) {}
 HttpServer::~HttpServer() = default;
 bool HttpServer::run() { return impl_->run(); }
-void HttpServer::stop() { impl_->stop(); }
+void HttpServer::shutdown(std::chrono::milliseconds grace) { impl_->shutdown(grace); }
 int HttpServer::bound_port() const { return impl_->bound_port(); }
+http::ServerStats HttpServer::transport_stats() const { return impl_->transport_stats(); }
 
 }  // namespace prefixd::api

@@ -6,22 +6,21 @@
 // reads CacheReport).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "engine/engine.h"
+#include "http/server.h"
 #include "scheduler/scheduler.h"
 
 namespace prefixd::api {
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 8080;
+  http::ServerOptions http;               // address, workers, connection limits and timeouts
   std::string api_key;                    // empty: no auth
   std::string model_alias;                // served model id; empty: the engine's model id
-  std::size_t max_body_bytes = 8u << 20;  // larger bodies get 413
-  int http_threads = 8;
   bool metrics = true;                    // serve GET /metrics
   bool cache_prompt_default = true;       // false: --no-cache-prompt, every request bypasses
   std::string artifact_dir;               // POST /v1/cache/save and /load; empty: off
@@ -35,10 +34,15 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds and serves until stop(); returns false (with a logged reason) if binding fails.
+  // Binds and serves until a shutdown has drained; returns false (with a logged reason) if
+  // binding fails.
   bool run();
-  void stop();
+  // Stops accepting, lets requests in flight finish for up to `grace`, then ends the rest (a
+  // stream with an error event, a waiting request with 503). Thread-safe, callable before run().
+  void shutdown(std::chrono::milliseconds grace);
+  void stop() { shutdown(std::chrono::milliseconds(0)); }
   int bound_port() const;
+  http::ServerStats transport_stats() const;
 
  private:
   class Impl;

@@ -43,11 +43,11 @@ CollectedCompletion collect_completion(scheduler::RequestStream& stream, const s
 }
 
 SseRelay::SseRelay(std::shared_ptr<scheduler::RequestStream> stream, ResponseMeta meta, bool include_usage,
-                   std::function<bool()> should_abort)
+                   StopCheck should_stop)
     : stream_(std::move(stream)),
       meta_(std::move(meta)),
       include_usage_(include_usage),
-      should_abort_(std::move(should_abort)) {}
+      should_stop_(std::move(should_stop)) {}
 
 SseRelay::~SseRelay() { abort(); }
 
@@ -88,8 +88,10 @@ SseRelay::Step SseRelay::pump(const Write& write) {
   // Checked on a clock, not only when idle: a fast decoder may never leave the stream idle.
   if (const auto now = std::chrono::steady_clock::now(); now >= next_check_) {
     next_check_ = now + kPollInterval;
-    if (should_abort_ && should_abort_()) {
+    if (auto stop = should_stop_ ? should_stop_() : std::nullopt) {
       abort();
+      // Best effort: a client that is gone does not read it, one that stays learns why.
+      write(sse_data(stop->to_json()) + std::string(kSseDone));
       return Step::aborted;
     }
   }

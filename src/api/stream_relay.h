@@ -8,10 +8,12 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "api/errors.h"
 #include "api/responses.h"
 #include "scheduler/request.h"
 
@@ -35,15 +37,17 @@ struct CollectedCompletion {
 // turns true the request is cancelled and the result's finish reason is `cancelled`.
 CollectedCompletion collect_completion(scheduler::RequestStream& stream, const std::function<bool()>& should_abort);
 
-// Streaming: turns events into SSE frames, one pump() call at a time (httplib calls its chunked
-// content provider repeatedly).
+// Streaming: turns events into SSE frames, one pump() call at a time.
 class SseRelay {
  public:
   enum class Step { more, finished, aborted };
   using Write = std::function<bool(std::string_view frame)>;  // false: the client is gone
+  // Polled while streaming: an error means the request must stop now (the server is shutting
+  // down, the client went away); the stream then ends with that error event and [DONE].
+  using StopCheck = std::function<std::optional<ApiError>()>;
 
   SseRelay(std::shared_ptr<scheduler::RequestStream> stream, ResponseMeta meta, bool include_usage,
-           std::function<bool()> should_abort);
+           StopCheck should_stop);
   ~SseRelay();  // aborts if the stream has not finished
   SseRelay(const SseRelay&) = delete;
   SseRelay& operator=(const SseRelay&) = delete;
@@ -60,7 +64,7 @@ class SseRelay {
   std::shared_ptr<scheduler::RequestStream> stream_;
   ResponseMeta meta_;
   bool include_usage_;
-  std::function<bool()> should_abort_;
+  StopCheck should_stop_;
   std::chrono::steady_clock::time_point next_check_ = std::chrono::steady_clock::now();
   bool opened_ = false;
   bool ended_ = false;

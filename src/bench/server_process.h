@@ -44,6 +44,9 @@ class ServerProcess {
   std::string log_tail(std::size_t max_bytes = 4000) const;
   std::string log() const { return log_tail(std::numeric_limits<std::size_t>::max()); }
   bool running();
+  // How the child ended, once running() has seen it exit: its exit status, or 128 + the signal
+  // that killed it; -1 while it runs or when stop() reaped it.
+  int exit_status() const { return exit_status_; }
 
  private:
   void wait_until_healthy(std::chrono::seconds limit);
@@ -52,6 +55,7 @@ class ServerProcess {
   ServerLaunch launch_;
   int port_;
   pid_t pid_ = -1;
+  int exit_status_ = -1;
   std::string command_line_;
 };
 

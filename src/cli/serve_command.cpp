@@ -1,4 +1,5 @@
 // `prefixd serve`: load the model, start the scheduler thread and the HTTP server.
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "api/server.h"
 #include "cache/block_hash.h"
 #include "cli/commands.h"
+#include "cli/serve_http_options.h"
 #include "engine/engine.h"
 #include "engine/model_fingerprint.h"
 #include "scheduler/scheduler.h"
@@ -20,12 +22,13 @@ namespace prefixd::cli {
 namespace {
 
 struct ServeOptions {
-  ServeOptions() { server.http_threads = 0; }
+  ServeOptions() { server.http.workers = 0; }
   std::string model_path;
   std::string log_level = "info";
   engine::ContextOptions context;
   scheduler::SchedulerOptions scheduler;
   api::ServerOptions server;
+  HttpFlags http;
   bool no_cache_prompt = false;
   bool cache_enabled = true;
   std::string apc_hash = "sha256";
@@ -62,27 +65,41 @@ std::string resolve_fingerprint_cache(const std::string& flag, const std::string
 }
 
 // Blocks SIGINT/SIGTERM in every thread and waits for them on a dedicated one, so shutdown needs
-// no signal handler and no global state.
+// no signal handler and no global state. The first signal drains within the grace period; a
+// second one ends what is still running at once.
 class ShutdownOnSignal {
  public:
   ShutdownOnSignal() {
     sigemptyset(&set_);
     sigaddset(&set_, SIGINT);
     sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGUSR2);  // wakes the waiter when serving ends without a signal
     pthread_sigmask(SIG_BLOCK, &set_, nullptr);
   }
-  void start(api::HttpServer& server) {
-    waiter_ = std::jthread([this, &server] {
-      int signal = 0;
-      if (sigwait(&set_, &signal) == 0 && signal != SIGUSR2) {
-        spdlog::info("signal {}: shutting down", signal);
-        server.stop();
+  void start(api::HttpServer& server, std::chrono::milliseconds grace) {
+    waiter_ = std::jthread([this, &server, grace] {
+      for (int received = 0;;) {
+        int signal = 0;
+        if (sigwait(&set_, &signal) != 0 || signal == SIGUSR2) return;
+        received += 1;
+        if (received == 1) {
+          spdlog::info("signal {}: shutting down; requests in flight have {:.1f} s to finish", signal,
+                       static_cast<double>(grace.count()) / 1000);
+          server.shutdown(grace);
+        } else {
+          spdlog::info("signal {}: ending the requests still running", signal);
+          server.shutdown(std::chrono::milliseconds(0));
+        }
       }
     });
   }
-  ~ShutdownOnSignal() {
-    if (waiter_.joinable()) pthread_kill(waiter_.native_handle(), SIGUSR2);
+  // Ends the waiter; called before the server it was started with goes away.
+  void stop() {
+    if (!waiter_.joinable()) return;
+    pthread_kill(waiter_.native_handle(), SIGUSR2);
+    waiter_.join();
   }
+  ~ShutdownOnSignal() { stop(); }
 
  private:
   sigset_t set_;
@@ -91,8 +108,15 @@ class ShutdownOnSignal {
 
 int run_serve(ServeOptions& o) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
-  if (o.server.http_threads == 0) {
-    o.server.http_threads = std::min(4096, o.context.n_parallel + o.scheduler.max_queued + 4);
+  if (o.server.http.workers == 0) {
+    o.server.http.workers = std::min(4096, o.context.n_parallel + o.scheduler.max_queued + 4);
+  }
+  apply_http_flags(o.http, o.server);
+  // Every connection is an open file: thousands of idle clients must not exhaust the default 1024.
+  const std::size_t open_files = http::raise_open_file_limit();
+  if (open_files > 0 && o.server.http.max_connections + 64 > open_files) {
+    o.server.http.max_connections = open_files > 128 ? open_files - 64 : 64;
+    spdlog::warn("http: at most {} connections (open-file limit {})", o.server.http.max_connections, open_files);
   }
   const bool cache_on = o.cache_enabled && !o.no_cache_prompt;
   o.server.cache_prompt_default = cache_on;
@@ -155,10 +179,12 @@ int run_serve(ServeOptions& o) {
                  static_cast<double>(cache.disk_queue_bytes) / (1 << 20), model->model().fingerprint);
   }
   api::HttpServer server(*model, scheduler, o.server);
-  signals.start(server);
-  if (!server.run()) return 1;
-  spdlog::info("stopped");
-  return 0;
+  signals.start(server, std::chrono::milliseconds(static_cast<std::int64_t>(o.http.shutdown_grace_s * 1000)));
+  const bool served = server.run();
+  signals.stop();  // a late signal must not reach a server that is being destroyed
+  if (!served) return 1;
+  spdlog::info("http: stopped; finishing the cache's pending writes");
+  return 0;  // the scheduler, then the cache and its write-behind queue, are flushed as they go
 }
 
 }  // namespace
@@ -170,9 +196,6 @@ std::function<int()> add_serve_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--alias", o->server.model_alias, "Model id the API reports (default: the file name)")
       ->envname("PREFIXD_ALIAS");
-  cmd->add_option("--host", o->server.host, "Address to listen on")->capture_default_str()->envname("PREFIXD_HOST");
-  cmd->add_option("--port", o->server.port, "Port to listen on (0: any free port)")
-      ->capture_default_str()->envname("PREFIXD_PORT")->check(CLI::Range(0, 65535));
   cmd->add_option("-c,--ctx-size", o->context.n_ctx, "KV cache cells shared by all sequences")
       ->capture_default_str()->envname("PREFIXD_CTX_SIZE")->check(CLI::Range(16, 1 << 22));
   cmd->add_option("--parallel", o->context.n_parallel, "Requests decoded at once")
@@ -192,14 +215,9 @@ std::function<int()> add_serve_command(CLI::App& app) {
       ->envname("PREFIXD_MODEL_FINGERPRINT_CACHE");
   cmd->add_option("--max-queued", o->scheduler.max_queued, "Requests that may wait for a slot; more get 503")
       ->capture_default_str()->envname("PREFIXD_MAX_QUEUED")->check(CLI::Range(0, 1 << 20));
+  add_http_options(*cmd, o->server, o->http);
   cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on every route but /health")
       ->envname("PREFIXD_API_KEY");
-  cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "Largest request body accepted")
-      ->capture_default_str()->envname("PREFIXD_MAX_BODY_BYTES");
-  cmd->add_option("--http-threads", o->server.http_threads,
-                  "HTTP worker threads (0: --parallel + --max-queued + 4, so queued requests never wait "
-                  "inside the HTTP layer)")
-      ->capture_default_str()->envname("PREFIXD_HTTP_THREADS")->check(CLI::Range(0, 4096));
   cmd->add_flag("--metrics,!--no-metrics", o->server.metrics, "Serve Prometheus metrics at GET /metrics")
       ->capture_default_str()->envname("PREFIXD_METRICS");
   cmd->add_flag("--no-cache-prompt", o->no_cache_prompt, "Never read or write the prompt cache")

@@ -199,14 +199,15 @@ TEST(Cache, ResponsesStatsAndMetricsAgreeOnEveryRequest) {
   EXPECT_EQ(seen["bypass"], 1);
 }
 
-TEST(Cache, LargeJsonBodySentAsFormDataGetsAnExplanation) {
+// curl -d sends JSON as form data by default: the body is read as JSON whatever its type says,
+// whatever its size.
+TEST(Cache, LargeJsonBodySentAsFormDataIsServed) {
   ServerProcess server;
   auto client = server.client();
-  const std::string big = json{{"prompt", std::string(9000, 'a')}, {"max_tokens", 1}}.dump();
-  const auto reply = client->Post("/v1/completions", big, "application/x-www-form-urlencoded");
+  const std::string body = json{{"prompt", "a"}, {"max_tokens", 1}, {"padding", std::string(20000, 'p')}}.dump();
+  const auto reply = client->Post("/v1/completions", body, "application/x-www-form-urlencoded");
   ASSERT_TRUE(reply);
-  EXPECT_EQ(reply->status, 413);
-  EXPECT_NE(reply->body.find("application/json"), std::string::npos);
+  EXPECT_EQ(reply->status, 200) << reply->body;
 }
 
 }  // namespace

@@ -45,6 +45,8 @@ class ServerProcess {
   pid_t pid() const { return process_->pid(); }
   // True while the child has not exited.
   bool running() { return process_->running(); }
+  // Its exit status (128 + signal if killed) once running() has returned false; -1 before.
+  int exit_status() const { return process_->exit_status(); }
 
  private:
   std::string log_path_;

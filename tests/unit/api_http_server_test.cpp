@@ -42,8 +42,8 @@ class InProcessServer {
 
  private:
   static ServerOptions with_port_zero(ServerOptions options) {
-    options.host = "127.0.0.1";
-    options.port = 0;
+    options.http.host = "127.0.0.1";
+    options.http.port = 0;
     return options;
   }
 
@@ -107,7 +107,7 @@ TEST(ApiHttpServer, StreamedChatEndsWithDone) {
 }
 
 TEST(ApiHttpServer, ErrorsHaveStatusAndOpenAiShape) {
-  InProcessServer server({.max_body_bytes = 4096});
+  InProcessServer server({.http = {.max_body_bytes = 4096}});
   auto& client = server.client();
   EXPECT_EQ(post_json(client, "/v1/chat/completions", {{"messages", json::array()}}, 400)["error"]["param"], "messages");
   EXPECT_EQ(post_json(client, "/v1/chat/completions", {{"messages", kHello}, {"model", "nope"}}, 404)["error"]["code"],
@@ -170,12 +170,12 @@ TEST(ApiHttpServer, StopIsNeverLostDuringStartup) {
   engine::FakeEngine engine;
   scheduler::Scheduler scheduler(engine, {});
   {
-    HttpServer server(engine, scheduler, {.host = "127.0.0.1", .port = 0});
+    HttpServer server(engine, scheduler, {.http = {.host = "127.0.0.1", .port = 0}});
     server.stop();  // before run(): run() must not block
     EXPECT_TRUE(server.run());
   }
   for (int i = 0; i < 20; ++i) {  // stop() racing with run()'s startup
-    HttpServer server(engine, scheduler, {.host = "127.0.0.1", .port = 0});
+    HttpServer server(engine, scheduler, {.http = {.host = "127.0.0.1", .port = 0}});
     std::thread runner([&] { server.run(); });
     server.stop();
     runner.join();

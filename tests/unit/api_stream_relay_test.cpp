@@ -114,16 +114,27 @@ TEST(ApiStreamRelay, SseRelayNoticesAbortWhileTextKeepsFlowing) {
     }
     stream->push(done(FinishReason::cancelled));
   });
-  SseRelay relay(stream, chat_meta(), false, [] { return true; });
+  SseRelay relay(stream, chat_meta(), false, [] { return std::optional<ApiError>(server_busy("stopping")); });
   SseRelay::Step step = SseRelay::Step::more;
-  for (int i = 0; i < 200 && step == SseRelay::Step::more; ++i) step = relay.pump([](std::string_view) { return true; });
+  std::string written;
+  for (int i = 0; i < 200 && step == SseRelay::Step::more; ++i) {
+    step = relay.pump([&written](std::string_view frame) {
+      written += frame;
+      return true;
+    });
+  }
   EXPECT_EQ(step, SseRelay::Step::aborted);
   EXPECT_TRUE(stream->cancelled());
+  // The stream ends with the reason as an error event, then [DONE], not in the middle of nowhere.
+  const auto error_at = written.rfind("data: {\"error\"");
+  ASSERT_NE(error_at, std::string::npos);
+  EXPECT_NE(written.find("stopping", error_at), std::string::npos);
+  EXPECT_TRUE(written.ends_with("data: [DONE]\n\n"));
 }
 
 TEST(ApiStreamRelay, SseRelayWritesRoleTextFinishUsageAndDone) {
   auto stream = std::make_shared<RequestStream>();
-  SseRelay relay(stream, chat_meta(), /*include_usage=*/true, [] { return false; });
+  SseRelay relay(stream, chat_meta(), /*include_usage=*/true, [] { return std::optional<ApiError>(); });
   std::vector<std::string> written;
   auto write = [&](std::string_view frame) {
     written.emplace_back(frame);
@@ -155,7 +166,7 @@ TEST(ApiStreamRelay, SseRelayWritesRoleTextFinishUsageAndDone) {
 
 TEST(ApiStreamRelay, WithoutIncludeUsageThereIsNoUsageOnlyChunk) {
   auto stream = std::make_shared<RequestStream>();
-  SseRelay relay(stream, chat_meta(), /*include_usage=*/false, [] { return false; });
+  SseRelay relay(stream, chat_meta(), /*include_usage=*/false, [] { return std::optional<ApiError>(); });
   std::vector<std::string> written;
   stream->push(done(FinishReason::length));
   while (relay.pump([&](std::string_view f) {
@@ -173,7 +184,7 @@ TEST(ApiStreamRelay, WithoutIncludeUsageThereIsNoUsageOnlyChunk) {
 TEST(ApiStreamRelay, FailedWriteCancelsTheRequest) {
   auto stream = std::make_shared<RequestStream>();
   CancellationResponder responder(stream);
-  SseRelay relay(stream, chat_meta(), false, [] { return false; });
+  SseRelay relay(stream, chat_meta(), false, [] { return std::optional<ApiError>(); });
   stream->push(text("a"));
   int writes = 0;
   const auto write = [&](std::string_view) { return ++writes < 2; };  // the role chunk goes out, then the client is gone
@@ -187,7 +198,7 @@ TEST(ApiStreamRelay, AbortRequestWhileIdleCancels) {
   auto stream = std::make_shared<RequestStream>();
   CancellationResponder responder(stream);
   std::atomic<bool> gone = false;
-  SseRelay relay(stream, chat_meta(), false, [&] { return gone.load(); });
+  SseRelay relay(stream, chat_meta(), false, [&] { return gone.load() ? std::optional<ApiError>(server_busy("gone")) : std::nullopt; });
   const auto write = [](std::string_view) { return true; };
   EXPECT_EQ(relay.pump(write), SseRelay::Step::more);
   gone = true;
@@ -198,13 +209,13 @@ TEST(ApiStreamRelay, AbortRequestWhileIdleCancels) {
 TEST(ApiStreamRelay, DestroyingAnUnfinishedRelayCancels) {
   auto stream = std::make_shared<RequestStream>();
   CancellationResponder responder(stream);
-  { SseRelay relay(stream, chat_meta(), false, [] { return false; }); }
+  { SseRelay relay(stream, chat_meta(), false, [] { return std::optional<ApiError>(); }); }
   EXPECT_TRUE(stream->cancelled());
 }
 
 TEST(ApiStreamRelay, GenerationErrorBecomesAnErrorPayloadThenDone) {
   auto stream = std::make_shared<RequestStream>();
-  SseRelay relay(stream, chat_meta(), true, [] { return false; });
+  SseRelay relay(stream, chat_meta(), true, [] { return std::optional<ApiError>(); });
   std::vector<std::string> written;
   stream->push(done(FinishReason::error, "decode failed"));
   while (relay.pump([&](std::string_view f) {
