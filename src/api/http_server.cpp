@@ -23,6 +23,7 @@
 #include "api/request_parser.h"
 #include "api/responses.h"
 #include "api/stream_relay.h"
+#include "api/tokenize_route.h"
 
 namespace prefixd::api {
 namespace {
@@ -91,7 +92,7 @@ class HttpServer::Impl {
         served_id_(options_.model_alias.empty() ? engine.model().id : options_.model_alias),
         prompts_(engine.vocab(), model_chat_template(engine.model(), engine.vocab()),
                  engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint,
-                 engine.model().runtime_signature),
+                 engine.model().runtime_signature, PromptOptions{.allow_special_in_content = options_.allow_special_in_content}),
         started_(unix_seconds()) {
     parse_options_.model_names = {served_id_};
     if (engine.model().id != served_id_) parse_options_.model_names.push_back(engine.model().id);
@@ -166,14 +167,23 @@ class HttpServer::Impl {
       }
       send_json(res, 200, dump_json(model_body(served_id_, engine_.model(), started_)));
     }));
+    // A prompt that cannot fit is refused from the raw body, before it is parsed and copied.
     auto chat = guard([this](const httplib::Request& req, httplib::Response& res) {
+      if (auto refused = prompts_.refuse_oversized_chat(req.body, scheduler_.max_prompt_tokens())) return send_error(res, *refused);
       serve(req, res, parse_chat_request(req.body, parse_options_), Endpoint::chat);
     });
     auto completion = guard([this](const httplib::Request& req, httplib::Response& res) {
+      if (auto refused = prompts_.refuse_oversized_completion(req.body, scheduler_.max_prompt_tokens())) {
+        return send_error(res, *refused);
+      }
       serve(req, res, parse_completion_request(req.body, parse_options_), Endpoint::completion);
     });
     // llama.cpp's helper routes: what a prompt becomes, so clients (and tests) can count tokens.
-    http_.Post("/tokenize", guard([this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); }));
+    http_.Post("/tokenize", guard([this](const httplib::Request& req, httplib::Response& res) {
+      auto answer = tokenize_answer(req.body, prompts_, parse_options_, scheduler_.max_prompt_tokens());
+      if (!answer) return send_error(res, answer.error());
+      send_json(res, 200, dump_json(*answer));
+    }));
     http_.Post("/apply-template", guard([this](const httplib::Request& req, httplib::Response& res) {
       auto parsed = parse_chat_request(req.body, parse_options_);
       if (!parsed) return send_error(res, parsed.error());
@@ -294,28 +304,6 @@ class HttpServer::Impl {
     };
   }
 
-  void tokenize(const httplib::Request& req, httplib::Response& res) const {
-    auto body = parse_json_object(req.body);
-    if (!body) return send_error(res, body.error());
-    const auto content = body->find("content");
-    if (content == body->end() || !content->is_string()) {
-      return send_error(res, invalid_param("content", "'content' must be a string"));
-    }
-    auto flag = [&](const char* name, bool fallback) -> std::expected<bool, ApiError> {
-      const auto it = body->find(name);
-      if (it == body->end() || it->is_null()) return fallback;
-      if (!it->is_boolean()) return std::unexpected(invalid_param(name, std::format("'{}' must be a boolean", name)));
-      return it->get<bool>();
-    };
-    // Defaults as llama.cpp's /tokenize: no BOS, special tokens parsed.
-    const auto add_special = flag("add_special", false);
-    const auto parse_special = flag("parse_special", true);
-    if (!add_special) return send_error(res, add_special.error());
-    if (!parse_special) return send_error(res, parse_special.error());
-    const auto tokens = prompts_.tokenize(content->get<std::string>(), *add_special, *parse_special);
-    send_json(res, 200, dump_json(nlohmann::json{{"tokens", tokens}}));
-  }
-
   bool authorized(const httplib::Request& req) const {
     constexpr std::string_view bearer = "Bearer ";
     const std::string header = req.get_header_value("Authorization");
@@ -358,6 +346,9 @@ class HttpServer::Impl {
     if (!parsed) return send_error(res, parsed.error());
     auto generation = prompts_.build(*parsed, scheduler_.max_prompt_tokens());
     if (!generation) return send_error(res, generation.error());
+    // The prompt now lives in `generation`; the request's text is not needed while it runs.
+    const CommonParams params = std::move(parsed->params);
+    { [[maybe_unused]] const Parsed done = std::move(*parsed); }
     if (stopping_) return send_error(res, server_busy("the server is shutting down"));
     auto stream = scheduler_.submit(std::move(*generation));
     if (!stream) return send_error(res, submit_error(stream.error()));
@@ -366,13 +357,13 @@ class HttpServer::Impl {
                       .id = ids_.next(endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-"),
                       .created = unix_seconds(),
                       .model = served_id_,
-                      .logprobs = parsed->params.logprobs >= 0};
+                      .logprobs = params.logprobs >= 0};
     // A copy of httplib's probe: it holds the socket by value, so it stays callable from the
     // content provider after this handler returns.
     auto connection_closed = req.is_connection_closed;
     auto should_abort = [this, connection_closed] { return stopping_.load() || connection_closed(); };
 
-    if (!parsed->params.stream) {
+    if (!params.stream) {
       auto collected = collect_completion(**stream, should_abort);
       switch (collected.done.finish) {
         case scheduler::FinishReason::error:
@@ -384,7 +375,7 @@ class HttpServer::Impl {
       }
     }
 
-    auto relay = std::make_shared<SseRelay>(std::move(*stream), std::move(meta), parsed->params.include_usage,
+    auto relay = std::make_shared<SseRelay>(std::move(*stream), std::move(meta), params.include_usage,
                                             std::move(should_abort));
     res.status = 200;
     res.set_header("Cache-Control", "no-cache");

@@ -202,6 +202,10 @@ std::function<int()> add_serve_command(CLI::App& app) {
       ->capture_default_str()->envname("PREFIXD_HTTP_THREADS")->check(CLI::Range(0, 4096));
   cmd->add_flag("--metrics,!--no-metrics", o->server.metrics, "Serve Prometheus metrics at GET /metrics")
       ->capture_default_str()->envname("PREFIXD_METRICS");
+  cmd->add_flag("--allow-special-in-content", o->server.allow_special_in_content,
+                "Let special-token strings inside messages (<|im_end|>, ...) become control tokens like the chat "
+                "template's own markers (default: they are read as text)")
+      ->envname("PREFIXD_ALLOW_SPECIAL_IN_CONTENT");
   cmd->add_flag("--no-cache-prompt", o->no_cache_prompt, "Never read or write the prompt cache")
       ->envname("PREFIXD_NO_CACHE_PROMPT");
   cmd->add_option("--prompt-cache-enabled", o->cache_enabled, "Reuse K/V of earlier prompts (true/false)")
