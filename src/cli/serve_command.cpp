@@ -12,6 +12,7 @@
 #include "api/server.h"
 #include "cache/block_hash.h"
 #include "cli/commands.h"
+#include "cli/memory_return.h"
 #include "engine/engine.h"
 #include "engine/model_fingerprint.h"
 #include "scheduler/scheduler.h"
@@ -91,6 +92,7 @@ class ShutdownOnSignal {
 
 int run_serve(ServeOptions& o) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
+  return_large_blocks_to_the_os();
   if (o.server.http_threads == 0) {
     o.server.http_threads = std::min(4096, o.context.n_parallel + o.scheduler.max_queued + 4);
   }
