@@ -33,6 +33,12 @@ ApiError context_length_exceeded(std::size_t prompt_tokens, std::size_t limit) {
                   .code = "context_length_exceeded"};
 }
 
+ApiError context_length_exceeded_at_least(std::size_t min_tokens, std::size_t limit) {
+  ApiError error = context_length_exceeded(min_tokens, limit);
+  error.message = std::format("The prompt has at least {} tokens, more than the {} this server can admit", min_tokens, limit);
+  return error;
+}
+
 ApiError unauthorized() {
   return ApiError{.status = 401,
                   .message = "Missing or invalid API key (send 'Authorization: Bearer <key>')",

@@ -28,6 +28,9 @@ ApiError invalid_param(std::string param, std::string message);
 ApiError invalid_request(std::string message, std::string code = {});
 ApiError model_not_found(const std::string& requested);                          // 404
 ApiError context_length_exceeded(std::size_t prompt_tokens, std::size_t limit);  // 400
+// The prompt was refused from its length before it was tokenized whole: it has at least
+// `min_tokens` (400, context_length_exceeded).
+ApiError context_length_exceeded_at_least(std::size_t min_tokens, std::size_t limit);
 ApiError unauthorized();                                                          // 401
 ApiError server_busy(std::string message);                                        // 503
 ApiError internal_error(std::string message);                                     // 500

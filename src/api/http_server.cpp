@@ -23,6 +23,7 @@
 #include "api/request_parser.h"
 #include "api/responses.h"
 #include "api/stream_relay.h"
+#include "api/tokenize_route.h"
 #include "api/transport_metrics.h"
 
 namespace prefixd::api {
@@ -50,6 +51,9 @@ const Route* find_route(std::string_view path) {
 }
 
 constexpr std::string_view kModelPrefix = "/v1/models/";
+
+// Parsers copy what they keep, so a large body need not live on beside its parsed form.
+std::string release_body(http::Request& req) { return std::exchange(req.body, {}); }
 
 http::Response json_response(int status, std::string body) {
   return http::Response{.status = status, .content_type = kJson, .body = std::move(body)};
@@ -98,7 +102,7 @@ class HttpServer::Impl {
         served_id_(options_.model_alias.empty() ? engine.model().id : options_.model_alias),
         prompts_(engine.vocab(), model_chat_template(engine.model(), engine.vocab()),
                  engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint,
-                 engine.model().runtime_signature),
+                 engine.model().runtime_signature, PromptOptions{.allow_special_in_content = options_.allow_special_in_content}),
         started_(unix_seconds()),
         transport_(options_.http, http::Handlers{
                                       .handle = [this](http::Request& req) { return handle(req); },
@@ -146,14 +150,25 @@ class HttpServer::Impl {
     if (get && path == "/health") return json_response(200, R"({"status":"ok"})");
     if (get && path == "/v1/models") return json_response(200, dump_json(models_body(served_id_, engine_.model(), started_)));
     if (get && path.starts_with(kModelPrefix) && path.size() > kModelPrefix.size()) return model(path.substr(kModelPrefix.size()));
+    // A prompt that cannot fit is refused from the raw body, before it is parsed and copied.
     if (post && (path == "/v1/chat/completions" || path == "/chat/completions")) {
-      return serve(req, parse_chat_request(req.body, parse_options_), Endpoint::chat);
+      if (auto refused = prompts_.refuse_oversized_chat(req.body, scheduler_.max_prompt_tokens())) {
+        return error_response(*refused);
+      }
+      return serve(req, parse_chat_request(release_body(req), parse_options_), Endpoint::chat);
     }
     if (post && (path == "/v1/completions" || path == "/completions")) {
-      return serve(req, parse_completion_request(req.body, parse_options_), Endpoint::completion);
+      if (auto refused = prompts_.refuse_oversized_completion(req.body, scheduler_.max_prompt_tokens())) {
+        return error_response(*refused);
+      }
+      return serve(req, parse_completion_request(release_body(req), parse_options_), Endpoint::completion);
     }
     // llama.cpp's helper routes: what a prompt becomes, so clients (and tests) can count tokens.
-    if (post && path == "/tokenize") return tokenize(req);
+    if (post && path == "/tokenize") {
+      auto answer = tokenize_answer(req.body, prompts_, parse_options_, scheduler_.max_prompt_tokens());
+      if (!answer) return error_response(answer.error());
+      return json_response(200, dump_json(*answer));
+    }
     if (post && path == "/apply-template") return apply_template(req);
     if (get && path == "/metrics" && options_.metrics) return metrics();
     if (get && path == "/v1/cache/stats") {
@@ -265,28 +280,6 @@ class HttpServer::Impl {
     return prompts_.build(*parsed, scheduler_.max_prompt_tokens());
   }
 
-  http::Response tokenize(const http::Request& req) const {
-    auto body = parse_json_object(req.body);
-    if (!body) return error_response(body.error());
-    const auto content = body->find("content");
-    if (content == body->end() || !content->is_string()) {
-      return error_response(invalid_param("content", "'content' must be a string"));
-    }
-    auto flag = [&](const char* name, bool fallback) -> std::expected<bool, ApiError> {
-      const auto it = body->find(name);
-      if (it == body->end() || it->is_null()) return fallback;
-      if (!it->is_boolean()) return std::unexpected(invalid_param(name, std::format("'{}' must be a boolean", name)));
-      return it->get<bool>();
-    };
-    // Defaults as llama.cpp's /tokenize: no BOS, special tokens parsed.
-    const auto add_special = flag("add_special", false);
-    const auto parse_special = flag("parse_special", true);
-    if (!add_special) return error_response(add_special.error());
-    if (!parse_special) return error_response(parse_special.error());
-    const auto tokens = prompts_.tokenize(content->get<std::string>(), *add_special, *parse_special);
-    return json_response(200, dump_json(nlohmann::json{{"tokens", tokens}}));
-  }
-
   bool authorized(const http::Request& req) const {
     constexpr std::string_view bearer = "Bearer ";
     const std::string_view header = req.header("Authorization");
@@ -315,6 +308,9 @@ class HttpServer::Impl {
     if (!parsed) return error_response(parsed.error());
     auto generation = prompts_.build(*parsed, scheduler_.max_prompt_tokens());
     if (!generation) return error_response(generation.error());
+    // The prompt now lives in `generation`; the request's text is not needed while it runs.
+    const CommonParams params = std::move(parsed->params);
+    { [[maybe_unused]] const Parsed done = std::move(*parsed); }
     if (stopping_) return error_response(shutting_down_error());
     auto stream = scheduler_.submit(std::move(*generation));
     if (!stream) return error_response(submit_error(stream.error()));
@@ -323,12 +319,12 @@ class HttpServer::Impl {
                       .id = ids_.next(endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-"),
                       .created = unix_seconds(),
                       .model = served_id_,
-                      .logprobs = parsed->params.logprobs >= 0};
+                      .logprobs = params.logprobs >= 0};
     // The request outlives every use of this probe: the transport keeps it until the response,
     // streamed or not, is written.
     auto should_stop = [&req] { return stop_reason(req); };
 
-    if (!parsed->params.stream) {
+    if (!params.stream) {
       auto collected = collect_completion(**stream, [&should_stop] { return should_stop().has_value(); });
       switch (collected.done.finish) {
         case scheduler::FinishReason::error:
@@ -340,7 +336,7 @@ class HttpServer::Impl {
       }
     }
 
-    auto relay = std::make_shared<SseRelay>(std::move(*stream), std::move(meta), parsed->params.include_usage,
+    auto relay = std::make_shared<SseRelay>(std::move(*stream), std::move(meta), params.include_usage,
                                             std::move(should_stop));
     http::Response res{.status = 200, .content_type = "text/event-stream"};
     res.headers.push_back({"Cache-Control", "no-cache"});

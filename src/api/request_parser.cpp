@@ -208,52 +208,76 @@ CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
 }
 
 // OpenAI content is a string or an array of parts; templates expect strings, so text parts are
-// joined. Anything but text needs a multimodal model this server does not have.
-json flatten_content(const json& content, const std::string& param) {
-  if (content.is_string()) return content;
+// joined. Anything but text needs a multimodal model this server does not have. The text is moved
+// out of the request tree, which is not read again: a long prompt is not copied.
+json flatten_content(json& content, const std::string& param) {
+  if (content.is_string()) return std::move(content);
   if (!content.is_array()) reject(param, std::format("'{}' must be a string or an array of content parts", param));
   std::string text;
-  for (const auto& part : content) {
-    if (!part.is_object()) reject(param, "content parts must be objects");
+  for (std::size_t j = 0; j < content.size(); ++j) {
+    json& part = content[j];
+    const std::string part_param = std::format("{}[{}]", param, j);
+    if (!part.is_object()) reject(part_param, std::format("'{}' must be an object", part_param));
     const auto type = part.find("type");
-    if (type == part.end() || !type->is_string()) reject(param, "content parts need a string 'type'");
-    if (*type != "text") reject(param, std::format("content parts of type '{}' are not supported (text only)", type->get<std::string>()));
+    if (type == part.end() || !type->is_string()) reject(part_param + ".type", std::format("'{}.type' must be a string", part_param));
+    if (*type != "text") {
+      reject(part_param + ".type", std::format("content parts of type '{}' are not supported (text only)", type->get<std::string>()));
+    }
     const auto part_text = part.find("text");
-    if (part_text == part.end() || !part_text->is_string()) reject(param, "text content parts need a string 'text'");
-    if (!text.empty()) text += '\n';
-    text += part_text->get<std::string>();
+    if (part_text == part.end() || !part_text->is_string()) {
+      reject(part_param + ".text", std::format("'{}.text' must be a string", part_param));
+    }
+    if (j > 0) text += '\n';
+    text += part_text->get_ref<const std::string&>();
   }
   return text;
 }
 
 void check_tool_calls(const json& calls, const std::string& param) {
   if (!calls.is_array()) reject(param, "'tool_calls' must be an array");
-  for (const auto& call : calls) {
+  for (std::size_t j = 0; j < calls.size(); ++j) {
+    const json& call = calls[j];
+    const std::string call_param = std::format("{}[{}]", param, j);
     const auto function = call.is_object() ? call.find("function") : call.end();
     if (!call.is_object() || function == call.end() || !function->is_object() || !function->contains("name") ||
         !(*function)["name"].is_string()) {
-      reject(param, "each tool call needs a 'function' object with a string 'name'");
+      reject(call_param, "each tool call needs a 'function' object with a string 'name'");
+    }
+    if (const auto type = call.find("type"); type != call.end() && !type->is_null() && *type != "function") {
+      reject(call_param + ".type", "only tool calls of type 'function' are supported");
     }
   }
 }
 
-json parse_messages(const FieldReader& in) {
-  const json* messages = in.find("messages");
-  if (!messages) reject("messages", "'messages' is required");
-  if (!messages->is_array()) reject("messages", "'messages' must be an array");
-  if (messages->empty()) reject("messages", "'messages' must contain at least one message");
-  json out = json::array();
-  for (std::size_t i = 0; i < messages->size(); ++i) {
-    const json& message = (*messages)[i];
+// The roles of OpenAI's chat API. Any other role is refused rather than handed to a template that
+// might skip it without a word ("function", the predecessor of "tool", included: templates do not
+// render it).
+constexpr std::string_view kRoles[] = {"system", "developer", "user", "assistant", "tool"};
+
+// Validates the messages and shapes them for the template, in place: the caller's tree is consumed.
+json parse_messages(json& root) {
+  const auto found = root.find("messages");
+  if (found == root.end() || found->is_null()) reject("messages", "'messages' is required");
+  json& messages = *found;
+  if (!messages.is_array()) reject("messages", "'messages' must be an array");
+  if (messages.empty()) reject("messages", "'messages' must contain at least one message");
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    json& message = messages[i];
     const std::string param = std::format("messages[{}]", i);
     if (!message.is_object()) reject(param, std::format("'{}' must be an object", param));
-    json copy = message;
     const auto role = message.find("role");
-    if (role == message.end() || !role->is_string() || role->get<std::string>().empty()) {
+    if (role == message.end() || !role->is_string() || role->get_ref<const std::string&>().empty()) {
       reject(param + ".role", std::format("'{}.role' must be a non-empty string", param));
     }
+    if (std::ranges::find(kRoles, role->get_ref<const std::string&>()) == std::end(kRoles)) {
+      reject(param + ".role", std::format("'{}.role' is '{}'; the roles are system, developer, user, assistant and tool",
+                                          param, role->get<std::string>()));
+    }
     // "developer" is OpenAI's newer name for "system"; chat templates only know the old one.
-    if (*role == "developer") copy["role"] = "system";
+    if (*role == "developer") *role = "system";
+    if (const auto name = message.find("name"); name != message.end() && !name->is_null() && !name->is_string()) {
+      reject(param + ".name", std::format("'{}.name' must be a string", param));
+    }
     const bool has_tool_calls = message.contains("tool_calls") && !message["tool_calls"].is_null();
     if (has_tool_calls) {
       if (*role != "assistant") reject(param + ".tool_calls", "only assistant messages carry tool_calls");
@@ -262,13 +286,12 @@ json parse_messages(const FieldReader& in) {
     const auto content = message.find("content");
     if (content == message.end() || content->is_null()) {
       if (!has_tool_calls) reject(param + ".content", std::format("'{}.content' is required", param));
-      copy["content"] = nullptr;
+      message["content"] = nullptr;
     } else {
-      copy["content"] = flatten_content(*content, param + ".content");
+      *content = flatten_content(*content, param + ".content");
     }
-    out.push_back(std::move(copy));
   }
-  return out;
+  return std::move(messages);
 }
 
 json parse_tools(const FieldReader& in) {
@@ -357,7 +380,20 @@ auto guarded(F&& parse) -> std::expected<decltype(parse()), ApiError> {
 }  // namespace
 
 std::expected<json, ApiError> parse_json_object(std::string_view body) {
-  json root = json::parse(body, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  // Copying, rendering and serializing a tree recurse once per level, so a body nested a million
+  // levels deep would exhaust a thread's stack; deeper levels are discarded unread.
+  bool too_deep = false;
+  const json::parser_callback_t depth_guard = [&too_deep](int depth, json::parse_event_t event, json&) {
+    if (depth < kMaxJsonDepth || (event != json::parse_event_t::object_start && event != json::parse_event_t::array_start)) {
+      return true;
+    }
+    too_deep = true;
+    return false;
+  };
+  json root = json::parse(body, depth_guard, /*allow_exceptions=*/false);
+  if (too_deep) {
+    return std::unexpected(invalid_request(std::format("the request body nests more than {} levels deep", kMaxJsonDepth)));
+  }
   if (root.is_discarded()) return std::unexpected(invalid_request("the request body is not valid JSON", "invalid_json"));
   if (!root.is_object()) return std::unexpected(invalid_request("the request body must be a JSON object"));
   return root;
@@ -375,7 +411,7 @@ std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, c
     const auto top = in.integer("top_logprobs", 0, scheduler::kMaxTopLogprobs);
     if (top && !logprobs) reject("top_logprobs", "'top_logprobs' requires 'logprobs': true");
     request.params.logprobs = logprobs ? static_cast<std::int32_t>(top.value_or(0)) : -1;
-    request.chat.messages = parse_messages(in);
+    request.chat.messages = parse_messages(*root);
     request.tools = parse_tools(in);
     request.tool_choice = parse_tool_choice(in, request.tools);
     if (request.tool_choice != "none") request.chat.tools = request.tools;

@@ -29,6 +29,7 @@ struct ParseOptions {
 // Limits that are part of the API contract.
 inline constexpr std::size_t kMaxStopStrings = 16;
 inline constexpr std::size_t kMaxStopStringBytes = 1024;
+inline constexpr int kMaxJsonDepth = 128;  // arrays and objects nested deeper are refused (400)
 
 struct CacheFields {
   bool enabled = true;       // cache_prompt (root or extra_body) && the server default

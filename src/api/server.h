@@ -24,6 +24,7 @@ struct ServerOptions {
   bool metrics = true;                    // serve GET /metrics
   bool cache_prompt_default = true;       // false: --no-cache-prompt, every request bypasses
   std::string artifact_dir;               // POST /v1/cache/save and /load; empty: off
+  bool allow_special_in_content = false;  // special-token strings in messages act as control tokens
 };
 
 class HttpServer {

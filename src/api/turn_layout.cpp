@@ -9,7 +9,7 @@ namespace {
 // Stands for the reply's text while finding what follows it; templates copy content verbatim.
 constexpr std::string_view kReplyMarker = "PREFIXDREPLYMARKER";
 
-std::vector<engine::Token> continuation_after_reply(const ChatTemplate& chat_template, const engine::Vocabulary& vocab,
+std::vector<engine::Token> continuation_after_reply(const ChatTemplate& chat_template, const RenderedTokenizer& tokenize,
                                                     const ChatInput& input, std::string_view prompt_text) {
   if (!input.add_generation_prompt) return {};
   ChatInput with_reply = input;
@@ -21,15 +21,15 @@ std::vector<engine::Token> continuation_after_reply(const ChatTemplate& chat_tem
   if (!rest.starts_with(kReplyMarker)) return {};  // the template adds or rewrites text before the reply
   const std::string_view after = rest.substr(kReplyMarker.size());
   if (after.empty()) return {};
-  return vocab.tokenize(after, /*add_special=*/false, /*parse_special=*/true);
+  return tokenize(after, /*add_special=*/false);
 }
 
 }  // namespace
 
-TurnLayout turn_layout(const ChatTemplate& chat_template, const engine::Vocabulary& vocab, const ChatInput& input,
+TurnLayout turn_layout(const ChatTemplate& chat_template, const RenderedTokenizer& tokenize, const ChatInput& input,
                        std::string_view prompt_text, std::span<const engine::Token> prompt, std::size_t max_boundaries) {
   TurnLayout layout;
-  layout.continuation = continuation_after_reply(chat_template, vocab, input, prompt_text);
+  layout.continuation = continuation_after_reply(chat_template, tokenize, input, prompt_text);
   if (!input.messages.is_array()) return layout;
   std::vector<std::size_t> user_turns;
   for (std::size_t i = 1; i < input.messages.size(); ++i) {
@@ -49,7 +49,7 @@ TurnLayout turn_layout(const ChatTemplate& chat_template, const engine::Vocabula
     for (std::size_t j = 0; j < i; ++j) history.messages.push_back(input.messages[j]);
     const auto text = chat_template.render(history);
     if (!text || text->empty() || !prompt_text.starts_with(*text)) continue;
-    const std::vector<engine::Token> tokens = vocab.tokenize(*text, /*add_special=*/true, /*parse_special=*/true);
+    const std::vector<engine::Token> tokens = tokenize(*text, /*add_special=*/true);
     if (tokens.empty() || tokens.size() >= prompt.size() || !std::ranges::equal(tokens, prompt.first(tokens.size()))) {
       continue;
     }

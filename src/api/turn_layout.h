@@ -2,6 +2,7 @@
 // after a reply: the positions a prompt cache should be able to resume from.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -21,12 +22,15 @@ struct TurnLayout {
   std::vector<engine::Token> continuation;
 };
 
-// `prompt_text` / `prompt` are `input` rendered and tokenized as the request's prompt. Positions
-// are kept only where the history's own tokenization is a prefix of the prompt's, so a boundary is
-// always a position another request that shares the history reaches token for token.
-// At most `max_boundaries` (the first user turn and the latest ones) are computed: each costs a
-// render and a tokenization of the history before it.
-TurnLayout turn_layout(const ChatTemplate& chat_template, const engine::Vocabulary& vocab, const ChatInput& input,
+// Tokenizes text `input` rendered to, exactly as the request's prompt was tokenized.
+using RenderedTokenizer = std::function<std::vector<engine::Token>(std::string_view rendered, bool add_special)>;
+
+// `prompt_text` / `prompt` are `input` rendered and tokenized (by `tokenize`) as the request's
+// prompt. Positions are kept only where the history's own tokenization is a prefix of the
+// prompt's, so a boundary is always a position another request that shares the history reaches
+// token for token. At most `max_boundaries` (the first user turn and the latest ones) are
+// computed: each costs a render and a tokenization of the history before it.
+TurnLayout turn_layout(const ChatTemplate& chat_template, const RenderedTokenizer& tokenize, const ChatInput& input,
                        std::string_view prompt_text, std::span<const engine::Token> prompt,
                        std::size_t max_boundaries = 8);
 

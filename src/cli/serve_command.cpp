@@ -14,6 +14,7 @@
 #include "cache/block_hash.h"
 #include "cli/commands.h"
 #include "cli/serve_http_options.h"
+#include "cli/memory_return.h"
 #include "engine/engine.h"
 #include "engine/model_fingerprint.h"
 #include "scheduler/scheduler.h"
@@ -108,6 +109,7 @@ class ShutdownOnSignal {
 
 int run_serve(ServeOptions& o) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
+  return_large_blocks_to_the_os();
   if (o.server.http.workers == 0) {
     o.server.http.workers = std::min(4096, o.context.n_parallel + o.scheduler.max_queued + 4);
   }
@@ -220,6 +222,10 @@ std::function<int()> add_serve_command(CLI::App& app) {
       ->envname("PREFIXD_API_KEY");
   cmd->add_flag("--metrics,!--no-metrics", o->server.metrics, "Serve Prometheus metrics at GET /metrics")
       ->capture_default_str()->envname("PREFIXD_METRICS");
+  cmd->add_flag("--allow-special-in-content", o->server.allow_special_in_content,
+                "Let special-token strings inside messages (<|im_end|>, ...) become control tokens like the chat "
+                "template's own markers (default: they are read as text)")
+      ->envname("PREFIXD_ALLOW_SPECIAL_IN_CONTENT");
   cmd->add_flag("--no-cache-prompt", o->no_cache_prompt, "Never read or write the prompt cache")
       ->envname("PREFIXD_NO_CACHE_PROMPT");
   cmd->add_option("--prompt-cache-enabled", o->cache_enabled, "Reuse K/V of earlier prompts (true/false)")

@@ -18,12 +18,41 @@
 
 namespace prefixd::engine {
 
+// A byte range [begin, end) of a text.
+struct TextRange {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  friend bool operator==(const TextRange&, const TextRange&) = default;
+};
+
+// How many bytes of text one token can stand for: what lets a text's length bound its token count
+// from below without tokenizing it. Every byte of a text is spelled by exactly one token of its
+// tokenization (the tokenizer loses nothing), except the whitespace that a special token with a
+// strip attribute swallows beside it when special tokens are parsed.
+struct TokenSpan {
+  std::size_t max_bytes = 1;           // the longest text one token stands for (> 0)
+  bool strips_whitespace = false;      // some special token swallows the whitespace beside it
+};
+
 // Thread-safe, read-only view of the model's tokenizer.
 class Vocabulary {
  public:
   virtual ~Vocabulary() = default;
   // add_special: prepend BOS etc. as the model asks; parse_special: "<|im_start|>" becomes one token.
   virtual std::vector<Token> tokenize(std::string_view text, bool add_special, bool parse_special) const = 0;
+  // As tokenize(text, add_special, parse_special = true), except that no control token is
+  // recognised inside the `literal` ranges: their bytes are tokenized as text, together with the
+  // text around them. `literal` is sorted and non-overlapping. With no ranges it is exactly
+  // tokenize(text, add_special, true). Throws std::logic_error when ranges are given to a
+  // vocabulary whose control_texts() is empty.
+  virtual std::vector<Token> tokenize_with_literals(std::string_view text, bool add_special,
+                                                    std::span<const TextRange> literal) const = 0;
+  // The texts that parse_special turns into control tokens ("<|im_end|>", "<unk>"...), longest
+  // first; empty when this vocabulary cannot keep them as text (tokenize_with_literals).
+  virtual const std::vector<std::string>& control_texts() const = 0;
+  // The bound on bytes per token, or nullopt for a tokenizer that can fold text away (WordPiece,
+  // Unigram normalize it), whose token counts the text's length does not bound.
+  virtual std::optional<TokenSpan> token_span() const = 0;
   // The bytes one token stands for (special tokens rendered only when render_special).
   virtual std::string piece(Token token, bool render_special = false) const = 0;
   // True for end-of-generation tokens (EOS, EOT, <|im_end|>...).

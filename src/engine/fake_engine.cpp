@@ -18,6 +18,13 @@ class ByteVocabulary final : public Vocabulary {
     for (unsigned char c : text) out.push_back(static_cast<Token>(c));
     return out;
   }
+  // One token per byte, no special tokens: literal ranges change nothing.
+  std::vector<Token> tokenize_with_literals(std::string_view text, bool add_special,
+                                            std::span<const TextRange>) const override {
+    return tokenize(text, add_special, true);
+  }
+  const std::vector<std::string>& control_texts() const override { return no_control_texts_; }
+  std::optional<TokenSpan> token_span() const override { return TokenSpan{.max_bytes = 1}; }
   std::string piece(Token token, bool) const override {
     // Printable ASCII only, so generated text is always valid UTF-8 and easy to compare.
     if (token >= 0 && token < 256) return std::string(1, static_cast<char>(32 + token % 95));
@@ -28,6 +35,7 @@ class ByteVocabulary final : public Vocabulary {
 
  private:
   std::int32_t n_vocab_;
+  std::vector<std::string> no_control_texts_;
 };
 
 class FakeSampler final : public Sampler {

@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine/llama_handles.h"
+#include "engine/llama_vocabulary.h"
 #include "engine/model_fingerprint.h"
 #include "engine/model_info_internal.h"
 
@@ -54,41 +55,6 @@ namespace {
 using detail::ContextPtr;
 using detail::ModelPtr;
 using detail::SamplerPtr;
-
-class LlamaVocabulary final : public Vocabulary {
- public:
-  explicit LlamaVocabulary(const llama_vocab* vocab) : vocab_(vocab) {}
-
-  std::vector<Token> tokenize(std::string_view text, bool add_special, bool parse_special) const override {
-    std::vector<Token> tokens(text.size() + 8);
-    int32_t n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
-                               static_cast<int32_t>(tokens.size()), add_special, parse_special);
-    if (n < 0) {
-      tokens.resize(static_cast<size_t>(-n));
-      n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
-                         static_cast<int32_t>(tokens.size()), add_special, parse_special);
-    }
-    if (n < 0) throw std::runtime_error("tokenization failed");
-    tokens.resize(static_cast<size_t>(n));
-    return tokens;
-  }
-
-  std::string piece(Token token, bool render_special) const override {
-    char small[64];
-    int32_t n = llama_token_to_piece(vocab_, token, small, sizeof small, 0, render_special);
-    if (n >= 0) return std::string(small, static_cast<size_t>(n));
-    std::string large(static_cast<size_t>(-n), '\0');
-    n = llama_token_to_piece(vocab_, token, large.data(), static_cast<int32_t>(large.size()), 0, render_special);
-    large.resize(static_cast<size_t>(std::max(n, 0)));
-    return large;
-  }
-
-  bool is_end_of_generation(Token token) const override { return llama_vocab_is_eog(vocab_, token); }
-  std::int32_t size() const override { return llama_vocab_n_tokens(vocab_); }
-
- private:
-  const llama_vocab* vocab_;  // owned by the model, which outlives this object
-};
 
 class LlamaSampler final : public Sampler {
  public:
@@ -222,7 +188,7 @@ class LlamaEngine final : public Engine {
   ModelPtr model_;
   ContextPtr ctx_;
   ModelInfo info_;
-  LlamaVocabulary vocab_;
+  detail::LlamaVocabulary vocab_;
   detail::OwnedBatch batch_;
   Bytes empty_checkpoint_;  // the partial state of an empty sequence (see drop_checkpoint_state)
 };

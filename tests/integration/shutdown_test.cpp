@@ -18,14 +18,12 @@ namespace {
 using nlohmann::json;
 using std::chrono::milliseconds;
 
+// Greedy on this prompt, the tiny model falls into a loop that never emits end-of-generation, so
+// the stream lasts until max_tokens or the context's end.
 std::string streaming_request(int max_tokens) {
-  const std::string body = json{{"messages", json::array({{{"role", "user"}, {"content", "Tell me a long story"}}})},
-                                {"max_tokens", max_tokens},
-                                {"temperature", 1.0},
-                                {"seed", 7},
-                                {"stream", true}}
-                               .dump();
-  return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+  const std::string body =
+      json{{"prompt", "Count forever"}, {"max_tokens", max_tokens}, {"temperature", 0}, {"stream", true}}.dump();
+  return "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 

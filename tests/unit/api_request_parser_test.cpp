@@ -110,6 +110,38 @@ TEST(ApiRequestParser, TextContentPartsAreFlattenedAndImagesRefused) {
   EXPECT_EQ(chat_error(chat_body({{"messages", json::array({{{"role", "user"}, {"content", image}}})}})).status, 400);
 }
 
+TEST(ApiRequestParser, UnknownRolesNamesAndPartsAreRefusedWithTheirPath) {
+  auto param = [](const json& messages) { return chat_error(chat_body({{"messages", messages}})).param; };
+  const json user = {{"role", "user"}, {"content", "hi"}};
+  EXPECT_EQ(param(json::array({user, {{"role", "narrator"}, {"content", "x"}}})), "messages[1].role");
+  EXPECT_EQ(param(json::array({{{"role", "function"}, {"content", "x"}}})), "messages[0].role");
+  EXPECT_EQ(param(json::array({{{"role", "User"}, {"content", "x"}}})), "messages[0].role");
+  EXPECT_EQ(param(json::array({{{"role", "user"}, {"content", "x"}, {"name", json::array()}}})), "messages[0].name");
+  const json parts = json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "input_audio"}}});
+  EXPECT_EQ(param(json::array({{{"role", "user"}, {"content", parts}}})), "messages[0].content[1].type");
+  EXPECT_EQ(param(json::array({{{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", 1}}})}}})),
+            "messages[0].content[0].text");
+  EXPECT_EQ(param(json::array({{{"role", "user"}, {"content", json::array({"a"})}}})), "messages[0].content[0]");
+  const json call = {{"id", "c1"}, {"type", "custom"}, {"function", {{"name", "f"}}}};
+  EXPECT_EQ(param(json::array({user, {{"role", "assistant"}, {"tool_calls", json::array({call})}}})),
+            "messages[1].tool_calls[0].type");
+  // A string name passes the parser; whether the template can express it is the prompt builder's call.
+  EXPECT_EQ(chat_ok(chat_body({{"messages", json::array({{{"role", "user"}, {"content", "x"}, {"name", "ann"}}})}}))
+                .chat.messages[0]["name"],
+            "ann");
+}
+
+TEST(ApiRequestParser, BodiesNestedTooDeepAreRefused) {
+  auto nested = [](int depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+  const std::string shallow = R"({"messages": [{"role": "user", "content": "hi", "x": )" + nested(100) + "}]}";
+  EXPECT_TRUE(parse_chat_request(shallow, options()).has_value());
+  const std::string deep = R"({"messages": [{"role": "user", "content": "hi", "x": )" + nested(1000000) + "}]}";
+  const ApiError error = chat_error(deep);
+  EXPECT_EQ(error.status, 400);
+  EXPECT_NE(error.message.find("nests more than"), std::string::npos) << error.message;
+  EXPECT_EQ(parse_json_object("[" + nested(200) + "]").error().status, 400);
+}
+
 TEST(ApiRequestParser, DeveloperRoleBecomesSystem) {
   const auto request = chat_ok(chat_body({{"messages", json::array({{{"role", "developer"}, {"content", "rules"}},
                                                                    {{"role", "user"}, {"content", "hi"}}})}}));
