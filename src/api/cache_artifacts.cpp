@@ -37,6 +37,7 @@ ApiError artifact_error(const cache::ArtifactError& error) {
     case Kind::version: out.status = 409; out.code = "artifact_version_mismatch"; break;
     case Kind::corrupt: out.status = 422; out.code = "artifact_corrupt"; break;
     case Kind::io: out.status = 500; out.code = "artifact_io_error"; out.type = "server_error"; break;
+    case Kind::scope: out.status = 403; out.code = "artifact_of_another_tenant"; out.type = "permission_error"; break;
   }
   return out;
 }

@@ -218,11 +218,13 @@ class HttpServer::Impl {
                              : build(parse_completion_request(req.body, parse_options_));
       if (!generation) return send_error(res, generation.error());
       save = [path = *path, g = std::move(*generation)](cache::PrefixCache& c) {
-        return c.save_artifact(g.cache.namespace_digest, g.prompt, path);
+        const scheduler::CacheOptions& o = g.cache;
+        return c.save_artifact(cache::RequestKey{o.namespace_digest, o.session_key, {}, o.scope, o.shared_prefix},
+                               g.prompt, path);
       };
     } else if (const auto key = body->find("prompt_cache_key"); key != body->end() && key->is_string()) {
       save = [path = *path, session = key->get<std::string>()](cache::PrefixCache& c) {
-        return c.save_session_artifact(session, path);
+        return c.save_session_artifact(cache::ScopeId{}, session, path);
       };
     } else {
       return send_error(res, invalid_request("say what to save: 'prompt_cache_key', 'messages' or 'prompt'"));

@@ -112,6 +112,7 @@ void DiskStore::index_locked(RecordMeta meta, std::uint64_t file_bytes) {
     stats_.checkpoints += 1;
   }
   stats_.bytes += file_bytes;
+  by_scope_[meta.scope].add(file_bytes, meta.kind == RecordKind::segment ? static_cast<std::int64_t>(meta.tokens.size()) : 0);
   entries_.emplace(key, Entry{std::move(meta), file_bytes, lru_.begin()});
 }
 
@@ -142,6 +143,9 @@ void DiskStore::remove_locked(const Digest& key, DiskRemoval reason) {
     stats_.checkpoints -= 1;
   }
   stats_.bytes -= it->second.file_bytes;
+  by_scope_[meta.scope].remove(it->second.file_bytes,
+                               meta.kind == RecordKind::segment ? static_cast<std::int64_t>(meta.tokens.size()) : 0);
+  settle(by_scope_, meta.scope);
   stats_.removed[static_cast<size_t>(reason)] += 1;
   lru_.erase(it->second.lru);
   entries_.erase(it);
@@ -322,6 +326,35 @@ std::uint64_t DiskStore::clear() {
   const std::uint64_t freed = stats_.bytes;
   while (!lru_.empty()) remove_locked(lru_.back(), DiskRemoval::reset);
   return freed;
+}
+
+ScopeUsage DiskStore::clear_scope(const ScopeId& scope) {
+  std::unique_lock lock(mutex_);
+  std::erase_if(queue_, [&](const Job& job) {
+    const bool ours = std::ranges::any_of(job.records, [&](const Record& r) { return r.meta.scope == scope; });
+    if (!ours) return false;
+    for (const Record& r : job.records) {
+      queued_.erase(r.meta.key);
+      const std::uint64_t bytes = r.payload.size() + kRecordHeaderBytes + r.meta.tokens.size() * 4;
+      stats_.queue_bytes -= std::min(stats_.queue_bytes, bytes);
+    }
+    return true;
+  });
+  idle_.wait(lock, [&] { return !writing_; });
+  const auto it = by_scope_.find(scope);
+  if (it == by_scope_.end()) return {};
+  const ScopeUsage held = it->second;
+  std::vector<Digest> keys;
+  for (const auto& [key, entry] : entries_) {
+    if (entry.meta.scope == scope) keys.push_back(key);
+  }
+  for (const Digest& key : keys) remove_locked(key, DiskRemoval::reset);
+  return held;
+}
+
+UsageByScope DiskStore::usage_by_scope() const {
+  std::lock_guard lock(mutex_);
+  return by_scope_;
 }
 
 DiskStats DiskStore::stats() const {
