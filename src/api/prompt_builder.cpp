@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/cache_namespace.h"
+#include "api/tenants.h"
 #include "api/turn_layout.h"
 
 namespace prefixd::api {
@@ -112,7 +113,8 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::finish(cons
   out.cache.namespace_digest = namespace_digest(NamespaceFields{.model_id = model_key_,
                                                                 .template_signature = std::move(template_signature),
                                                                 .runtime_signature = runtime_signature_,
-                                                                .tenant_salt = params.cache.salt});
+                                                                .tenant = std::string(kDefaultTenant),
+                                                                .cache_salt = params.cache.salt});
   return out;
 }
 
