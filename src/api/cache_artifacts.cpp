@@ -2,12 +2,22 @@
 
 #include <algorithm>
 
+#include "api/tenants.h"
+
 namespace prefixd::api {
 
 namespace {
 constexpr std::string_view kExtension = ".prefixd";
 constexpr std::size_t kMaxNameLength = 128;
 }  // namespace
+
+std::filesystem::path tenant_artifact_dir(const std::filesystem::path& base, std::string_view tenant) {
+  if (base.empty() || tenant == kDefaultTenant) return base;
+  std::filesystem::path dir = base / "tenants" / std::string(tenant);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // a failure surfaces as the save's I/O error
+  return dir;
+}
 
 std::expected<std::filesystem::path, ApiError> artifact_path(const std::filesystem::path& dir, const nlohmann::json& body) {
   if (dir.empty()) {

@@ -29,6 +29,7 @@ ApiError invalid_request(std::string message, std::string code = {});
 ApiError model_not_found(const std::string& requested);                          // 404
 ApiError context_length_exceeded(std::size_t prompt_tokens, std::size_t limit);  // 400
 ApiError unauthorized();                                                          // 401
+ApiError forbidden(std::string message);                                          // 403
 ApiError server_busy(std::string message);                                        // 503
 ApiError internal_error(std::string message);                                     // 500
 

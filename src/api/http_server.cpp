@@ -16,8 +16,10 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "api/access.h"
 #include "api/cache_artifacts.h"
 #include "api/cache_report.h"
+#include "api/cache_scope_report.h"
 #include "api/errors.h"
 #include "api/prompt_builder.h"
 #include "api/request_parser.h"
@@ -69,17 +71,6 @@ ApiError submit_error(scheduler::SubmitError error) {
   return internal_error(message);
 }
 
-// Compares in time that depends only on the length of `given`, not on where it differs from the
-// key, so the key cannot be guessed byte by byte from response times.
-bool same_secret(std::string_view given, std::string_view expected) {
-  if (expected.empty()) return false;
-  unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  for (std::size_t i = 0; i < given.size(); ++i) {
-    diff |= static_cast<unsigned char>(given[i] ^ expected[i % expected.size()]);
-  }
-  return diff == 0;
-}
-
 }  // namespace
 
 class HttpServer::Impl {
@@ -88,10 +79,13 @@ class HttpServer::Impl {
       : engine_(engine),
         scheduler_(scheduler),
         options_(std::move(options)),
+        keys_(options_.keys != nullptr      ? options_.keys
+              : options_.api_key.empty() ? nullptr
+                                         : std::make_shared<KeyStore>(KeyRing::single(options_.api_key))),
         served_id_(options_.model_alias.empty() ? engine.model().id : options_.model_alias),
         prompts_(engine.vocab(), model_chat_template(engine.model(), engine.vocab()),
                  engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint,
-                 engine.model().runtime_signature),
+                 engine.model().runtime_signature, options_.cache_isolation, options_.cache_shared_prefix),
         started_(unix_seconds()) {
     parse_options_.model_names = {served_id_};
     if (engine.model().id != served_id_) parse_options_.model_names.push_back(engine.model().id);
@@ -129,7 +123,7 @@ class HttpServer::Impl {
     http_.set_payload_max_length(options_.max_body_bytes);
 
     http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (options_.api_key.empty() || req.path == "/health" || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+      if (keys_ == nullptr || req.path == "/health" || caller_of(req)) return httplib::Server::HandlerResponse::Unhandled;
       send_error(res, unauthorized());
       return httplib::Server::HandlerResponse::Handled;
     });
@@ -186,36 +180,60 @@ class HttpServer::Impl {
     http_.Post("/v1/completions", completion);
     http_.Post("/completions", completion);
     if (options_.metrics) {
-      http_.Get("/metrics", guard([this](const httplib::Request&, httplib::Response& res) {
+      http_.Get("/metrics", guard([this](const httplib::Request& req, httplib::Response& res) {
+        const auto admin = caller_of(req).and_then([](const Caller& c) { return require_admin(c, "/metrics"); });
+        if (!admin) return send_error(res, admin.error());
         res.status = 200;
         const scheduler::SchedulerStats stats = scheduler_.stats();
-        res.set_content(metrics_text(stats) + ttft_metrics_text(stats) + cache_metrics_text(scheduler_.cache_stats()),
+        const cache::CacheStats cache = scheduler_.cache_stats();
+        res.set_content(metrics_text(stats) + ttft_metrics_text(stats) + cache_metrics_text(cache) +
+                            tenant_metrics_text(cache, TenantNames(keys_.get())),
                         "text/plain; version=0.0.4; charset=utf-8");
       }));
     }
-    http_.Get("/v1/cache/stats", guard([this](const httplib::Request&, httplib::Response& res) {
-      send_json(res, 200, cache_stats_json(scheduler_.cache_stats(), engine_.model()).dump());
+    http_.Get("/v1/cache/stats", guard([this](const httplib::Request& req, httplib::Response& res) {
+      const auto tenant = viewed_tenant(req);
+      if (!tenant) return send_error(res, tenant.error());
+      send_json(res, 200,
+                cache_view_json(scheduler_.cache_stats(), engine_.model(), *tenant, TenantNames(keys_.get())).dump());
     }));
     http_.Post("/v1/cache/save", guard([this](const httplib::Request& req, httplib::Response& res) { save_artifact(req, res); }));
     http_.Post("/v1/cache/load", guard([this](const httplib::Request& req, httplib::Response& res) { load_artifact(req, res); }));
-    http_.Post("/v1/cache/reset", guard([this](const httplib::Request&, httplib::Response& res) {
-      const cache::ResetReport report = scheduler_.reset_cache();
-      spdlog::info("cache reset: freed {} entries, {} bytes", report.entries, report.bytes);
+    http_.Post("/v1/cache/reset", guard([this](const httplib::Request& req, httplib::Response& res) {
+      const auto tenant = viewed_tenant(req);
+      if (!tenant) return send_error(res, tenant.error());
+      const cache::ResetReport report =
+          scheduler_.reset_cache(*tenant ? std::optional(tenant_scope(**tenant)) : std::nullopt);
+      spdlog::info("cache reset ({}): freed {} entries, {} bytes", tenant->value_or("every tenant"), report.entries,
+                   report.bytes);
       send_json(res, 200, cache_reset_json(report).dump());
     }));
   }
 
+  // The caller of a request (access.h).
+  std::expected<Caller, ApiError> caller_of(const httplib::Request& req) const {
+    return identify(keys_.get(), req.get_header_value("Authorization"), req.get_header_value("X-Api-Key"));
+  }
+
+  // The tenant a cache view or reset covers (access.h, view_tenant); nullopt: every tenant.
+  std::expected<std::optional<std::string>, ApiError> viewed_tenant(const httplib::Request& req) const {
+    return caller_of(req).and_then(
+        [&](const Caller& c) { return view_tenant(c, req.get_param_value("tenant")); });
+  }
+
   // POST /v1/cache/save (cache_artifacts.h).
   void save_artifact(const httplib::Request& req, httplib::Response& res) {
+    const auto caller = caller_of(req);
+    if (!caller) return send_error(res, caller.error());
     auto body = parse_json_object(req.body);
     if (!body) return send_error(res, body.error());
-    auto path = artifact_path(options_.artifact_dir, *body);
+    auto path = artifact_path(tenant_artifact_dir(options_.artifact_dir, caller->tenant), *body);
     if (!path) return send_error(res, path.error());
     std::function<cache::ArtifactInfo(cache::PrefixCache&)> save;
     if (body->contains("messages") || body->contains("prompt")) {
       const bool chat = body->contains("messages");
-      auto generation = chat ? build(parse_chat_request(req.body, parse_options_))
-                             : build(parse_completion_request(req.body, parse_options_));
+      auto generation = chat ? build(parse_chat_request(req.body, parse_options_), caller->tenant)
+                             : build(parse_completion_request(req.body, parse_options_), caller->tenant);
       if (!generation) return send_error(res, generation.error());
       save = [path = *path, g = std::move(*generation)](cache::PrefixCache& c) {
         const scheduler::CacheOptions& o = g.cache;
@@ -223,8 +241,8 @@ class HttpServer::Impl {
                                g.prompt, path);
       };
     } else if (const auto key = body->find("prompt_cache_key"); key != body->end() && key->is_string()) {
-      save = [path = *path, session = key->get<std::string>()](cache::PrefixCache& c) {
-        return c.save_session_artifact(cache::ScopeId{}, session, path);
+      save = [path = *path, scope = tenant_scope(caller->tenant), session = key->get<std::string>()](cache::PrefixCache& c) {
+        return c.save_session_artifact(scope, session, path);
       };
     } else {
       return send_error(res, invalid_request("say what to save: 'prompt_cache_key', 'messages' or 'prompt'"));
@@ -234,11 +252,15 @@ class HttpServer::Impl {
 
   // POST /v1/cache/load (cache_artifacts.h).
   void load_artifact(const httplib::Request& req, httplib::Response& res) {
+    const auto caller = caller_of(req);
+    if (!caller) return send_error(res, caller.error());
     auto body = parse_json_object(req.body);
     if (!body) return send_error(res, body.error());
-    auto path = artifact_path(options_.artifact_dir, *body);
+    auto path = artifact_path(tenant_artifact_dir(options_.artifact_dir, caller->tenant), *body);
     if (!path) return send_error(res, path.error());
-    run_artifact(res, "load", *path, [path = *path](cache::PrefixCache& c) { return c.load_artifact(path); });
+    run_artifact(res, "load", *path, [path = *path, scope = tenant_scope(caller->tenant)](cache::PrefixCache& c) {
+      return c.load_artifact(path, scope);
+    });
   }
 
   void run_artifact(httplib::Response& res, std::string_view operation, const std::filesystem::path& path,
@@ -259,9 +281,10 @@ class HttpServer::Impl {
   }
 
   template <class Parsed>
-  std::expected<scheduler::GenerationRequest, ApiError> build(std::expected<Parsed, ApiError> parsed) const {
+  std::expected<scheduler::GenerationRequest, ApiError> build(std::expected<Parsed, ApiError> parsed,
+                                                              std::string_view tenant) const {
     if (!parsed) return std::unexpected(parsed.error());
-    return prompts_.build(*parsed, scheduler_.max_prompt_tokens());
+    return prompts_.build(*parsed, scheduler_.max_prompt_tokens(), tenant);
   }
 
   bool bind_and_listen() {
@@ -318,14 +341,6 @@ class HttpServer::Impl {
     send_json(res, 200, dump_json(nlohmann::json{{"tokens", tokens}}));
   }
 
-  bool authorized(const httplib::Request& req) const {
-    constexpr std::string_view bearer = "Bearer ";
-    const std::string header = req.get_header_value("Authorization");
-    if (header.starts_with(bearer)) return same_secret(std::string_view(header).substr(bearer.size()), options_.api_key);
-    // Some clients (Anthropic-style SDKs, curl scripts) send the key alone.
-    return req.has_header("X-Api-Key") && same_secret(req.get_header_value("X-Api-Key"), options_.api_key);
-  }
-
   // httplib answered on its own (no route, body too large, unparsable request): give it our shape.
   void fill_transport_error(const httplib::Request& req, httplib::Response& res) const {
     ApiError error{.status = res.status};
@@ -358,7 +373,9 @@ class HttpServer::Impl {
   void serve(const httplib::Request& req, httplib::Response& res, std::expected<Parsed, ApiError> parsed,
              Endpoint endpoint) {
     if (!parsed) return send_error(res, parsed.error());
-    auto generation = prompts_.build(*parsed, scheduler_.max_prompt_tokens());
+    const auto caller = caller_of(req);
+    if (!caller) return send_error(res, caller.error());
+    auto generation = prompts_.build(*parsed, scheduler_.max_prompt_tokens(), caller->tenant);
     if (!generation) return send_error(res, generation.error());
     if (stopping_) return send_error(res, server_busy("the server is shutting down"));
     auto stream = scheduler_.submit(std::move(*generation));
@@ -409,6 +426,7 @@ class HttpServer::Impl {
   const engine::Engine& engine_;
   scheduler::Scheduler& scheduler_;
   ServerOptions options_;
+  std::shared_ptr<KeyStore> keys_;  // null: no auth
   std::string served_id_;
   ParseOptions parse_options_;
   PromptBuilder prompts_;

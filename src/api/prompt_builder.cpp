@@ -7,7 +7,6 @@
 #include <spdlog/spdlog.h>
 
 #include "api/cache_namespace.h"
-#include "api/tenants.h"
 #include "api/turn_layout.h"
 
 namespace prefixd::api {
@@ -41,11 +40,18 @@ ChatTemplate model_chat_template(const engine::ModelInfo& model, const engine::V
 }
 
 PromptBuilder::PromptBuilder(const engine::Vocabulary& vocab, ChatTemplate chat_template, std::string model_key,
-                             std::string runtime_signature)
+                             std::string runtime_signature, CacheIsolation isolation,
+                             std::string_view shared_prefix_text)
     : vocab_(vocab),
       template_(std::move(chat_template)),
       model_key_(std::move(model_key)),
-      runtime_signature_(std::move(runtime_signature)) {}
+      runtime_signature_(std::move(runtime_signature)),
+      isolation_(isolation) {
+  if (shared_prefix_text.empty()) return;
+  auto prefix = SharedPrefix::render(template_, vocab_, shared_prefix_text);
+  if (!prefix) throw std::invalid_argument("the shared prefix: " + prefix.error());
+  shared_prefix_ = std::move(*prefix);
+}
 
 std::expected<std::string, ApiError> PromptBuilder::render(const ChatRequest& request) const {
   auto text = template_.render(request.chat);
@@ -59,7 +65,8 @@ std::expected<std::string, ApiError> PromptBuilder::render(const ChatRequest& re
 }
 
 std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const ChatRequest& request,
-                                                                           std::int32_t max_prompt_tokens) const {
+                                                                           std::int32_t max_prompt_tokens,
+                                                                           std::string_view tenant) const {
   auto text = render(request);
   if (!text) return std::unexpected(text.error());
   // parse_special: the template's markers (<|im_start|>...) must become their single special
@@ -71,7 +78,7 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const
                                                            : TurnLayout{};
   auto built = finish(request.params, std::move(tokens),
                       template_signature(template_.source(), request.chat.extra_context, request.tool_choice, request.tools),
-                      max_prompt_tokens, "messages");
+                      max_prompt_tokens, "messages", tenant);
   if (built) {
     built->cache.boundaries = std::move(layout.boundaries);
     built->cache.continuation = std::move(layout.continuation);
@@ -80,21 +87,24 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const
 }
 
 std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const CompletionRequest& request,
-                                                                           std::int32_t max_prompt_tokens) const {
+                                                                           std::int32_t max_prompt_tokens,
+                                                                           std::string_view tenant) const {
   std::vector<engine::Token> tokens;
   if (const auto* text = std::get_if<std::string>(&request.prompt)) {
     tokens = vocab_.tokenize(*text, /*add_special=*/true, /*parse_special=*/true);
   } else {
     tokens = std::get<TokenPrompt>(request.prompt);
   }
-  return finish(request.params, std::move(tokens), std::string(kRawCompletionSignature), max_prompt_tokens, "prompt");
+  return finish(request.params, std::move(tokens), std::string(kRawCompletionSignature), max_prompt_tokens, "prompt",
+                tenant);
 }
 
 std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::finish(const CommonParams& params,
                                                                             std::vector<engine::Token> prompt,
                                                                             std::string template_signature,
                                                                             std::int32_t max_prompt_tokens,
-                                                                            const char* prompt_param) const {
+                                                                            const char* prompt_param,
+                                                                            std::string_view tenant) const {
   if (prompt.empty()) return std::unexpected(invalid_param(prompt_param, "the prompt has no tokens"));
   if (max_prompt_tokens >= 0 && prompt.size() > static_cast<std::size_t>(max_prompt_tokens)) {
     auto error = context_length_exceeded(prompt.size(), static_cast<std::size_t>(max_prompt_tokens));
@@ -113,8 +123,12 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::finish(cons
   out.cache.namespace_digest = namespace_digest(NamespaceFields{.model_id = model_key_,
                                                                 .template_signature = std::move(template_signature),
                                                                 .runtime_signature = runtime_signature_,
-                                                                .tenant = std::string(kDefaultTenant),
+                                                                .tenant = std::string(tenant),
                                                                 .cache_salt = params.cache.salt});
+  out.cache.scope = cache::scope_id(tenant);
+  // Session isolation: only the configured shared prefix, when the prompt starts with it, may come
+  // from other sessions.
+  if (isolation_ == CacheIsolation::session) out.cache.shared_prefix = shared_prefix_.length_in(out.prompt);
   return out;
 }
 
