@@ -25,21 +25,6 @@ const char* compaction_name(Compaction compaction) { return kCompactionNames.at(
 const char* outcome_name(Outcome outcome) { return kOutcomeNames.at(static_cast<size_t>(outcome)); }
 const char* tier_name(Tier tier) { return kTierNames.at(static_cast<size_t>(tier)); }
 
-Lineage PrefixCache::Impl::lineage_of(const RequestKey& key, std::uint64_t order) const {
-  Lineage lineage{key.namespace_digest};
-  if (key.shared_prefix == kNoFork) return lineage;
-  lineage.fork = std::max(0, key.shared_prefix);
-  std::string salt_input = "prefixd.session-salt.v1";
-  if (key.session.empty()) {
-    salt_input += digest_string(nonce_);
-    for (int i = 0; i < 8; ++i) salt_input.push_back(static_cast<char>(order >> (8 * i)));
-  } else {
-    salt_input += session_id(key);
-  }
-  lineage.salt = blake3_digest({reinterpret_cast<const std::uint8_t*>(salt_input.data()), salt_input.size()});
-  return lineage;
-}
-
 Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq) {
   if (!config_.enabled) {
     Acquisition bypass{Outcome::bypass};
@@ -361,7 +346,6 @@ void PrefixCache::Impl::repin(const std::string& ns) {
     lock(lease, m.length);
   }
 }
-
 
 PrefixCache::PrefixCache(engine::Engine& engine, CacheConfig config, std::vector<SeqId> holders, SeqId scratch,
                          SeqId pin)

@@ -1,5 +1,3 @@
-#include <set>
-
 #include "cache/prefix_cache_impl.h"
 
 namespace prefixd::cache {
@@ -140,45 +138,6 @@ ResetReport PrefixCache::Impl::reset() {
     const DiskStats disk = disk_->stats();
     report.entries += disk.files;
     report.bytes += disk_->clear();
-  }
-  publish();
-  return report;
-}
-
-ResetReport PrefixCache::Impl::reset_scope(const ScopeId& scope) {
-  ResetReport report;
-  // A namespace belongs to one scope: the scope's trees go whole.
-  std::set<std::string> namespaces;
-  for (const auto& [id, e] : entries_) {
-    if (e.scope == scope) namespaces.insert(e.lineage.ns);
-  }
-  const bool cells = engine::has_attention_cells(engine_.model());
-  for (const std::string& ns : namespaces) {
-    if (auto tree = trees_.find(ns); tree != trees_.end() && cells) {
-      report.bytes += static_cast<std::uint64_t>(tree->second.unique_tokens()) * engine_.model().kv_bytes_per_token;
-    }
-    std::erase_if(entries_, [&](const auto& item) {
-      const DeviceEntry& e = item.second;
-      if (e.lineage.ns != ns) return false;
-      engine_.remove_sequence(e.holder, 0, -1);
-      free_holders_.push_back(e.holder);
-      report.entries += 1;
-      return true;
-    });
-    trees_.erase(ns);
-    for (auto& [seq, lease] : leases_) {
-      if (lease.lineage.ns == ns) lease.locked = 0;  // their cells are their own now
-    }
-  }
-  for (const ScopeUsage& held : {host_.store().clear_scope(scope), checkpoints_.clear_scope(scope)}) {
-    report.entries += held.entries;
-    report.bytes += held.bytes;
-  }
-  std::erase_if(session_prompts_, [&](const auto& item) { return item.second.key.scope == scope; });
-  if (disk_) {
-    const ScopeUsage held = disk_->clear_scope(scope);
-    report.entries += held.entries;
-    report.bytes += held.bytes;
   }
   publish();
   return report;

@@ -1,7 +1,8 @@
 // prefixd cache — the PrefixCache's internals, shared by its implementation files:
 // prefix_cache.cpp (a request's life: acquire, in-flight hand-over, donate, release),
-// prefix_cache_eviction.cpp (budgets, demotion, eviction, compaction, reset) and
-// prefix_cache_stats.cpp (counters, published snapshot, self-check). Nothing outside src/cache
+// prefix_cache_eviction.cpp (budgets, demotion, eviction, compaction, reset),
+// prefix_cache_stats.cpp (counters, published snapshot, self-check) and prefix_cache_scopes.cpp
+// (lineages under session isolation, holdings per scope, a scope's reset). Nothing outside src/cache
 // includes this file.
 #pragma once
 
@@ -155,7 +156,7 @@ class PrefixCache::Impl {
   bool compaction_due() const;
   std::int64_t compact();
   ResetReport reset();
-  ResetReport reset_scope(const ScopeId& scope);
+  ResetReport reset_scope(const ScopeId& scope);  // prefix_cache_scopes.cpp
 
   // The disk tier (prefix_cache_disk.cpp).
   void flush_disk() {

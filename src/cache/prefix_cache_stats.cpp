@@ -87,26 +87,6 @@ void PrefixCache::Impl::record(const Acquisition& got, const ScopeId& scope) {
   }
 }
 
-std::map<ScopeId, ScopeStats> PrefixCache::Impl::scope_snapshot() const {
-  std::map<ScopeId, ScopeStats> out = scope_counters_;
-  // Device: a tree's cells are its scope's (a namespace has one scope).
-  std::unordered_map<std::string, ScopeId> tree_scope;
-  for (const auto& [id, e] : entries_) {
-    out[e.scope].device_entries += 1;
-    tree_scope.emplace(e.lineage.ns, e.scope);
-  }
-  if (engine::has_attention_cells(engine_.model())) {
-    for (const auto& [ns, scope] : tree_scope) {
-      ScopeStats& scoped = out[scope];
-      scoped.device_cells += trees_.at(ns).unique_tokens();
-      scoped.device_bytes = static_cast<std::uint64_t>(scoped.device_cells) * engine_.model().kv_bytes_per_token;
-    }
-  }
-  for (const auto& [scope, usage] : host_.store().usage_by_scope()) out[scope].host = usage;
-  for (const auto& [scope, usage] : checkpoints_.usage_by_scope()) out[scope].checkpoints = usage;
-  return out;
-}
-
 void PrefixCache::Impl::rebuild_pin() {
   if (pin_ < 0) return;
   engine_.remove_sequence(pin_, 0, -1);
