@@ -2,12 +2,22 @@
 
 #include <algorithm>
 
+#include "api/tenants.h"
+
 namespace prefixd::api {
 
 namespace {
 constexpr std::string_view kExtension = ".prefixd";
 constexpr std::size_t kMaxNameLength = 128;
 }  // namespace
+
+std::filesystem::path tenant_artifact_dir(const std::filesystem::path& base, std::string_view tenant) {
+  if (base.empty() || tenant == kDefaultTenant) return base;
+  std::filesystem::path dir = base / "tenants" / std::string(tenant);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // a failure surfaces as the save's I/O error
+  return dir;
+}
 
 std::expected<std::filesystem::path, ApiError> artifact_path(const std::filesystem::path& dir, const nlohmann::json& body) {
   if (dir.empty()) {
@@ -37,6 +47,7 @@ ApiError artifact_error(const cache::ArtifactError& error) {
     case Kind::version: out.status = 409; out.code = "artifact_version_mismatch"; break;
     case Kind::corrupt: out.status = 422; out.code = "artifact_corrupt"; break;
     case Kind::io: out.status = 500; out.code = "artifact_io_error"; out.type = "server_error"; break;
+    case Kind::scope: out.status = 403; out.code = "artifact_of_another_tenant"; out.type = "permission_error"; break;
   }
   return out;
 }

@@ -49,13 +49,15 @@ std::string canonical(const nlohmann::json& value) {
 }  // namespace
 
 std::string namespace_digest(const NamespaceFields& fields) {
-  return FieldHasher("prefixd.namespace.v1")
+  return FieldHasher("prefixd.namespace.v2")
       .field(fields.model_id)
       .field(fields.lora_id)
       .field(fields.template_signature)
       .field(fields.runtime_signature)
       .field(fields.multimodal_digest)
-      .field(fields.tenant_salt)
+      .field(fields.tenant)
+      .field(fields.cache_salt ? "present" : "absent")
+      .field(fields.cache_salt.value_or(""))
       .finish();
 }
 

@@ -2,10 +2,12 @@
 // requests may share K/V (see DESIGN.md, "Namespace").
 //
 // Digests are BLAKE3, domain-separated, with every field length-prefixed so that no two distinct
-// field lists hash the same bytes ("ab"+"c" vs "a"+"bc"). They are raw 32-byte strings, the form
-// scheduler::CacheOptions::namespace_digest carries.
+// field lists hash the same bytes ("ab"+"c" vs "a"+"bc"), and an optional field preceded by
+// whether it is present (an absent salt and an empty one are two encodings). They are raw 32-byte
+// strings, the form scheduler::CacheOptions::namespace_digest carries.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,7 +35,12 @@ struct NamespaceFields {
   // K and V cache types, flash attention, the full window cache, libllama's version.
   std::string runtime_signature;
   std::string multimodal_digest = std::string(kTextOnlyMultimodalDigest);
-  std::string tenant_salt;         // cache_salt: a wall between tenants
+  // The tenant the request's API key belongs to: derived by the server, never sent by a client, so
+  // two tenants never share K/V whatever else their requests carry.
+  std::string tenant;
+  // cache_salt: splits a tenant's space further (requests with different salts never share K/V);
+  // it can never join another tenant's space, since the tenant is a field of its own.
+  std::optional<std::string> cache_salt;
 };
 
 // 32 raw bytes. With model_id and runtime_signature filled as above, equal digests mean the same

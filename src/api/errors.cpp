@@ -46,6 +46,10 @@ ApiError unauthorized() {
                   .code = "invalid_api_key"};
 }
 
+ApiError forbidden(std::string message) {
+  return ApiError{.status = 403, .message = std::move(message), .type = "permission_error", .code = "forbidden"};
+}
+
 ApiError server_busy(std::string message) {
   return ApiError{.status = 503, .message = std::move(message), .type = "server_error", .code = "server_busy"};
 }

@@ -32,6 +32,7 @@ ApiError context_length_exceeded(std::size_t prompt_tokens, std::size_t limit); 
 // `min_tokens` (400, context_length_exceeded).
 ApiError context_length_exceeded_at_least(std::size_t min_tokens, std::size_t limit);
 ApiError unauthorized();                                                          // 401
+ApiError forbidden(std::string message);                                          // 403
 ApiError server_busy(std::string message);                                        // 503
 ApiError internal_error(std::string message);                                     // 500
 

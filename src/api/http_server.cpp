@@ -16,8 +16,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "api/access.h"
 #include "api/cache_artifacts.h"
 #include "api/cache_report.h"
+#include "api/cache_scope_report.h"
 #include "api/errors.h"
 #include "api/prompt_builder.h"
 #include "api/request_parser.h"
@@ -80,17 +82,6 @@ ApiError submit_error(scheduler::SubmitError error) {
   return internal_error(message);
 }
 
-// Compares in time that depends only on the length of `given`, not on where it differs from the
-// key, so the key cannot be guessed byte by byte from response times.
-bool same_secret(std::string_view given, std::string_view expected) {
-  if (expected.empty()) return false;
-  unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  for (std::size_t i = 0; i < given.size(); ++i) {
-    diff |= static_cast<unsigned char>(given[i] ^ expected[i % expected.size()]);
-  }
-  return diff == 0;
-}
-
 }  // namespace
 
 class HttpServer::Impl {
@@ -99,10 +90,15 @@ class HttpServer::Impl {
       : engine_(engine),
         scheduler_(scheduler),
         options_(std::move(options)),
+        keys_(options_.keys != nullptr      ? options_.keys
+              : options_.api_key.empty() ? nullptr
+                                         : std::make_shared<KeyStore>(KeyRing::single(options_.api_key))),
         served_id_(options_.model_alias.empty() ? engine.model().id : options_.model_alias),
         prompts_(engine.vocab(), model_chat_template(engine.model(), engine.vocab()),
                  engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint,
-                 engine.model().runtime_signature, PromptOptions{.allow_special_in_content = options_.allow_special_in_content}),
+                 engine.model().runtime_signature, PromptOptions{.allow_special_in_content = options_.allow_special_in_content,
+                               .isolation = options_.cache_isolation,
+                               .shared_prefix_text = options_.cache_shared_prefix}),
         started_(unix_seconds()),
         transport_(options_.http, http::Handlers{
                                       .handle = [this](http::Request& req) { return handle(req); },
@@ -135,7 +131,7 @@ class HttpServer::Impl {
   // take the server down: whatever escapes a handler becomes a 500.
   http::Response handle(http::Request& req) {
     try {
-      if (!options_.api_key.empty() && req.path != "/health" && !authorized(req)) return error_response(unauthorized());
+      if (keys_ != nullptr && req.path != "/health" && !caller_of(req)) return error_response(unauthorized());
       return route(req);
     } catch (const std::exception& e) {
       spdlog::error("{} {}: {}", req.method, req.path, e.what());
@@ -170,13 +166,20 @@ class HttpServer::Impl {
       return json_response(200, dump_json(*answer));
     }
     if (post && path == "/apply-template") return apply_template(req);
-    if (get && path == "/metrics" && options_.metrics) return metrics();
+    if (get && path == "/metrics" && options_.metrics) return metrics(req);
     if (get && path == "/v1/cache/stats") {
-      return json_response(200, cache_stats_json(scheduler_.cache_stats(), engine_.model()).dump());
+      const auto tenant = viewed_tenant(req);
+      if (!tenant) return error_response(tenant.error());
+      return json_response(
+          200, cache_view_json(scheduler_.cache_stats(), engine_.model(), *tenant, TenantNames(keys_.get())).dump());
     }
     if (post && path == "/v1/cache/reset") {
-      const cache::ResetReport report = scheduler_.reset_cache();
-      spdlog::info("cache reset: freed {} entries, {} bytes", report.entries, report.bytes);
+      const auto tenant = viewed_tenant(req);
+      if (!tenant) return error_response(tenant.error());
+      const cache::ResetReport report =
+          scheduler_.reset_cache(*tenant ? std::optional(tenant_scope(**tenant)) : std::nullopt);
+      spdlog::info("cache reset ({}): freed {} entries, {} bytes", tenant->value_or("every tenant"), report.entries,
+                   report.bytes);
       return json_response(200, cache_reset_json(report).dump());
     }
     if (post && path == "/v1/cache/save") return save_artifact(req);
@@ -206,13 +209,26 @@ class HttpServer::Impl {
     return json_response(200, dump_json(model_body(served_id_, engine_.model(), started_)));
   }
 
-  http::Response metrics() const {
+  http::Response metrics(const http::Request& req) const {
+    const auto admin = caller_of(req).and_then([](const Caller& c) { return require_admin(c, "/metrics"); });
+    if (!admin) return error_response(admin.error());
     const scheduler::SchedulerStats stats = scheduler_.stats();
+    const cache::CacheStats cache = scheduler_.cache_stats();
     return http::Response{.status = 200,
                           .content_type = "text/plain; version=0.0.4; charset=utf-8",
-                          .body = metrics_text(stats) + ttft_metrics_text(stats) +
-                                  cache_metrics_text(scheduler_.cache_stats()) +
+                          .body = metrics_text(stats) + ttft_metrics_text(stats) + cache_metrics_text(cache) +
+                                  tenant_metrics_text(cache, TenantNames(keys_.get())) +
                                   transport_metrics_text(transport_.stats())};
+  }
+
+  // The caller of a request (access.h).
+  std::expected<Caller, ApiError> caller_of(const http::Request& req) const {
+    return identify(keys_.get(), std::string(req.header("Authorization")), std::string(req.header("X-Api-Key")));
+  }
+
+  // The tenant a cache view or reset covers (access.h, view_tenant); nullopt: every tenant.
+  std::expected<std::optional<std::string>, ApiError> viewed_tenant(const http::Request& req) const {
+    return caller_of(req).and_then([&](const Caller& c) { return view_tenant(c, req.query_param("tenant")); });
   }
 
   http::Response apply_template(const http::Request& req) const {
@@ -225,22 +241,26 @@ class HttpServer::Impl {
 
   // POST /v1/cache/save (cache_artifacts.h).
   http::Response save_artifact(const http::Request& req) {
+    const auto caller = caller_of(req);
+    if (!caller) return error_response(caller.error());
     auto body = parse_json_object(req.body);
     if (!body) return error_response(body.error());
-    auto path = artifact_path(options_.artifact_dir, *body);
+    auto path = artifact_path(tenant_artifact_dir(options_.artifact_dir, caller->tenant), *body);
     if (!path) return error_response(path.error());
     std::function<cache::ArtifactInfo(cache::PrefixCache&)> save;
     if (body->contains("messages") || body->contains("prompt")) {
       const bool chat = body->contains("messages");
-      auto generation = chat ? build(parse_chat_request(req.body, parse_options_))
-                             : build(parse_completion_request(req.body, parse_options_));
+      auto generation = chat ? build(parse_chat_request(req.body, parse_options_), caller->tenant)
+                             : build(parse_completion_request(req.body, parse_options_), caller->tenant);
       if (!generation) return error_response(generation.error());
       save = [path = *path, g = std::move(*generation)](cache::PrefixCache& c) {
-        return c.save_artifact(g.cache.namespace_digest, g.prompt, path);
+        const scheduler::CacheOptions& o = g.cache;
+        return c.save_artifact(cache::RequestKey{o.namespace_digest, o.session_key, {}, o.scope, o.shared_prefix},
+                               g.prompt, path);
       };
     } else if (const auto key = body->find("prompt_cache_key"); key != body->end() && key->is_string()) {
-      save = [path = *path, session = key->get<std::string>()](cache::PrefixCache& c) {
-        return c.save_session_artifact(session, path);
+      save = [path = *path, scope = tenant_scope(caller->tenant), session = key->get<std::string>()](cache::PrefixCache& c) {
+        return c.save_session_artifact(scope, session, path);
       };
     } else {
       return error_response(invalid_request("say what to save: 'prompt_cache_key', 'messages' or 'prompt'"));
@@ -250,11 +270,15 @@ class HttpServer::Impl {
 
   // POST /v1/cache/load (cache_artifacts.h).
   http::Response load_artifact(const http::Request& req) {
+    const auto caller = caller_of(req);
+    if (!caller) return error_response(caller.error());
     auto body = parse_json_object(req.body);
     if (!body) return error_response(body.error());
-    auto path = artifact_path(options_.artifact_dir, *body);
+    auto path = artifact_path(tenant_artifact_dir(options_.artifact_dir, caller->tenant), *body);
     if (!path) return error_response(path.error());
-    return run_artifact("load", *path, [path = *path](cache::PrefixCache& c) { return c.load_artifact(path); });
+    return run_artifact("load", *path, [path = *path, scope = tenant_scope(caller->tenant)](cache::PrefixCache& c) {
+      return c.load_artifact(path, scope);
+    });
   }
 
   http::Response run_artifact(std::string_view operation, const std::filesystem::path& path,
@@ -275,17 +299,10 @@ class HttpServer::Impl {
   }
 
   template <class Parsed>
-  std::expected<scheduler::GenerationRequest, ApiError> build(std::expected<Parsed, ApiError> parsed) const {
+  std::expected<scheduler::GenerationRequest, ApiError> build(std::expected<Parsed, ApiError> parsed,
+                                                              std::string_view tenant) const {
     if (!parsed) return std::unexpected(parsed.error());
-    return prompts_.build(*parsed, scheduler_.max_prompt_tokens());
-  }
-
-  bool authorized(const http::Request& req) const {
-    constexpr std::string_view bearer = "Bearer ";
-    const std::string_view header = req.header("Authorization");
-    if (header.starts_with(bearer)) return same_secret(header.substr(bearer.size()), options_.api_key);
-    // Some clients (Anthropic-style SDKs, curl scripts) send the key alone.
-    return req.has_header("X-Api-Key") && same_secret(req.header("X-Api-Key"), options_.api_key);
+    return prompts_.build(*parsed, scheduler_.max_prompt_tokens(), tenant);
   }
 
   static ApiError shutting_down_error() {
@@ -306,7 +323,9 @@ class HttpServer::Impl {
   template <class Parsed>
   http::Response serve(const http::Request& req, std::expected<Parsed, ApiError> parsed, Endpoint endpoint) {
     if (!parsed) return error_response(parsed.error());
-    auto generation = prompts_.build(*parsed, scheduler_.max_prompt_tokens());
+    const auto caller = caller_of(req);
+    if (!caller) return error_response(caller.error());
+    auto generation = prompts_.build(*parsed, scheduler_.max_prompt_tokens(), caller->tenant);
     if (!generation) return error_response(generation.error());
     // The prompt now lives in `generation`; the request's text is not needed while it runs.
     const CommonParams params = std::move(parsed->params);
@@ -353,6 +372,7 @@ class HttpServer::Impl {
   const engine::Engine& engine_;
   scheduler::Scheduler& scheduler_;
   ServerOptions options_;
+  std::shared_ptr<KeyStore> keys_;  // null: no auth
   std::string served_id_;
   ParseOptions parse_options_;
   PromptBuilder prompts_;

@@ -57,7 +57,12 @@ PromptBuilder::PromptBuilder(const engine::Vocabulary& vocab, ChatTemplate chat_
       options_(options),
       coverage_(template_),
       special_text_(vocab.control_texts()),
-      limit_(vocab.token_span()) {}
+      limit_(vocab.token_span()) {
+  if (options_.shared_prefix_text.empty()) return;
+  auto prefix = SharedPrefix::render(template_, vocab_, options_.shared_prefix_text);
+  if (!prefix) throw std::invalid_argument("the shared prefix: " + prefix.error());
+  shared_prefix_ = std::move(*prefix);
+}
 
 std::expected<std::string, ApiError> PromptBuilder::render_input(const ChatInput& input) const {
   auto text = template_.render(input);
@@ -151,7 +156,8 @@ std::expected<PromptBuilder::ChatPrompt, ApiError> PromptBuilder::prepare(const 
 }
 
 std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const ChatRequest& request,
-                                                                           std::int32_t max_prompt_tokens) const {
+                                                                           std::int32_t max_prompt_tokens,
+                                                                           std::string_view tenant) const {
   auto prompt = prepare(request, max_prompt_tokens);
   if (!prompt) return std::unexpected(prompt.error());
   // Checked before the layout is computed, so an oversized prompt costs one tokenization.
@@ -168,7 +174,7 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const
   }
   auto built = finish(request.params, std::move(prompt->tokens),
                       template_signature(template_.source(), request.chat.extra_context, request.tool_choice, request.tools),
-                      max_prompt_tokens, "messages");
+                      max_prompt_tokens, "messages", tenant);
   if (built) {
     built->cache.boundaries = std::move(layout.boundaries);
     built->cache.continuation = std::move(layout.continuation);
@@ -191,7 +197,8 @@ std::expected<std::vector<engine::Token>, ApiError> PromptBuilder::tokenize(std:
 }
 
 std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const CompletionRequest& request,
-                                                                           std::int32_t max_prompt_tokens) const {
+                                                                           std::int32_t max_prompt_tokens,
+                                                                           std::string_view tenant) const {
   std::vector<engine::Token> tokens;
   if (const auto* text = std::get_if<std::string>(&request.prompt)) {
     // The caller writes the whole prompt, markers included: special tokens are parsed everywhere.
@@ -200,14 +207,16 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const
   } else {
     tokens = std::get<TokenPrompt>(request.prompt);
   }
-  return finish(request.params, std::move(tokens), std::string(kRawCompletionSignature), max_prompt_tokens, "prompt");
+  return finish(request.params, std::move(tokens), std::string(kRawCompletionSignature), max_prompt_tokens, "prompt",
+                tenant);
 }
 
 std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::finish(const CommonParams& params,
                                                                             std::vector<engine::Token> prompt,
                                                                             std::string template_signature,
                                                                             std::int32_t max_prompt_tokens,
-                                                                            const char* prompt_param) const {
+                                                                            const char* prompt_param,
+                                                                            std::string_view tenant) const {
   if (prompt.empty()) return std::unexpected(invalid_param(prompt_param, "the prompt has no tokens"));
   if (max_prompt_tokens >= 0 && prompt.size() > static_cast<std::size_t>(max_prompt_tokens)) {
     auto error = context_length_exceeded(prompt.size(), static_cast<std::size_t>(max_prompt_tokens));
@@ -226,7 +235,12 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::finish(cons
   out.cache.namespace_digest = namespace_digest(NamespaceFields{.model_id = model_key_,
                                                                 .template_signature = std::move(template_signature),
                                                                 .runtime_signature = runtime_signature_,
-                                                                .tenant_salt = params.cache.salt});
+                                                                .tenant = std::string(tenant),
+                                                                .cache_salt = params.cache.salt});
+  out.cache.scope = cache::scope_id(tenant);
+  // Session isolation: only the configured shared prefix, when the prompt starts with it, may come
+  // from other sessions.
+  if (options_.isolation == CacheIsolation::session) out.cache.shared_prefix = shared_prefix_.length_in(out.prompt);
   return out;
 }
 

@@ -1,5 +1,6 @@
 // prefixd api — turns a validated request into the scheduler's GenerationRequest: renders the
-// chat template, tokenizes, checks the prompt length, and computes the cache namespace.
+// chat template, tokenizes, checks the prompt length, and computes the cache namespace (with the
+// caller's tenant in it), scope and, under session isolation, the shareable prefix length.
 #pragma once
 
 #include <cstdint>
@@ -9,12 +10,14 @@
 #include <string_view>
 #include <vector>
 
+#include "api/cache_isolation.h"
 #include "api/chat_template.h"
 #include "api/errors.h"
 #include "api/prompt_limit.h"
 #include "api/request_parser.h"
 #include "api/special_text.h"
 #include "api/template_coverage.h"
+#include "api/tenants.h"
 #include "engine/engine.h"
 #include "scheduler/request.h"
 
@@ -27,6 +30,9 @@ struct PromptOptions {
   // --allow-special-in-content: special-token strings in messages become control tokens, as the
   // template's own markers do (the behaviour before client text was kept as text).
   bool allow_special_in_content = false;
+  CacheIsolation isolation = CacheIsolation::tenant;
+  // Under session isolation, the system prompt every session of a tenant shares (empty: none).
+  std::string shared_prefix_text;
 };
 
 class PromptBuilder {
@@ -34,16 +40,21 @@ class PromptBuilder {
   // `vocab` must outlive the builder. `model_key` identifies the weights in the cache namespace
   // (the model fingerprint), `runtime_signature` the context settings that change K/V
   // (engine::ModelInfo::runtime_signature); see NamespaceFields. Renders a few probe
-  // conversations to learn what the template keeps (template_coverage.h).
+  // conversations to learn what the template keeps (template_coverage.h). `options.isolation` and
+  // `options.shared_prefix_text` decide CacheOptions::shared_prefix. Throws std::invalid_argument
+  // when the template cannot render the shared prefix.
   PromptBuilder(const engine::Vocabulary& vocab, ChatTemplate chat_template, std::string model_key,
                 std::string runtime_signature, PromptOptions options = {});
 
   // Thread-safe. Rejects a template that refuses the conversation or would drop a message, an
-  // empty prompt and a prompt longer than `max_prompt_tokens`.
+  // empty prompt and a prompt longer than `max_prompt_tokens`. `tenant` is the caller's: a
+  // namespace field of its own and the request's cache scope.
   std::expected<scheduler::GenerationRequest, ApiError> build(const ChatRequest& request,
-                                                              std::int32_t max_prompt_tokens) const;
+                                                              std::int32_t max_prompt_tokens,
+                                                              std::string_view tenant = kDefaultTenant) const;
   std::expected<scheduler::GenerationRequest, ApiError> build(const CompletionRequest& request,
-                                                              std::int32_t max_prompt_tokens) const;
+                                                              std::int32_t max_prompt_tokens,
+                                                              std::string_view tenant = kDefaultTenant) const;
 
   // The 400 (context_length_exceeded) for a chat or completion body whose prompt text is surely
   // longer than `max_prompt_tokens`, read from the raw body before it is parsed (body_scan.h);
@@ -65,6 +76,8 @@ class PromptBuilder {
 
   const ChatTemplate& chat_template() const { return template_; }
   const TemplateCoverage& coverage() const { return coverage_; }
+  CacheIsolation isolation() const { return options_.isolation; }
+  std::size_t shared_prefix_tokens() const { return shared_prefix_.size(); }
 
  private:
   struct ChatPrompt;
@@ -75,7 +88,7 @@ class PromptBuilder {
                                                                std::vector<engine::Token> prompt,
                                                                std::string template_signature,
                                                                std::int32_t max_prompt_tokens,
-                                                               const char* prompt_param) const;
+                                                               const char* prompt_param, std::string_view tenant) const;
 
   const engine::Vocabulary& vocab_;
   ChatTemplate template_;
@@ -85,6 +98,7 @@ class PromptBuilder {
   TemplateCoverage coverage_;
   SpecialTextGuard special_text_;
   PromptLimit limit_;
+  SharedPrefix shared_prefix_;
 };
 
 }  // namespace prefixd::api

@@ -184,7 +184,10 @@ CacheFields parse_cache_fields(const FieldReader& in, const ParseOptions& option
   const auto key = in.string("prompt_cache_key", /*extended=*/true);
   const auto user = in.string("user");
   cache.session_key = key ? *key : user.value_or("");
-  cache.salt = in.string("cache_salt", /*extended=*/true).value_or("");
+  cache.salt = in.string("cache_salt", /*extended=*/true);
+  // An empty salt used to mean "no salt": a client that meant to separate itself and sent "" by
+  // mistake would silently share. Absent is the only way to say none.
+  if (cache.salt && cache.salt->empty()) reject("cache_salt", "'cache_salt' must be a non-empty string when present");
   return cache;
 }
 

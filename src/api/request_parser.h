@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <expected>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -34,7 +35,9 @@ inline constexpr int kMaxJsonDepth = 128;  // arrays and objects nested deeper a
 struct CacheFields {
   bool enabled = true;       // cache_prompt (root or extra_body) && the server default
   std::string session_key;   // prompt_cache_key > user > ""
-  std::string salt;          // cache_salt: tenants with different salts never share K/V
+  // cache_salt: requests with different salts never share K/V (within the caller's tenant, whose id
+  // is a namespace field of its own). nullopt when absent; never empty.
+  std::optional<std::string> salt;
 };
 
 // What /v1/chat/completions and /v1/completions have in common.

@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "api/cache_isolation.h"
+#include "api/tenants.h"
 #include "engine/engine.h"
 #include "http/server.h"
 #include "scheduler/scheduler.h"
@@ -19,12 +21,17 @@ namespace prefixd::api {
 
 struct ServerOptions {
   http::ServerOptions http;               // address, workers, connection limits and timeouts
-  std::string api_key;                    // empty: no auth
+  std::string api_key;                    // one admin key of the default tenant; empty: see `keys`
+  // The key ring (--api-keys), reloaded by its owner; null with an empty api_key: no auth, every
+  // request is the default tenant's.
+  std::shared_ptr<KeyStore> keys;
   std::string model_alias;                // served model id; empty: the engine's model id
   bool metrics = true;                    // serve GET /metrics
   bool cache_prompt_default = true;       // false: --no-cache-prompt, every request bypasses
   std::string artifact_dir;               // POST /v1/cache/save and /load; empty: off
   bool allow_special_in_content = false;  // special-token strings in messages act as control tokens
+  CacheIsolation cache_isolation = CacheIsolation::tenant;
+  std::string cache_shared_prefix;        // text every session of a tenant shares (session isolation)
 };
 
 class HttpServer {

@@ -18,8 +18,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::array<std::uint8_t, 8> kMagic = {'P', 'F', 'X', 'D', 'A', 'R', 'T', '\n'};
-// magic, version, record count, model, ns, token count, reserved, created, checksum
-constexpr std::size_t kFixedBytes = 8 + 4 + 4 + 32 + 32 + 4 + 4 + 8 + 8;
+// magic, version, record count, model, ns, scope, salt, token count, fork, created, checksum
+constexpr std::size_t kFixedBytes = 8 + 4 + 4 + 32 * 4 + 4 + 4 + 8 + 8;
+constexpr std::size_t kTokenCountAt = 16 + 32 * 4;
 constexpr std::uint32_t kMaxTokens = 1u << 24;
 constexpr std::uint32_t kMaxRecords = 1u << 20;
 
@@ -61,8 +62,10 @@ ArtifactInfo write_artifact(const fs::path& path, const Artifact& artifact) {
   put_u32(header, static_cast<std::uint32_t>(artifact.records.size()));
   header.insert(header.end(), artifact.model.begin(), artifact.model.end());
   header.insert(header.end(), artifact.ns.begin(), artifact.ns.end());
+  header.insert(header.end(), artifact.scope.begin(), artifact.scope.end());
+  header.insert(header.end(), artifact.salt.begin(), artifact.salt.end());
   put_u32(header, static_cast<std::uint32_t>(artifact.tokens.size()));
-  put_u32(header, 0);
+  put_u32(header, static_cast<std::uint32_t>(artifact.fork));
   put_u64(header, static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                  std::chrono::system_clock::now().time_since_epoch())
                                                  .count()));
@@ -111,7 +114,10 @@ Artifact read_artifact(const fs::path& path, const Digest& model) {
   Artifact out;
   std::memcpy(out.model.data(), all.data() + 16, 32);
   std::memcpy(out.ns.data(), all.data() + 48, 32);
-  const std::uint32_t token_count = get_u32(all, 80);
+  std::memcpy(out.scope.data(), all.data() + 80, 32);
+  std::memcpy(out.salt.data(), all.data() + 112, 32);
+  const std::uint32_t token_count = get_u32(all, kTokenCountAt);
+  out.fork = static_cast<std::int32_t>(get_u32(all, kTokenCountAt + 4));
   if (token_count > kMaxTokens || record_count > kMaxRecords) corrupt(path, "impossible counts");
   const std::size_t header_bytes = kFixedBytes + static_cast<std::size_t>(token_count) * 4;
   if (all.size() < header_bytes) corrupt(path, "truncated header");
@@ -136,6 +142,7 @@ Artifact read_artifact(const fs::path& path, const Digest& model) {
     const RecordMeta& meta = decoded.record.meta;
     // Segments tile the prefix from 0 in order, holding its tokens; a checkpoint ends it.
     if (meta.ns != out.ns) corrupt(path, "a record of another namespace");
+    if (meta.scope != out.scope) corrupt(path, "a record of another scope");
     if (meta.kind == RecordKind::segment) {
       const auto n = static_cast<engine::Pos>(meta.tokens.size());
       if (meta.begin != next || next + n > static_cast<engine::Pos>(token_count) ||

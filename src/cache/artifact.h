@@ -1,8 +1,8 @@
 // prefixd cache — artifacts: a cached prefix saved under a name, to be loaded back later (after a
 // restart, on another machine with the same model file and settings).
 //
-// One file: a header (magic, format version, model key, namespace digest, the prefix's tokens,
-// the record count, a checksum of all of it), then the prefix's records, each in the disk tier's
+// One file: a header (magic, format version, model key, namespace digest, scope, the lineage's
+// fork and salt, the prefix's tokens, the record count, a checksum of all of it), then the prefix's records, each in the disk tier's
 // self-verifying encoding (disk_format.h): its attention segments in position order and, for
 // models that resume only at checkpoints, the checkpoint at its end. Loading verifies the header
 // and every record before anything is stored, so a refused artifact changes nothing.
@@ -18,11 +18,13 @@
 
 namespace prefixd::cache {
 
-inline constexpr std::uint32_t kArtifactFormatVersion = 1;
+// 2: the header names the scope and the lineage's fork (session isolation); records carry scopes.
+inline constexpr std::uint32_t kArtifactFormatVersion = 2;
 
 class ArtifactError : public std::runtime_error {
  public:
-  enum class Kind { not_found, nothing_cached, model, version, corrupt, io };
+  // scope: the artifact belongs to another scope than the one loading it.
+  enum class Kind { not_found, nothing_cached, model, version, corrupt, io, scope };
   ArtifactError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   Kind kind() const { return kind_; }
 
@@ -33,6 +35,9 @@ class ArtifactError : public std::runtime_error {
 struct Artifact {
   Digest model{};
   Digest ns{};
+  ScopeId scope{};                     // whose prefix it is; every record carries the same
+  std::int32_t fork = kNoFork;         // the lineage its records are addressed in (with `ns`)
+  Digest salt{};
   std::vector<engine::Token> tokens;  // the prefix the records rebuild
   std::vector<Record> records;         // segments in position order, then at most one checkpoint
 };

@@ -133,16 +133,38 @@ Digest BlockHasher::next(const Digest& parent, std::span<const engine::Token> bl
   return hash(buffer);
 }
 
-std::vector<Digest> BlockHasher::chain(std::string_view namespace_digest, std::span<const engine::Token> tokens) const {
+Digest BlockHasher::forked(const Digest& parent, const Digest& salt) const {
+  static constexpr std::string_view kTag = "prefixd.fork";
+  std::array<std::uint8_t, 32 + kTag.size() + 32> buffer{};
+  std::memcpy(buffer.data(), parent.data(), parent.size());
+  std::memcpy(buffer.data() + parent.size(), kTag.data(), kTag.size());
+  std::memcpy(buffer.data() + parent.size() + kTag.size(), salt.data(), salt.size());
+  return hash(buffer);
+}
+
+std::vector<Digest> BlockHasher::chain(const Lineage& lineage, std::span<const engine::Token> tokens) const {
   std::vector<Digest> out;
-  const size_t blocks = tokens.size() / static_cast<size_t>(block_size_);
+  const auto block = static_cast<size_t>(block_size_);
+  const size_t blocks = tokens.size() / block;
   out.reserve(blocks);
-  Digest h = root(namespace_digest);
+  Digest h = root(lineage.ns);
   for (size_t i = 0; i < blocks; ++i) {
-    h = next(h, tokens.subspan(i * static_cast<size_t>(block_size_), static_cast<size_t>(block_size_)));
+    const auto begin = static_cast<std::int32_t>(i * block);
+    if (lineage.forks_within(begin, begin + block_size_)) h = forked(h, lineage.salt);
+    h = next(h, tokens.subspan(i * block, block));
     out.push_back(h);
   }
   return out;
+}
+
+Digest BlockHasher::parent(const Lineage& lineage, std::span<const Digest> chain, std::int32_t begin,
+                           std::int32_t stop) const {
+  const Digest before = begin == 0 ? root(lineage.ns) : chain[static_cast<size_t>(begin / block_size_) - 1];
+  return lineage.forks_within(begin, stop) ? forked(before, lineage.salt) : before;
+}
+
+std::vector<Digest> BlockHasher::chain(std::string_view namespace_digest, std::span<const engine::Token> tokens) const {
+  return chain(Lineage{std::string(namespace_digest)}, tokens);
 }
 
 }  // namespace prefixd::cache

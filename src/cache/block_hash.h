@@ -4,10 +4,15 @@
 // hash covers its parent's hash and its own tokens: h(n) = H(h(n-1) || tokens of block n, as
 // little-endian int32). Two servers that load the same model compute the same chain for the same
 // prefix, so a chain hash names the same K/V anywhere: it keys the host, disk and shared tiers.
+//
+// A lineage may fork (session isolation): the first span that reaches past the fork position
+// hangs off its parent mixed with a salt, so everything past the fork is addressed differently for
+// every salt, while the content before it keeps the namespace's own addresses and stays shared.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -36,6 +41,19 @@ struct DigestHash {
   }
 };
 
+// No fork: the whole chain is the namespace's.
+inline constexpr std::int32_t kNoFork = std::numeric_limits<std::int32_t>::max();
+
+// How a prompt's content addresses are rooted: the namespace digest, and from position `fork` on,
+// a salt. Positions [0, fork) are addressed as in any lineage of the namespace; a block, segment
+// or checkpoint that covers position `fork` or later is addressed under the salt alone.
+struct Lineage {
+  std::string ns;               // namespace digest, 32 raw bytes
+  std::int32_t fork = kNoFork;
+  Digest salt{};
+  bool forks_within(std::int32_t begin, std::int32_t stop) const { return begin <= fork && fork < stop; }
+};
+
 class BlockHasher {
  public:
   BlockHasher(HashAlgorithm algorithm, std::int32_t block_size);
@@ -48,6 +66,16 @@ class BlockHasher {
   Digest next(const Digest& parent, std::span<const engine::Token> block) const;
   // Hashes of every whole block of `tokens`: element i covers tokens [0, (i+1) * block_size).
   std::vector<Digest> chain(std::string_view namespace_digest, std::span<const engine::Token> tokens) const;
+  // The same in a lineage: the block covering position `fork` hangs off its parent mixed with the
+  // salt (forked()), so it and every later block differ per salt.
+  std::vector<Digest> chain(const Lineage& lineage, std::span<const engine::Token> tokens) const;
+  // What a span of the prompt starting at `begin` (a block boundary) and ending at `stop` hangs
+  // off: the chain hash before it (the root at 0), forked when the span covers the fork.
+  // `chain` is chain(lineage, ...) of at least the blocks before `begin`.
+  Digest parent(const Lineage& lineage, std::span<const Digest> chain, std::int32_t begin, std::int32_t stop) const;
+  // A parent digest mixed with a salt. The input (parent, a domain tag, salt: 76 bytes) has a
+  // length no token block (parent + 4 bytes per token) can have.
+  Digest forked(const Digest& parent, const Digest& salt) const;
 
  private:
   Digest hash(std::span<const std::uint8_t> data) const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <unordered_set>
 
 namespace prefixd::cache {
 
@@ -18,37 +19,39 @@ CheckpointStore::CheckpointStore(const BlockHasher& hasher, std::uint64_t capaci
     : hasher_(hasher), capacity_bytes_(capacity_bytes), max_entries_(std::max<std::int64_t>(0, max_entries)),
       per_session_(std::max(1, per_session)) {}
 
-Digest CheckpointStore::key_of(std::string_view ns, std::span<const Token> tokens, std::span<const Digest> chain,
+Digest CheckpointStore::key_of(const Lineage& lineage, std::span<const Token> tokens, std::span<const Digest> chain,
                                Pos position) const {
   const std::int32_t block = hasher_.block_size();
   const auto whole = static_cast<size_t>(position / block);
-  const Digest parent = whole == 0 ? hasher_.root(ns) : chain[whole - 1];
+  const Digest parent = hasher_.parent(lineage, chain, static_cast<Pos>(whole) * block, position);
   // The partial block is hashed even when empty, so a checkpoint's key never equals the chain
   // hash that names a host segment ending at the same position.
   return hasher_.next(parent, tokens.subspan(whole * static_cast<size_t>(block), static_cast<size_t>(position) - whole * static_cast<size_t>(block)));
 }
 
-bool CheckpointStore::save(std::string_view ns, std::span<const Token> prefix, std::span<const Digest> chain,
+bool CheckpointStore::save(const Lineage& lineage, std::span<const Token> prefix, std::span<const Digest> chain,
                            engine::Bytes state, const std::string& session, CheckpointKind kind,
-                           engine::Pos window_from) {
+                           engine::Pos window_from, const ScopeId& scope) {
   const auto position = static_cast<Pos>(prefix.size());
   if (position <= 0 || state.empty()) return false;
-  const Digest key = key_of(ns, prefix, chain, position);
+  const std::string& ns = lineage.ns;
+  const Digest key = key_of(lineage, prefix, chain, position);
   if (entries_.contains(key)) {
     touch(key);
-    keep_in_chain(session, key, ns, position, kind, prefix, chain);
+    keep_in_chain(session, key, lineage, position, kind, prefix, chain);
     return true;
   }
   if (state.size() > capacity_bytes_ || max_entries_ == 0) return false;
   evict_lru_for(state.size());
   lru_.push_front(key);
   Slot& slot = entries_[key];
-  slot = Slot{Checkpoint{std::string(ns), position, std::move(state), std::chrono::steady_clock::now(), window_from},
+  slot = Slot{Checkpoint{ns, position, std::move(state), std::chrono::steady_clock::now(), window_from, scope},
               lru_.begin()};
   bytes_ += slot.checkpoint.state.size();
-  positions_[std::string(ns)][position] += 1;
+  by_scope_[scope].add(slot.checkpoint.state.size(), 0);
+  positions_[ns][position] += 1;
   counters_.saved += 1;
-  keep_in_chain(session, key, ns, position, kind, prefix, chain);
+  keep_in_chain(session, key, lineage, position, kind, prefix, chain);
   return true;
 }
 
@@ -63,14 +66,14 @@ void CheckpointStore::evict_lru_for(std::uint64_t incoming) {
   }
 }
 
-CheckpointStore::Found CheckpointStore::find(std::string_view ns, std::span<const Token> query,
+CheckpointStore::Found CheckpointStore::find(const Lineage& lineage, std::span<const Token> query,
                                              std::span<const Digest> chain, Pos limit) const {
-  auto index = positions_.find(std::string(ns));
+  auto index = positions_.find(lineage.ns);
   if (index == positions_.end()) return {};
   limit = std::min<Pos>(limit, static_cast<Pos>(query.size()));
   for (auto it = index->second.upper_bound(limit); it != index->second.begin();) {
     --it;
-    const Digest key = key_of(ns, query, chain, it->first);
+    const Digest key = key_of(lineage, query, chain, it->first);
     if (auto found = entries_.find(key); found != entries_.end()) return {key, it->first, &found->second.checkpoint};
   }
   return {};
@@ -81,7 +84,7 @@ void CheckpointStore::used(const Digest& key, const std::string& session) {
   counters_.restored += 1;
   touch(key);
   const Checkpoint& c = entries_.at(key).checkpoint;
-  keep_in_chain(session, key, c.ns, c.position, CheckpointKind::boundary);
+  keep_in_chain(session, key, Lineage{c.ns}, c.position, CheckpointKind::boundary);
 }
 
 void CheckpointStore::touch(const Digest& key) {
@@ -90,8 +93,12 @@ void CheckpointStore::touch(const Digest& key) {
   slot.checkpoint.last_used = std::chrono::steady_clock::now();
 }
 
-void CheckpointStore::keep_in_chain(const std::string& session, const Digest& key, std::string_view ns, Pos position,
-                                    CheckpointKind kind, std::span<const Token> prefix, std::span<const Digest> chain) {
+// (Only the namespace of `lineage` is kept in a link; its fork matters only for the keys of
+// `prefix`, which a prompt end compares.)
+void CheckpointStore::keep_in_chain(const std::string& session, const Digest& key, const Lineage& lineage,
+                                    Pos position, CheckpointKind kind, std::span<const Token> prefix,
+                                    std::span<const Digest> chain) {
+  const std::string& ns = lineage.ns;
   if (session.empty()) return;  // anonymous requests share no chain; their checkpoints live by LRU
   Chain& links = chains_[session];
   if (kind == CheckpointKind::prompt_end && !prefix.empty()) {
@@ -100,14 +107,14 @@ void CheckpointStore::keep_in_chain(const std::string& session, const Digest& ke
     std::vector<Digest> superseded;
     std::erase_if(links, [&](const Link& l) {
       const bool extended = l.end && l.ns == ns && l.position + 1 < position && l.key != key &&
-                            key_of(ns, prefix, chain, l.position) == l.key;
+                            key_of(lineage, prefix, chain, l.position) == l.key;
       if (extended) superseded.push_back(l.key);
       return extended;
     });
     for (const Digest& old : superseded) unlink(old);
   }
   if (std::ranges::any_of(links, [&](const Link& l) { return l.key == key; })) return;
-  links.push_back(Link{key, std::string(ns), position, kind != CheckpointKind::boundary});
+  links.push_back(Link{key, ns, position, kind != CheckpointKind::boundary});
   links_[key] += 1;
   while (static_cast<std::int32_t>(links.size()) > per_session_) {
     // The oldest link goes: a conversation's newest turns are the ones its next request resumes.
@@ -136,6 +143,8 @@ void CheckpointStore::remove(const Digest& key) {
   auto it = entries_.find(key);
   const Checkpoint& c = it->second.checkpoint;
   bytes_ -= c.state.size();
+  by_scope_[c.scope].remove(c.state.size(), 0);
+  settle(by_scope_, c.scope);
   auto index = positions_.find(c.ns);
   if (--index->second[c.position] == 0) index->second.erase(c.position);
   if (index->second.empty()) positions_.erase(index);
@@ -143,9 +152,10 @@ void CheckpointStore::remove(const Digest& key) {
   entries_.erase(it);
 }
 
-std::optional<Refusal> CheckpointStore::classify_refusal(const std::string& session, std::string_view ns,
+std::optional<Refusal> CheckpointStore::classify_refusal(const std::string& session, const Lineage& lineage,
                                                          std::span<const Token> query, std::span<const Digest> chain,
                                                          Pos reused) {
+  const std::string& ns = lineage.ns;
   auto it = chains_.find(session);
   if (session.empty() || it == chains_.end()) return std::nullopt;
   // The link that would have served furthest decides: evicted (its prefix matches but the state is
@@ -157,7 +167,7 @@ std::optional<Refusal> CheckpointStore::classify_refusal(const std::string& sess
     Refusal why = Refusal::diverged;
     if (link.ns != ns) {
       why = Refusal::ns;
-    } else if (key_of(ns, query, chain, link.position) == link.key) {
+    } else if (key_of(lineage, query, chain, link.position) == link.key) {
       if (entries_.contains(link.key)) continue;  // usable: not a refusal (the attention part was missing)
       why = Refusal::evicted;
     }
@@ -191,8 +201,30 @@ std::uint64_t CheckpointStore::clear() {
   positions_.clear();
   chains_.clear();
   links_.clear();
+  by_scope_.clear();
   bytes_ = 0;
   return freed;
+}
+
+ScopeUsage CheckpointStore::clear_scope(const ScopeId& scope) {
+  const auto it = by_scope_.find(scope);
+  if (it == by_scope_.end()) return {};
+  const ScopeUsage held = it->second;
+  std::unordered_set<Digest, DigestHash> keys;
+  for (const auto& [key, slot] : entries_) {
+    if (slot.checkpoint.scope == scope) keys.insert(key);
+  }
+  for (const Digest& key : keys) remove(key);
+  // Links to the removed checkpoints would count them as evicted: the chains forget them.
+  for (auto& [session, chain] : chains_) {
+    std::erase_if(chain, [&](const Link& l) {
+      if (!keys.contains(l.key)) return false;
+      if (auto link = links_.find(l.key); link != links_.end() && --link->second == 0) links_.erase(link);
+      return true;
+    });
+  }
+  std::erase_if(chains_, [](const auto& item) { return item.second.empty(); });
+  return held;
 }
 
 std::string CheckpointStore::verify() const {

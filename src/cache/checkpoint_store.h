@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cache/block_hash.h"
+#include "cache/scope.h"
 #include "engine/types.h"
 
 namespace prefixd::cache {
@@ -43,6 +44,7 @@ struct Checkpoint {
   // Window-only sliding-window models: the state's window cells are known to run unbroken from
   // here to `position` (0 otherwise).
   engine::Pos window_from = 0;
+  ScopeId scope{};
 };
 
 // Why a session's checkpoint that would have served a request further was not used.
@@ -70,8 +72,9 @@ class CheckpointStore {
   CheckpointStore(const BlockHasher& hasher, std::uint64_t capacity_bytes, std::int64_t max_entries,
                   std::int32_t per_session);
 
-  // The key of the state after tokens [0, position) of `tokens` (chain: hasher.chain of them).
-  Digest key_of(std::string_view ns, std::span<const engine::Token> tokens, std::span<const Digest> chain,
+  // The key of the state after tokens [0, position) of `tokens` in `lineage` (chain:
+  // hasher.chain(lineage, them)): a position past the lineage's fork is addressed under its salt.
+  Digest key_of(const Lineage& lineage, std::span<const engine::Token> tokens, std::span<const Digest> chain,
                 engine::Pos position) const;
 
   bool contains(const Digest& key) const { return entries_.contains(key); }
@@ -80,21 +83,25 @@ class CheckpointStore {
   // request that resends or extends exactly that prefix, so it leaves the session's chain once the
   // session computes a prompt further along the same prefix (more than one token further: a
   // prompt's last two positions are a pair). Returns false when it does not fit.
-  bool save(std::string_view ns, std::span<const engine::Token> prefix, std::span<const Digest> chain,
-            engine::Bytes state, const std::string& session, CheckpointKind kind, engine::Pos window_from = 0);
+  bool save(const Lineage& lineage, std::span<const engine::Token> prefix, std::span<const Digest> chain,
+            engine::Bytes state, const std::string& session, CheckpointKind kind, engine::Pos window_from = 0,
+            const ScopeId& scope = {});
   // The checkpoint at the highest position in (0, limit] whose prefix equals the query's.
-  Found find(std::string_view ns, std::span<const engine::Token> query, std::span<const Digest> chain,
+  Found find(const Lineage& lineage, std::span<const engine::Token> query, std::span<const Digest> chain,
              engine::Pos limit) const;
   // Marks a checkpoint used (LRU), counts a restore, and adds it to `session`'s chain.
   void used(const Digest& key, const std::string& session);
   void erase(const Digest& key);
   // For a request of `session` that reused up to `reused`: the cause, if any, that kept a longer
   // checkpoint of the session's chain from serving it (counted).
-  std::optional<Refusal> classify_refusal(const std::string& session, std::string_view ns,
+  std::optional<Refusal> classify_refusal(const std::string& session, const Lineage& lineage,
                                           std::span<const engine::Token> query, std::span<const Digest> chain,
                                           engine::Pos reused);
   void expire(std::chrono::steady_clock::time_point older_than);
   std::uint64_t clear();  // returns bytes freed
+  // Erases every checkpoint of `scope` (and the chain links naming them); returns what it held.
+  ScopeUsage clear_scope(const ScopeId& scope);
+  const UsageByScope& usage_by_scope() const { return by_scope_; }
 
   std::uint64_t bytes() const { return bytes_; }
   std::size_t size() const { return entries_.size(); }
@@ -125,7 +132,7 @@ class CheckpointStore {
   void touch(const Digest& key);
   // Adds `key` to the session's chain, drops the tail links the new prefix extends, then the
   // oldest links past the bound.
-  void keep_in_chain(const std::string& session, const Digest& key, std::string_view ns, engine::Pos position,
+  void keep_in_chain(const std::string& session, const Digest& key, const Lineage& lineage, engine::Pos position,
                      CheckpointKind kind, std::span<const engine::Token> prefix = {}, std::span<const Digest> chain = {});
   void unlink(const Digest& key);
   void evict_lru_for(std::uint64_t incoming);
@@ -143,6 +150,7 @@ class CheckpointStore {
   std::unordered_map<std::string, Chain> chains_;  // by session ("" for anonymous requests)
   std::unordered_map<Digest, std::int32_t, DigestHash> links_;  // chain links naming each key
   Counters counters_;
+  UsageByScope by_scope_;
 };
 
 }  // namespace prefixd::cache

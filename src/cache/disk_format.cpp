@@ -110,6 +110,7 @@ engine::Bytes encode_header(const RecordMeta& meta, std::span<const std::uint8_t
   w.u64(meta.created_unix_ms);
   w.u64(payload.size());
   w.u64(payload_checksum(payload));
+  w.bytes(meta.scope);
   const std::size_t fixed = out.size();
   for (engine::Token t : meta.tokens) w.i32(t);
   const auto all = std::span<const std::uint8_t>(out);
@@ -169,6 +170,7 @@ DecodedHeader decode_header(std::span<const std::uint8_t> bytes, const Digest* e
   m.created_unix_ms = r.u64();
   m.payload_bytes = r.u64();
   m.payload_checksum = r.u64();
+  r.bytes(m.scope);
   const std::uint64_t stored_check = r.u64();
   out.header_checksum = stored_check;
   const std::uint64_t check =

@@ -20,11 +20,13 @@
 #include <vector>
 
 #include "cache/block_hash.h"
+#include "cache/scope.h"
 #include "engine/types.h"
 
 namespace prefixd::cache {
 
-inline constexpr std::uint32_t kDiskFormatVersion = 1;
+// 2: records carry their scope (scope.h); version 1 files are removed at the index rebuild.
+inline constexpr std::uint32_t kDiskFormatVersion = 2;
 
 enum class RecordKind : std::uint32_t {
   segment = 1,     // attention K/V of positions [begin, begin + tokens)
@@ -44,6 +46,7 @@ struct RecordMeta {
   std::uint64_t created_unix_ms = 0;
   std::uint64_t payload_bytes = 0;
   std::uint64_t payload_checksum = 0;
+  ScopeId scope{};       // whose record this is (counted per scope, removed with it)
   std::vector<engine::Token> tokens;  // segments: the tokens they hold; checkpoints: none
 };
 
@@ -64,8 +67,8 @@ enum class RecordFault {
 const char* record_fault_name(RecordFault fault);
 
 // magic, version, kind; model, ns, key, parent; begin, window_from, token count, reserved;
-// created, payload bytes, payload checksum, header checksum.
-inline constexpr std::size_t kRecordHeaderBytes = 8 + 4 + 4 + 32 * 4 + 4 * 4 + 8 * 3 + 8;
+// created, payload bytes, payload checksum; scope; header checksum.
+inline constexpr std::size_t kRecordHeaderBytes = 8 + 4 + 4 + 32 * 4 + 4 * 4 + 8 * 3 + 32 + 8;
 
 // Header and token ids (payload_bytes and payload_checksum are taken from `payload`).
 engine::Bytes encode_header(const RecordMeta& meta, std::span<const std::uint8_t> payload);

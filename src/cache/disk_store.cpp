@@ -32,11 +32,6 @@ DiskRemoval removal_for(RecordFault fault) {
   }
 }
 
-std::uint64_t unix_ms_now() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-}
-
 }  // namespace
 
 const char* disk_removal_name(DiskRemoval reason) {
@@ -112,6 +107,7 @@ void DiskStore::index_locked(RecordMeta meta, std::uint64_t file_bytes) {
     stats_.checkpoints += 1;
   }
   stats_.bytes += file_bytes;
+  by_scope_[meta.scope].add(file_bytes, meta.kind == RecordKind::segment ? static_cast<std::int64_t>(meta.tokens.size()) : 0);
   entries_.emplace(key, Entry{std::move(meta), file_bytes, lru_.begin()});
 }
 
@@ -142,6 +138,9 @@ void DiskStore::remove_locked(const Digest& key, DiskRemoval reason) {
     stats_.checkpoints -= 1;
   }
   stats_.bytes -= it->second.file_bytes;
+  by_scope_[meta.scope].remove(it->second.file_bytes,
+                               meta.kind == RecordKind::segment ? static_cast<std::int64_t>(meta.tokens.size()) : 0);
+  settle(by_scope_, meta.scope);
   stats_.removed[static_cast<size_t>(reason)] += 1;
   lru_.erase(it->second.lru);
   entries_.erase(it);
@@ -324,90 +323,40 @@ std::uint64_t DiskStore::clear() {
   return freed;
 }
 
-DiskStats DiskStore::stats() const {
-  std::lock_guard lock(mutex_);
-  DiskStats out = stats_;
-  out.files = static_cast<std::int64_t>(entries_.size());
-  return out;
-}
-
-void DiskStore::writer_loop() {
+ScopeUsage DiskStore::clear_scope(const ScopeId& scope) {
   std::unique_lock lock(mutex_);
-  for (;;) {
-    work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) break;  // stopping, and everything queued is written
-    Job job = std::move(queue_.front());
-    queue_.pop_front();
-    writing_ = true;
-    lock.unlock();
-    write_job(job);
-    lock.lock();
+  std::erase_if(queue_, [&](const Job& job) {
+    const bool ours = std::ranges::any_of(job.records, [&](const Record& r) { return r.meta.scope == scope; });
+    if (!ours) return false;
     for (const Record& r : job.records) {
       queued_.erase(r.meta.key);
       const std::uint64_t bytes = r.payload.size() + kRecordHeaderBytes + r.meta.tokens.size() * 4;
       stats_.queue_bytes -= std::min(stats_.queue_bytes, bytes);
     }
-    writing_ = false;
-    idle_.notify_all();
+    return true;
+  });
+  idle_.wait(lock, [&] { return !writing_; });
+  const auto it = by_scope_.find(scope);
+  if (it == by_scope_.end()) return {};
+  const ScopeUsage held = it->second;
+  std::vector<Digest> keys;
+  for (const auto& [key, entry] : entries_) {
+    if (entry.meta.scope == scope) keys.push_back(key);
   }
-  writing_ = false;
-  idle_.notify_all();
+  for (const Digest& key : keys) remove_locked(key, DiskRemoval::reset);
+  return held;
 }
 
-void DiskStore::write_job(Job& job) {
-  std::vector<Digest> written;
-  for (const Record& record : job.records) {
-    const std::uint64_t bytes = kRecordHeaderBytes + record.meta.tokens.size() * 4 + record.payload.size();
-    {
-      std::lock_guard lock(mutex_);
-      if (entries_.contains(record.meta.key)) {
-        written.push_back(record.meta.key);
-        continue;
-      }
-      if (!make_room_locked(bytes)) break;  // larger than the whole cap
-    }
-    std::uint64_t file_bytes = 0;
-    if (!write_file(record, file_bytes)) break;  // what follows extends it: useless without it
-    std::lock_guard lock(mutex_);
-    index_locked(record.meta, file_bytes);
-    stats_.writes += 1;
-    stats_.write_bytes += file_bytes;
-    written.push_back(record.meta.key);
-  }
+UsageByScope DiskStore::usage_by_scope() const {
   std::lock_guard lock(mutex_);
-  // Deepest first, so each prefix ends up more recently used than what extends it.
-  for (auto key = written.rbegin(); key != written.rend(); ++key) {
-    if (auto it = entries_.find(*key); it != entries_.end()) lru_.splice(lru_.begin(), lru_, it->second.lru);
-  }
-  if (written.size() == job.records.size()) {
-    for (const Digest& key : job.supersedes) {
-      if (std::ranges::find(written, key) == written.end()) remove_locked(key, DiskRemoval::superseded);
-    }
-  }
+  return by_scope_;
 }
 
-bool DiskStore::write_file(const Record& record, std::uint64_t& file_bytes) {
-  RecordMeta meta = record.meta;
-  if (meta.created_unix_ms == 0) meta.created_unix_ms = unix_ms_now();
-  const engine::Bytes header = encode_header(meta, record.payload);
-  const fs::path final_path = file_of(meta.key, meta.kind);
-  fs::path temp;
-  {
-    std::lock_guard lock(mutex_);
-    temp = options_.dir / "tmp" / (to_hex(meta.key) + "." + std::to_string(::getpid()) + "." + std::to_string(++temp_counter_));
-  }
-  if (const auto failure = write_atomically(temp, final_path, {header, record.payload})) {
-    std::lock_guard lock(mutex_);
-    stats_.write_errors += 1;
-    // Every error at first, then at powers of two: a full disk must not flood the log.
-    if ((stats_.write_errors & (stats_.write_errors - 1)) == 0) {
-      spdlog::warn("cache: disk tier write failed at {} ({}); {} failures so far, the cache keeps serving from memory",
-                   failure->step, std::strerror(failure->error), stats_.write_errors);
-    }
-    return false;
-  }
-  file_bytes = header.size() + record.payload.size();
-  return true;
+DiskStats DiskStore::stats() const {
+  std::lock_guard lock(mutex_);
+  DiskStats out = stats_;
+  out.files = static_cast<std::int64_t>(entries_.size());
+  return out;
 }
 
 }  // namespace prefixd::cache

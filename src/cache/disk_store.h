@@ -84,7 +84,12 @@ class DiskStore {
   void flush();
   // Removes every file (counted as `reset`); returns bytes freed.
   std::uint64_t clear();
+  // Removes the files of `scope`, and drops its queued jobs (counted as `reset`); returns what they
+  // held.
+  ScopeUsage clear_scope(const ScopeId& scope);
   DiskStats stats() const;
+  // Files, bytes and segment tokens per scope.
+  UsageByScope usage_by_scope() const;
   const std::filesystem::path& dir() const { return options_.dir; }
 
  private:
@@ -118,6 +123,7 @@ class DiskStore {
   std::unordered_map<Digest, std::int32_t, DigestHash> child_count_;  // segments indexed per parent
   std::multimap<std::pair<Digest, engine::Token>, Digest> by_branch_;
   std::map<Digest, std::multiset<engine::Pos>> checkpoint_positions_;
+  UsageByScope by_scope_;
   std::uint64_t temp_counter_ = 0;
   DiskStats stats_;
   std::thread writer_;  // last: starts after every member above exists

@@ -41,6 +41,7 @@ bool HostStore::insert(const Digest& key, HostSegment segment, Evicted& evicted,
   }
   bytes_ += segment.state.size();
   tokens_ += segment.tokens;
+  by_scope_[segment.scope].add(segment.state.size(), segment.tokens);
   segment.last_used = std::chrono::steady_clock::now();
   lru_.push_front(key);
   by_branch_.emplace(branch_of(segment), key);
@@ -68,8 +69,11 @@ void HostStore::evict_one(EvictReason reason, Evicted& evicted) {
 void HostStore::erase(const Digest& key) {
   auto it = segments_.find(key);
   if (it == segments_.end()) return;
-  bytes_ -= it->second.segment.state.size();
-  tokens_ -= it->second.segment.tokens;
+  const HostSegment& segment = it->second.segment;
+  bytes_ -= segment.state.size();
+  tokens_ -= segment.tokens;
+  by_scope_[segment.scope].remove(segment.state.size(), segment.tokens);
+  settle(by_scope_, segment.scope);
   auto [first, last] = by_branch_.equal_range(branch_of(it->second.segment));
   for (auto child = first; child != last; ++child) {
     if (child->second == key) {
@@ -101,7 +105,20 @@ std::int64_t HostStore::clear() {
   lru_.clear();
   bytes_ = 0;
   tokens_ = 0;
+  by_scope_.clear();
   return freed;
+}
+
+ScopeUsage HostStore::clear_scope(const ScopeId& scope) {
+  const auto it = by_scope_.find(scope);
+  if (it == by_scope_.end()) return {};
+  const ScopeUsage held = it->second;
+  std::vector<Digest> keys;
+  for (const auto& [key, slot] : segments_) {
+    if (slot.segment.scope == scope) keys.push_back(key);
+  }
+  for (const Digest& key : keys) erase(key);
+  return held;
 }
 
 }  // namespace prefixd::cache

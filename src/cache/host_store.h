@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cache/block_hash.h"
+#include "cache/scope.h"
 #include "engine/types.h"
 
 namespace prefixd::cache {
@@ -32,6 +33,7 @@ struct HostSegment {
   std::vector<engine::Token> token_ids;  // tokens.size() == tokens
   engine::Bytes state;
   std::chrono::steady_clock::time_point last_used;
+  ScopeId scope{};  // whose prefix this is (counted per scope, removed with it)
 };
 
 enum class EvictReason { lru, ttl, capacity };
@@ -59,6 +61,9 @@ class HostStore {
   void expire(std::chrono::steady_clock::time_point older_than, Evicted& evicted);
   void erase(const Digest& key);
   std::int64_t clear();  // returns bytes freed
+  // Erases every segment of `scope`; returns what it held.
+  ScopeUsage clear_scope(const ScopeId& scope);
+  const UsageByScope& usage_by_scope() const { return by_scope_; }
 
   // Called with each segment evicted (not with erased ones) before it is freed: the disk tier
   // keeps what leaves RAM.
@@ -99,6 +104,7 @@ class HostStore {
 
   Spill spill_;
   std::unordered_map<Digest, Slot, DigestHash> segments_;
+  UsageByScope by_scope_;
   std::unordered_multimap<Branch, Digest, BranchHash> by_branch_;  // (parent, first token) -> key
 };
 

@@ -13,10 +13,10 @@ HostTier::HostTier(engine::Engine& engine, const BlockHasher& hasher, std::int32
       segment_tokens_(std::max(1, segment_tokens / hasher.block_size()) * hasher.block_size()),
       scratch_(scratch), store_(capacity_bytes, max_segments) {}
 
-HostTier::Plan HostTier::plan(const std::string& ns, std::span<const Token> query, std::int32_t on_device) const {
+HostTier::Plan HostTier::plan(const Lineage& lineage, std::span<const Token> query, std::int32_t on_device) const {
   Plan plan;
   if (store_.size() == 0) return plan;
-  const std::vector<Digest> chain = hasher_.chain(ns, query);
+  const std::vector<Digest> chain = hasher_.chain(lineage, query);
   const auto per = static_cast<size_t>(segment_tokens_ / hasher_.block_size());
   size_t covered = std::min(static_cast<size_t>(on_device / segment_tokens_) * per, chain.size() / per * per);  // blocks
   plan.start = static_cast<std::int32_t>(covered) * hasher_.block_size();
@@ -29,8 +29,10 @@ HostTier::Plan HostTier::plan(const std::string& ns, std::span<const Token> quer
   }
   plan.length = static_cast<std::int32_t>(covered) * hasher_.block_size();
   plan.last_take = plan.keys.empty() ? 0 : segment_tokens_;
-  const Digest parent = covered == 0 ? hasher_.root(ns) : chain[covered - 1];
   const auto rest = query.subspan(static_cast<size_t>(plan.length));
+  // The segments compared here start where the walk stopped and reach past it, up to the query's
+  // end: forked when they may cover the fork.
+  const Digest parent = hasher_.parent(lineage, chain, plan.length, static_cast<std::int32_t>(query.size()));
   std::int32_t best = 0;
   Digest best_key{};
   if (rest.empty()) return plan;
@@ -112,14 +114,14 @@ void HostTier::drop_covered_siblings(const Digest& key, const Digest& parent, st
   }
 }
 
-std::vector<HostTier::Cut> HostTier::cuts(const std::string& ns, std::span<const Token> tokens, std::int32_t from) const {
+std::vector<HostTier::Cut> HostTier::cuts(const Lineage& lineage, std::span<const Token> tokens, std::int32_t from) const {
   std::vector<Cut> out;
   const auto n = static_cast<std::int32_t>(tokens.size());
   const std::int32_t block = hasher_.block_size();
-  const std::vector<Digest> blocks = hasher_.chain(ns, tokens);
+  const std::vector<Digest> blocks = hasher_.chain(lineage, tokens);
   for (std::int32_t begin = std::max(0, from) / segment_tokens_ * segment_tokens_; begin < n; begin += segment_tokens_) {
     const std::int32_t stop = std::min(begin + segment_tokens_, n);
-    const Digest parent = begin == 0 ? hasher_.root(ns) : blocks[static_cast<size_t>(begin / block) - 1];
+    const Digest parent = hasher_.parent(lineage, blocks, begin, stop);
     const auto part = tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(stop - begin));
     // A whole grid segment is named by the chain; a tail (a partial last block included) by its
     // parent and its own tokens.
@@ -147,15 +149,15 @@ bool HostTier::adopt(const Digest& key, HostSegment segment, HostStore::Evicted&
   return true;
 }
 
-bool HostTier::save(const std::string& ns, std::span<const Token> tokens, std::int32_t from, engine::SeqId holder,
-                    HostStore::Evicted& evicted) {
+bool HostTier::save(const Lineage& lineage, std::span<const Token> tokens, std::int32_t from, engine::SeqId holder,
+                    HostStore::Evicted& evicted, const ScopeId& scope) {
   if (store_.capacity() == 0 || tokens.empty()) return false;
   std::vector<Digest> stored;  // in position order
-  for (const Cut& cut : cuts(ns, tokens, from)) {
+  for (const Cut& cut : cuts(lineage, tokens, from)) {
     const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
     if (!store_.contains(cut.key)) {
       HostSegment segment{cut.begin, cut.stop - cut.begin, cut.parent, {part.begin(), part.end()},
-                          serialize(holder, cut.begin, cut.stop), {}};
+                          serialize(holder, cut.begin, cut.stop), {}, scope};
       // Storing never evicts the prefix the new segment extends: it would be useless without it.
       if (segment.state.empty() || !store_.insert(cut.key, std::move(segment), evicted, stored)) break;
       drop_covered_siblings(cut.key, cut.parent, part);
@@ -164,7 +166,7 @@ bool HostTier::save(const std::string& ns, std::span<const Token> tokens, std::i
   }
   for (auto key = stored.rbegin(); key != stored.rend(); ++key) store_.touch(*key);
   const std::int32_t first = from / segment_tokens_ * segment_tokens_;
-  const std::vector<Digest> blocks = hasher_.chain(ns, tokens.first(static_cast<size_t>(first)));
+  const std::vector<Digest> blocks = hasher_.chain(lineage, tokens.first(static_cast<size_t>(first)));
   const auto per = static_cast<size_t>(segment_tokens_ / hasher_.block_size());
   for (size_t end = blocks.size(); end >= per; end -= per) {
     store_.touch(blocks[end - 1]);  // ancestors before `from`: the root ends newest

@@ -8,6 +8,9 @@
 // a restore is token-exact. LRU order: a restore or a save touches deeper segments before
 // shallower ones, so a segment is always older than the prefix it extends and eviction removes
 // leaves first.
+// In a forked lineage (session isolation) a segment that covers the fork hangs off a forked parent
+// (BlockHasher::parent): the walk and the token comparison at its end only ever meet segments of
+// the same salt past the fork, and segments wholly before it are the namespace's, shared.
 // REQUIRES: used from the engine thread only.
 #pragma once
 
@@ -39,7 +42,7 @@ class HostTier {
 
   // `on_device`: positions [0, on_device) of the query are available from the device tier, so the
   // walk starts at the last grid line at or before it instead of at the root.
-  Plan plan(const std::string& ns, std::span<const engine::Token> query, std::int32_t on_device = 0) const;
+  Plan plan(const Lineage& lineage, std::span<const engine::Token> query, std::int32_t on_device = 0) const;
   // The plan cut to positions [0, length): later segments dropped, the last one taken in part.
   Plan clip(const Plan& plan, std::int32_t length) const;
   // Rebuilds the plan's prefix in `dst`, which already holds positions [0, from) (cells of the
@@ -54,8 +57,9 @@ class HostTier {
   // nothing could be stored. A segment holds attention K/V only: the partial state a copy of the
   // holder brings along (recurrent state, window cells) is dropped first — it stands for the
   // holder's end, and is kept once, as a checkpoint.
-  bool save(const std::string& ns, std::span<const engine::Token> tokens, std::int32_t from, engine::SeqId holder,
-            HostStore::Evicted& evicted);
+  // New segments belong to `scope`.
+  bool save(const Lineage& lineage, std::span<const engine::Token> tokens, std::int32_t from, engine::SeqId holder,
+            HostStore::Evicted& evicted, const ScopeId& scope);
 
   // One segment of a prefix on the tier's grid: positions [begin, stop), keyed like the stored
   // segments (a whole grid segment by the chain hash at its end, a tail by its parent and tokens).
@@ -64,7 +68,7 @@ class HostTier {
     Digest parent{}, key{};
   };
   // The segments that cover positions [from, tokens.size()) (the one containing `from` whole).
-  std::vector<Cut> cuts(const std::string& ns, std::span<const engine::Token> tokens, std::int32_t from) const;
+  std::vector<Cut> cuts(const Lineage& lineage, std::span<const engine::Token> tokens, std::int32_t from) const;
   // The attention K/V of positions [begin, stop) of `holder`, serialized (empty on failure).
   engine::Bytes serialize(engine::SeqId holder, engine::Pos begin, engine::Pos stop);
   // Inserts a segment read from elsewhere (the disk tier), keeping `keep` (the prefix it extends).

@@ -28,13 +28,14 @@ const char* tier_name(Tier tier) { return kTierNames.at(static_cast<size_t>(tier
 Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq) {
   if (!config_.enabled) {
     Acquisition bypass{Outcome::bypass};
-    record(bypass);
+    record(bypass, key.scope);
     publish();
     return bypass;
   }
   refresh_window_entries();
   Lease& lease = leases_[seq];
-  lease = Lease{seq, ++next_order_, key, {prompt.begin(), prompt.end()}};
+  const std::uint64_t order = ++next_order_;
+  lease = Lease{seq, order, key, lineage_of(key, order), reach_of(key), session_id(key), {prompt.begin(), prompt.end()}};
   Acquisition got;
   if (trimmable()) {
     got = find_and_adopt(lease);
@@ -42,7 +43,7 @@ Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const To
     got = adopt_at_checkpoint(lease);
     plan_stops(lease);
   }
-  if (!got.waiting) record(got);
+  if (!got.waiting) record(got, key.scope);
   trace("acquire seq={} ns={} session='{}' prompt={} -> {} reused={} tier={}{}", seq, short_hex(key.namespace_digest),
         key.session, prompt.size(), outcome_name(got.outcome), got.reused, tier_name(got.tier),
         got.waiting ? " (waiting)" : "");
@@ -50,9 +51,9 @@ Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const To
   return got;
 }
 
-Acquisition PrefixCache::Impl::bypass() {
+Acquisition PrefixCache::Impl::bypass(const ScopeId& scope) {
   Acquisition got{Outcome::bypass};
-  record(got);
+  record(got, scope);
   publish();
   return got;
 }
@@ -69,9 +70,9 @@ void PrefixCache::Impl::advance(SeqId seq, std::int32_t computed) {
     if (lease.stops.front() == lease.computed) {
       const auto prefix = std::span<const Token>(lease.prompt).first(static_cast<size_t>(lease.computed));
       const bool end = lease.computed + 1 >= static_cast<std::int32_t>(lease.prompt.size());
-      saved |= keep_checkpoint(lease.key.namespace_digest, prefix, lease.chain, engine_.save_checkpoint(seq),
-                               lease.key.session, end ? CheckpointKind::prompt_end : CheckpointKind::boundary,
-                               window_run(seq, lease.window_from));
+      saved |= keep_checkpoint(lease.lineage, prefix, lease.chain, engine_.save_checkpoint(seq), lease.session,
+                               end ? CheckpointKind::prompt_end : CheckpointKind::boundary,
+                               window_run(seq, lease.window_from), lease.key.scope);
       trace("checkpoint seq={} at {}", seq, lease.computed);
     }
     lease.stops.erase(lease.stops.begin());
@@ -100,7 +101,7 @@ std::vector<Resolved> PrefixCache::Impl::poll() {
     lease->waits_for.reset();
     const Acquisition got = find_and_adopt(*lease);
     if (got.waiting) continue;
-    record(got);
+    record(got, lease->key.scope);
     trace("resolved seq={} -> {} reused={}", lease->seq, outcome_name(got.outcome), got.reused);
     out.push_back(Resolved{lease->seq, got});
   }
@@ -123,8 +124,11 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
   }
   const std::int32_t canonical = lease.locked;  // positions already holding the tree's cells
   unlock(lease);
+  // A request without a session under session isolation keeps only the shared prefix: nobody could
+  // ever reuse the rest.
+  if (!lease.reach.own) tokens = tokens.first(std::min<size_t>(tokens.size(), static_cast<size_t>(lease.reach.others)));
   const auto n = static_cast<std::int32_t>(tokens.size());
-  const std::string& ns = lease.key.namespace_digest;
+  const std::string& ns = lease.lineage.ns;
   if (!can_reuse() || n < config_.min_prefix || holder_count_ == 0 || !holds_its_start(seq, n)) {
     engine_.remove_sequence(seq, 0, -1);
     enforce_device_budget();
@@ -132,11 +136,13 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
     return;
   }
   RadixTree& tree = trees_[ns];
-  const RadixTree::Match longest = tree.match(tokens, lease.key.session);
-  if (longest.length == n) {  // covered by a stored entry: nothing new to keep
-    entries_.at(longest.entry).last_used = Clock::now();
+  // Cells are shared by content, whoever's entry holds them; but an entry of another session
+  // covers this one only when the session could reuse it (session isolation).
+  const RadixTree::Match longest = tree.match(tokens, lease.session);
+  if (const RadixTree::Match reachable = tree.match(tokens, lease.session, lease.reach); reachable.length == n) {
+    entries_.at(reachable.entry).last_used = Clock::now();
     engine_.remove_sequence(seq, 0, -1);
-    trace("donate seq={}: covered by entry {}", seq, longest.entry);
+    trace("donate seq={}: covered by entry {}", seq, reachable.entry);
     after_tree_change(ns);
     return;
   }
@@ -148,7 +154,7 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
   }
   // The same session's entry that this sequence extends (the previous turn) gives its holder.
   EntryId superseded = 0;
-  if (const RadixTree::Match whole = tree.match_whole(tokens, lease.key.session); whole.length > 0 && whole.in_session) {
+  if (const RadixTree::Match whole = tree.match_whole(tokens, lease.session, lease.reach); whole.length > 0 && whole.in_session) {
     superseded = whole.entry;
   }
   SeqId holder = -1;
@@ -169,7 +175,8 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
   engine_.remove_sequence(seq, 0, -1);
   const EntryId id = ++next_id_;
   DeviceEntry& entry = entries_[id];
-  entry = DeviceEntry{id, ns, lease.key.session, {tokens.begin(), tokens.end()}, holder, Clock::now()};
+  entry = DeviceEntry{id, lease.lineage, lease.session, {tokens.begin(), tokens.end()}, holder, Clock::now()};
+  entry.scope = lease.key.scope;
   tree.insert(id, entry.tokens, entry.session);
   if (superseded != 0) {
     tree.erase(superseded);
@@ -178,11 +185,13 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
   newest_ = id;
   donated_since_compaction_ = true;
   trace("donate seq={}: entry {} holds {} tokens in sequence {}", seq, id, n, holder);
-  remember_session(lease.key.session, ns, entry.tokens);
+  remember_session(lease.key, entry.tokens);
   after_tree_change(ns);
   // After the pin co-owns the new entry's cells (publish): serializing them copies them to the
   // scratch sequence, which must not take over cells only the holder owns.
-  if (auto kept = entries_.find(id); kept != entries_.end()) write_behind(ns, kept->second.tokens, kept->second.holder);
+  if (auto kept = entries_.find(id); kept != entries_.end()) {
+    write_behind(kept->second.lineage, kept->second.tokens, kept->second.holder, kept->second.scope);
+  }
 }
 
 void PrefixCache::Impl::release(SeqId seq) {
@@ -207,19 +216,19 @@ Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
   const auto n = static_cast<std::int32_t>(lease.prompt.size());
   if (!can_reuse() || n < 2) return got;
   const auto query = std::span<const Token>(lease.prompt).first(static_cast<size_t>(n - 1));  // one-token guard
-  const std::string& ns = lease.key.namespace_digest;
+  const std::string& ns = lease.lineage.ns;
 
   RadixTree::Match device;
   if (auto tree = trees_.find(ns); tree != trees_.end()) {
-    device = config_.apc_enabled ? tree->second.match(query, lease.key.session)
-                                 : tree->second.match_whole(query, lease.key.session);
+    device = config_.apc_enabled ? tree->second.match(query, lease.session, lease.reach)
+                                 : tree->second.match_whole(query, lease.session, lease.reach);
   }
   // In flight: an older running request of the namespace holds (or will hold) a prefix.
   const Lease* peer = nullptr;
   std::int32_t peer_common = 0, peer_now = 0;
   for (const auto& [seq, other] : leases_) {
-    if (other.order >= lease.order || other.key.namespace_digest != ns || !holds_its_start(seq)) continue;
-    const std::int32_t common = common_prefix(query, other.prompt);
+    if (other.order >= lease.order || other.lineage.ns != ns || !holds_its_start(seq)) continue;
+    const std::int32_t common = shared_with(lease, other, common_prefix(query, other.prompt));
     if (common > peer_common || (common == peer_common && std::min(common, other.computed) > peer_now)) {
       peer = &other;
       peer_common = common;
@@ -227,7 +236,8 @@ Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
     }
   }
   std::int32_t host_only = 0;
-  const HostTier::Plan host_plan = plan_with_disk(ns, query, device.length, std::max(device.length, peer_now), host_only);
+  const HostTier::Plan host_plan =
+      plan_with_disk(lease.lineage, query, device.length, std::max(device.length, peer_now), host_only);
   const std::int32_t best_now = std::max({device.length, peer_now, host_plan.length});
   // Waiting is worth it when the peer has less left to compute before the hand-over than this
   // request would compute itself without it (the peer's remaining work runs anyway).
@@ -257,8 +267,9 @@ Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
     lock(lease, std::min(peer_now, peer->locked));
     const bool whole = peer_now == static_cast<std::int32_t>(peer->prompt.size()) || peer_now == n - 1;
     got = Acquisition{whole ? Outcome::hit_extend : Outcome::partial, peer_now, Tier::device,
-                      peer->key.session == lease.key.session};
+                      lease.reach.own && peer->session == lease.session};
     stats_.inflight_shares += 1;
+    scope_counters_[lease.key.scope].inflight_shares += 1;
   }
   enforce_running_budget();
   if (from_host) {
@@ -266,7 +277,9 @@ Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
     const std::int32_t held = host_.restore(host_plan, lease.seq, from, stats_.failed_restores, pin_);
     if (held >= config_.min_prefix && held > from) {
       const bool disk = held > std::max(host_only, from);
-      got = Acquisition{Outcome::hit_restore, held, disk ? Tier::disk : Tier::host, false};
+      // Under session isolation a restore past the shared prefix can only be the session's own.
+      got = Acquisition{Outcome::hit_restore, held, disk ? Tier::disk : Tier::host,
+                        lease.reach.own && held > lease.reach.others};
     } else {
       got = Acquisition{};
       unlock(lease);
@@ -289,13 +302,13 @@ Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
 void PrefixCache::Impl::lock(Lease& lease, std::int32_t length) {
   unlock(lease);
   if (length <= 0) return;
-  trees_.at(lease.key.namespace_digest).lock(lease.prompt, length);
+  trees_.at(lease.lineage.ns).lock(lease.prompt, length);
   lease.locked = length;
 }
 
 void PrefixCache::Impl::unlock(Lease& lease) {
   if (lease.locked > 0) {
-    if (auto tree = trees_.find(lease.key.namespace_digest); tree != trees_.end()) {
+    if (auto tree = trees_.find(lease.lineage.ns); tree != trees_.end()) {
       tree->second.unlock(lease.prompt, lease.locked);
     }
   }
@@ -322,16 +335,17 @@ void PrefixCache::Impl::repin(const std::string& ns) {
   // own until it ends (they are committed to it, not counted as the cache's).
   if (!trimmable()) return;
   for (auto& [seq, lease] : leases_) {
-    if (lease.key.namespace_digest != ns || lease.computed <= lease.locked) continue;
+    if (lease.lineage.ns != ns || lease.computed <= lease.locked) continue;
     const auto held = std::span<const Token>(lease.prompt).first(static_cast<size_t>(lease.computed));
-    const RadixTree::Match m = tree->second.match(held, lease.key.session);
+    // The sequence computed these tokens itself: taking the tree's cells for them changes no
+    // reuse, whoever's entry they are (no reach).
+    const RadixTree::Match m = tree->second.match(held, lease.session);
     if (m.length <= lease.locked) continue;
     engine_.remove_sequence(seq, 0, m.length);
     engine_.copy_sequence(entries_.at(m.entry).holder, seq, 0, m.length);
     lock(lease, m.length);
   }
 }
-
 
 PrefixCache::PrefixCache(engine::Engine& engine, CacheConfig config, std::vector<SeqId> holders, SeqId scratch,
                          SeqId pin)
@@ -345,7 +359,7 @@ std::int32_t PrefixCache::next_stop(SeqId seq) const { return impl_->next_stop(s
 Acquisition PrefixCache::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq) {
   return impl_->acquire(key, prompt, seq);
 }
-Acquisition PrefixCache::bypass() { return impl_->bypass(); }
+Acquisition PrefixCache::bypass(const ScopeId& scope) { return impl_->bypass(scope); }
 void PrefixCache::advance(SeqId seq, std::int32_t computed) { impl_->advance(seq, computed); }
 std::vector<Resolved> PrefixCache::poll() { return impl_->poll(); }
 void PrefixCache::donate(SeqId seq, std::span<const Token> tokens) { impl_->donate(seq, tokens); }
@@ -360,15 +374,19 @@ void PrefixCache::expire() { impl_->expire(); }
 std::int64_t PrefixCache::compact() { return impl_->compact(); }
 bool PrefixCache::compaction_due() const { return impl_->compaction_due(); }
 ResetReport PrefixCache::reset() { return impl_->reset(); }
+ResetReport PrefixCache::reset_scope(const ScopeId& scope) { return impl_->reset_scope(scope); }
 void PrefixCache::flush_disk() { impl_->flush_disk(); }
-ArtifactInfo PrefixCache::save_artifact(const std::string& ns, std::span<const Token> tokens,
+ArtifactInfo PrefixCache::save_artifact(const RequestKey& key, std::span<const Token> tokens,
                                         const std::filesystem::path& path) {
-  return impl_->save_artifact(ns, tokens, path);
+  return impl_->save_artifact(key, tokens, path);
 }
-ArtifactInfo PrefixCache::save_session_artifact(const std::string& session, const std::filesystem::path& path) {
-  return impl_->save_session_artifact(session, path);
+ArtifactInfo PrefixCache::save_session_artifact(const ScopeId& scope, const std::string& session,
+                                                const std::filesystem::path& path) {
+  return impl_->save_session_artifact(scope, session, path);
 }
-ArtifactInfo PrefixCache::load_artifact(const std::filesystem::path& path) { return impl_->load_artifact(path); }
+ArtifactInfo PrefixCache::load_artifact(const std::filesystem::path& path, const ScopeId& scope) {
+  return impl_->load_artifact(path, scope);
+}
 CacheStats PrefixCache::stats() const { return impl_->stats(); }
 
 }  // namespace prefixd::cache

@@ -30,6 +30,12 @@
 //   request does not use count too), device entries <= holders, host bytes and segments <= theirs.
 // - A reused token is the request's own token at that position, under the same namespace; at
 //   least one prompt token is always left to feed (the one-token guard).
+// - Under session isolation (RequestKey::shared_prefix), a token past the shared prefix is reused
+//   only from the request's own session, in every tier: the device tree caps other sessions'
+//   matches, and the lower tiers address everything past the prefix under a salt of the session
+//   (a forked Lineage, block_hash.h).
+// - Every entry, segment, checkpoint and file carries the scope of the request that made it, and
+//   each tier counts its holdings per scope as they change (scope.h).
 // Must not know: HTTP, JSON, requests beyond their key and tokens.
 // REQUIRES: every method except stats() is called from the one thread that owns the engine.
 #pragma once
@@ -37,6 +43,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -47,6 +54,7 @@
 #include "cache/artifact.h"
 #include "cache/block_hash.h"
 #include "cache/disk_stats.h"
+#include "cache/scope.h"
 #include "engine/engine.h"
 
 namespace prefixd::cache {
@@ -93,13 +101,20 @@ struct CacheConfig {
 enum class ReuseMode { trim, checkpoints };
 const char* reuse_mode_name(ReuseMode mode);
 
-// Who is asking: requests share K/V only within one namespace; the session is a preference.
+// Who is asking: requests share K/V only within one namespace; the session is a preference, or
+// with a shared prefix, a wall past it.
 struct RequestKey {
   std::string namespace_digest;
   std::string session;
   // Prompt positions where a later request is likely to diverge or resume (the start of each user
   // turn, the end of the system prompt): checkpoints are taken there. Sorted; may be empty.
   std::vector<engine::Pos> boundaries;
+  // Whose entries the request leaves and whose counters it moves. A namespace belongs to one scope.
+  ScopeId scope{};
+  // Session isolation: positions [0, shared_prefix) may come from any session of the namespace,
+  // later ones only from this session's own entries. A request without a session reuses nothing
+  // past it and keeps nothing past it. kNoFork: no wall (sessions are a preference).
+  std::int32_t shared_prefix = kNoFork;
 };
 
 enum class Outcome { cold, hit_extend, hit_restore, partial, bypass };
@@ -120,6 +135,23 @@ struct Acquisition {
 struct Resolved {
   engine::SeqId seq = -1;
   Acquisition acquisition;
+};
+
+// What one scope did and holds. Counters count its requests; holdings are counted by each tier
+// as entries come and go (device cells: the spans of the scope's trees, exact like the total).
+struct ScopeStats {
+  std::int64_t hits = 0;
+  std::int64_t misses = 0;
+  std::int64_t tokens_reused = 0;
+  std::array<std::int64_t, kOutcomeCount> outcomes{};
+  std::int64_t inflight_shares = 0;
+  std::int64_t disk_hits = 0;
+  std::int64_t device_entries = 0;
+  std::int64_t device_cells = 0;
+  std::uint64_t device_bytes = 0;
+  ScopeUsage host;         // segments
+  ScopeUsage checkpoints;
+  ScopeUsage disk;         // files (tokens: of the segment files)
 };
 
 struct CacheStats {
@@ -171,6 +203,9 @@ struct CacheStats {
   std::int32_t block_size = 0;
   std::string hash;
   DiskStats disk;
+  // Per scope: every scope that has made a request or holds anything. The counters and holdings
+  // above are the sums of these.
+  std::map<ScopeId, ScopeStats> scopes;
 };
 
 struct ResetReport {
@@ -200,8 +235,9 @@ class PrefixCache {
   // resolves it. With the cache disabled the outcome is bypass and nothing is registered.
   // REQUIRES: `seq` is empty and not registered.
   Acquisition acquire(const RequestKey& key, std::span<const engine::Token> prompt, engine::SeqId seq);
-  // Counts a request that does not use the cache (cache_prompt: false); returns its acquisition.
-  Acquisition bypass();
+  // Counts a request of `scope` that does not use the cache (cache_prompt: false); returns its
+  // acquisition.
+  Acquisition bypass(const ScopeId& scope = {});
   // `seq` now holds K/V for positions [0, computed) of its prompt; a checkpoint planned at
   // `computed` is taken now.
   void advance(engine::SeqId seq, std::int32_t computed);
@@ -238,19 +274,25 @@ class PrefixCache {
   std::int64_t compact();
   bool compaction_due() const;  // compaction on, nothing running, an entry donated since the last
   ResetReport reset();          // empties every tier; running sequences keep their cells
+  // Removes every entry of `scope` from every tier (device, host, checkpoints, disk); other
+  // scopes' entries and running sequences' cells stay.
+  ResetReport reset_scope(const ScopeId& scope);
   // Blocks until the disk tier's write-behind queue is written (no-op without one).
   void flush_disk();
 
-  // Artifacts (artifact.h). Saves the longest prefix of `tokens` the tiers can rebuild exactly —
-  // for checkpoint families, up to the highest position whose state is kept — to `path`. Throws
-  // ArtifactError (nothing_cached when no prefix of at least min_prefix tokens is held, io).
-  ArtifactInfo save_artifact(const std::string& ns, std::span<const engine::Token> tokens,
+  // Artifacts (artifact.h). Saves the longest prefix of `tokens` the tiers can rebuild exactly and
+  // `key` may reuse — for checkpoint families, up to the highest position whose state is kept — to
+  // `path`. Throws ArtifactError (nothing_cached when no prefix of at least min_prefix tokens is
+  // held, io).
+  ArtifactInfo save_artifact(const RequestKey& key, std::span<const engine::Token> tokens,
                              const std::filesystem::path& path);
-  // The same for the latest sequence the session (prompt_cache_key or user) left in the cache.
-  ArtifactInfo save_session_artifact(const std::string& session, const std::filesystem::path& path);
+  // The same for the latest sequence the session (prompt_cache_key or user) of `scope` left.
+  ArtifactInfo save_session_artifact(const ScopeId& scope, const std::string& session,
+                                     const std::filesystem::path& path);
   // Verifies a whole artifact, then stores its records in the host tier and the checkpoint store
-  // (and behind them on disk). A refused artifact (ArtifactError) changes nothing.
-  ArtifactInfo load_artifact(const std::filesystem::path& path);
+  // (and behind them on disk). A refused artifact (ArtifactError; `scope` when it belongs to
+  // another scope than `scope`) changes nothing.
+  ArtifactInfo load_artifact(const std::filesystem::path& path, const ScopeId& scope = {});
 
   // Thread-safe: a snapshot published after every mutating call.
   CacheStats stats() const;

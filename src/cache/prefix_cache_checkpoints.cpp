@@ -19,16 +19,18 @@ bool has_attention(const engine::Engine& engine) { return engine::has_attention_
 Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
   Acquisition got;
   const auto n = static_cast<std::int32_t>(lease.prompt.size());
-  const std::string& ns = lease.key.namespace_digest;
-  lease.chain = hasher_.chain(ns, lease.prompt);
+  const std::string& ns = lease.lineage.ns;
+  const Lineage& lineage = lease.lineage;
+  const ScopeId& scope = lease.key.scope;
+  lease.chain = hasher_.chain(lineage, lease.prompt);
   if (!can_reuse() || n < 2) return got;
   const auto query = std::span<const Token>(lease.prompt).first(static_cast<size_t>(n - 1));  // one-token guard
 
   // 1. An entry whose state is kept at its end, and that the prompt extends.
   RadixTree::Match whole, device;
   if (auto tree = trees_.find(ns); tree != trees_.end()) {
-    whole = tree->second.match_whole(query, lease.key.session);
-    device = tree->second.match(query, lease.key.session);
+    whole = tree->second.match_whole(query, lease.session, lease.reach);
+    device = tree->second.match(query, lease.session, lease.reach);
   }
   if (whole.length > 0 && !entries_.at(whole.entry).state_at_end) whole = {};
   // 2. A checkpoint, with the attention cells before it from the device tier, another running
@@ -38,8 +40,8 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
   std::int32_t peer_reach = 0;
   if (attention) {
     for (const auto& [seq, other] : leases_) {
-      if (seq == lease.seq || other.key.namespace_digest != ns || other.waits_for) continue;
-      const std::int32_t reach = std::min(common_prefix(query, other.prompt), other.computed);
+      if (seq == lease.seq || other.lineage.ns != ns || other.waits_for) continue;
+      const std::int32_t reach = std::min(shared_with(lease, other, common_prefix(query, other.prompt)), other.computed);
       if (reach > peer_reach) {
         peer = &other;
         peer_reach = reach;
@@ -50,13 +52,13 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
   std::int32_t limit = n - 1;
   std::int32_t host_only = 0;
   if (attention) {
-    host_plan = plan_with_disk(ns, query, device.length, 0, host_only);
+    host_plan = plan_with_disk(lineage, query, device.length, 0, host_only);
     limit = std::max({device.length, peer_reach, host_plan.length});
   }
-  CheckpointStore::Found checkpoint = checkpoints_.find(ns, query, lease.chain, limit);
+  CheckpointStore::Found checkpoint = checkpoints_.find(lineage, query, lease.chain, limit);
   const std::int32_t in_memory = std::max(whole.length, checkpoint.position);
-  const bool promoted = promote_checkpoint(ns, query, lease.chain, in_memory, limit, lease.key.session);
-  if (promoted) checkpoint = checkpoints_.find(ns, query, lease.chain, limit);
+  const bool promoted = promote_checkpoint(lineage, query, lease.chain, in_memory, limit, lease.session, scope);
+  if (promoted) checkpoint = checkpoints_.find(lineage, query, lease.chain, limit);
 
   // 3. A window-only model: an entry whose holder still has the window before the matched length
   // is the state there, as a checkpoint would be (the window is known unbroken from window_from).
@@ -93,6 +95,7 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
       engine_.copy_sequence(peer->seq, lease.seq, 0, from_device);
       lock(lease, std::min(from_device, peer->locked));
       stats_.inflight_shares += 1;
+      scope_counters_[scope].inflight_shares += 1;
     } else if (from_device > 0) {
       DeviceEntry& entry = entries_.at(device.entry);
       engine_.copy_sequence(entry.holder, lease.seq, 0, from_device);
@@ -104,10 +107,10 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
     // planned): the plan is made again from what the tiers hold now.
     std::int32_t reach = from_device;
     if (attention) {
-      host_plan = host_.plan(ns, query, from_device);
+      host_plan = host_.plan(lineage, query, from_device);
       reach = std::max(from_device, host_plan.length);
     }
-    const CheckpointStore::Found now = checkpoints_.find(ns, query, lease.chain, attention ? reach : n - 1);
+    const CheckpointStore::Found now = checkpoints_.find(lineage, query, lease.chain, attention ? reach : n - 1);
     const std::int32_t k = now.position;
     bool ok = k >= config_.min_prefix;
     if (ok && k < from_device) {
@@ -123,7 +126,7 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
     ok = ok && engine_.restore_checkpoint(now.checkpoint->state, lease.seq);
     if (ok) {
       lease.window_from = std::min(now.checkpoint->window_from, k);
-      checkpoints_.used(now.key, lease.key.session);
+      checkpoints_.used(now.key, lease.session);
       const bool on_device = from_device >= k;
       const bool disk = (promoted && k > in_memory) || (!on_device && k > std::max(host_only, from_device));
       got = Acquisition{on_device ? Outcome::partial : Outcome::hit_restore, k,
@@ -140,7 +143,7 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
   } else {
     enforce_running_budget();
   }
-  checkpoints_.classify_refusal(lease.key.session, ns, query, lease.chain, got.reused);
+  checkpoints_.classify_refusal(lease.session, lineage, query, lease.chain, got.reused);
   lease.computed = got.reused;
   return got;
 }
@@ -157,10 +160,12 @@ void PrefixCache::Impl::plan_stops(Lease& lease) {
   std::ranges::sort(stops);
   const auto [first, last] = std::ranges::unique(stops);
   stops.erase(first, last);
-  // Only positions this request computes, long enough to be worth a restore, not stored already.
+  // Only positions this request computes, long enough to be worth a restore, not stored already,
+  // and, for a request without a session under session isolation, that anyone could reuse.
+  const std::int32_t reusable = lease.reach.own ? n : lease.reach.others;
   std::erase_if(stops, [&](engine::Pos p) {
-    return p <= lease.computed || p > n || p < config_.min_prefix ||
-           checkpoints_.contains(checkpoints_.key_of(lease.key.namespace_digest, lease.prompt, lease.chain, p));
+    return p <= lease.computed || p > n || p < config_.min_prefix || p > reusable ||
+           checkpoints_.contains(checkpoints_.key_of(lease.lineage, lease.prompt, lease.chain, p));
   });
   lease.stops = std::move(stops);
 }
@@ -168,8 +173,12 @@ void PrefixCache::Impl::plan_stops(Lease& lease) {
 void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<const Token> tokens) {
   unlock(lease);
   const auto n = static_cast<std::int32_t>(tokens.size());
-  const std::string& ns = lease.key.namespace_digest;
-  if (!can_reuse() || n < config_.min_prefix) {
+  const std::string& ns = lease.lineage.ns;
+  const Lineage& lineage = lease.lineage;
+  // A request without a session under session isolation keeps nothing past the shared prefix; its
+  // state cannot be cut back to it (the checkpoint there was taken during its prefill).
+  const bool unreachable = !lease.reach.own && n > lease.reach.others;
+  if (!can_reuse() || n < config_.min_prefix || unreachable) {
     engine_.remove_sequence(seq, 0, -1);
     enforce_device_budget();
     publish();
@@ -178,21 +187,23 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   const bool attention = has_attention(engine_);
   EntryId superseded = 0;
   if (auto it = trees_.find(ns); it != trees_.end()) {
-    if (const RadixTree::Match w = it->second.match_whole(tokens, lease.key.session); w.length > 0 && w.in_session) {
+    if (const RadixTree::Match w = it->second.match_whole(tokens, lease.session, lease.reach); w.length > 0 && w.in_session) {
       superseded = w.entry;
     }
   }
   const bool have_holder = holder_count_ > 0 && (superseded != 0 || !free_holders_.empty() || free_a_holder(ns));
   RadixTree& tree = trees_[ns];
-  const RadixTree::Match longest = attention ? tree.match(tokens, lease.key.session) : RadixTree::Match{};
+  const RadixTree::Match longest = attention ? tree.match(tokens, lease.session) : RadixTree::Match{};
   // The end state is kept as a checkpoint instead of an entry when an entry holds these tokens
-  // already (its cells serve them), or when no holder is free.
+  // already (its cells serve them), or when no holder is free. (Under session isolation that entry
+  // may be another session's, which this session's next turn cannot reuse past the shared prefix:
+  // a rare loss, taken rather than a holder whose state and cells would come from two sources.)
   const engine::Pos seq_from = window_run(seq, lease.window_from);
   if (longest.length == n || !have_holder) {
-    const std::vector<Digest> chain = hasher_.chain(ns, tokens);
-    keep_checkpoint(ns, tokens, chain, engine_.save_checkpoint(seq), lease.key.session,
-                    CheckpointKind::sequence_end, seq_from);
-    remember_session(lease.key.session, ns, tokens);
+    const std::vector<Digest> chain = hasher_.chain(lineage, tokens);
+    keep_checkpoint(lineage, tokens, chain, engine_.save_checkpoint(seq), lease.session, CheckpointKind::sequence_end,
+                    seq_from, lease.key.scope);
+    remember_session(lease.key, tokens);
     engine_.remove_sequence(seq, 0, -1);
     trace("donate seq={}: state at {} kept as a checkpoint", seq, n);
     after_tree_change(ns);
@@ -215,8 +226,8 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   // (A token at position p attends to positions p - window + 1 to p.)
   const bool state_at_end = !window_only() || holder_from <= n - engine_.model().sliding_window + 1;
   if (!state_at_end) {
-    keep_checkpoint(ns, tokens, hasher_.chain(ns, tokens), engine_.save_checkpoint(seq), lease.key.session,
-                    CheckpointKind::sequence_end, seq_from);
+    keep_checkpoint(lineage, tokens, hasher_.chain(lineage, tokens), engine_.save_checkpoint(seq), lease.session,
+                    CheckpointKind::sequence_end, seq_from, lease.key.scope);
   }
   if (shared > 0) engine_.copy_sequence(entries_.at(longest.entry).holder, scratch_, 0, shared);
   SeqId holder = -1;
@@ -233,8 +244,8 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   engine_.remove_sequence(seq, 0, -1);
   const EntryId id = ++next_id_;
   DeviceEntry& entry = entries_[id];
-  entry = DeviceEntry{id,           ns,          lease.key.session, {tokens.begin(), tokens.end()}, holder,
-                      Clock::now(), state_at_end, holder_from};
+  entry = DeviceEntry{id,           lineage,      lease.session, {tokens.begin(), tokens.end()}, holder,
+                      Clock::now(), state_at_end, holder_from, lease.key.scope};
   tree.insert(id, entry.tokens, entry.session);
   if (superseded != 0) {
     tree.erase(superseded);
@@ -242,11 +253,11 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   }
   newest_ = id;
   trace("donate seq={}: entry {} holds {} tokens and their state in sequence {}", seq, id, n, holder);
-  write_behind(ns, entry.tokens, holder);
-  remember_session(lease.key.session, ns, entry.tokens);
+  write_behind(lineage, entry.tokens, holder, entry.scope);
+  remember_session(lease.key, entry.tokens);
   if (disk_ && entry.state_at_end) {
-    checkpoint_to_disk(ns, checkpoints_.key_of(ns, entry.tokens, hasher_.chain(ns, entry.tokens), n), n,
-                       engine_.save_checkpoint(holder), entry.window_from);
+    checkpoint_to_disk(ns, checkpoints_.key_of(lineage, entry.tokens, hasher_.chain(lineage, entry.tokens), n), n,
+                       engine_.save_checkpoint(holder), entry.window_from, entry.scope);
   }
   after_tree_change(ns);
 }
@@ -265,12 +276,12 @@ void PrefixCache::Impl::refresh_window_entries() {
   }
   for (EntryId id : broken) {
     DeviceEntry& e = entries_.at(id);
-    const std::string ns = e.ns;
+    const std::string ns = e.lineage.ns;
     trace("entry {} lost the start of its window cells; dropped", id);
     stats_.device_evictions += 1;
     // Running requests that locked its cells hold their own copies of them: unlock first.
     for (auto& [seq, lease] : leases_) {
-      if (lease.key.namespace_digest == ns && lease.locked > 0) unlock(lease);
+      if (lease.lineage.ns == ns && lease.locked > 0) unlock(lease);
     }
     drop(e);
     repin(ns);
@@ -279,9 +290,9 @@ void PrefixCache::Impl::refresh_window_entries() {
 
 void PrefixCache::Impl::checkpoint_entry_end(const DeviceEntry& e) {
   if (!e.state_at_end || trimmable()) return;
-  const std::vector<Digest> chain = hasher_.chain(e.ns, e.tokens);
-  keep_checkpoint(e.ns, e.tokens, chain, engine_.save_checkpoint(e.holder), e.session, CheckpointKind::sequence_end,
-                  e.window_from);
+  const std::vector<Digest> chain = hasher_.chain(e.lineage, e.tokens);
+  keep_checkpoint(e.lineage, e.tokens, chain, engine_.save_checkpoint(e.holder), e.session, CheckpointKind::sequence_end,
+                  e.window_from, e.scope);
 }
 
 }  // namespace prefixd::cache

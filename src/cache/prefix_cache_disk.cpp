@@ -24,6 +24,7 @@ void PrefixCache::Impl::spill(const Digest& key, const HostSegment& segment) {
   if (!disk_ || disk_->has(key)) return;
   Record record;
   record.meta = RecordMeta{RecordKind::segment, model_key_, {}, key, segment.parent, segment.begin};
+  record.meta.scope = segment.scope;
   record.meta.tokens = segment.token_ids;
   record.payload = segment.state;
   // The namespace is not kept with a host segment; a spilled one carries its root's digest only
@@ -31,16 +32,18 @@ void PrefixCache::Impl::spill(const Digest& key, const HostSegment& segment) {
   disk_->enqueue(DiskStore::Job{{std::move(record)}, {}});
 }
 
-void PrefixCache::Impl::write_behind(const std::string& ns, std::span<const Token> tokens, SeqId holder) {
+void PrefixCache::Impl::write_behind(const Lineage& lineage, std::span<const Token> tokens, SeqId holder,
+                                     const ScopeId& scope) {
   if (!disk_ || !engine::has_attention_cells(engine_.model()) || tokens.empty()) return;
   DiskStore::Job job;
   std::vector<Digest> keys;
-  for (const HostTier::Cut& cut : host_.cuts(ns, tokens, 0)) {
+  for (const HostTier::Cut& cut : host_.cuts(lineage, tokens, 0)) {
     keys.push_back(cut.key);
     if (disk_->has(cut.key)) continue;
     const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
     Record record;
-    record.meta = RecordMeta{RecordKind::segment, model_key_, digest_from(ns), cut.key, cut.parent, cut.begin};
+    record.meta = RecordMeta{RecordKind::segment, model_key_, digest_from(lineage.ns), cut.key, cut.parent, cut.begin};
+    record.meta.scope = scope;
     record.meta.tokens.assign(part.begin(), part.end());
     record.payload = host_.serialize(holder, cut.begin, cut.stop);
     if (record.payload.empty()) break;
@@ -59,16 +62,16 @@ void PrefixCache::Impl::write_behind(const std::string& ns, std::span<const Toke
   if (!job.records.empty()) disk_->enqueue(std::move(job));
 }
 
-HostTier::Plan PrefixCache::Impl::plan_with_disk(const std::string& ns, std::span<const Token> query,
+HostTier::Plan PrefixCache::Impl::plan_with_disk(const Lineage& lineage, std::span<const Token> query,
                                                 std::int32_t on_device, std::int32_t beat, std::int32_t& host_only) {
-  HostTier::Plan plan = host_.plan(ns, query, on_device);
+  HostTier::Plan plan = host_.plan(lineage, query, on_device);
   host_only = plan.length;
   const std::int32_t seg = host_.segment_tokens();
   if (!disk_ || !engine::has_attention_cells(engine_.model()) || config_.host_capacity_bytes == 0) return plan;
   if (!plan.keys.empty() && plan.last_take != seg) return plan;  // ends in a tail: nothing extends it
   // Where the host plan stops (a grid line), walk the disk's index without reading anything.
   const auto n = static_cast<std::int32_t>(query.size());
-  const std::vector<Digest> chain = hasher_.chain(ns, query);
+  const std::vector<Digest> chain = hasher_.chain(lineage, query);
   const std::int32_t block = hasher_.block_size();
   struct Step {
     Digest key, parent;
@@ -77,17 +80,18 @@ HostTier::Plan PrefixCache::Impl::plan_with_disk(const std::string& ns, std::spa
   std::vector<Step> steps;
   std::int32_t pos = plan.length;
   while (pos < n) {
-    const Digest parent = pos == 0 ? hasher_.root(ns) : chain[static_cast<size_t>(pos / block) - 1];
     if (pos + seg <= n) {
       const Digest key = chain[static_cast<size_t>((pos + seg) / block) - 1];
       if (const auto meta = disk_->meta(key); meta && meta->begin == pos) {
-        steps.push_back(Step{key, parent, pos, seg});
+        steps.push_back(Step{key, hasher_.parent(lineage, chain, pos, pos + seg), pos, seg});
         pos += seg;
         continue;
       }
     }
-    // A tail: the sibling sharing the most tokens with the rest of the query.
+    // A tail: the sibling sharing the most tokens with the rest of the query (see HostTier::plan
+    // for the parent of a span that may cover the fork).
     const auto rest = query.subspan(static_cast<size_t>(pos));
+    const Digest parent = hasher_.parent(lineage, chain, pos, n);
     Step best{{}, parent, pos, 0};
     for (const Digest& key : disk_->children(parent, rest.front())) {
       const std::optional<RecordMeta> meta = disk_->meta(key);
@@ -116,52 +120,57 @@ HostTier::Plan PrefixCache::Impl::plan_with_disk(const std::string& ns, std::spa
       break;
     }
     const auto tokens = static_cast<std::int32_t>(record->meta.tokens.size());
-    HostSegment segment{step.begin, tokens, step.parent, std::move(record->meta.tokens), std::move(record->payload), {}};
+    // A file's scope is that of its namespace: the requesting scope's, for any file this walk reaches.
+    HostSegment segment{step.begin, tokens, step.parent, std::move(record->meta.tokens), std::move(record->payload), {},
+                        record->meta.scope};
     if (!host_.adopt(step.key, std::move(segment), evicted, keep)) break;
     keep.push_back(step.key);
     stats_.disk.promoted_segments += 1;
   }
   add_evictions(evicted);
   trace("disk: promoted up to position {} (host alone {})", reach, host_only);
-  return host_.plan(ns, query, on_device);
+  return host_.plan(lineage, query, on_device);
 }
 
-bool PrefixCache::Impl::keep_checkpoint(const std::string& ns, std::span<const Token> prefix,
+bool PrefixCache::Impl::keep_checkpoint(const Lineage& lineage, std::span<const Token> prefix,
                                         std::span<const Digest> chain, engine::Bytes state, const std::string& session,
-                                        CheckpointKind kind, engine::Pos window_from) {
+                                        CheckpointKind kind, engine::Pos window_from, const ScopeId& scope) {
   if (disk_) {
     const auto position = static_cast<engine::Pos>(prefix.size());
-    checkpoint_to_disk(ns, checkpoints_.key_of(ns, prefix, chain, position), position, state, window_from);
+    checkpoint_to_disk(lineage.ns, checkpoints_.key_of(lineage, prefix, chain, position), position, state, window_from,
+                       scope);
   }
-  return checkpoints_.save(ns, prefix, chain, std::move(state), session, kind, window_from);
+  return checkpoints_.save(lineage, prefix, chain, std::move(state), session, kind, window_from, scope);
 }
 
 void PrefixCache::Impl::checkpoint_to_disk(const std::string& ns, const Digest& key, engine::Pos position,
-                                           std::span<const std::uint8_t> state, engine::Pos window_from) {
+                                           std::span<const std::uint8_t> state, engine::Pos window_from,
+                                           const ScopeId& scope) {
   const Digest record_key = checkpoint_record_key(key);
   if (!disk_ || state.empty() || disk_->has(record_key)) return;
   Record record;
   record.meta = RecordMeta{RecordKind::checkpoint, model_key_, digest_from(ns), record_key, {}, position, window_from};
+  record.meta.scope = scope;
   record.payload.assign(state.begin(), state.end());
   disk_->enqueue(DiskStore::Job{{std::move(record)}, {}});
 }
 
-bool PrefixCache::Impl::promote_checkpoint(const std::string& ns, std::span<const Token> query,
+bool PrefixCache::Impl::promote_checkpoint(const Lineage& lineage, std::span<const Token> query,
                                            std::span<const Digest> chain, std::int32_t have, std::int32_t limit,
-                                           const std::string& session) {
+                                           const std::string& session, const ScopeId& scope) {
   if (!disk_) return false;
-  const std::vector<engine::Pos> positions = disk_->checkpoint_positions(digest_from(ns));
+  const std::vector<engine::Pos> positions = disk_->checkpoint_positions(digest_from(lineage.ns));
   for (auto p = positions.rbegin(); p != positions.rend(); ++p) {
     if (*p > limit || *p > static_cast<engine::Pos>(query.size())) continue;
     if (*p <= have || *p < config_.min_prefix) break;
-    const Digest key = checkpoints_.key_of(ns, query, chain, *p);
+    const Digest key = checkpoints_.key_of(lineage, query, chain, *p);
     const Digest record_key = checkpoint_record_key(key);
     if (checkpoints_.contains(key) || !disk_->meta(record_key)) continue;
     std::optional<Record> record = disk_->read(record_key);
     if (!record || record->meta.kind != RecordKind::checkpoint || record->meta.begin != *p) continue;
     const auto prefix = query.first(static_cast<size_t>(*p));
-    if (!checkpoints_.save(ns, prefix, chain, std::move(record->payload), session, CheckpointKind::boundary,
-                           record->meta.window_from)) {
+    if (!checkpoints_.save(lineage, prefix, chain, std::move(record->payload), session, CheckpointKind::boundary,
+                           record->meta.window_from, scope)) {
       return false;
     }
     stats_.disk.promoted_checkpoints += 1;

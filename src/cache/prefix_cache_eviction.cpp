@@ -20,7 +20,7 @@ std::int64_t PrefixCache::Impl::budgeted_idle_cells() const {
   std::int64_t own = 0;
   if (auto it = entries_.find(newest_); it != entries_.end()) {
     const DeviceEntry& e = it->second;
-    own = static_cast<std::int64_t>(e.tokens.size()) - trees_.at(e.ns).locked_length(e.id);
+    own = static_cast<std::int64_t>(e.tokens.size()) - trees_.at(e.lineage.ns).locked_length(e.id);
   }
   return idle_cells() - own;
 }
@@ -41,7 +41,7 @@ void PrefixCache::Impl::expire() {
   const auto cutoff = Clock::now() - config_.ttl;
   bool changed = false;
   while (DeviceEntry* victim = least_recently_used([&](const DeviceEntry& e) { return e.last_used < cutoff; })) {
-    const std::string ns = victim->ns;
+    const std::string ns = victim->lineage.ns;
     cut_back(*victim);
     stats_.evictions_ttl += 1;
     repin(ns);
@@ -79,7 +79,7 @@ std::int64_t PrefixCache::Impl::compact() {
   for (size_t i = 0; i < items.size(); ++i) {
     Item& item = items[i];
     for (size_t j = 0; j < i; ++j) {
-      if (items[j].entry->ns != item.entry->ns) continue;
+      if (items[j].entry->lineage.ns != item.entry->lineage.ns) continue;
       const std::int32_t common = common_prefix(items[j].entry->tokens, item.entry->tokens);
       if (common > item.shared) {
         item.shared = common;
@@ -133,6 +133,7 @@ ResetReport PrefixCache::Impl::reset() {
   trees_.clear();
   for (auto& [seq, lease] : leases_) lease.locked = 0;  // their cells are their own now
   host_.store().clear();
+  session_prompts_.clear();
   if (disk_) {
     const DiskStats disk = disk_->stats();
     report.entries += disk.files;
@@ -171,13 +172,13 @@ void PrefixCache::Impl::enforce_device_budget() {
 bool PrefixCache::Impl::free_a_holder(const std::string& ns) {
   DeviceEntry* victim = nullptr;
   for (auto& [id, e] : entries_) {
-    const RadixTree& tree = trees_.at(e.ns);
+    const RadixTree& tree = trees_.at(e.lineage.ns);
     const std::int32_t keep = tree.keep_length(id);
     if (keep > 0 && !tree.shared_with_another(id, keep)) continue;
     if (victim == nullptr || e.last_used < victim->last_used) victim = &e;
   }
   if (victim == nullptr) return false;
-  const std::string victim_ns = victim->ns;
+  const std::string victim_ns = victim->lineage.ns;
   save_to_host(*victim);
   checkpoint_entry_end(*victim);
   drop(*victim);
@@ -187,7 +188,7 @@ bool PrefixCache::Impl::free_a_holder(const std::string& ns) {
 
 // Moves an entry's K/V to the host tier, then gives up its cells that nobody else uses.
 void PrefixCache::Impl::demote(DeviceEntry& e) {
-  const std::string ns = e.ns;
+  const std::string ns = e.lineage.ns;
   save_to_host(e);
   checkpoint_entry_end(e);
   cut_back(e);
@@ -197,11 +198,11 @@ void PrefixCache::Impl::demote(DeviceEntry& e) {
 void PrefixCache::Impl::save_to_host(const DeviceEntry& e) {
   // What stays on the device (locked, or held by another entry) is not copied: the host tier gets
   // it when the device gives it up, and a restore takes those positions from the device.
-  const std::int32_t keep = trees_.at(e.ns).keep_length(e.id);
+  const std::int32_t keep = trees_.at(e.lineage.ns).keep_length(e.id);
   HostStore::Evicted evicted;
   bool saved = false;
   if (engine::has_attention_cells(engine_.model())) {
-    saved = host_.save(e.ns, e.tokens, keep, e.holder, evicted);
+    saved = host_.save(e.lineage, e.tokens, keep, e.holder, evicted, e.scope);
   } else {
     saved = e.state_at_end;  // the state alone is the entry: kept as a checkpoint at its end
   }
@@ -216,7 +217,7 @@ void PrefixCache::Impl::save_to_host(const DeviceEntry& e) {
 // Cuts an entry back to what others use of it (locked cells, or a prefix another entry holds):
 // dropped whole when that is nothing or another entry holds it all.
 void PrefixCache::Impl::cut_back(DeviceEntry& e) {
-  RadixTree& tree = trees_.at(e.ns);
+  RadixTree& tree = trees_.at(e.lineage.ns);
   const std::int32_t keep = tree.keep_length(e.id);
   if (keep == 0 || tree.shared_with_another(e.id, keep) || !engine::has_attention_cells(engine_.model())) {
     drop(e);
@@ -237,7 +238,7 @@ void PrefixCache::Impl::cut_back(DeviceEntry& e) {
 void PrefixCache::Impl::drop(DeviceEntry& e) {
   engine_.remove_sequence(e.holder, 0, -1);
   free_holders_.push_back(e.holder);
-  if (auto tree = trees_.find(e.ns); tree != trees_.end()) tree->second.erase(e.id);
+  if (auto tree = trees_.find(e.lineage.ns); tree != trees_.end()) tree->second.erase(e.id);
   entries_.erase(e.id);
 }
 

@@ -1,7 +1,8 @@
 // prefixd cache — the PrefixCache's internals, shared by its implementation files:
 // prefix_cache.cpp (a request's life: acquire, in-flight hand-over, donate, release),
-// prefix_cache_eviction.cpp (budgets, demotion, eviction, compaction, reset) and
-// prefix_cache_stats.cpp (counters, published snapshot, self-check). Nothing outside src/cache
+// prefix_cache_eviction.cpp (budgets, demotion, eviction, compaction, reset),
+// prefix_cache_stats.cpp (counters, published snapshot, self-check) and prefix_cache_scopes.cpp
+// (lineages under session isolation, holdings per scope, a scope's reset). Nothing outside src/cache
 // includes this file.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -56,11 +58,25 @@ inline CacheConfig resolve(CacheConfig config, const engine::Engine& engine) {
   return config;
 }
 
+// The session a request's per-session state is kept under: its scope and its session, so that two
+// tenants' sessions of the same name never meet (checkpoint chains, the latest sequence, the
+// device tree's per-session counts). "" for a request without a session.
+inline std::string session_id(const RequestKey& key) {
+  if (key.session.empty()) return {};
+  return digest_string(key.scope) + key.session;
+}
+
+// What a request may reuse of other sessions' entries (RequestKey::shared_prefix).
+inline Reach reach_of(const RequestKey& key) {
+  if (key.shared_prefix == kNoFork) return {};
+  return Reach{.others = key.shared_prefix, .own = !key.session.empty()};
+}
+
 // A finished sequence kept in the llama context under a holder sequence id.
 struct DeviceEntry {
   EntryId id = 0;
-  std::string ns;
-  std::string session;
+  Lineage lineage;      // its namespace (the tree it is in) and how its segments are addressed
+  std::string session;  // session_id() of the request that left it
   std::vector<Token> tokens;
   SeqId holder = -1;
   Clock::time_point last_used;
@@ -70,6 +86,7 @@ struct DeviceEntry {
   // Window-only sliding-window models: the holder's window cells run unbroken from here to its
   // end (cells below, copied with a shared prefix, may be there too but are not counted on).
   engine::Pos window_from = 0;
+  ScopeId scope{};
 };
 
 // A running request's sequence, from acquire() to donate() or release().
@@ -77,6 +94,9 @@ struct Lease {
   SeqId seq = -1;
   std::uint64_t order = 0;    // registration order: a lease only ever waits for an older one
   RequestKey key;
+  Lineage lineage;            // lineage_of(key): how its prompt's prefixes are addressed
+  Reach reach;                // reach_of(key)
+  std::string session;        // session_id(key)
   std::vector<Token> prompt;
   std::int32_t computed = 0;  // positions [0, computed) of the prompt are in `seq`
   std::int32_t locked = 0;    // positions [0, locked) are the tree's cells, locked in the tree
@@ -86,6 +106,13 @@ struct Lease {
   std::vector<engine::Pos> stops;     // checkpoint families: positions still to checkpoint, ascending
   engine::Pos window_from = 0;        // window-only models: where the sequence's unbroken window run starts
 };
+
+// How much of `common` — the tokens `lease`'s prompt shares with `other`'s — `lease` may take from
+// `other`'s cells: all of it within its own session, else no more than its reach.
+inline std::int32_t shared_with(const Lease& lease, const Lease& other, std::int32_t common) {
+  if (lease.reach.own && other.session == lease.session) return common;
+  return std::min(common, lease.reach.others);
+}
 
 class PrefixCache::Impl {
  public:
@@ -99,6 +126,8 @@ class PrefixCache::Impl {
         holder_count_(static_cast<std::int64_t>(holders.size())), free_holders_(std::move(holders)), scratch_(scratch),
         pin_(pin) {
     std::reverse(free_holders_.begin(), free_holders_.end());
+    std::random_device random;
+    for (auto& byte : nonce_) byte = static_cast<std::uint8_t>(random());
     open_disk();
     publish();
   }
@@ -109,7 +138,7 @@ class PrefixCache::Impl {
 
   // A request's life (prefix_cache.cpp); the public contract is in prefix_cache.h.
   Acquisition acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq);
-  Acquisition bypass();
+  Acquisition bypass(const ScopeId& scope);
   void advance(SeqId seq, std::int32_t computed);
   std::int32_t next_stop(SeqId seq) const;
   std::vector<Resolved> poll();
@@ -127,6 +156,7 @@ class PrefixCache::Impl {
   bool compaction_due() const;
   std::int64_t compact();
   ResetReport reset();
+  ResetReport reset_scope(const ScopeId& scope);  // prefix_cache_scopes.cpp
 
   // The disk tier (prefix_cache_disk.cpp).
   void flush_disk() {
@@ -134,9 +164,9 @@ class PrefixCache::Impl {
   }
 
   // Artifacts (prefix_cache_artifacts.cpp).
-  ArtifactInfo save_artifact(const std::string& ns, std::span<const Token> tokens, const std::filesystem::path& path);
-  ArtifactInfo save_session_artifact(const std::string& session, const std::filesystem::path& path);
-  ArtifactInfo load_artifact(const std::filesystem::path& path);
+  ArtifactInfo save_artifact(const RequestKey& key, std::span<const Token> tokens, const std::filesystem::path& path);
+  ArtifactInfo save_session_artifact(const ScopeId& scope, const std::string& session, const std::filesystem::path& path);
+  ArtifactInfo load_artifact(const std::filesystem::path& path, const ScopeId& scope);
 
   // Counters and the published snapshot (prefix_cache_stats.cpp).
   CacheStats stats() const;
@@ -144,6 +174,11 @@ class PrefixCache::Impl {
 
  private:
   std::uint64_t device_bytes() const;
+
+  // How `key`'s prompt is addressed: its namespace, forked at its shared prefix under a salt of
+  // its session (session isolation); a request without a session gets a salt no other request
+  // has (`order` is unique), so nothing it leaves past the prefix can ever be found.
+  Lineage lineage_of(const RequestKey& key, std::uint64_t order) const;
 
   // The best source for `lease`'s prompt now, adopted into its sequence; or a wait for an older
   // running request that is computing a longer prefix.
@@ -164,27 +199,28 @@ class PrefixCache::Impl {
   // The host tier's plan for `query`, after promoting from disk the segments that take it past
   // `beat` (what the device tier or a running request gives already). `host_only`: the length
   // the host tier alone reached.
-  HostTier::Plan plan_with_disk(const std::string& ns, std::span<const Token> query, std::int32_t on_device,
+  HostTier::Plan plan_with_disk(const Lineage& lineage, std::span<const Token> query, std::int32_t on_device,
                                 std::int32_t beat, std::int32_t& host_only);
   // Queues the attention segments of positions [0, tokens.size()) of `holder` that the disk does
   // not hold yet.
-  void write_behind(const std::string& ns, std::span<const Token> tokens, SeqId holder);
+  void write_behind(const Lineage& lineage, std::span<const Token> tokens, SeqId holder, const ScopeId& scope);
   // A segment leaving the host tier: to disk unless it is there.
   void spill(const Digest& key, const HostSegment& segment);
   // Stores a checkpoint in the checkpoint store and behind it on disk.
-  bool keep_checkpoint(const std::string& ns, std::span<const Token> prefix, std::span<const Digest> chain,
-                       engine::Bytes state, const std::string& session, CheckpointKind kind, engine::Pos window_from);
+  bool keep_checkpoint(const Lineage& lineage, std::span<const Token> prefix, std::span<const Digest> chain,
+                       engine::Bytes state, const std::string& session, CheckpointKind kind, engine::Pos window_from,
+                       const ScopeId& scope);
   void checkpoint_to_disk(const std::string& ns, const Digest& key, engine::Pos position,
-                          std::span<const std::uint8_t> state, engine::Pos window_from);
+                          std::span<const std::uint8_t> state, engine::Pos window_from, const ScopeId& scope);
   // Moves the disk's checkpoint of `query` at the highest position in (have, limit] into the
   // checkpoint store; true when one was promoted.
   // The segments that rebuild the longest prefix of tokens[0, limit) from the device, host and
   // disk tiers, in position order (their tokens tile [0, reach)).
-  std::vector<Record> gather_segments(const std::string& ns, std::span<const Token> tokens);
+  std::vector<Record> gather_segments(const RequestKey& key, const Lineage& lineage, std::span<const Token> tokens);
   // Notes the tokens a session's latest sequence left, for save_session_artifact (bounded).
-  void remember_session(const std::string& session, const std::string& ns, std::span<const Token> tokens);
-  bool promote_checkpoint(const std::string& ns, std::span<const Token> query, std::span<const Digest> chain,
-                          std::int32_t have, std::int32_t limit, const std::string& session);
+  void remember_session(const RequestKey& key, std::span<const Token> tokens);
+  bool promote_checkpoint(const Lineage& lineage, std::span<const Token> query, std::span<const Digest> chain,
+                          std::int32_t have, std::int32_t limit, const std::string& session, const ScopeId& scope);
   // A sliding-window model with the full window cache still lets a running sequence overwrite its
   // own cells that fell out of its window (libllama reuses them when only that sequence owns
   // them, then drops every position below from the sequence, keeping [min, max] unbroken): such a
@@ -223,8 +259,8 @@ class PrefixCache::Impl {
   DeviceEntry* least_recently_used(Pred eligible) {
     DeviceEntry* victim = nullptr;
     for (auto& [id, e] : entries_) {
-      if (!eligible(e) || !trees_.contains(e.ns)) continue;
-      if (trees_.at(e.ns).keep_length(id) >= static_cast<std::int32_t>(e.tokens.size())) continue;  // frees nothing
+      if (!eligible(e) || !trees_.contains(e.lineage.ns)) continue;
+      if (trees_.at(e.lineage.ns).keep_length(id) >= static_cast<std::int32_t>(e.tokens.size())) continue;  // frees nothing
       if (victim == nullptr || e.last_used < victim->last_used) victim = &e;
     }
     return victim;
@@ -252,7 +288,9 @@ class PrefixCache::Impl {
 
   void drop(DeviceEntry& e);
   void add_evictions(const HostStore::Evicted& evicted);
-  void record(const Acquisition& got);  // counts an outcome once, when it is final
+  void record(const Acquisition& got, const ScopeId& scope);  // counts an outcome once, when it is final
+  // Per-scope holdings of the device tier and the stores, with the scope counters, for publish().
+  std::map<ScopeId, ScopeStats> scope_snapshot() const;
 
   template <typename... Args>
   void trace(fmt::format_string<Args...> format, Args&&... args) {
@@ -282,13 +320,15 @@ class PrefixCache::Impl {
   std::uint64_t next_order_ = 0;
   bool donated_since_compaction_ = false;
   CacheStats stats_;  // counters; the rest of a snapshot is derived in publish()
+  std::map<ScopeId, ScopeStats> scope_counters_;  // the counter fields of each scope's stats
+  Digest nonce_{};    // random per cache: salts of requests without a session
   std::unique_ptr<DiskStore> disk_;  // null without a disk path
   struct SessionPrompt {
-    std::string ns;
+    RequestKey key;
     std::vector<Token> tokens;
     std::uint64_t order = 0;
   };
-  std::unordered_map<std::string, SessionPrompt> session_prompts_;  // by session; the newest 1024
+  std::unordered_map<std::string, SessionPrompt> session_prompts_;  // by session_id(); the newest 1024
   std::uint64_t session_order_ = 0;
   Digest model_key_{};
 

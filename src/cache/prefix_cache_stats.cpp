@@ -11,7 +11,7 @@ std::string PrefixCache::Impl::verify() const {
   }
   if (entries != static_cast<std::int64_t>(entries_.size())) problems += "tree entries differ from device entries; ";
   for (const auto& [id, e] : entries_) {
-    const auto it = trees_.find(e.ns);
+    const auto it = trees_.find(e.lineage.ns);
     if (it == trees_.end() || !it->second.contains(id) ||
         it->second.length(id) != static_cast<std::int32_t>(e.tokens.size())) {
       problems += "entry " + std::to_string(id) + " is not in its tree as stored; ";
@@ -25,6 +25,26 @@ std::string PrefixCache::Impl::verify() const {
   if (std::string c = checkpoints_.verify(); !c.empty()) problems += c + "; ";
   for (const auto& [id, e] : entries_) {
     if (trimmable() && !e.state_at_end) problems += "a trimmable entry lost its state; ";
+  }
+  // What is reported per scope adds up to the totals.
+  std::int64_t cells = 0, device = 0, segments = 0, checkpoints = 0;
+  std::uint64_t host_bytes = 0, checkpoint_bytes = 0;
+  for (const auto& [scope, scoped] : scope_snapshot()) {
+    cells += scoped.device_cells;
+    device += scoped.device_entries;
+    segments += scoped.host.entries;
+    host_bytes += scoped.host.bytes;
+    checkpoints += scoped.checkpoints.entries;
+    checkpoint_bytes += scoped.checkpoints.bytes;
+  }
+  if (cells != device_cells() || device != static_cast<std::int64_t>(entries_.size())) {
+    problems += "device cells or entries per scope do not add up; ";
+  }
+  if (segments != static_cast<std::int64_t>(host_.store().size()) || host_bytes != host_.store().bytes()) {
+    problems += "host segments per scope do not add up; ";
+  }
+  if (checkpoints != static_cast<std::int64_t>(checkpoints_.size()) || checkpoint_bytes != checkpoints_.bytes()) {
+    problems += "checkpoints per scope do not add up; ";
   }
   return problems;
 }
@@ -41,19 +61,29 @@ CacheStats PrefixCache::Impl::stats() const {
     disk.promoted_segments = out.disk.promoted_segments;
     disk.promoted_checkpoints = out.disk.promoted_checkpoints;
     out.disk = std::move(disk);
+    for (auto& [scope, scoped] : out.scopes) scoped.disk = {};
+    for (const auto& [scope, usage] : disk_->usage_by_scope()) out.scopes[scope].disk = usage;
   }
   return out;
 }
 
-void PrefixCache::Impl::record(const Acquisition& got) {
+void PrefixCache::Impl::record(const Acquisition& got, const ScopeId& scope) {
+  ScopeStats& scoped = scope_counters_[scope];
   stats_.outcomes[static_cast<size_t>(got.outcome)] += 1;
+  scoped.outcomes[static_cast<size_t>(got.outcome)] += 1;
   if (got.outcome == Outcome::bypass) return;
-  if (got.tier == Tier::disk) stats_.disk.hits += 1;
+  if (got.tier == Tier::disk) {
+    stats_.disk.hits += 1;
+    scoped.disk_hits += 1;
+  }
   if (got.reused > 0) {
     stats_.hits += 1;
     stats_.tokens_reused += got.reused;
+    scoped.hits += 1;
+    scoped.tokens_reused += got.reused;
   } else {
     stats_.misses += 1;
+    scoped.misses += 1;
   }
 }
 
@@ -112,6 +142,7 @@ void PrefixCache::Impl::publish() {
   s.total_blocks_stored = blocks + host_blocks;
   s.unique_block_hashes = s.device_cells / config_.block_size + host_blocks;
   s.apc_active_entries = active;
+  s.scopes = scope_snapshot();
   std::lock_guard lock(published_mutex_);
   published_ = std::move(s);
 }

@@ -21,7 +21,8 @@ struct RadixTree::Node {
 RadixTree::RadixTree() : root_(std::make_unique<Node>()) {}
 RadixTree::~RadixTree() = default;
 
-RadixTree::Match RadixTree::match(std::span<const engine::Token> query, const std::string& session) const {
+RadixTree::Match RadixTree::match(std::span<const engine::Token> query, const std::string& session,
+                                  const Reach& reach) const {
   // Walk down the query; every subtree we enter holds entries sharing the prefix walked so far.
   struct Best {
     std::int32_t length = 0;
@@ -36,8 +37,10 @@ RadixTree::Match RadixTree::match(std::span<const engine::Token> query, const st
     size_t k = 0;
     while (k < child->span.size() && depth + k < query.size() && child->span[k] == query[depth + k]) ++k;
     const auto reached = static_cast<std::int32_t>(depth + k);
-    best_any = {reached, child};
-    if (auto s = child->by_session.find(session); s != child->by_session.end() && s->second > 0) {
+    // Any entry of `child`'s subtree shares [0, reached) with the query, so the capped length is
+    // shared too.
+    best_any = {std::min(reached, reach.others), child};
+    if (auto s = child->by_session.find(session); reach.own && s != child->by_session.end() && s->second > 0) {
       best_in = {reached, child};
     }
     if (k < child->span.size()) break;
@@ -47,13 +50,14 @@ RadixTree::Match RadixTree::match(std::span<const engine::Token> query, const st
   Match out;
   if (best_in.node != nullptr && best_in.length >= best_any.length) {
     out = {best_in.length, pick_entry(best_in.node, &session), true};
-  } else if (best_any.node != nullptr) {
+  } else if (best_any.node != nullptr && best_any.length > 0) {
     out = {best_any.length, pick_entry(best_any.node, nullptr), false};
   }
   return out;
 }
 
-RadixTree::Match RadixTree::match_whole(std::span<const engine::Token> query, const std::string& session) const {
+RadixTree::Match RadixTree::match_whole(std::span<const engine::Token> query, const std::string& session,
+                                        const Reach& reach) const {
   Match in, any;
   const Node* node = root_.get();
   size_t depth = 0;
@@ -68,7 +72,8 @@ RadixTree::Match RadixTree::match_whole(std::span<const engine::Token> query, co
     depth += child->span.size();
     node = child;
     for (EntryId id : node->ending_here) {
-      const bool same = entries_.at(id).session == session;
+      const bool same = reach.own && entries_.at(id).session == session;
+      if (!same && static_cast<std::int32_t>(depth) > reach.others) continue;
       any = {static_cast<std::int32_t>(depth), id, same};
       if (same) in = any;
     }

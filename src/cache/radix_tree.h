@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <span>
@@ -28,6 +29,13 @@
 namespace prefixd::cache {
 
 using EntryId = std::uint64_t;
+
+// What a lookup may reuse (session isolation): entries of its own session whole, and of any other
+// session only their first `others` tokens. The default is no wall: a session is a preference.
+struct Reach {
+  std::int32_t others = std::numeric_limits<std::int32_t>::max();
+  bool own = true;  // false: the request has no session of its own; every entry is another's
+};
 
 class RadixTree {
  public:
@@ -42,11 +50,13 @@ class RadixTree {
   RadixTree(const RadixTree&) = delete;
   RadixTree& operator=(const RadixTree&) = delete;
 
-  // Longest shared prefix with any stored entry, preferring `session` unless another session's
-  // match is strictly longer.
-  Match match(std::span<const engine::Token> query, const std::string& session) const;
-  // Longest match restricted to entries whose whole sequence is a prefix of `query`.
-  Match match_whole(std::span<const engine::Token> query, const std::string& session) const;
+  // Longest shared prefix with any stored entry within `reach`, preferring `session` unless
+  // another session's match is strictly longer. A match with another session's entry never
+  // exceeds reach.others tokens.
+  Match match(std::span<const engine::Token> query, const std::string& session, const Reach& reach = {}) const;
+  // Longest match restricted to entries whose whole sequence is a prefix of `query` (another
+  // session's entry only when it is no longer than reach.others).
+  Match match_whole(std::span<const engine::Token> query, const std::string& session, const Reach& reach = {}) const;
 
   // REQUIRES: `id` is not in the tree.
   void insert(EntryId id, std::span<const engine::Token> tokens, const std::string& session);

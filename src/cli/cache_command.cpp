@@ -73,6 +73,7 @@ nlohmann::json file_json(const DiskFile& f) {
   j["key"] = cache::to_hex(m.key);
   j["model"] = cache::to_hex(m.model);
   j["namespace"] = cache::to_hex(m.ns);
+  j["scope"] = cache::to_hex(m.scope);
   j["begin"] = m.begin;
   if (m.kind == RecordKind::segment) {
     j["parent"] = cache::to_hex(m.parent);
@@ -169,6 +170,7 @@ int run_inspect(const CacheOptions& o) {
   row("key", cache::to_hex(m.key));
   row("model", cache::to_hex(m.model));
   row("namespace", cache::to_hex(m.ns));
+  row("scope", cache::to_hex(m.scope));
   row("parent", cache::to_hex(m.parent));
   if (m.kind == RecordKind::segment) {
     row("begin", std::to_string(m.begin));

@@ -1,12 +1,10 @@
 // `prefixd serve`: load the model, start the scheduler thread and the HTTP server.
 #include <chrono>
-#include <csignal>
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <pthread.h>
-#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -15,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/serve_http_options.h"
 #include "cli/memory_return.h"
+#include "cli/server_signals.h"
 #include "engine/engine.h"
 #include "engine/model_fingerprint.h"
 #include "scheduler/scheduler.h"
@@ -40,6 +39,9 @@ struct ServeOptions {
   std::string prefill_packing = "auto";
   std::string swa_full = "auto";
   std::string fingerprint_cache;  // empty: default_fingerprint_cache_path; "off": none
+  std::string api_keys_path;      // --api-keys
+  std::string cache_isolation = "tenant";
+  std::string shared_prefix_path;  // --cache-shared-prefix-file
 };
 
 std::uint64_t available_memory_bytes() {
@@ -65,47 +67,24 @@ std::string resolve_fingerprint_cache(const std::string& flag, const std::string
       .string();
 }
 
-// Blocks SIGINT/SIGTERM in every thread and waits for them on a dedicated one, so shutdown needs
-// no signal handler and no global state. The first signal drains within the grace period; a
-// second one ends what is still running at once.
-class ShutdownOnSignal {
- public:
-  ShutdownOnSignal() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    sigaddset(&set_, SIGUSR2);  // wakes the waiter when serving ends without a signal
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-  }
-  void start(api::HttpServer& server, std::chrono::milliseconds grace) {
-    waiter_ = std::jthread([this, &server, grace] {
-      for (int received = 0;;) {
-        int signal = 0;
-        if (sigwait(&set_, &signal) != 0 || signal == SIGUSR2) return;
-        received += 1;
-        if (received == 1) {
-          spdlog::info("signal {}: shutting down; requests in flight have {:.1f} s to finish", signal,
-                       static_cast<double>(grace.count()) / 1000);
-          server.shutdown(grace);
-        } else {
-          spdlog::info("signal {}: ending the requests still running", signal);
-          server.shutdown(std::chrono::milliseconds(0));
-        }
-      }
-    });
-  }
-  // Ends the waiter; called before the server it was started with goes away.
-  void stop() {
-    if (!waiter_.joinable()) return;
-    pthread_kill(waiter_.native_handle(), SIGUSR2);
-    waiter_.join();
-  }
-  ~ShutdownOnSignal() { stop(); }
+// The key ring of --api-keys (null without it); a file that does not parse refuses to start.
+std::shared_ptr<api::KeyStore> load_keys(const std::string& path, const std::string& single_key) {
+  if (path.empty()) return nullptr;
+  if (!single_key.empty()) throw std::runtime_error("--api-key and --api-keys are exclusive: put the key in the file");
+  auto ring = api::KeyRing::load(path);
+  if (!ring) throw std::runtime_error(ring.error());
+  spdlog::info("api keys: {} keys of {} tenants from {} (SIGHUP reloads it)", ring->size(), ring->tenants().size(),
+               path);
+  return std::make_shared<api::KeyStore>(std::move(*ring), path);
+}
 
- private:
-  sigset_t set_;
-  std::jthread waiter_;
-};
+std::string read_text_file(const std::string& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(std::string(flag) + ": cannot read " + path);
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (text.empty()) throw std::runtime_error(std::string(flag) + ": " + path + " is empty");
+  return text;
+}
 
 int run_serve(ServeOptions& o) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
@@ -122,7 +101,17 @@ int run_serve(ServeOptions& o) {
   }
   const bool cache_on = o.cache_enabled && !o.no_cache_prompt;
   o.server.cache_prompt_default = cache_on;
-  ShutdownOnSignal signals;  // before any thread starts, so all of them inherit the mask
+  ServerSignals signals;  // before any thread starts, so all of them inherit the mask
+  // Configuration errors first: a bad key file must not wait for the model to load.
+  o.server.keys = load_keys(o.api_keys_path, o.server.api_key);
+  o.server.cache_isolation = *api::parse_cache_isolation(o.cache_isolation);
+  if (!o.shared_prefix_path.empty()) {
+    if (o.server.cache_isolation != api::CacheIsolation::session) {
+      throw std::runtime_error("--cache-shared-prefix-file needs --cache-isolation session (with tenant isolation "
+                               "every prefix is shared within a tenant already)");
+    }
+    o.server.cache_shared_prefix = read_text_file(o.shared_prefix_path, "--cache-shared-prefix-file");
+  }
   if (o.server.artifact_dir.empty() && !o.scheduler.cache.disk_path.empty()) {
     o.server.artifact_dir = (std::filesystem::path(o.scheduler.cache.disk_path) / "artifacts").string();
   }
@@ -180,9 +169,27 @@ int run_serve(ServeOptions& o) {
                  cache.disk_path, static_cast<double>(cache.disk_capacity_bytes) / (1 << 20),
                  static_cast<double>(cache.disk_queue_bytes) / (1 << 20), model->model().fingerprint);
   }
-  api::HttpServer server(*model, scheduler, o.server);
-  signals.start(server, std::chrono::milliseconds(static_cast<std::int64_t>(o.http.shutdown_grace_s * 1000)));
-  const bool served = server.run();
+  std::optional<api::HttpServer> server;
+  try {
+    server.emplace(*model, scheduler, o.server);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(std::string("--cache-shared-prefix-file: ") + e.what());
+  }
+  spdlog::info("cache isolation: {}{}", api::cache_isolation_name(o.server.cache_isolation),
+               o.server.cache_shared_prefix.empty() ? "" : ", with a shared prefix (--cache-shared-prefix-file)");
+  const auto grace = std::chrono::milliseconds(static_cast<std::int64_t>(o.http.shutdown_grace_s * 1000));
+  signals.start(*server, grace, [keys = o.server.keys] {
+    if (keys == nullptr) {
+      spdlog::info("SIGHUP: no key file to reload (--api-keys is not set)");
+      return;
+    }
+    if (auto reloaded = keys->reload()) {
+      spdlog::info("SIGHUP: reloaded {}: {}", keys->source().string(), *reloaded);
+    } else {
+      spdlog::error("SIGHUP: keeping the previous keys: {}", reloaded.error());
+    }
+  });
+  const bool served = server->run();
   signals.stop();  // a late signal must not reach a server that is being destroyed
   if (!served) return 1;
   spdlog::info("http: stopped; finishing the cache's pending writes");
@@ -218,8 +225,22 @@ std::function<int()> add_serve_command(CLI::App& app) {
   cmd->add_option("--max-queued", o->scheduler.max_queued, "Requests that may wait for a slot; more get 503")
       ->capture_default_str()->envname("PREFIXD_MAX_QUEUED")->check(CLI::Range(0, 1 << 20));
   add_http_options(*cmd, o->server, o->http);
-  cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on every route but /health")
+  cmd->add_option("--api-key", o->server.api_key,
+                  "Require 'Authorization: Bearer KEY' on every route but /health (one admin key of tenant "
+                  "'default')")
       ->envname("PREFIXD_API_KEY");
+  cmd->add_option("--api-keys", o->api_keys_path,
+                  "Key file: one 'KEY TENANT [admin]' per line ('#' comments); tenants never share cached K/V; "
+                  "SIGHUP reloads it")
+      ->envname("PREFIXD_API_KEYS");
+  cmd->add_option("--cache-isolation", o->cache_isolation,
+                  "Who shares cached prefixes inside a tenant: tenant (every request) or session (only requests "
+                  "of one prompt_cache_key/user, plus --cache-shared-prefix-file)")
+      ->capture_default_str()->envname("PREFIXD_CACHE_ISOLATION")->check(CLI::IsMember({"tenant", "session"}));
+  cmd->add_option("--cache-shared-prefix-file", o->shared_prefix_path,
+                  "With --cache-isolation session: a system prompt whose rendering every session of a tenant "
+                  "shares")
+      ->envname("PREFIXD_CACHE_SHARED_PREFIX_FILE");
   cmd->add_flag("--metrics,!--no-metrics", o->server.metrics, "Serve Prometheus metrics at GET /metrics")
       ->capture_default_str()->envname("PREFIXD_METRICS");
   cmd->add_flag("--allow-special-in-content", o->server.allow_special_in_content,

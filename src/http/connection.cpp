@@ -76,6 +76,8 @@ bool peer_reset(int fd) {
   return info.tcpi_state == TCP_CLOSE;
 }
 
+constexpr std::size_t kBodyReadChunk = 64 * 1024;
+
 // How long a closing connection keeps reading (and dropping) what the client still sends.
 constexpr std::chrono::seconds kLinger{2};
 
@@ -147,6 +149,10 @@ void Connection::on_header(const beast::error_code& ec) {
 }
 
 void Connection::read_body() {
+  // Beast reads into the free space the buffer has (at least 512 bytes, at most 64 KiB): without
+  // room, a large body arrives 512 bytes per system call. The room is given back in dispatch(), so
+  // idle connections stay small.
+  buffer_.reserve(kBodyReadChunk);
   stream_.expires_after(server_.options().body_timeout);
   bhttp::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
     self->on_body(ec);
@@ -169,6 +175,7 @@ void Connection::dispatch() {
   const bool keep_alive = parser_->get().keep_alive();
   Request request = to_request(parser_->release(), client_);
   parser_.reset();
+  buffer_.shrink_to_fit();  // keeps pipelined bytes, frees the room a body read reserved
   served_ += 1;
   server_.counters.requests += 1;
   if (server_.draining()) {

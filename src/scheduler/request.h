@@ -21,6 +21,10 @@ struct CacheOptions {
   bool enabled = true;             // false: read nothing, donate nothing (cache_prompt: false)
   std::string namespace_digest;    // 32 raw bytes; requests share K/V only within one namespace
   std::string session_key;         // prompt_cache_key > user > "" (anonymous)
+  cache::ScopeId scope{};          // whose entries and counters these are (the tenant's scope)
+  // Session isolation: prompt positions [0, shared_prefix) may be reused from other sessions, the
+  // rest only from this session's own entries (cache::RequestKey::shared_prefix). kNoFork: no wall.
+  std::int32_t shared_prefix = cache::kNoFork;
   // Prompt positions where a later request is likely to resume or diverge (the start of each user
   // turn, the end of the system prompt): checkpoint families save their state there. Ascending.
   std::vector<engine::Pos> boundaries;

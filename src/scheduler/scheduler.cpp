@@ -54,7 +54,8 @@ struct Active {
   bool decoding() const { return !waiting && n_past >= n_prompt; }
   bool uses_cache() const { return request.cache.enabled; }
   cache::RequestKey cache_key() const {
-    return {request.cache.namespace_digest, request.cache.session_key, request.cache.boundaries};
+    return {request.cache.namespace_digest, request.cache.session_key, request.cache.boundaries, request.cache.scope,
+            request.cache.shared_prefix};
   }
 };
 
@@ -151,8 +152,9 @@ class Scheduler::Impl {
   cache::CacheStats cache_stats() const { return cache_->stats(); }
   const cache::CacheConfig& cache_config() const { return cache_->config(); }
 
-  cache::ResetReport reset_cache() {
-    std::packaged_task<cache::ResetReport()> task([this] { return cache_->reset(); });
+  cache::ResetReport reset_cache(const std::optional<cache::ScopeId>& scope) {
+    std::packaged_task<cache::ResetReport()> task(
+        [this, &scope] { return scope ? cache_->reset_scope(*scope) : cache_->reset(); });
     std::future<cache::ResetReport> result = task.get_future();
     {
       std::lock_guard lock(mutex_);
@@ -279,7 +281,7 @@ class Scheduler::Impl {
                     std::chrono::duration<double, std::milli>(Clock::now() - acquire_start).count());
       apply(*a, got);
     } else {
-      apply(*a, cache_->bypass());
+      apply(*a, cache_->bypass(a->request.cache.scope));
     }
     active_.push_back(std::move(a));
   }
@@ -642,7 +644,9 @@ SchedulerStats Scheduler::stats() const { return impl_->stats(); }
 std::int32_t Scheduler::max_prompt_tokens() const { return impl_->max_prompt_tokens(); }
 cache::CacheStats Scheduler::cache_stats() const { return impl_->cache_stats(); }
 const cache::CacheConfig& Scheduler::cache_config() const { return impl_->cache_config(); }
-cache::ResetReport Scheduler::reset_cache() { return impl_->reset_cache(); }
+cache::ResetReport Scheduler::reset_cache(const std::optional<cache::ScopeId>& scope) {
+  return impl_->reset_cache(scope);
+}
 bool Scheduler::with_cache(const std::function<void(cache::PrefixCache&)>& operation) {
   return impl_->with_cache(operation);
 }

@@ -77,8 +77,9 @@ class Scheduler {
   const cache::CacheConfig& cache_config() const;
   // Thread-safe snapshot of the prompt cache's counters and sizes.
   cache::CacheStats cache_stats() const;
-  // Empties every tier (runs on the scheduler thread; blocks until done).
-  cache::ResetReport reset_cache();
+  // Empties every tier, or with `scope` removes that scope's entries from every tier (runs on the
+  // scheduler thread; blocks until done).
+  cache::ResetReport reset_cache(const std::optional<cache::ScopeId>& scope = std::nullopt);
   // Runs `operation` on the scheduler thread, between batches, and waits for it; an exception it
   // throws is rethrown here. Returns false (nothing run) when the scheduler is stopping.
   bool with_cache(const std::function<void(cache::PrefixCache&)>& operation);

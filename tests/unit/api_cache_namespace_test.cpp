@@ -15,7 +15,7 @@ const json kTools = json::array({{{"type", "function"}, {"function", {{"name", "
 NamespaceFields base() {
   return NamespaceFields{.model_id = "fingerprint-1",
                          .template_signature = template_signature("{{ messages }}", {{"x", 1}}, "auto", kTools),
-                         .tenant_salt = ""};
+                         .tenant = "default"};
 }
 
 TEST(ApiCacheNamespace, DigestIs32BytesAndDeterministic) {
@@ -37,7 +37,8 @@ TEST(ApiCacheNamespace, EveryFieldSeparatesNamespaces) {
   EXPECT_NE(changed([](NamespaceFields& f) { f.template_signature = std::string(kRawCompletionSignature); }), reference);
   EXPECT_NE(changed([](NamespaceFields& f) { f.runtime_signature = "rope.scaling.type=yarn;"; }), reference);
   EXPECT_NE(changed([](NamespaceFields& f) { f.multimodal_digest = "image:abc"; }), reference);
-  EXPECT_NE(changed([](NamespaceFields& f) { f.tenant_salt = "tenant-a"; }), reference);
+  EXPECT_NE(changed([](NamespaceFields& f) { f.tenant = "tenant-a"; }), reference);
+  EXPECT_NE(changed([](NamespaceFields& f) { f.cache_salt = "salt-a"; }), reference);
 }
 
 TEST(ApiCacheNamespace, DifferentRuntimeSignaturesNeverShare) {
@@ -63,9 +64,37 @@ TEST(ApiCacheNamespace, FieldsAreLengthPrefixedNotConcatenated) {
 TEST(ApiCacheNamespace, DifferentSaltsNeverShare) {
   NamespaceFields a = base();
   NamespaceFields b = base();
-  a.tenant_salt = "tenant-a";
-  b.tenant_salt = "tenant-b";
+  a.cache_salt = "salt-a";
+  b.cache_salt = "salt-b";
   EXPECT_NE(namespace_digest(a), namespace_digest(b));
+}
+
+TEST(ApiCacheNamespace, NoSaltCanJoinAnotherTenant) {
+  // The tenant and the client's salt are separate fields: no choice of salt by tenant "a" (not
+  // one spelling out tenant "b"'s id) gives one of b's digests.
+  NamespaceFields b = base();
+  b.tenant = "b";
+  const std::string plain_b = namespace_digest(b);
+  b.cache_salt = "x";
+  const std::string salted_b = namespace_digest(b);
+  for (const char* salt : {"b", "ab", "a", "default", "x"}) {
+    NamespaceFields a = base();
+    a.tenant = "a";
+    a.cache_salt = salt;
+    EXPECT_NE(namespace_digest(a), plain_b) << salt;
+    EXPECT_NE(namespace_digest(a), salted_b) << salt;
+  }
+  NamespaceFields empty_tenant = base();
+  empty_tenant.tenant = "";
+  empty_tenant.cache_salt = "b";
+  EXPECT_NE(namespace_digest(empty_tenant), plain_b);
+}
+
+TEST(ApiCacheNamespace, AnAbsentSaltDiffersFromAnEmptyOne) {
+  NamespaceFields absent = base();
+  NamespaceFields empty = base();
+  empty.cache_salt = "";
+  EXPECT_NE(namespace_digest(absent), namespace_digest(empty));
 }
 
 TEST(ApiCacheNamespace, TemplateSignatureCoversSourceKwargsToolChoiceAndTools) {

@@ -260,6 +260,15 @@ TEST(ApiRequestParser, CacheFieldsComeFromRootOrExtraBody) {
   EXPECT_EQ(chat_error(chat_body({{"user", 3}})).param, "user");
 }
 
+TEST(ApiRequestParser, CacheSaltIsAbsentOrANonEmptyString) {
+  EXPECT_FALSE(chat_ok(chat_body({})).params.cache.salt.has_value());
+  const ApiError empty = chat_error(chat_body({{"cache_salt", ""}}));
+  EXPECT_EQ(empty.status, 400);
+  EXPECT_EQ(empty.param, "cache_salt");
+  EXPECT_EQ(chat_error(chat_body({{"extra_body", {{"cache_salt", ""}}}})).param, "cache_salt");
+  EXPECT_EQ(chat_error(chat_body({{"cache_salt", 7}})).param, "cache_salt");
+}
+
 TEST(ApiRequestParser, ServerWideNoCachePromptWins) {
   auto o = options();
   o.cache_prompt_default = false;

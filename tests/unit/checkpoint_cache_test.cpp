@@ -286,27 +286,27 @@ TEST(CheckpointStore, KeysNameTheWholePrefixAndChainsStayBounded) {
   b[2] = 249;  // differs inside the first block
   const auto chain_a = hasher.chain("ns", a);
   const auto chain_b = hasher.chain("ns", b);
-  ASSERT_TRUE(store.save("ns", std::span<const Token>(a).first(10), chain_a, engine::Bytes(100, 1), "s", CheckpointKind::boundary));
-  EXPECT_EQ(store.find("ns", a, chain_a, 20).position, 10);
-  EXPECT_EQ(store.find("ns", a, chain_a, 9).position, 0) << "beyond the limit";
-  EXPECT_EQ(store.find("ns", b, chain_b, 20).position, 0) << "a prefix that differs anywhere finds nothing";
-  EXPECT_EQ(store.find("other", a, hasher.chain("other", a), 20).position, 0);
+  ASSERT_TRUE(store.save(Lineage{"ns"}, std::span<const Token>(a).first(10), chain_a, engine::Bytes(100, 1), "s", CheckpointKind::boundary));
+  EXPECT_EQ(store.find(Lineage{"ns"}, a, chain_a, 20).position, 10);
+  EXPECT_EQ(store.find(Lineage{"ns"}, a, chain_a, 9).position, 0) << "beyond the limit";
+  EXPECT_EQ(store.find(Lineage{"ns"}, b, chain_b, 20).position, 0) << "a prefix that differs anywhere finds nothing";
+  EXPECT_EQ(store.find(Lineage{"other"}, a, hasher.chain("other", a), 20).position, 0);
   // The session's chain holds two; the third link pushes the oldest out, and with it its state.
-  ASSERT_TRUE(store.save("ns", std::span<const Token>(a).first(14), chain_a, engine::Bytes(100, 2), "s", CheckpointKind::boundary));
-  ASSERT_TRUE(store.save("ns", std::span<const Token>(a).first(18), chain_a, engine::Bytes(100, 3), "s", CheckpointKind::boundary));
+  ASSERT_TRUE(store.save(Lineage{"ns"}, std::span<const Token>(a).first(14), chain_a, engine::Bytes(100, 2), "s", CheckpointKind::boundary));
+  ASSERT_TRUE(store.save(Lineage{"ns"}, std::span<const Token>(a).first(18), chain_a, engine::Bytes(100, 3), "s", CheckpointKind::boundary));
   EXPECT_EQ(store.size(), 2u);
   EXPECT_EQ(store.counters().superseded, 1);
-  EXPECT_EQ(store.find("ns", a, chain_a, 13).position, 0);
+  EXPECT_EQ(store.find(Lineage{"ns"}, a, chain_a, 13).position, 0);
   // Refusal causes: b does not have the session's prefixes.
-  EXPECT_EQ(store.classify_refusal("s", "ns", b, chain_b, 0), Refusal::diverged);
-  store.erase(store.find("ns", a, chain_a, 20).key);
-  EXPECT_EQ(store.classify_refusal("s", "ns", a, chain_a, 14), Refusal::evicted);
-  EXPECT_EQ(store.classify_refusal("s", "x", a, chain_a, 0), Refusal::ns);
+  EXPECT_EQ(store.classify_refusal("s", Lineage{"ns"}, b, chain_b, 0), Refusal::diverged);
+  store.erase(store.find(Lineage{"ns"}, a, chain_a, 20).key);
+  EXPECT_EQ(store.classify_refusal("s", Lineage{"ns"}, a, chain_a, 14), Refusal::evicted);
+  EXPECT_EQ(store.classify_refusal("s", Lineage{"x"}, a, chain_a, 0), Refusal::ns);
   EXPECT_EQ(store.verify(), "");
   // The byte budget: 10 states of 100 bytes fit, the eleventh evicts the least recently used.
   for (int i = 0; i < 11; ++i) {
     const auto p = tokens_from(100 + i * 3, 8);
-    ASSERT_TRUE(store.save("ns", p, hasher.chain("ns", p), engine::Bytes(100, 4), "", CheckpointKind::boundary));
+    ASSERT_TRUE(store.save(Lineage{"ns"}, p, hasher.chain("ns", p), engine::Bytes(100, 4), "", CheckpointKind::boundary));
   }
   EXPECT_LE(store.bytes(), 1000u);
   EXPECT_GT(store.counters().evicted_capacity + store.counters().evicted_lru, 0);
@@ -319,22 +319,22 @@ TEST(CheckpointStore, ATailLeavesTheChainOnceTheSessionMovesPastItButATurnBounda
   const auto a = tokens_from(0, 40);
   const auto chain = hasher.chain("ns", a);
   const auto prefix = [&](int n) { return std::span<const Token>(a).first(static_cast<size_t>(n)); };
-  ASSERT_TRUE(store.save("ns", prefix(10), chain, engine::Bytes(50, 1), "s", CheckpointKind::boundary));  // a turn boundary
-  ASSERT_TRUE(store.save("ns", prefix(19), chain, engine::Bytes(50, 2), "s", CheckpointKind::prompt_end));   // the prompt's end - 1
-  ASSERT_TRUE(store.save("ns", prefix(20), chain, engine::Bytes(50, 3), "s", CheckpointKind::prompt_end));   // the prompt's end
+  ASSERT_TRUE(store.save(Lineage{"ns"}, prefix(10), chain, engine::Bytes(50, 1), "s", CheckpointKind::boundary));  // a turn boundary
+  ASSERT_TRUE(store.save(Lineage{"ns"}, prefix(19), chain, engine::Bytes(50, 2), "s", CheckpointKind::prompt_end));   // the prompt's end - 1
+  ASSERT_TRUE(store.save(Lineage{"ns"}, prefix(20), chain, engine::Bytes(50, 3), "s", CheckpointKind::prompt_end));   // the prompt's end
   EXPECT_EQ(store.size(), 3u);
   // The next turn extends the prompt: its own tail supersedes both tails, not the boundary.
-  ASSERT_TRUE(store.save("ns", prefix(35), chain, engine::Bytes(50, 4), "s", CheckpointKind::prompt_end));
+  ASSERT_TRUE(store.save(Lineage{"ns"}, prefix(35), chain, engine::Bytes(50, 4), "s", CheckpointKind::prompt_end));
   EXPECT_EQ(store.counters().superseded, 2);
-  EXPECT_EQ(store.find("ns", a, chain, 34).position, 10);
-  EXPECT_EQ(store.find("ns", a, chain, 40).position, 35);
+  EXPECT_EQ(store.find(Lineage{"ns"}, a, chain, 34).position, 10);
+  EXPECT_EQ(store.find(Lineage{"ns"}, a, chain, 40).position, 35);
   // Another session's tail on a different continuation is not touched.
   auto b = tokens_from(0, 30);
   b[25] = 249;
   const auto chain_b = hasher.chain("ns", b);
-  ASSERT_TRUE(store.save("ns", std::span<const Token>(b).first(28), chain_b, engine::Bytes(50, 5), "t", CheckpointKind::prompt_end));
-  ASSERT_TRUE(store.save("ns", prefix(38), chain, engine::Bytes(50, 6), "s", CheckpointKind::prompt_end));
-  EXPECT_EQ(store.find("ns", b, chain_b, 30).position, 28);
+  ASSERT_TRUE(store.save(Lineage{"ns"}, std::span<const Token>(b).first(28), chain_b, engine::Bytes(50, 5), "t", CheckpointKind::prompt_end));
+  ASSERT_TRUE(store.save(Lineage{"ns"}, prefix(38), chain, engine::Bytes(50, 6), "s", CheckpointKind::prompt_end));
+  EXPECT_EQ(store.find(Lineage{"ns"}, b, chain_b, 30).position, 28);
   EXPECT_EQ(store.verify(), "");
 }
 
