@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@ class ArtifactError : public std::runtime_error {
 struct Artifact {
   Digest model{};
   Digest ns{};
+  std::uint64_t created_unix_ms = 0;   // when it was written; 0 when encoding: now
   std::vector<engine::Token> tokens;  // the prefix the records rebuild
   std::vector<Record> records;         // segments in position order, then at most one checkpoint
 };
@@ -44,12 +46,18 @@ struct ArtifactInfo {
   std::uint64_t bytes = 0;  // of the file
 };
 
+// The file's bytes. Decoding them again gives back `artifact` (created_unix_ms filled in).
+engine::Bytes encode_artifact(const Artifact& artifact);
+// Verifies a whole artifact made for `model` from its bytes; `name` only goes into messages.
+// Throws ArtifactError: version (another format version), model (another model key), corrupt
+// (any checksum, truncation, trailing bytes, or a record that is not part of the prefix).
+Artifact decode_artifact(std::span<const std::uint8_t> bytes, const Digest& model, const std::string& name);
+
 // Writes atomically (temporary file, fsync, rename, fsync of the directory). Throws ArtifactError
 // (io) on failure, leaving no partial file under `path`.
 ArtifactInfo write_artifact(const std::filesystem::path& path, const Artifact& artifact);
-// Reads and verifies a whole artifact made for `model`. Throws ArtifactError: not_found, version
-// (another format version), model (another model key), corrupt (any checksum, truncation, or a
-// record that is not part of the prefix), io.
+// Reads and decodes a whole file (decode_artifact). Throws ArtifactError: not_found, io, and
+// those of decode_artifact.
 Artifact read_artifact(const std::filesystem::path& path, const Digest& model);
 
 }  // namespace prefixd::cache
