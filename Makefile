@@ -9,7 +9,7 @@ PORT ?= 8080
 MODEL ?= models/default.gguf
 DEFAULT_PRESET ?= qwen2-0.5b
 
-.PHONY: all build test test-asan serve model bench bench-families microbench fuzz fuzz-build fuzz-seeds clean env shell
+.PHONY: all build test test-asan serve model bench bench-families microbench fuzz fuzz-build fuzz-seeds soak clean env shell
 
 all: build
 
@@ -82,6 +82,18 @@ fuzz: fuzz-build
 fuzz-seeds: build
 	rm -rf fuzz/corpus
 	$(IN_ENV) $(BUILD)/bin/prefixd_fuzz_seeds fuzz/corpus
+
+# Soak test: SOAK_CLIENTS clients for SOAK_SECONDS against one `prefixd serve` of SOAK_MODEL, its RSS
+# sampled every second against the configured budgets; summary, results and a plot in SOAK_OUT
+# (docs/operator-guide.md, "Soak test").
+SOAK_SECONDS ?= 1800
+SOAK_CLIENTS ?= 16
+SOAK_MODEL ?= $(MODEL)
+SOAK_OUT ?= bench/out/soak
+
+soak: build $(SOAK_MODEL)
+	$(IN_ENV) $(BUILD)/bin/prefixd soak --model $(SOAK_MODEL) --seconds $(SOAK_SECONDS) --clients $(SOAK_CLIENTS) \
+	  --out $(SOAK_OUT) $(ARGS)
 
 shell: | env
 	$(IN_ENV) bash
