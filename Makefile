@@ -9,7 +9,7 @@ PORT ?= 8080
 MODEL ?= models/default.gguf
 DEFAULT_PRESET ?= qwen2-0.5b
 
-.PHONY: all build test test-asan serve model bench bench-families microbench clean env shell
+.PHONY: all build test test-asan serve model bench bench-families microbench fuzz fuzz-build fuzz-seeds soak clean env shell
 
 all: build
 
@@ -63,8 +63,40 @@ $(MICRO_MODEL): | build
 microbench: build $(MICRO_MODEL)
 	$(IN_ENV) env PREFIXD_MICRO_MODEL=$(MICRO_MODEL) $(BUILD)/bin/prefixd_micro --benchmark_counters_tabular=true $(ARGS)
 
+# Fuzzing (fuzz/): a separate clang build with libFuzzer, ASan and UBSan in build-fuzz/; every
+# target runs FUZZ_SECONDS on a fresh copy of its seed corpus and any crash or sanitizer report
+# fails (docs/operator-guide.md, "Fuzzing").
+FUZZ_SECONDS ?= 60
+
+build-fuzz/build.ninja: CMakeLists.txt fuzz/CMakeLists.txt | env
+	$(IN_ENV) cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPREFIXD_FUZZ=ON \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+
+fuzz-build: build-fuzz/build.ninja
+	$(IN_ENV) cmake --build build-fuzz -j $(JOBS)
+
+fuzz: fuzz-build
+	$(IN_ENV) env FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh build-fuzz
+
+# Rewrites the seed corpora (fuzz/corpus/) with the project's own encoders; commit the result.
+fuzz-seeds: build
+	rm -rf fuzz/corpus
+	$(IN_ENV) $(BUILD)/bin/prefixd_fuzz_seeds fuzz/corpus
+
+# Soak test: SOAK_CLIENTS clients for SOAK_SECONDS against one `prefixd serve` of SOAK_MODEL, its RSS
+# sampled every second against the configured budgets; summary, results and a plot in SOAK_OUT
+# (docs/operator-guide.md, "Soak test").
+SOAK_SECONDS ?= 1800
+SOAK_CLIENTS ?= 16
+SOAK_MODEL ?= $(MODEL)
+SOAK_OUT ?= bench/out/soak
+
+soak: build $(SOAK_MODEL)
+	$(IN_ENV) $(BUILD)/bin/prefixd soak --model $(SOAK_MODEL) --seconds $(SOAK_SECONDS) --clients $(SOAK_CLIENTS) \
+	  --out $(SOAK_OUT) $(ARGS)
+
 shell: | env
 	$(IN_ENV) bash
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz

@@ -382,21 +382,38 @@ auto guarded(F&& parse) -> std::expected<decltype(parse()), ApiError> {
 
 }  // namespace
 
-std::expected<json, ApiError> parse_json_object(std::string_view body) {
-  // Copying, rendering and serializing a tree recurse once per level, so a body nested a million
-  // levels deep would exhaust a thread's stack; deeper levels are discarded unread.
-  bool too_deep = false;
-  const json::parser_callback_t depth_guard = [&too_deep](int depth, json::parse_event_t event, json&) {
-    if (depth < kMaxJsonDepth || (event != json::parse_event_t::object_start && event != json::parse_event_t::array_start)) {
-      return true;
+std::size_t json_nesting_depth(std::string_view text, std::size_t limit) {
+  std::size_t depth = 0;
+  std::size_t deepest = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
     }
-    too_deep = true;
-    return false;
-  };
-  json root = json::parse(body, depth_guard, /*allow_exceptions=*/false);
-  if (too_deep) {
-    return std::unexpected(invalid_request(std::format("the request body nests more than {} levels deep", kMaxJsonDepth)));
   }
+  return deepest;
+}
+
+std::expected<json, ApiError> parse_json_object(std::string_view body) {
+  if (json_nesting_depth(body) > kMaxJsonDepth) {
+    return std::unexpected(invalid_request(
+        std::format("the request body nests arrays and objects deeper than {} levels", kMaxJsonDepth), "json_too_deep"));
+  }
+  json root = json::parse(body, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return std::unexpected(invalid_request("the request body is not valid JSON", "invalid_json"));
   if (!root.is_object()) return std::unexpected(invalid_request("the request body must be a JSON object"));
   return root;

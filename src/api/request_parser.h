@@ -30,7 +30,15 @@ struct ParseOptions {
 // Limits that are part of the API contract.
 inline constexpr std::size_t kMaxStopStrings = 16;
 inline constexpr std::size_t kMaxStopStringBytes = 1024;
-inline constexpr int kMaxJsonDepth = 128;  // arrays and objects nested deeper are refused (400)
+// Deepest nesting of arrays and objects a body may have (the root object is level 1). Real
+// requests nest a few levels, a tool's JSON schema perhaps a dozen; what runs after parsing
+// (copies, the chat template, canonical dumps) walks values recursively, so a body nested deeper
+// is refused before anything walks it (100,000 levels fit in 200 KB and overflowed the stack).
+inline constexpr std::size_t kMaxJsonDepth = 128;
+
+// The nesting depth of arrays and objects in JSON text, counted outside strings; stops counting at
+// `limit` + 1. Exact for valid JSON; any answer for invalid JSON, which the parser refuses anyway.
+std::size_t json_nesting_depth(std::string_view text, std::size_t limit = kMaxJsonDepth);
 
 struct CacheFields {
   bool enabled = true;       // cache_prompt (root or extra_body) && the server default
@@ -65,7 +73,7 @@ struct CompletionRequest {
   std::variant<std::string, TokenPrompt> prompt;  // text to tokenize, or token ids used as is
 };
 
-// Malformed JSON or a body that is not an object.
+// Malformed JSON, a body nested deeper than kMaxJsonDepth, or a body that is not an object.
 std::expected<nlohmann::json, ApiError> parse_json_object(std::string_view body);
 
 std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, const ParseOptions& options);

@@ -26,13 +26,15 @@ std::unique_ptr<httplib::Client> connect(int port, std::chrono::seconds read_tim
 
 }  // namespace
 
-CompletionResult BenchClient::stream(const std::string& path, nlohmann::json body) const {
+CompletionResult BenchClient::stream(const std::string& path, nlohmann::json body, int cancel_after_reads) const {
   body["stream"] = true;
   const std::string payload = body.dump();
   auto client = connect(port_, read_timeout_);
   StreamReader reader;
   std::string raw;  // kept for error bodies, which are plain JSON rather than a stream
   double ttft_ms = -1;
+  int reads_after_first_token = 0;
+  bool hung_up = false;
   const auto t0 = Clock::now();
   auto res = client->Post(path, httplib::Headers{}, payload, "application/json",
                           [&](const char* data, std::size_t length) {
@@ -41,12 +43,21 @@ CompletionResult BenchClient::stream(const std::string& path, nlohmann::json bod
                             const bool before = reader.first_token_seen();
                             reader.feed(bytes);
                             if (!before && reader.first_token_seen()) ttft_ms = ms_since(t0);
+                            if (reader.first_token_seen() && cancel_after_reads > 0 && !reader.done() &&
+                                ++reads_after_first_token >= cancel_after_reads) {
+                              hung_up = true;
+                              return false;  // httplib closes the connection
+                            }
                             return true;
                           });
   const double total_ms = ms_since(t0);
   CompletionResult result = reader.result();
   result.ttft_ms = ttft_ms;
   result.total_ms = total_ms;
+  if (hung_up && !res && res.error() == httplib::Error::Canceled) {
+    result.cancelled = true;
+    return result;
+  }
   if (!res) {
     result.error = std::format("POST {} failed: {}", path, httplib::to_string(res.error()));
     return result;
@@ -58,6 +69,52 @@ CompletionResult BenchClient::stream(const std::string& path, nlohmann::json bod
     result.error = std::format("POST {}: the stream ended without [DONE]", path);
   }
   return result;
+}
+
+CompletionResult BenchClient::complete(const std::string& path, nlohmann::json body) const {
+  body["stream"] = false;
+  const auto t0 = Clock::now();
+  const HttpReply reply = post_raw(path, body.dump(), "application/json");
+  CompletionResult result;
+  result.total_ms = ms_since(t0);
+  result.status = reply.status;
+  if (reply.status == 0) {
+    result.error = std::format("POST {} failed: {}", path, reply.body);
+    return result;
+  }
+  if (reply.status != 200) {
+    result.error = std::format("POST {} answered {}: {}", path, reply.status, error_message(reply.body));
+    return result;
+  }
+  const auto parsed = nlohmann::json::parse(reply.body, nullptr, false);
+  const nlohmann::json::json_pointer choice("/choices/0");
+  if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains(choice)) {
+    result.error = std::format("POST {}: not a completion: {}", path, reply.body.substr(0, 200));
+    return result;
+  }
+  read_report_fields(parsed, result);
+  const auto& first = parsed.at(choice);
+  if (first.contains("text") && first["text"].is_string()) result.text = first["text"].get<std::string>();
+  const nlohmann::json::json_pointer content("/message/content");
+  if (first.contains(content) && first.at(content).is_string()) result.text = first.at(content).get<std::string>();
+  if (first.contains("finish_reason") && first["finish_reason"].is_string()) {
+    result.finish_reason = first["finish_reason"].get<std::string>();
+  }
+  return result;
+}
+
+HttpReply BenchClient::post_raw(const std::string& path, const std::string& body, const std::string& content_type) const {
+  auto client = connect(port_, read_timeout_);
+  auto res = client->Post(path, body, content_type);
+  if (!res) return {0, httplib::to_string(res.error())};
+  return {res->status, res->body};
+}
+
+HttpReply BenchClient::get_raw(const std::string& path) const {
+  auto client = connect(port_, read_timeout_);
+  auto res = client->Get(path);
+  if (!res) return {0, httplib::to_string(res.error())};
+  return {res->status, res->body};
 }
 
 BenchClient::Reply BenchClient::send(const std::string& method, const std::string& path, const std::string& body) const {

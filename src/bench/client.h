@@ -19,13 +19,28 @@ class HttpError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An answer as it came: status (0 when none came) and body.
+struct HttpReply {
+  int status = 0;
+  std::string body;
+};
+
 class BenchClient {
  public:
   BenchClient(int port, std::chrono::seconds read_timeout) : port_(port), read_timeout_(read_timeout) {}
 
   // POSTs `body` with "stream": true to `path` and reads the stream, timing the first token.
   // Never throws for HTTP-level failures: they land in CompletionResult::error.
-  CompletionResult stream(const std::string& path, nlohmann::json body) const;
+  // `cancel_after_reads` > 0: the client hangs up after that many reads once the first token has
+  // arrived, as a user who stops a reply does (CompletionResult::cancelled, no error).
+  CompletionResult stream(const std::string& path, nlohmann::json body, int cancel_after_reads = 0) const;
+  // POSTs `body` with "stream": false and reads the whole answer (text, finish reason, usage,
+  // prompt_cache, timings). Never throws for HTTP-level failures.
+  CompletionResult complete(const std::string& path, nlohmann::json body) const;
+  // POSTs `body` as it is; status 0 when no answer came. Never throws.
+  HttpReply post_raw(const std::string& path, const std::string& body, const std::string& content_type) const;
+  // GETs `path`; status 0 when no answer came. Never throws.
+  HttpReply get_raw(const std::string& path) const;
 
   nlohmann::json get_json(const std::string& path) const;
   nlohmann::json post_json(const std::string& path, const nlohmann::json& body) const;
@@ -39,10 +54,7 @@ class BenchClient {
   TokenIds chat_prompt_tokens(const nlohmann::json& messages) const;
 
  private:
-  struct Reply {
-    int status = 0;
-    std::string body;
-  };
+  using Reply = HttpReply;
   Reply send(const std::string& method, const std::string& path, const std::string& body) const;
 
   int port_;

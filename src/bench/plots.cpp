@@ -234,6 +234,30 @@ PlotSet build_plots(const nlohmann::json& results, const std::string& data_dir, 
   return std::move(b.set);
 }
 
+bool run_gnuplot(const std::filesystem::path& script, std::string& why) {
+  const std::string gnuplot = find_executable("gnuplot");
+  if (gnuplot.empty()) {
+    why = "gnuplot is not on PATH; run `gnuplot " + script.string() + "` where it is";
+    return false;
+  }
+  std::vector<std::string> args = {gnuplot, script.string()};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (::posix_spawn(&pid, gnuplot.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
+    why = "cannot start gnuplot";
+    return false;
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    why = "gnuplot failed on " + script.string();
+    return false;
+  }
+  return true;
+}
+
 nlohmann::json make_plots(const nlohmann::json& results, const std::string& dir, const std::string& stem, std::string& why) {
   namespace fs = std::filesystem;
   const fs::path png_dir = fs::absolute(dir);
@@ -243,26 +267,7 @@ nlohmann::json make_plots(const nlohmann::json& results, const std::string& dir,
   for (const auto& [name, contents] : set.data) std::ofstream(data_dir / name) << contents;
   const fs::path script = data_dir / "plots.gp";
   std::ofstream(script) << set.script;
-  const std::string gnuplot = find_executable("gnuplot");
-  if (gnuplot.empty()) {
-    why = "gnuplot is not on PATH; run `gnuplot " + script.string() + "` where it is";
-    return nlohmann::json::array();
-  }
-  std::vector<std::string> args = {gnuplot, script.string()};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  if (::posix_spawn(&pid, gnuplot.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
-    why = "cannot start gnuplot";
-    return nlohmann::json::array();
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    why = "gnuplot failed on " + script.string();
-    return nlohmann::json::array();
-  }
+  if (!run_gnuplot(script, why)) return nlohmann::json::array();
   nlohmann::json made = nlohmann::json::array();
   for (const auto& plot : set.plots) {
     if (fs::exists(png_dir / plot.at("file").get<std::string>())) made.push_back(plot);

@@ -2,6 +2,7 @@
 // evaluated per agent turn, hit ratio and TTFT over the multi-session trace, RSS over time.
 #pragma once
 
+#include <filesystem>
 #include <map>
 #include <string>
 
@@ -21,6 +22,9 @@ PlotSet build_plots(const nlohmann::json& results, const std::string& data_dir, 
 // Writes the data and `plots.gp` into `<dir>/<stem>-plots/` and runs gnuplot, which writes the PNGs
 // into `dir`. Returns the plots made (file names relative to `dir`); empty when gnuplot is not on
 // PATH or fails, with the reason in `why`.
+// Runs gnuplot on `script`; false (with the reason in `why`) when gnuplot is not on PATH or fails.
+bool run_gnuplot(const std::filesystem::path& script, std::string& why);
+
 nlohmann::json make_plots(const nlohmann::json& results, const std::string& dir, const std::string& stem, std::string& why);
 
 }  // namespace prefixd::bench

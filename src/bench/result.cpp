@@ -76,6 +76,7 @@ nlohmann::json CompletionResult::to_json() const {
                       {"cache_n", cache_n},
                       {"first_piece", first_piece}};
   if (!error.empty()) j["error"] = error;
+  if (cancelled) j["cancelled"] = true;
   return j;
 }
 

@@ -12,6 +12,7 @@ namespace prefixd::bench {
 struct CompletionResult {
   int status = 0;               // HTTP status; 0 when the request never got an answer
   std::string error;            // non-empty: the request failed (transport, HTTP status, error payload)
+  bool cancelled = false;       // the client hung up mid-stream on purpose (not an error)
   double ttft_ms = -1;          // client: request sent → first SSE chunk with text or a finish reason
   double total_ms = -1;         // client: request sent → response complete
   std::string text;             // the generated text, concatenated

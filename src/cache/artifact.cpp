@@ -50,63 +50,49 @@ std::uint64_t header_checksum(std::span<const std::uint8_t> header) {
   return XXH3_64bits_digest(&state);
 }
 
-[[noreturn]] void corrupt(const fs::path& path, const std::string& what) {
-  throw ArtifactError(ArtifactError::Kind::corrupt, "artifact " + path.filename().string() + " is corrupt: " + what);
+[[noreturn]] void corrupt(const std::string& name, const std::string& what) {
+  throw ArtifactError(ArtifactError::Kind::corrupt, "artifact " + name + " is corrupt: " + what);
+}
+
+std::uint64_t now_unix_ms() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
 }
 
 }  // namespace
 
-ArtifactInfo write_artifact(const fs::path& path, const Artifact& artifact) {
-  engine::Bytes header(kMagic.begin(), kMagic.end());
-  put_u32(header, kArtifactFormatVersion);
-  put_u32(header, static_cast<std::uint32_t>(artifact.records.size()));
-  header.insert(header.end(), artifact.model.begin(), artifact.model.end());
-  header.insert(header.end(), artifact.ns.begin(), artifact.ns.end());
-  header.insert(header.end(), artifact.scope.begin(), artifact.scope.end());
-  header.insert(header.end(), artifact.salt.begin(), artifact.salt.end());
-  put_u32(header, static_cast<std::uint32_t>(artifact.tokens.size()));
-  put_u32(header, static_cast<std::uint32_t>(artifact.fork));
-  put_u64(header, static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 std::chrono::system_clock::now().time_since_epoch())
-                                                 .count()));
-  put_u64(header, 0);  // the checksum, filled in below
-  for (engine::Token t : artifact.tokens) put_u32(header, static_cast<std::uint32_t>(t));
-  const std::uint64_t check = header_checksum(header);
-  for (std::size_t i = 0; i < 8; ++i) header[kFixedBytes - 8 + i] = static_cast<std::uint8_t>(check >> (8 * i));
+engine::Bytes encode_artifact(const Artifact& artifact) {
+  engine::Bytes out(kMagic.begin(), kMagic.end());
+  put_u32(out, kArtifactFormatVersion);
+  put_u32(out, static_cast<std::uint32_t>(artifact.records.size()));
+  out.insert(out.end(), artifact.model.begin(), artifact.model.end());
+  out.insert(out.end(), artifact.ns.begin(), artifact.ns.end());
+  out.insert(out.end(), artifact.scope.begin(), artifact.scope.end());
+  out.insert(out.end(), artifact.salt.begin(), artifact.salt.end());
+  put_u32(out, static_cast<std::uint32_t>(artifact.tokens.size()));
+  put_u32(out, static_cast<std::uint32_t>(artifact.fork));
+  put_u64(out, artifact.created_unix_ms != 0 ? artifact.created_unix_ms : now_unix_ms());
+  put_u64(out, 0);  // the checksum, filled in below
+  for (engine::Token t : artifact.tokens) put_u32(out, static_cast<std::uint32_t>(t));
+  const std::uint64_t check = header_checksum(out);
+  for (std::size_t i = 0; i < 8; ++i) out[kFixedBytes - 8 + i] = static_cast<std::uint8_t>(check >> (8 * i));
 
   // Each record: its length, then its encoding.
-  engine::Bytes body;
-  ArtifactInfo info{static_cast<std::int32_t>(artifact.tokens.size())};
   for (const Record& record : artifact.records) {
     const engine::Bytes record_header = encode_header(record.meta, record.payload);
-    put_u64(body, record_header.size() + record.payload.size());
-    body.insert(body.end(), record_header.begin(), record_header.end());
-    body.insert(body.end(), record.payload.begin(), record.payload.end());
-    (record.meta.kind == RecordKind::segment ? info.segments : info.checkpoints) += 1;
+    put_u64(out, record_header.size() + record.payload.size());
+    out.insert(out.end(), record_header.begin(), record_header.end());
+    out.insert(out.end(), record.payload.begin(), record.payload.end());
   }
-  const fs::path temp = path.parent_path() / ("." + path.filename().string() + "." + std::to_string(::getpid()) + ".tmp");
-  if (const auto failure = write_atomically(temp, path, {header, body})) {
-    throw ArtifactError(ArtifactError::Kind::io, std::string("cannot write artifact ") + path.filename().string() +
-                                                     " (" + failure->step + "): " + std::strerror(failure->error));
-  }
-  info.bytes = header.size() + body.size();
-  return info;
+  return out;
 }
 
-Artifact read_artifact(const fs::path& path, const Digest& model) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) {
-    throw ArtifactError(ArtifactError::Kind::not_found, "no artifact named " + path.filename().string());
-  }
-  std::ifstream in(path, std::ios::binary);
-  const engine::Bytes bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (!in.good() && !in.eof()) throw ArtifactError(ArtifactError::Kind::io, "cannot read artifact " + path.filename().string());
-  const std::span<const std::uint8_t> all(bytes);
+Artifact decode_artifact(std::span<const std::uint8_t> all, const Digest& model, const std::string& name) {
   if (all.size() < kFixedBytes || !std::equal(kMagic.begin(), kMagic.end(), all.begin())) {
-    corrupt(path, "not a prefixd artifact");
+    corrupt(name, "not a prefixd artifact");
   }
   if (const std::uint32_t version = get_u32(all, 8); version != kArtifactFormatVersion) {
-    throw ArtifactError(ArtifactError::Kind::version, "artifact " + path.filename().string() + " has format version " +
+    throw ArtifactError(ArtifactError::Kind::version, "artifact " + name + " has format version " +
                                                           std::to_string(version) + "; this build reads version " +
                                                           std::to_string(kArtifactFormatVersion));
   }
@@ -118,13 +104,14 @@ Artifact read_artifact(const fs::path& path, const Digest& model) {
   std::memcpy(out.salt.data(), all.data() + 112, 32);
   const std::uint32_t token_count = get_u32(all, kTokenCountAt);
   out.fork = static_cast<std::int32_t>(get_u32(all, kTokenCountAt + 4));
-  if (token_count > kMaxTokens || record_count > kMaxRecords) corrupt(path, "impossible counts");
+  out.created_unix_ms = get_u64(all, kTokenCountAt + 8);
+  if (token_count > kMaxTokens || record_count > kMaxRecords) corrupt(name, "impossible counts");
   const std::size_t header_bytes = kFixedBytes + static_cast<std::size_t>(token_count) * 4;
-  if (all.size() < header_bytes) corrupt(path, "truncated header");
-  if (header_checksum(all.first(header_bytes)) != get_u64(all, kFixedBytes - 8)) corrupt(path, "header checksum");
+  if (all.size() < header_bytes) corrupt(name, "truncated header");
+  if (header_checksum(all.first(header_bytes)) != get_u64(all, kFixedBytes - 8)) corrupt(name, "header checksum");
   if (out.model != model) {
     throw ArtifactError(ArtifactError::Kind::model,
-                        "artifact " + path.filename().string() + " was made for another model or other settings "
+                        "artifact " + name + " was made for another model or other settings "
                         "(model key " + to_hex(out.model).substr(0, 16) + ", this server " + to_hex(model).substr(0, 16) + ")");
   }
   out.tokens.resize(token_count);
@@ -132,32 +119,56 @@ Artifact read_artifact(const fs::path& path, const Digest& model) {
   std::size_t at = header_bytes;
   engine::Pos next = 0;
   for (std::uint32_t r = 0; r < record_count; ++r) {
-    if (all.size() - at < 8) corrupt(path, "truncated");
+    if (all.size() - at < 8) corrupt(name, "truncated");
     const std::uint64_t length = get_u64(all, at);
     at += 8;
-    if (length > all.size() - at) corrupt(path, "truncated");
+    if (length > all.size() - at) corrupt(name, "truncated");
     DecodedRecord decoded = decode_record(all.subspan(at, length), &model);
-    if (decoded.fault != RecordFault::none) corrupt(path, std::string("record ") + std::to_string(r) + ": " + record_fault_name(decoded.fault));
+    if (decoded.fault != RecordFault::none) corrupt(name, std::string("record ") + std::to_string(r) + ": " + record_fault_name(decoded.fault));
     at += length;
     const RecordMeta& meta = decoded.record.meta;
     // Segments tile the prefix from 0 in order, holding its tokens; a checkpoint ends it.
-    if (meta.ns != out.ns) corrupt(path, "a record of another namespace");
-    if (meta.scope != out.scope) corrupt(path, "a record of another scope");
+    if (meta.ns != out.ns) corrupt(name, "a record of another namespace");
+    if (meta.scope != out.scope) corrupt(name, "a record of another scope");
     if (meta.kind == RecordKind::segment) {
       const auto n = static_cast<engine::Pos>(meta.tokens.size());
       if (meta.begin != next || next + n > static_cast<engine::Pos>(token_count) ||
           !std::equal(meta.tokens.begin(), meta.tokens.end(), out.tokens.begin() + next)) {
-        corrupt(path, "segments do not tile the prefix");
+        corrupt(name, "segments do not tile the prefix");
       }
       next += n;
     } else if (r + 1 != record_count || meta.begin != static_cast<engine::Pos>(token_count)) {
-      corrupt(path, "a checkpoint that does not end the prefix");
+      corrupt(name, "a checkpoint that does not end the prefix");
     }
     out.records.push_back(std::move(decoded.record));
   }
-  if (at != all.size()) corrupt(path, "trailing bytes");
-  if (next != 0 && next != static_cast<engine::Pos>(token_count)) corrupt(path, "segments do not cover the prefix");
+  if (at != all.size()) corrupt(name, "trailing bytes");
+  if (next != 0 && next != static_cast<engine::Pos>(token_count)) corrupt(name, "segments do not cover the prefix");
   return out;
+}
+
+ArtifactInfo write_artifact(const fs::path& path, const Artifact& artifact) {
+  const engine::Bytes bytes = encode_artifact(artifact);
+  const fs::path temp = path.parent_path() / ("." + path.filename().string() + "." + std::to_string(::getpid()) + ".tmp");
+  if (const auto failure = write_atomically(temp, path, {bytes})) {
+    throw ArtifactError(ArtifactError::Kind::io, std::string("cannot write artifact ") + path.filename().string() +
+                                                     " (" + failure->step + "): " + std::strerror(failure->error));
+  }
+  ArtifactInfo info{static_cast<std::int32_t>(artifact.tokens.size())};
+  for (const Record& record : artifact.records) (record.meta.kind == RecordKind::segment ? info.segments : info.checkpoints) += 1;
+  info.bytes = bytes.size();
+  return info;
+}
+
+Artifact read_artifact(const fs::path& path, const Digest& model) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    throw ArtifactError(ArtifactError::Kind::not_found, "no artifact named " + path.filename().string());
+  }
+  std::ifstream in(path, std::ios::binary);
+  const engine::Bytes bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (!in.good() && !in.eof()) throw ArtifactError(ArtifactError::Kind::io, "cannot read artifact " + path.filename().string());
+  return decode_artifact(bytes, model, path.filename().string());
 }
 
 }  // namespace prefixd::cache

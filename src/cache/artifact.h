@@ -2,7 +2,8 @@
 // restart, on another machine with the same model file and settings).
 //
 // One file: a header (magic, format version, model key, namespace digest, scope, the lineage's
-// fork and salt, the prefix's tokens, the record count, a checksum of all of it), then the prefix's records, each in the disk tier's
+// fork and salt, the prefix's tokens, the record count, a checksum of all of it), then the
+// prefix's records, each in the disk tier's
 // self-verifying encoding (disk_format.h): its attention segments in position order and, for
 // models that resume only at checkpoints, the checkpoint at its end. Loading verifies the header
 // and every record before anything is stored, so a refused artifact changes nothing.
@@ -10,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -38,6 +40,7 @@ struct Artifact {
   ScopeId scope{};                     // whose prefix it is; every record carries the same
   std::int32_t fork = kNoFork;         // the lineage its records are addressed in (with `ns`)
   Digest salt{};
+  std::uint64_t created_unix_ms = 0;   // when it was written; 0 when encoding: now
   std::vector<engine::Token> tokens;  // the prefix the records rebuild
   std::vector<Record> records;         // segments in position order, then at most one checkpoint
 };
@@ -49,12 +52,18 @@ struct ArtifactInfo {
   std::uint64_t bytes = 0;  // of the file
 };
 
+// The file's bytes. Decoding them again gives back `artifact` (created_unix_ms filled in).
+engine::Bytes encode_artifact(const Artifact& artifact);
+// Verifies a whole artifact made for `model` from its bytes; `name` only goes into messages.
+// Throws ArtifactError: version (another format version), model (another model key), corrupt
+// (any checksum, truncation, trailing bytes, or a record that is not part of the prefix).
+Artifact decode_artifact(std::span<const std::uint8_t> bytes, const Digest& model, const std::string& name);
+
 // Writes atomically (temporary file, fsync, rename, fsync of the directory). Throws ArtifactError
 // (io) on failure, leaving no partial file under `path`.
 ArtifactInfo write_artifact(const std::filesystem::path& path, const Artifact& artifact);
-// Reads and verifies a whole artifact made for `model`. Throws ArtifactError: not_found, version
-// (another format version), model (another model key), corrupt (any checksum, truncation, or a
-// record that is not part of the prefix), io.
+// Reads and decodes a whole file (decode_artifact). Throws ArtifactError: not_found, io, and
+// those of decode_artifact.
 Artifact read_artifact(const std::filesystem::path& path, const Digest& model);
 
 }  // namespace prefixd::cache

@@ -13,5 +13,6 @@ std::function<int()> add_mkmodel_command(CLI::App& app);
 std::function<int()> add_bench_command(CLI::App& app);
 std::function<int()> add_compare_command(CLI::App& app);
 std::function<int()> add_cache_command(CLI::App& app);
+std::function<int()> add_soak_command(CLI::App& app);
 
 }  // namespace prefixd::cli

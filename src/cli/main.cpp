@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   add(prefixd::cli::add_bench_command);
   add(prefixd::cli::add_compare_command);
   add(prefixd::cli::add_cache_command);
+  add(prefixd::cli::add_soak_command);
 
   try {
     app.parse(argc, argv);

@@ -255,6 +255,30 @@ TEST_F(ApiRoutes, EveryBadInputGetsItsStatus) {
   EXPECT_EQ(post_json(*client_, "/v1/chat/completions", chat("still alive?", 2)).status, 200);
 }
 
+TEST_F(ApiRoutes, DeeplyNestedBodiesAre400AndTheServerLives) {
+  // 100,000 nested arrays in 200 KB overflowed the stack of the thread that copied the message
+  // (or rendered the tools, or digested the kwargs): one request took the server down.
+  const std::string nest = std::string(100'000, '[') + std::string(100'000, ']');
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x", "extra": )" + nest + "}]}"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"k": )" + nest + "}}"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", )"
+                               R"("function": {"name": "f", "parameters": )" + nest + "}}]}"},
+      {"/apply-template", R"({"messages": [{"role": "user", "content": "x", "extra": )" + nest + "}]}"},
+      {"/v1/completions", R"({"prompt": "x", "extra": )" + nest + "}"},
+      {"/tokenize", R"({"content": "x", "extra": )" + nest + "}"},
+  };
+  for (const auto& [path, body] : cases) {
+    auto res = client_->Post(path, body, "application/json");
+    ASSERT_TRUE(res) << path << ": no answer (the server died?)";
+    EXPECT_EQ(res->status, 400) << path << " -> " << res->body;
+    EXPECT_EQ(json::parse(res->body, nullptr, false)["error"]["code"], "json_too_deep") << res->body;
+  }
+  EXPECT_TRUE(server_->running());
+  EXPECT_EQ(post_json(*client_, "/v1/chat/completions", chat("still alive?", 2)).status, 200);
+}
+
 TEST(ApiLimits, BodyLargerThanTheLimitIs413) {
   ServerProcess server({.extra_args = {"--max-body-bytes", "4096"}});
   auto client = server.client();

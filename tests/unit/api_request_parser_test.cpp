@@ -138,7 +138,7 @@ TEST(ApiRequestParser, BodiesNestedTooDeepAreRefused) {
   const std::string deep = R"({"messages": [{"role": "user", "content": "hi", "x": )" + nested(1000000) + "}]}";
   const ApiError error = chat_error(deep);
   EXPECT_EQ(error.status, 400);
-  EXPECT_NE(error.message.find("nests more than"), std::string::npos) << error.message;
+  EXPECT_EQ(error.code, "json_too_deep") << error.message;
   EXPECT_EQ(parse_json_object("[" + nested(200) + "]").error().status, 400);
 }
 
@@ -320,6 +320,33 @@ TEST(ApiRequestParser, CompletionPromptErrors) {
   EXPECT_EQ(completion_error({{"prompt", "x"}, {"model", "other"}}).status, 404);
   EXPECT_EQ(completion_error({{"prompt", "x"}, {"max_tokens", -5}}).param, "max_tokens");
   EXPECT_EQ(completion_error({{"prompt", "x"}, {"echo", true}}).param, "echo");
+}
+
+TEST(ApiRequestParser, NestingDepthIsCountedOutsideStrings) {
+  EXPECT_EQ(json_nesting_depth("{}"), 1u);
+  EXPECT_EQ(json_nesting_depth(R"({"a": [[1], {"b": [2]}], "c": "[[[{{{"})"), 4u);
+  EXPECT_EQ(json_nesting_depth(R"({"a": "\"[[[", "b": [[]]})"), 3u) << "an escaped quote does not end the string";
+  EXPECT_EQ(json_nesting_depth(std::string(1000, '['), 10), 11u) << "counting stops past the limit";
+}
+
+TEST(ApiRequestParser, BodiesNestedDeeperThanTheLimitAreRefusedBeforeAnythingWalksThem) {
+  const auto nest = [](std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+  const auto kwargs_body = [&](std::size_t depth) {
+    return R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"k": )" + nest(depth) + "}}";
+  };
+  // The root object and the kwargs object are two levels.
+  EXPECT_TRUE(parse_chat_request(kwargs_body(kMaxJsonDepth - 2), options()).has_value());
+  const ApiError deep = chat_error(kwargs_body(kMaxJsonDepth - 1));
+  EXPECT_EQ(deep.status, 400);
+  EXPECT_EQ(deep.code, "json_too_deep");
+  EXPECT_EQ(chat_error(R"({"messages": [{"role": "user", "content": "x", "extra": )" + nest(100'000) + "}]}").code,
+            "json_too_deep");
+  const auto completion = parse_completion_request(R"({"prompt": "x", "extra": )" + nest(100'000) + "}", options());
+  ASSERT_FALSE(completion.has_value());
+  EXPECT_EQ(completion.error().code, "json_too_deep");
+  EXPECT_EQ(parse_json_object(nest(100'000)).error().code, "json_too_deep");
+  // Brackets inside strings are text.
+  EXPECT_TRUE(parse_chat_request(chat_body({{"stop", nest(100)}}).dump(), options()).has_value());
 }
 
 TEST(ApiRequestParser, ErrorJsonHasTheOpenAiShape) {

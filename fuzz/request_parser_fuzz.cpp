@@ -1,0 +1,98 @@
+// Fuzz target: the request parser and validator (api/request_parser.h), which every JSON body of
+// every route goes through before anything else sees it.
+//
+// Each input is one request body, parsed as a chat and as a completion request, by a server with
+// the cache on and no vocabulary limit and by one with --no-cache-prompt and a 258-token
+// vocabulary. Besides the sanitizers (and any exception escaping, which the server would answer
+// with a 500), it checks the parser's promises: a refusal is a 4xx with a message whose JSON body
+// can be written; an accepted request holds only values inside the documented ranges.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "api/request_parser.h"
+#include "fuzz_check.h"
+
+namespace prefixd::fuzz {
+namespace {
+
+using api::ApiError;
+using api::CommonParams;
+using api::ParseOptions;
+
+void check_refusal(const ApiError& error) {
+  require(error.status >= 400 && error.status < 500, "a bad request is answered with a 4xx");
+  require(!error.message.empty(), "a refusal says why");
+  // The HTTP layer writes this body with nlohmann's strict UTF-8 check; a throw would be a 500.
+  require(!error.to_json().dump().empty(), "the error body can be written");
+}
+
+void check_common(const CommonParams& p, const ParseOptions& options) {
+  const auto& s = p.sampling;
+  require(s.top_p > 0.0f && s.top_p <= 1.0f, "top_p in (0, 1]");
+  require(s.min_p >= 0.0f && s.min_p <= 1.0f, "min_p in [0, 1]");
+  require(s.temperature >= 0.0f && s.temperature <= 2.0f, "temperature in [0, 2]");
+  require(s.top_k >= 0, "top_k not negative");
+  require(p.max_tokens == -1 || p.max_tokens >= 1, "max_tokens is -1 or at least 1");
+  require(p.stop.size() <= api::kMaxStopStrings, "at most kMaxStopStrings stop strings");
+  for (const auto& stop : p.stop) require(!stop.empty() && stop.size() <= api::kMaxStopStringBytes, "stop strings in bounds");
+  require(p.logprobs >= -1 && p.logprobs <= scheduler::kMaxTopLogprobs, "logprobs in [-1, 20]");
+  require(options.cache_prompt_default || !p.cache.enabled, "--no-cache-prompt wins over the request");
+}
+
+// Everything after the parser walks values recursively: nothing deeper than the limit gets through.
+void check_depth(std::string_view body) {
+  require(api::json_nesting_depth(body) <= api::kMaxJsonDepth, "an accepted body nests within kMaxJsonDepth");
+}
+
+void check_chat(std::string_view body, const ParseOptions& options) {
+  const auto parsed = api::parse_chat_request(body, options);
+  if (!parsed) return check_refusal(parsed.error());
+  check_depth(body);
+  check_common(parsed->params, options);
+  const auto& messages = parsed->chat.messages;
+  require(messages.is_array() && !messages.empty(), "a chat has messages");
+  for (const auto& m : messages) {
+    require(m.is_object() && m.contains("role") && m["role"].is_string() && !m["role"].get<std::string>().empty(),
+            "every message has a role");
+    require(m["role"] != "developer", "developer is sent to templates as system");
+    require(m.contains("content") && (m["content"].is_string() || m["content"].is_null()), "content is text or null");
+  }
+  const auto& choice = parsed->tool_choice;
+  require(choice.is_object() || choice == "none" || choice == "auto" || choice == "required", "a known tool_choice");
+  require(choice == "none" ? parsed->chat.tools.is_null() : parsed->chat.tools == parsed->tools,
+          "the template sees the tools unless tool_choice is none");
+  require(parsed->chat.extra_context.is_null() || parsed->chat.extra_context.is_object(), "kwargs are an object");
+}
+
+void check_completion(std::string_view body, const ParseOptions& options) {
+  const auto parsed = api::parse_completion_request(body, options);
+  if (!parsed) return check_refusal(parsed.error());
+  check_depth(body);
+  check_common(parsed->params, options);
+  if (const auto* text = std::get_if<std::string>(&parsed->prompt)) {
+    require(!text->empty(), "a text prompt is not empty");
+  } else {
+    const auto& tokens = std::get<api::TokenPrompt>(parsed->prompt);
+    require(!tokens.empty(), "a token prompt is not empty");
+    for (const auto t : tokens) require(t >= 0 && (options.vocab_size == 0 || t < options.vocab_size), "token ids in the vocabulary");
+  }
+}
+
+}  // namespace
+}  // namespace prefixd::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using prefixd::api::ParseOptions;
+  static const ParseOptions kServers[] = {
+      {.model_names = {"default", "tiny"}, .cache_prompt_default = true, .vocab_size = 0},
+      {.model_names = {"default"}, .cache_prompt_default = false, .vocab_size = 258},
+  };
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  if (const auto root = prefixd::api::parse_json_object(body); !root) prefixd::fuzz::check_refusal(root.error());
+  for (const ParseOptions& options : kServers) {
+    prefixd::fuzz::check_chat(body, options);
+    prefixd::fuzz::check_completion(body, options);
+  }
+  return 0;
+}

@@ -1,0 +1,230 @@
+// prefixd_fuzz_seeds OUT_DIR — writes the seed corpora of the fuzz targets (make fuzz-seeds writes
+// them into fuzz/corpus/, where they are kept). Every seed is a valid input made by the project's
+// own encoders, so that fuzzing starts from inputs that reach the deepest decoding paths:
+// - request_parser, chat_template: request bodies of the benchmark's workloads (bench::step_body,
+//   what `prefixd bench` sends), and bodies that use each feature of the chat API once (tools,
+//   tool calls and results, content parts, kwargs, extra_body, logprobs, stop, token prompts);
+// - disk_record: the files a prompt cache with a disk tier writes behind (cache::DiskStore) over
+//   the FakeEngine, for a dense model (segments) and a hybrid one (segments and checkpoints);
+// - artifact: what PrefixCache::save_artifact writes for the same prefixes.
+// The disk records and artifacts carry their creation time, so a rerun writes other bytes.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/cache_namespace.h"
+#include "bench/request.h"
+#include "bench/workload.h"
+#include "cache/prefix_cache.h"
+#include "engine/fake_engine.h"
+
+namespace prefixd::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// libFuzzer's default input limit is 4096 bytes; seeds past it would raise every target's.
+constexpr std::size_t kMaxSeedBytes = 4096;
+
+class CorpusWriter {
+ public:
+  explicit CorpusWriter(fs::path dir) : dir_(std::move(dir)) {}
+
+  void add(const std::string& target, const std::string& name, const std::string& bytes) {
+    if (bytes.size() > kMaxSeedBytes) return;
+    fs::create_directories(dir_ / target);
+    std::ofstream(dir_ / target / name, std::ios::binary) << bytes;
+    ++written_;
+  }
+  void add_file(const std::string& target, const std::string& name, const fs::path& from) {
+    std::ifstream in(from, std::ios::binary);
+    add(target, name, std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+  }
+  int written() const { return written_; }
+
+ private:
+  fs::path dir_;
+  int written_ = 0;
+};
+
+// Chat bodies for both JSON targets, one feature each.
+std::vector<json> feature_bodies() {
+  const json tools = json::array({{{"type", "function"},
+                                   {"function", {{"name", "get_weather"},
+                                                 {"description", "Current weather"},
+                                                 {"parameters", {{"type", "object"},
+                                                                 {"properties", {{"city", {{"type", "string"}}}}},
+                                                                 {"required", {"city"}}}}}}}});
+  const json call = {{"id", "call_1"}, {"type", "function"},
+                     {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Oslo\"}"}}}};
+  return {
+      {{"model", "default"},
+       {"messages", {{{"role", "system"}, {"content", "You are terse."}}, {{"role", "user"}, {"content", "Weather in Oslo?"}}}},
+       {"tools", tools},
+       {"tool_choice", "auto"}},
+      {{"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}},
+                     {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}},
+                     {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "-3 C, snow"}},
+                     {{"role", "user"}, {"content", "And tomorrow?"}}}},
+       {"tools", tools},
+       {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}},
+      {{"messages", {{{"role", "developer"}, {"content", "Answer in French."}},
+                     {{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", "Bonjour"}},
+                                                                  {{"type", "text"}, {"text", "ca va?"}}})}}}},
+       {"chat_template_kwargs", {{"enable_thinking", false}}},
+       {"add_generation_prompt", true}},
+      {{"messages", {{{"role", "user"}, {"content", "Count to five."}}}},
+       {"max_completion_tokens", 16},
+       {"temperature", 0},
+       {"top_p", 0.9},
+       {"top_k", 40},
+       {"min_p", 0.05},
+       {"seed", 7},
+       {"stop", {"\n\n", "six"}},
+       {"logprobs", true},
+       {"top_logprobs", 3},
+       {"stream", true},
+       {"stream_options", {{"include_usage", true}}},
+       {"n", 1}},
+      {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+       {"extra_body", {{"cache_prompt", true}, {"prompt_cache_key", "session-1"}, {"cache_salt", "tenant-a"}}},
+       {"user", "u-1"},
+       {"max_tokens", 8},
+       {"presence_penalty", 0.5},
+       {"frequency_penalty", -0.5}},
+  };
+}
+
+std::vector<json> completion_bodies() {
+  return {
+      {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"logprobs", 2}, {"stop", "."}},
+      {{"prompt", json::array({1, 2, 3, 200, 257})}, {"max_tokens", 4}, {"n_predict", -1}},
+      {{"prompt", json::array({"The answer is"})}, {"temperature", 1.5}, {"echo", false}},
+      {{"prompt", json::array({json::array({10, 20, 30})})}, {"cache_prompt", false}},
+  };
+}
+
+void request_seeds(CorpusWriter& out) {
+  int n = 0;
+  for (const json& body : feature_bodies()) {
+    const std::string text = body.dump();
+    out.add("request_parser", "feature-" + std::to_string(n), text);
+    out.add("chat_template", "feature-" + std::to_string(n), text);
+    ++n;
+  }
+  n = 0;
+  for (const json& body : completion_bodies()) out.add("request_parser", "completion-" + std::to_string(n++), body.dump());
+  // What the benchmark sends: multi-turn sessions, agent loops with long shared prefixes, edits.
+  const bench::WorkloadParams params{.seed = 1, .scale = 0.02, .reps = 1, .cold_reps_long = 1};
+  for (const std::string name : {"agent", "multisession", "edit", "shared"}) {
+    const bench::Workload workload = bench::make_workload(name, params);
+    const std::size_t step = std::max<std::size_t>(1, workload.steps.size() / 4);
+    for (std::size_t i = 0; i < workload.steps.size(); i += step) {
+      const bench::Step& s = workload.steps[i];
+      const std::string text =
+          bench::step_body(s, bench::RequestOptions{.max_tokens = s.max_tokens, .session = s.session}).dump();
+      const std::string stem = name + "-" + std::to_string(i);
+      out.add("request_parser", stem, text);
+      if (s.prompt.empty()) out.add("chat_template", stem, text);
+    }
+  }
+}
+
+// A prompt cache with a disk tier over the FakeEngine, fed as the scheduler feeds it.
+class CacheBench {
+ public:
+  CacheBench(engine::ModelFamily family, const fs::path& dir)
+      : engine_(engine::FakeEngineOptions{.n_ctx = 2048, .n_batch = 64, .n_seq = 8, .family = family}) {
+    cache::CacheConfig config;
+    config.min_prefix = 4;
+    config.block_size = 4;
+    config.host_segment_tokens = 8;
+    config.device_cells = 1024;
+    config.host_capacity_bytes = 1 << 20;
+    config.disk_path = dir.string();
+    cache_ = std::make_unique<cache::PrefixCache>(engine_, config, std::vector<engine::SeqId>{2, 3, 4, 5, 6}, 7);
+  }
+
+  // Serves `prompt` on sequence 0 and donates it.
+  void serve(const std::string& ns, const std::vector<engine::Token>& prompt) {
+    const cache::Acquisition got = cache_->acquire({ns, "seed", {}}, prompt, 0);
+    std::int32_t computed = got.reused;
+    while (computed < static_cast<std::int32_t>(prompt.size())) {
+      const std::int32_t stop = cache_->next_stop(0);
+      const std::int32_t end = stop > computed ? stop : static_cast<std::int32_t>(prompt.size());
+      for (std::int32_t i = computed; i < end; i += engine_.batch_size()) {
+        std::vector<engine::BatchToken> batch;
+        for (std::int32_t j = i; j < std::min(end, i + engine_.batch_size()); ++j) {
+          batch.push_back({prompt[static_cast<std::size_t>(j)], j, 0, false});
+        }
+        if (engine_.decode(batch) != engine::DecodeStatus::ok) throw std::runtime_error("the FakeEngine refused a batch");
+      }
+      computed = end;
+      cache_->advance(0, computed);
+    }
+    cache_->donate(0, prompt);
+    cache_->flush_disk();
+  }
+  cache::PrefixCache& cache() { return *cache_; }
+
+ private:
+  engine::FakeEngine engine_;
+  std::unique_ptr<cache::PrefixCache> cache_;
+};
+
+void record_seeds(CorpusWriter& out, const fs::path& work) {
+  const std::string ns = api::namespace_digest({.model_id = "seed-model", .template_signature = "seed-template"});
+  std::vector<engine::Token> prompt;
+  for (int i = 0; i < 29; ++i) prompt.push_back((i * 37 + 11) % 256);
+  for (const auto family : {engine::ModelFamily::dense, engine::ModelFamily::hybrid}) {
+    const std::string tag = family == engine::ModelFamily::dense ? "dense" : "hybrid";
+    const fs::path dir = work / tag;
+    {
+      CacheBench bench(family, dir);
+      bench.serve(ns, prompt);
+      bench.cache().save_artifact(cache::RequestKey{ns, "seed", {}}, prompt, work / (tag + ".prefixd"));
+    }
+    out.add_file("artifact", tag, work / (tag + ".prefixd"));
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::recursive_directory_iterator(dir / "kv")) {
+      if (entry.is_regular_file()) files.push_back(entry.path());
+    }
+    std::ranges::sort(files);
+    for (const fs::path& file : files) out.add_file("disk_record", tag + "-" + file.filename().string(), file);
+  }
+}
+
+}  // namespace
+}  // namespace prefixd::fuzz
+
+int main(int argc, char** argv) {
+  namespace fs = std::filesystem;
+  if (argc != 2) {
+    std::cerr << "usage: prefixd_fuzz_seeds OUT_DIR  (writes OUT_DIR/<target>/<seed>)\n";
+    return 2;
+  }
+  const fs::path work = fs::temp_directory_path() / ("prefixd-fuzz-seeds-" + std::to_string(::getpid()));
+  try {
+    fs::remove_all(work);
+    prefixd::fuzz::CorpusWriter out(argv[1]);
+    prefixd::fuzz::request_seeds(out);
+    prefixd::fuzz::record_seeds(out, work);
+    fs::remove_all(work);
+    std::cout << "wrote " << out.written() << " seeds under " << argv[1] << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    fs::remove_all(work);
+    std::cerr << "prefixd_fuzz_seeds: " << e.what() << "\n";
+    return 1;
+  }
+}

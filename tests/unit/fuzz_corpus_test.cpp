@@ -1,0 +1,103 @@
+// The fuzz targets' seed corpora (fuzz/corpus/, written by prefixd_fuzz_seeds) are valid inputs of
+// their decoders, so that fuzzing starts past every check. A change of a format or of the API that
+// makes them stale fails here: rewrite them with `make fuzz-seeds`.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "api/chat_template.h"
+#include "api/request_parser.h"
+#include "cache/artifact.h"
+#include "cache/disk_format.h"
+
+namespace prefixd {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Seed {
+  std::string name;
+  std::string bytes;
+};
+
+std::vector<Seed> seeds(const std::string& target) {
+  std::vector<Seed> out;
+  for (const auto& entry : fs::directory_iterator(fs::path(PREFIXD_FUZZ_CORPUS) / target)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    out.push_back({entry.path().filename().string(), std::string(std::istreambuf_iterator<char>(in), {})});
+  }
+  return out;
+}
+
+std::span<const std::uint8_t> bytes_of(const std::string& s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+const api::ParseOptions kOptions{.model_names = {"default"}};
+
+TEST(FuzzCorpus, RequestSeedsAreAcceptedChatOrCompletionRequests) {
+  const auto all = seeds("request_parser");
+  EXPECT_GE(all.size(), 10u);
+  int completions = 0;
+  for (const Seed& seed : all) {
+    const auto chat = api::parse_chat_request(seed.bytes, kOptions);
+    const auto completion = api::parse_completion_request(seed.bytes, kOptions);
+    EXPECT_TRUE(chat || completion) << seed.name << ": " << (chat ? "" : chat.error().message);
+    completions += completion ? 1 : 0;
+  }
+  EXPECT_GE(completions, 3);
+}
+
+TEST(FuzzCorpus, ChatTemplateSeedsRenderWithChatMl) {
+  const auto all = seeds("chat_template");
+  EXPECT_GE(all.size(), 5u);
+  const auto chatml = api::ChatTemplate::create(std::string(api::chatml_template_source()));
+  ASSERT_TRUE(chatml.has_value());
+  bool tools = false;
+  for (const Seed& seed : all) {
+    const auto request = api::parse_chat_request(seed.bytes, kOptions);
+    ASSERT_TRUE(request.has_value()) << seed.name << ": " << request.error().message;
+    const auto text = chatml->render(request->chat);
+    EXPECT_TRUE(text.has_value()) << seed.name << ": " << (text ? "" : text.error());
+    tools = tools || request->chat.tools.is_array();
+  }
+  EXPECT_TRUE(tools) << "a seed with tools";
+}
+
+TEST(FuzzCorpus, DiskRecordSeedsAreValidRecordsOfBothKinds) {
+  const auto all = seeds("disk_record");
+  int segments = 0;
+  int checkpoints = 0;
+  for (const Seed& seed : all) {
+    const cache::DecodedRecord decoded = cache::decode_record(bytes_of(seed.bytes), nullptr);
+    ASSERT_EQ(decoded.fault, cache::RecordFault::none) << seed.name << ": " << cache::record_fault_name(decoded.fault);
+    (decoded.record.meta.kind == cache::RecordKind::segment ? segments : checkpoints) += 1;
+  }
+  EXPECT_GE(segments, 3);
+  EXPECT_GE(checkpoints, 1);
+}
+
+TEST(FuzzCorpus, ArtifactSeedsAreValidArtifactsWithAndWithoutACheckpoint) {
+  const auto all = seeds("artifact");
+  bool with_checkpoint = false;
+  bool without = false;
+  for (const Seed& seed : all) {
+    ASSERT_GE(seed.bytes.size(), 48u);
+    cache::Digest model{};
+    std::copy_n(seed.bytes.begin() + 16, model.size(), model.begin());
+    const cache::Artifact artifact = cache::decode_artifact(bytes_of(seed.bytes), model, seed.name);
+    ASSERT_FALSE(artifact.records.empty()) << seed.name;
+    (artifact.records.back().meta.kind == cache::RecordKind::checkpoint ? with_checkpoint : without) = true;
+  }
+  EXPECT_TRUE(with_checkpoint);
+  EXPECT_TRUE(without);
+}
+
+}  // namespace
+}  // namespace prefixd
