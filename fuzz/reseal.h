@@ -41,16 +41,17 @@ inline std::uint64_t checksum_around(std::span<const std::uint8_t> fixed, std::s
   return XXH3_64bits_digest(&state);
 }
 
-// A disk record (cache/disk_format.h): the payload checksum (the header's second-to-last field)
-// over the bytes after the token ids, then the header checksum (its last field) over the header
+// A disk record (cache/disk_format.h): the payload checksum (the field before the scope) over the
+// bytes after the token ids, then the header checksum (its last field) over the header
 // and the token ids. False when the bytes are too short for a header or its token ids.
 inline bool reseal_record(std::span<std::uint8_t> bytes) {
   constexpr std::size_t kTokenCountAt = 8 + 4 + 4 + 32 * 4 + 4 + 4;
+  constexpr std::size_t kPayloadChecksumAt = cache::kRecordHeaderBytes - 8 - 32 - 8;  // then scope, header checksum
   if (bytes.size() < cache::kRecordHeaderBytes) return false;
   const std::uint64_t header_bytes = cache::kRecordHeaderBytes + std::uint64_t{load_u32(bytes, kTokenCountAt)} * 4;
   if (header_bytes > bytes.size()) return false;
   const auto payload = bytes.subspan(header_bytes);
-  store_u64(bytes, cache::kRecordHeaderBytes - 16, cache::payload_checksum(payload));
+  store_u64(bytes, kPayloadChecksumAt, cache::payload_checksum(payload));
   store_u64(bytes, cache::kRecordHeaderBytes - 8,
             checksum_around(bytes.first(cache::kRecordHeaderBytes), bytes.subspan(cache::kRecordHeaderBytes, header_bytes - cache::kRecordHeaderBytes)));
   return true;
@@ -60,9 +61,10 @@ inline bool reseal_record(std::span<std::uint8_t> bytes) {
 // header and the token ids, then every length-prefixed record that lies wholly inside the bytes.
 // False when the bytes are too short for the header and its token ids.
 inline bool reseal_artifact(std::span<std::uint8_t> bytes) {
-  constexpr std::size_t kFixedBytes = 8 + 4 + 4 + 32 + 32 + 4 + 4 + 8 + 8;
+  // magic, version, record count, model, ns, scope, salt, token count, fork, created, checksum
+  constexpr std::size_t kFixedBytes = 8 + 4 + 4 + 32 * 4 + 4 + 4 + 8 + 8;
   constexpr std::size_t kRecordCountAt = 12;
-  constexpr std::size_t kTokenCountAt = 80;
+  constexpr std::size_t kTokenCountAt = 16 + 32 * 4;
   if (bytes.size() < kFixedBytes) return false;
   const std::uint64_t header_bytes = kFixedBytes + std::uint64_t{load_u32(bytes, kTokenCountAt)} * 4;
   if (header_bytes > bytes.size()) return false;

@@ -15,6 +15,7 @@
 #include "api/request_parser.h"
 #include "cache/artifact.h"
 #include "cache/disk_format.h"
+#include "reseal.h"
 
 namespace prefixd {
 namespace {
@@ -97,6 +98,24 @@ TEST(FuzzCorpus, ArtifactSeedsAreValidArtifactsWithAndWithoutACheckpoint) {
   }
   EXPECT_TRUE(with_checkpoint);
   EXPECT_TRUE(without);
+}
+
+// The fuzz targets reseal mutated inputs (fuzz/reseal.h); resealing must recompute each checksum
+// exactly where the encoders put it, or the targets stop at the first check. A checksum written at
+// the wrong place changes a valid file, so a format change that moves a field breaks this test, not
+// only the fuzz run.
+TEST(FuzzCorpus, ResealingAValidSeedLeavesItUnchanged) {
+  for (const auto& [target, reseal] :
+       {std::pair<std::string, bool (*)(std::span<std::uint8_t>)>{"disk_record", fuzz::reseal_record},
+        std::pair<std::string, bool (*)(std::span<std::uint8_t>)>{"artifact", fuzz::reseal_artifact}}) {
+    const auto all = seeds(target);
+    ASSERT_FALSE(all.empty()) << target;
+    for (const Seed& seed : all) {
+      std::vector<std::uint8_t> bytes(seed.bytes.begin(), seed.bytes.end());
+      ASSERT_TRUE(reseal(bytes)) << seed.name;
+      EXPECT_EQ(std::string(bytes.begin(), bytes.end()), seed.bytes) << target << "/" << seed.name << ": resealing a valid file changed it";
+    }
+  }
 }
 
 }  // namespace
