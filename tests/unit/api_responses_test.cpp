@@ -65,8 +65,8 @@ TEST(ApiResponses, LegacyLogprobsCountTextOffsetsAcrossChunks) {
   const json first = parse_frame(sse_data(text_chunk(meta, "He", std::span(tokens).first(1), offset)));
   const json second = parse_frame(sse_data(text_chunk(meta, "llo", std::span(tokens).subspan(1), offset)));
   EXPECT_EQ(first["choices"][0]["logprobs"]["tokens"], json({"He"}));
-  EXPECT_EQ(first["choices"][0]["logprobs"]["text_offset"], json({0}));
-  EXPECT_EQ(second["choices"][0]["logprobs"]["text_offset"], json({2}));
+  EXPECT_EQ(first["choices"][0]["logprobs"]["text_offset"], json::array({0}));
+  EXPECT_EQ(second["choices"][0]["logprobs"]["text_offset"], json::array({2}));
   EXPECT_DOUBLE_EQ(second["choices"][0]["logprobs"]["token_logprobs"][0].get<double>(), -0.25);
   EXPECT_DOUBLE_EQ(first["choices"][0]["logprobs"]["top_logprobs"][0]["He"].get<double>(), -0.5);
 }
