@@ -21,6 +21,15 @@
 namespace prefixd::testing {
 namespace {
 
+// Whether freed memory goes back through glibc's allocator, whose return to the system the test
+// checks. AddressSanitizer's allocator holds freed blocks in quarantine on purpose, so under it
+// RSS stays up after a burst whatever the server does.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSystemAllocator = false;
+#else
+constexpr bool kSystemAllocator = true;
+#endif
+
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -158,8 +167,10 @@ TEST(ApiInputLimits, BurstOfHugePromptsIsRejectedFastAndLeavesNoMemoryBehind) {
       }
       EXPECT_LT(burst.cpu_seconds / 8, 0.050) << path << ": server CPU per rejected prompt";
       EXPECT_LT(burst.peak_kb - burst.before_kb, 100 * 1024) << path << ": peak RSS growth over the burst of 8";
-      EXPECT_LE(burst.after_kb, static_cast<long>(static_cast<double>(burst.before_kb) * 1.10))
-          << path << ": RSS after the burst";
+      if (kSystemAllocator) {
+        EXPECT_LE(burst.after_kb, static_cast<long>(static_cast<double>(burst.before_kb) * 1.10))
+            << path << ": RSS after the burst";
+      }
       const double bound_ms = 200.0 + std::max(0.0, received.slowest_ms - 100.0);
       best_margin_ms = std::max(best_margin_ms, bound_ms - burst.slowest_ms);
       if (burst.slowest_ms > 5000.0) break;  // beyond anything load explains
