@@ -26,14 +26,14 @@ using cache::Digest;
 bool same_record(const cache::Record& a, const cache::Record& b) {
   const cache::RecordMeta& x = a.meta;
   const cache::RecordMeta& y = b.meta;
-  return x.kind == y.kind && x.model == y.model && x.ns == y.ns && x.key == y.key && x.parent == y.parent &&
+  return x.kind == y.kind && x.model == y.model && x.ns == y.ns && x.scope == y.scope && x.key == y.key && x.parent == y.parent &&
          x.begin == y.begin && x.window_from == y.window_from && x.created_unix_ms == y.created_unix_ms &&
          x.payload_bytes == y.payload_bytes && x.payload_checksum == y.payload_checksum && x.tokens == y.tokens &&
          a.payload == b.payload;
 }
 
 bool same_artifact(const Artifact& a, const Artifact& b) {
-  if (a.model != b.model || a.ns != b.ns || a.created_unix_ms != b.created_unix_ms || a.tokens != b.tokens ||
+  if (a.model != b.model || a.ns != b.ns || a.scope != b.scope || a.salt != b.salt || a.fork != b.fork || a.created_unix_ms != b.created_unix_ms || a.tokens != b.tokens ||
       a.records.size() != b.records.size()) {
     return false;
   }

@@ -106,6 +106,9 @@ Artifact decode_artifact(std::span<const std::uint8_t> all, const Digest& model,
   out.fork = static_cast<std::int32_t>(get_u32(all, kTokenCountAt + 4));
   out.created_unix_ms = get_u64(all, kTokenCountAt + 8);
   if (token_count > kMaxTokens || record_count > kMaxRecords) corrupt(name, "impossible counts");
+  // The encoder stamps every artifact it writes, so 0 marks a file no encoder wrote (and would not
+  // survive a round trip, since encoding reads 0 as "now").
+  if (out.created_unix_ms == 0) corrupt(name, "no creation time");
   const std::size_t header_bytes = kFixedBytes + static_cast<std::size_t>(token_count) * 4;
   if (all.size() < header_bytes) corrupt(name, "truncated header");
   if (header_checksum(all.first(header_bytes)) != get_u64(all, kFixedBytes - 8)) corrupt(name, "header checksum");

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "cache/artifact.h"
+#include "reseal.h"
 #include "support/disk_fixtures.h"
 
 namespace prefixd::cache {
@@ -71,6 +72,17 @@ TEST(ArtifactFormat, EachDamageIsRefusedWithItsKind) {
   engine::Bytes flipped = bytes;
   flipped[bytes.size() - 3] ^= 0x40;  // inside the checkpoint's payload
   EXPECT_EQ(kind_of(flipped, a.model), ArtifactError::Kind::corrupt);
+}
+
+// The encoder stamps every artifact, so a creation time of 0 is a file no encoder wrote; accepting
+// it would break the round trip (encoding reads 0 as "now"). The fuzzer found such a file.
+TEST(ArtifactFormat, AHeaderWithoutCreationTimeIsRefusedEvenWithValidChecksums) {
+  const Artifact a = two_segments_and_a_checkpoint();
+  engine::Bytes bytes = encode_artifact(a);
+  constexpr std::size_t kCreatedAt = 16 + 32 * 4 + 8;
+  std::fill_n(bytes.begin() + kCreatedAt, 8, 0);
+  ASSERT_TRUE(fuzz::reseal_artifact(bytes));
+  EXPECT_EQ(kind_of(bytes, a.model), ArtifactError::Kind::corrupt);
 }
 
 }  // namespace
