@@ -42,6 +42,9 @@ struct GenerationRequest {
   std::vector<engine::Token> prompt;        // at least one token
   engine::SamplingParams sampling;
   std::int32_t max_tokens = -1;             // -1: until end of generation or the context is full
+  // Feed the whole prompt, sample nothing, and leave all of it to the cache (the control plane's
+  // update and prepare_modules). Finishes with `length` and no text once the prompt is in.
+  bool prefill_only = false;
   std::vector<std::string> stop;            // generation stops before any of these strings
   // -1: no log-probabilities; n >= 0: each generated token's own log-probability and the n most
   // likely alternatives (at most kMaxTopLogprobs), from the model's distribution before sampling.

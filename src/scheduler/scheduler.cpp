@@ -344,7 +344,8 @@ class Scheduler::Impl {
       }
       for (std::int32_t j = 0; j < take; ++j) {
         const std::int32_t pos = a->n_past + j;
-        const bool last = pos == a->n_prompt - 1 && !a->warming;
+        // A prefill-only request needs no logits: nothing is sampled from its last token.
+        const bool last = pos == a->n_prompt - 1 && !a->warming && !a->request.prefill_only;
         if (last) a->row = static_cast<std::int32_t>(batch_.size());
         batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(pos)], pos, a->seq, last});
       }
@@ -370,6 +371,7 @@ class Scheduler::Impl {
       if (a->uses_cache()) cache_->advance(a->seq, a->n_past);
     }
     finish_warmups();
+    finish_prefills();
     for (auto& a : active_) {
       if (a->row >= 0 && a->decoding() && a->n_past == static_cast<std::int32_t>(a->tokens.size()) - 1) {
         a->n_past += 1;  // the decode token is now in the KV cache
@@ -555,6 +557,18 @@ class Scheduler::Impl {
     a->warming = true;
     a->row = -1;
     active_.push_back(std::move(a));
+  }
+
+  // Prefill-only requests whose whole prompt is in their sequence end now; finish() donates it.
+  void finish_prefills() {
+    for (size_t i = 0; i < active_.size();) {
+      const Active& a = *active_[i];
+      if (a.request.prefill_only && !a.waiting && a.n_past == a.n_prompt) {
+        finish(i, FinishReason::length, "");
+      } else {
+        ++i;
+      }
+    }
   }
 
   // Warm-ups whose end of turn is now in their sequence go to the cache.

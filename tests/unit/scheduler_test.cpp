@@ -215,6 +215,26 @@ TEST(SchedulerCache, IdenticalResendFeedsOneTokenAndGivesTheSameOutput) {
   EXPECT_EQ(engine.tokens_decoded() - decoded_before, 1 + 7);
 }
 
+// The control plane's update: the whole prompt goes in, nothing is sampled, and all of it is left
+// to the cache, so a generation with that prompt feeds only the one-token guard.
+TEST(SchedulerCache, PrefillOnlyRequestFeedsThePromptSamplesNothingAndLeavesItCached) {
+  engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 8, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 4});
+  const auto prompt = tokens_from(3, 200);
+  GenerationRequest prefill = cached(prompt, 8);
+  prefill.prefill_only = true;
+  Collected warmed = collect(**scheduler.submit(std::move(prefill)));
+  EXPECT_EQ(warmed.done.finish, FinishReason::length);
+  EXPECT_EQ(warmed.done.usage.completion_tokens, 0);
+  EXPECT_EQ(warmed.text, "");
+  EXPECT_EQ(warmed.done.cache.fed_tokens, 200);
+  EXPECT_EQ(engine.tokens_decoded(), 200) << "no decode step after the prompt";
+  EXPECT_EQ(scheduler.cache_stats().device_cells, 200) << "all 200 prompt tokens are cached, the last one too";
+  Collected next = collect(**scheduler.submit(cached(prompt, 4)));
+  EXPECT_EQ(next.done.usage.cached_tokens, 199);
+  EXPECT_EQ(next.done.cache.fed_tokens, 1);
+}
+
 TEST(SchedulerCache, DisabledRequestBypassesTheCache) {
   engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 8, .n_vocab = 256});
   Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 4});
