@@ -48,6 +48,12 @@ std::string canonical(const nlohmann::json& value) {
 
 }  // namespace
 
+std::string field_digest(std::string_view domain, std::initializer_list<std::string_view> fields) {
+  FieldHasher hasher(domain);
+  for (std::string_view f : fields) hasher.field(f);
+  return hasher.finish();
+}
+
 std::string namespace_digest(const NamespaceFields& fields) {
   return FieldHasher("prefixd.namespace.v2")
       .field(fields.model_id)

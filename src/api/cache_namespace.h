@@ -7,6 +7,8 @@
 // strings, the form scheduler::CacheOptions::namespace_digest carries.
 #pragma once
 
+#include <initializer_list>
+
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,5 +57,9 @@ std::string template_signature(std::string_view template_source, const nlohmann:
                                const nlohmann::json& tool_choice, const nlohmann::json& tools);
 
 std::string to_hex(std::string_view bytes);
+
+// 32 raw bytes: BLAKE3 over `domain` and `fields`, each length-prefixed (the namespace's encoding),
+// for other digests that must never collide with a namespace or with each other.
+std::string field_digest(std::string_view domain, std::initializer_list<std::string_view> fields);
 
 }  // namespace prefixd::api

@@ -17,7 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/access.h"
-#include "api/cache_artifacts.h"
+#include "api/cache_control.h"
 #include "api/cache_report.h"
 #include "api/cache_scope_report.h"
 #include "api/errors.h"
@@ -42,8 +42,11 @@ constexpr Route kRoutes[] = {
     {"/health", "GET"},          {"/v1/models", "GET"},           {"/v1/chat/completions", "POST"},
     {"/chat/completions", "POST"}, {"/v1/completions", "POST"},   {"/completions", "POST"},
     {"/metrics", "GET"},         {"/tokenize", "POST"},           {"/apply-template", "POST"},
-    {"/v1/cache/stats", "GET"},  {"/v1/cache/reset", "POST"}, {"/v1/cache/save", "POST"}, {"/v1/cache/load", "POST"},
+    {"/v1/cache/stats", "GET"},  {"/v1/cache/reset", "POST"},
 };
+
+// The control plane's operations live under this path (cache_control.h).
+constexpr std::string_view kCachePrefix = "/v1/cache/";
 
 const Route* find_route(std::string_view path) {
   for (const auto& route : kRoutes) {
@@ -82,6 +85,15 @@ ApiError submit_error(scheduler::SubmitError error) {
   return internal_error(message);
 }
 
+// What the control plane parses the conversations it renders with (as chat requests are).
+ParseOptions control_parse_options(const engine::Engine& engine, const ServerOptions& options, const std::string& served_id) {
+  ParseOptions out;
+  out.model_names = {served_id};
+  out.cache_prompt_default = options.cache_prompt_default;
+  out.vocab_size = engine.vocab().size();
+  return out;
+}
+
 }  // namespace
 
 class HttpServer::Impl {
@@ -99,6 +111,9 @@ class HttpServer::Impl {
                  engine.model().runtime_signature, PromptOptions{.allow_special_in_content = options_.allow_special_in_content,
                                .isolation = options_.cache_isolation,
                                .shared_prefix_text = options_.cache_shared_prefix}),
+        control_(prompts_, scheduler_, control_parse_options(engine, options_, served_id_),
+                 ControlOptions{.artifact_dir = options_.artifact_dir,
+                                .model_key = engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint}),
         started_(unix_seconds()),
         transport_(options_.http, http::Handlers{
                                       .handle = [this](http::Request& req) { return handle(req); },
@@ -170,8 +185,12 @@ class HttpServer::Impl {
     if (get && path == "/v1/cache/stats") {
       const auto tenant = viewed_tenant(req);
       if (!tenant) return error_response(tenant.error());
-      return json_response(
-          200, cache_view_json(scheduler_.cache_stats(), engine_.model(), *tenant, TenantNames(keys_.get())).dump());
+      nlohmann::ordered_json view = cache_view_json(scheduler_.cache_stats(), engine_.model(), *tenant, TenantNames(keys_.get()));
+      // The control plane's keys of the tenant viewed (an admin viewing every tenant: its own).
+      const std::string key_tenant = tenant->value_or(caller_of(req).value_or(Caller{}).tenant);
+      view["keys"] = control_.key_count(key_tenant);
+      view["meta_by_key"] = control_.meta_by_key(key_tenant);
+      return json_response(200, view.dump());
     }
     if (post && path == "/v1/cache/reset") {
       const auto tenant = viewed_tenant(req);
@@ -182,8 +201,10 @@ class HttpServer::Impl {
                    report.bytes);
       return json_response(200, cache_reset_json(report).dump());
     }
-    if (post && path == "/v1/cache/save") return save_artifact(req);
-    if (post && path == "/v1/cache/load") return load_artifact(req);
+    if (path.starts_with(kCachePrefix)) {
+      const std::string_view operation = std::string_view(path).substr(kCachePrefix.size());
+      if (const char* methods = CacheControl::methods_of(operation)) return cache_control(req, operation, methods);
+    }
     return no_route(req);
   }
 
@@ -239,63 +260,21 @@ class HttpServer::Impl {
     return json_response(200, dump_json(nlohmann::json{{"prompt", *prompt}}));
   }
 
-  // POST /v1/cache/save (cache_artifacts.h).
-  http::Response save_artifact(const http::Request& req) {
-    const auto caller = caller_of(req);
-    if (!caller) return error_response(caller.error());
-    auto body = parse_json_object(req.body);
-    if (!body) return error_response(body.error());
-    auto path = artifact_path(tenant_artifact_dir(options_.artifact_dir, caller->tenant), *body);
-    if (!path) return error_response(path.error());
-    std::function<cache::ArtifactInfo(cache::PrefixCache&)> save;
-    if (body->contains("messages") || body->contains("prompt")) {
-      const bool chat = body->contains("messages");
-      auto generation = chat ? build(parse_chat_request(req.body, parse_options_), caller->tenant)
-                             : build(parse_completion_request(req.body, parse_options_), caller->tenant);
-      if (!generation) return error_response(generation.error());
-      save = [path = *path, g = std::move(*generation)](cache::PrefixCache& c) {
-        const scheduler::CacheOptions& o = g.cache;
-        return c.save_artifact(cache::RequestKey{o.namespace_digest, o.session_key, {}, o.scope, o.shared_prefix},
-                               g.prompt, path);
-      };
-    } else if (const auto key = body->find("prompt_cache_key"); key != body->end() && key->is_string()) {
-      save = [path = *path, scope = tenant_scope(caller->tenant), session = key->get<std::string>()](cache::PrefixCache& c) {
-        return c.save_session_artifact(scope, session, path);
-      };
-    } else {
-      return error_response(invalid_request("say what to save: 'prompt_cache_key', 'messages' or 'prompt'"));
+  // GET /v1/cache/capabilities and the operations under /v1/cache/ (cache_control.h).
+  http::Response cache_control(const http::Request& req, std::string_view operation, std::string_view methods) {
+    if (methods.find(req.method) == std::string_view::npos) {
+      http::Response res = error_response(ApiError{
+          .status = 405,
+          .message = std::format("{} is not allowed on {}; use {}", req.method, req.path, methods),
+          .code = "method_not_allowed"});
+      res.headers.push_back({"Allow", std::string(methods)});
+      return res;
     }
-    return run_artifact("save", *path, save);
-  }
-
-  // POST /v1/cache/load (cache_artifacts.h).
-  http::Response load_artifact(const http::Request& req) {
     const auto caller = caller_of(req);
     if (!caller) return error_response(caller.error());
-    auto body = parse_json_object(req.body);
-    if (!body) return error_response(body.error());
-    auto path = artifact_path(tenant_artifact_dir(options_.artifact_dir, caller->tenant), *body);
-    if (!path) return error_response(path.error());
-    return run_artifact("load", *path, [path = *path, scope = tenant_scope(caller->tenant)](cache::PrefixCache& c) {
-      return c.load_artifact(path, scope);
-    });
-  }
-
-  http::Response run_artifact(std::string_view operation, const std::filesystem::path& path,
-                              const std::function<cache::ArtifactInfo(cache::PrefixCache&)>& operate) {
-    cache::ArtifactInfo info;
-    std::optional<cache::ArtifactError> failed;
-    const bool ran = scheduler_.with_cache([&](cache::PrefixCache& c) {
-      try {
-        info = operate(c);
-      } catch (const cache::ArtifactError& e) {
-        failed = e;
-      }
-    });
-    if (!ran) return error_response(server_busy("the server is shutting down"));
-    if (failed) return error_response(artifact_error(*failed));
-    spdlog::info("cache {}: artifact {} ({} tokens, {} bytes)", operation, path.filename().string(), info.tokens, info.bytes);
-    return json_response(200, artifact_json(operation, path, info).dump());
+    if (stopping_ && operation != "capabilities") return error_response(shutting_down_error());
+    ControlReply reply = control_.handle(operation, req.method, *caller, req.body, req.query_param("key"));
+    return json_response(reply.status, reply.body.dump());
   }
 
   template <class Parsed>
@@ -327,6 +306,7 @@ class HttpServer::Impl {
     if (!caller) return error_response(caller.error());
     auto generation = prompts_.build(*parsed, scheduler_.max_prompt_tokens(), caller->tenant);
     if (!generation) return error_response(generation.error());
+    if (generation->cache.enabled) control_.adjust(*generation, caller->tenant, parsed->params.cache.session_key);
     // The prompt now lives in `generation`; the request's text is not needed while it runs.
     const CommonParams params = std::move(parsed->params);
     { [[maybe_unused]] const Parsed done = std::move(*parsed); }
@@ -376,6 +356,7 @@ class HttpServer::Impl {
   std::string served_id_;
   ParseOptions parse_options_;
   PromptBuilder prompts_;
+  CacheControl control_;
   IdGenerator ids_;
   std::int64_t started_;
   std::atomic<bool> stopping_{false};

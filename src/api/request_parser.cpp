@@ -329,15 +329,25 @@ json parse_tool_choice(const FieldReader& in, const json& tools) {
 
 json parse_template_kwargs(const FieldReader& in) {
   const json* kwargs = in.find_extended("chat_template_kwargs");
-  if (!kwargs) return nullptr;
-  if (!kwargs->is_object()) reject("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+  // `thinking` is the switch reasoning templates read as `enable_thinking`; it is a kwarg like any
+  // other (part of the namespace), so warming a key with it on and generating with it on agree.
+  const std::optional<bool> thinking = in.boolean("thinking");
+  if (!kwargs && !thinking) return nullptr;
+  if (kwargs && !kwargs->is_object()) reject("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+  json out = kwargs ? *kwargs : json::object();
   // These names are the template's own inputs; a kwarg must not silently replace them.
   for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}) {
-    if (kwargs->contains(reserved)) {
+    if (out.contains(reserved)) {
       reject("chat_template_kwargs", std::format("'chat_template_kwargs' must not set '{}'", reserved));
     }
   }
-  return *kwargs;
+  if (thinking) {
+    if (const auto set = out.find("enable_thinking"); set != out.end() && *set != *thinking) {
+      reject("thinking", "'thinking' contradicts 'chat_template_kwargs.enable_thinking'");
+    }
+    out["enable_thinking"] = *thinking;
+  }
+  return out;
 }
 
 TokenPrompt parse_token_ids(const json& ids, const ParseOptions& options) {
