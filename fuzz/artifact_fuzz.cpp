@@ -5,8 +5,9 @@
 // model key the file names and for another. Besides the sanitizers, it checks the decoder's
 // promises: a refusal is an ArtifactError of a kind a decoder may raise (never a crash or another
 // exception); an accepted artifact has segments that tile its prefix from 0 in order and at most
-// one checkpoint, at its end, and encoding it gives back an artifact of the same size that
-// decodes to the same thing; another model's server refuses it as `model`.
+// one checkpoint, at its end, and encoding it gives back an artifact of the same size (4 bytes more
+// for a version 2 file: the manifest's length) that decodes to the same thing; another model's
+// server refuses it as `model`.
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -23,6 +24,8 @@ using cache::Artifact;
 using cache::ArtifactError;
 using cache::Digest;
 
+std::uint32_t version_of(std::span<const std::uint8_t> bytes) { return bytes.size() >= 12 ? load_u32(bytes, 8) : 0; }
+
 bool same_record(const cache::Record& a, const cache::Record& b) {
   const cache::RecordMeta& x = a.meta;
   const cache::RecordMeta& y = b.meta;
@@ -33,7 +36,7 @@ bool same_record(const cache::Record& a, const cache::Record& b) {
 }
 
 bool same_artifact(const Artifact& a, const Artifact& b) {
-  if (a.model != b.model || a.ns != b.ns || a.scope != b.scope || a.salt != b.salt || a.fork != b.fork || a.created_unix_ms != b.created_unix_ms || a.tokens != b.tokens ||
+  if (a.model != b.model || a.ns != b.ns || a.scope != b.scope || a.salt != b.salt || a.fork != b.fork || a.created_unix_ms != b.created_unix_ms || a.tokens != b.tokens || a.manifest != b.manifest ||
       a.records.size() != b.records.size()) {
     return false;
   }
@@ -43,7 +46,7 @@ bool same_artifact(const Artifact& a, const Artifact& b) {
   return true;
 }
 
-void check_accepted(const Artifact& artifact, std::size_t input_size, const Digest& model) {
+void check_accepted(const Artifact& artifact, std::size_t input_size, std::uint32_t version, const Digest& model) {
   engine::Pos next = 0;
   for (std::size_t i = 0; i < artifact.records.size(); ++i) {
     const cache::RecordMeta& meta = artifact.records[i].meta;
@@ -59,7 +62,9 @@ void check_accepted(const Artifact& artifact, std::size_t input_size, const Dige
     }
   }
   const engine::Bytes again = cache::encode_artifact(artifact);
-  require(again.size() == input_size, "re-encoding an accepted artifact gives one of the same size");
+  // A version 2 file is re-encoded as version 3: with the manifest's length (4 bytes) added.
+  const std::size_t grown = version == 2 ? 4 : 0;
+  require(again.size() == input_size + grown, "re-encoding an accepted artifact gives one of the same size");
   require(same_artifact(cache::decode_artifact(again, model, "re-encoded"), artifact),
           "a re-encoded artifact decodes to the same artifact");
 }
@@ -68,7 +73,9 @@ void check_accepted(const Artifact& artifact, std::size_t input_size, const Dige
 bool check(std::span<const std::uint8_t> bytes, const Digest& model) {
   try {
     const Artifact artifact = cache::decode_artifact(bytes, model, "fuzz");
-    check_accepted(artifact, bytes.size(), model);
+    require(version_of(bytes) == 2 || version_of(bytes) == cache::kArtifactFormatVersion, "only versions 2 and 3 are read");
+    require(version_of(bytes) != 2 || artifact.manifest.empty(), "a version 2 file has no manifest");
+    check_accepted(artifact, bytes.size(), version_of(bytes), model);
     return true;
   } catch (const ArtifactError& e) {
     const auto kind = e.kind();
@@ -105,13 +112,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // The resealer must agree with the encoder, or resealed inputs would test nothing.
   prefixd::cache::Artifact artifact;
   artifact.tokens = {5, 6, 7};
+  artifact.manifest = R"({"id":"m"})";
   prefixd::cache::Record segment;
   segment.meta.tokens = artifact.tokens;
   segment.payload = {1, 2, 3};
   artifact.records.push_back(segment);
   std::vector<std::uint8_t> bytes = prefixd::cache::encode_artifact(artifact);
   std::vector<std::uint8_t> copy = bytes;
-  constexpr std::size_t kHeaderChecksumAt = 96;
+  constexpr std::size_t kHeaderChecksumAt = 160;  // the last fixed field
   const std::size_t record_checksums_at = bytes.size() - segment.payload.size() - 4 * segment.meta.tokens.size() - 16;
   std::memset(copy.data() + kHeaderChecksumAt, 0, 8);
   std::memset(copy.data() + record_checksums_at, 0, 16);

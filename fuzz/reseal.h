@@ -58,16 +58,23 @@ inline bool reseal_record(std::span<std::uint8_t> bytes) {
 }
 
 // An artifact (cache/artifact.h): the header checksum (the last fixed field) over the fixed
-// header and the token ids, then every length-prefixed record that lies wholly inside the bytes.
-// False when the bytes are too short for the header and its token ids.
+// header, the token ids and, from format version 3 on, the manifest's length and bytes; then every
+// length-prefixed record that lies wholly inside the bytes. False when the bytes are too short for
+// the header.
 inline bool reseal_artifact(std::span<std::uint8_t> bytes) {
   // magic, version, record count, model, ns, scope, salt, token count, fork, created, checksum
   constexpr std::size_t kFixedBytes = 8 + 4 + 4 + 32 * 4 + 4 + 4 + 8 + 8;
+  constexpr std::size_t kVersionAt = 8;
   constexpr std::size_t kRecordCountAt = 12;
   constexpr std::size_t kTokenCountAt = 16 + 32 * 4;
   if (bytes.size() < kFixedBytes) return false;
-  const std::uint64_t header_bytes = kFixedBytes + std::uint64_t{load_u32(bytes, kTokenCountAt)} * 4;
+  std::uint64_t header_bytes = kFixedBytes + std::uint64_t{load_u32(bytes, kTokenCountAt)} * 4;
   if (header_bytes > bytes.size()) return false;
+  if (load_u32(bytes, kVersionAt) >= 3) {
+    if (bytes.size() - header_bytes < 4) return false;
+    header_bytes += 4 + std::uint64_t{load_u32(bytes, static_cast<std::size_t>(header_bytes))};
+    if (header_bytes > bytes.size()) return false;
+  }
   store_u64(bytes, kFixedBytes - 8, checksum_around(bytes.first(kFixedBytes), bytes.subspan(kFixedBytes, header_bytes - kFixedBytes)));
   std::size_t at = header_bytes;
   for (std::uint32_t r = 0, n = load_u32(bytes, kRecordCountAt); r < n && bytes.size() - at >= 8; ++r) {

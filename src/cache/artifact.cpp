@@ -1,9 +1,11 @@
 #include "cache/artifact.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <iterator>
 
 #include <unistd.h>
@@ -42,7 +44,8 @@ std::uint64_t get_u64(std::span<const std::uint8_t> in, std::size_t at) {
 }
 
 std::uint64_t header_checksum(std::span<const std::uint8_t> header) {
-  // Everything but the checksum field itself (the 8 bytes before the token ids).
+  // Everything but the checksum field itself (the 8 bytes before the token ids): the fixed fields,
+  // the token ids and (version 3) the manifest's length and bytes.
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
   XXH3_64bits_update(&state, header.data(), kFixedBytes - 8);
@@ -62,6 +65,10 @@ std::uint64_t now_unix_ms() {
 }  // namespace
 
 engine::Bytes encode_artifact(const Artifact& artifact) {
+  if (artifact.manifest.size() > kMaxArtifactManifestBytes) {
+    throw std::invalid_argument("an artifact manifest of " + std::to_string(artifact.manifest.size()) +
+                                " bytes is longer than the " + std::to_string(kMaxArtifactManifestBytes) + " allowed");
+  }
   engine::Bytes out(kMagic.begin(), kMagic.end());
   put_u32(out, kArtifactFormatVersion);
   put_u32(out, static_cast<std::uint32_t>(artifact.records.size()));
@@ -74,6 +81,8 @@ engine::Bytes encode_artifact(const Artifact& artifact) {
   put_u64(out, artifact.created_unix_ms != 0 ? artifact.created_unix_ms : now_unix_ms());
   put_u64(out, 0);  // the checksum, filled in below
   for (engine::Token t : artifact.tokens) put_u32(out, static_cast<std::uint32_t>(t));
+  put_u32(out, static_cast<std::uint32_t>(artifact.manifest.size()));
+  out.insert(out.end(), artifact.manifest.begin(), artifact.manifest.end());
   const std::uint64_t check = header_checksum(out);
   for (std::size_t i = 0; i < 8; ++i) out[kFixedBytes - 8 + i] = static_cast<std::uint8_t>(check >> (8 * i));
 
@@ -87,17 +96,23 @@ engine::Bytes encode_artifact(const Artifact& artifact) {
   return out;
 }
 
-Artifact decode_artifact(std::span<const std::uint8_t> all, const Digest& model, const std::string& name) {
+namespace {
+
+// Decodes and verifies the header (fixed fields, token ids, manifest) of a version 2 or 3 file;
+// returns where the records start. `all` may end after the header. The model key is not checked.
+std::size_t decode_header(std::span<const std::uint8_t> all, const std::string& name, Artifact& out,
+                          std::uint32_t& record_count) {
   if (all.size() < kFixedBytes || !std::equal(kMagic.begin(), kMagic.end(), all.begin())) {
     corrupt(name, "not a prefixd artifact");
   }
-  if (const std::uint32_t version = get_u32(all, 8); version != kArtifactFormatVersion) {
-    throw ArtifactError(ArtifactError::Kind::version, "artifact " + name + " has format version " +
-                                                          std::to_string(version) + "; this build reads version " +
-                                                          std::to_string(kArtifactFormatVersion));
+  const std::uint32_t version = get_u32(all, 8);
+  if (version < kOldestArtifactFormatVersion || version > kArtifactFormatVersion) {
+    throw ArtifactError(ArtifactError::Kind::version,
+                        "artifact " + name + " has format version " + std::to_string(version) +
+                            "; this build reads versions " + std::to_string(kOldestArtifactFormatVersion) + " to " +
+                            std::to_string(kArtifactFormatVersion));
   }
-  const std::uint32_t record_count = get_u32(all, 12);
-  Artifact out;
+  record_count = get_u32(all, 12);
   std::memcpy(out.model.data(), all.data() + 16, 32);
   std::memcpy(out.ns.data(), all.data() + 48, 32);
   std::memcpy(out.scope.data(), all.data() + 80, 32);
@@ -109,16 +124,35 @@ Artifact decode_artifact(std::span<const std::uint8_t> all, const Digest& model,
   // The encoder stamps every artifact it writes, so 0 marks a file no encoder wrote (and would not
   // survive a round trip, since encoding reads 0 as "now").
   if (out.created_unix_ms == 0) corrupt(name, "no creation time");
-  const std::size_t header_bytes = kFixedBytes + static_cast<std::size_t>(token_count) * 4;
-  if (all.size() < header_bytes) corrupt(name, "truncated header");
+  const std::size_t tokens_end = kFixedBytes + static_cast<std::size_t>(token_count) * 4;
+  if (all.size() < tokens_end) corrupt(name, "truncated header");
+  std::size_t header_bytes = tokens_end;
+  if (version >= 3) {
+    if (all.size() - tokens_end < 4) corrupt(name, "truncated header");
+    const std::uint32_t manifest_bytes = get_u32(all, tokens_end);
+    if (manifest_bytes > kMaxArtifactManifestBytes) corrupt(name, "impossible manifest length");
+    if (all.size() - tokens_end - 4 < manifest_bytes) corrupt(name, "truncated header");
+    header_bytes = tokens_end + 4 + manifest_bytes;
+  }
   if (header_checksum(all.first(header_bytes)) != get_u64(all, kFixedBytes - 8)) corrupt(name, "header checksum");
+  out.tokens.resize(token_count);
+  for (std::size_t i = 0; i < token_count; ++i) out.tokens[i] = static_cast<engine::Token>(get_u32(all, kFixedBytes + 4 * i));
+  if (version >= 3) out.manifest.assign(reinterpret_cast<const char*>(all.data()) + tokens_end + 4, header_bytes - tokens_end - 4);
+  return header_bytes;
+}
+
+}  // namespace
+
+Artifact decode_artifact(std::span<const std::uint8_t> all, const Digest& model, const std::string& name) {
+  Artifact out;
+  std::uint32_t record_count = 0;
+  const std::size_t header_bytes = decode_header(all, name, out, record_count);
   if (out.model != model) {
     throw ArtifactError(ArtifactError::Kind::model,
                         "artifact " + name + " was made for another model or other settings "
                         "(model key " + to_hex(out.model).substr(0, 16) + ", this server " + to_hex(model).substr(0, 16) + ")");
   }
-  out.tokens.resize(token_count);
-  for (std::size_t i = 0; i < token_count; ++i) out.tokens[i] = static_cast<engine::Token>(get_u32(all, kFixedBytes + 4 * i));
+  const auto token_count = static_cast<std::uint32_t>(out.tokens.size());
   std::size_t at = header_bytes;
   engine::Pos next = 0;
   for (std::uint32_t r = 0; r < record_count; ++r) {
@@ -172,6 +206,29 @@ Artifact read_artifact(const fs::path& path, const Digest& model) {
   const engine::Bytes bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (!in.good() && !in.eof()) throw ArtifactError(ArtifactError::Kind::io, "cannot read artifact " + path.filename().string());
   return decode_artifact(bytes, model, path.filename().string());
+}
+
+Artifact read_artifact_header(const fs::path& path) {
+  const std::string name = path.filename().string();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw ArtifactError(ArtifactError::Kind::not_found, "no artifact named " + name);
+  std::ifstream in(path, std::ios::binary);
+  // The fixed fields name the token count; the token ids, the manifest's length and at most the
+  // longest manifest follow.
+  engine::Bytes bytes(kFixedBytes);
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  bytes.resize(static_cast<std::size_t>(in.gcount()));
+  if (bytes.size() == kFixedBytes) {
+    const std::size_t rest = std::size_t{std::min(get_u32(bytes, kTokenCountAt), kMaxTokens)} * 4 + 4 + kMaxArtifactManifestBytes;
+    bytes.resize(kFixedBytes + rest);
+    in.read(reinterpret_cast<char*>(bytes.data()) + kFixedBytes, static_cast<std::streamsize>(rest));
+    bytes.resize(kFixedBytes + static_cast<std::size_t>(in.gcount()));
+  }
+  if (in.bad()) throw ArtifactError(ArtifactError::Kind::io, "cannot read artifact " + name);
+  Artifact out;
+  std::uint32_t record_count = 0;
+  decode_header(bytes, name, out, record_count);
+  return out;
 }
 
 }  // namespace prefixd::cache

@@ -215,7 +215,12 @@ ScopeUsage CheckpointStore::clear_scope(const ScopeId& scope) {
     if (slot.checkpoint.scope == scope) keys.insert(key);
   }
   for (const Digest& key : keys) remove(key);
-  // Links to the removed checkpoints would count them as evicted: the chains forget them.
+  forget_links(keys);
+  return held;
+}
+
+void CheckpointStore::forget_links(const std::unordered_set<Digest, DigestHash>& keys) {
+  // Links to removed checkpoints would count them as evicted: the chains forget them.
   for (auto& [session, chain] : chains_) {
     std::erase_if(chain, [&](const Link& l) {
       if (!keys.contains(l.key)) return false;
@@ -224,7 +229,29 @@ ScopeUsage CheckpointStore::clear_scope(const ScopeId& scope) {
     });
   }
   std::erase_if(chains_, [](const auto& item) { return item.second.empty(); });
+}
+
+ScopeUsage CheckpointStore::discard(std::span<const Digest> keys) {
+  ScopeUsage held;
+  std::unordered_set<Digest, DigestHash> gone;
+  for (const Digest& key : keys) {
+    const auto it = entries_.find(key);
+    if (it == entries_.end() || gone.contains(key)) continue;
+    held.entries += 1;
+    held.bytes += it->second.checkpoint.state.size();
+    remove(key);
+    gone.insert(key);
+  }
+  forget_links(gone);
   return held;
+}
+
+std::vector<engine::Pos> CheckpointStore::positions(const std::string& ns) const {
+  std::vector<engine::Pos> out;
+  if (auto it = positions_.find(ns); it != positions_.end()) {
+    for (const auto& [position, count] : it->second) out.push_back(position);
+  }
+  return out;
 }
 
 std::string CheckpointStore::verify() const {

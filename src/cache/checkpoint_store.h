@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/block_hash.h"
@@ -92,6 +93,11 @@ class CheckpointStore {
   // Marks a checkpoint used (LRU), counts a restore, and adds it to `session`'s chain.
   void used(const Digest& key, const std::string& session);
   void erase(const Digest& key);
+  // Erases these checkpoints and the session chain links naming them (no refusal will count them
+  // as evicted); returns what they held.
+  ScopeUsage discard(std::span<const Digest> keys);
+  // Positions of namespace `ns` that hold at least one checkpoint, ascending.
+  std::vector<engine::Pos> positions(const std::string& ns) const;
   // For a request of `session` that reused up to `reused`: the cause, if any, that kept a longer
   // checkpoint of the session's chain from serving it (counted).
   std::optional<Refusal> classify_refusal(const std::string& session, const Lineage& lineage,
@@ -135,6 +141,8 @@ class CheckpointStore {
   void keep_in_chain(const std::string& session, const Digest& key, const Lineage& lineage, engine::Pos position,
                      CheckpointKind kind, std::span<const engine::Token> prefix = {}, std::span<const Digest> chain = {});
   void unlink(const Digest& key);
+  // Drops every chain link naming one of `keys`.
+  void forget_links(const std::unordered_set<Digest, DigestHash>& keys);
   void evict_lru_for(std::uint64_t incoming);
 
   const BlockHasher& hasher_;

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include <fcntl.h>
@@ -177,6 +178,17 @@ std::vector<Digest> DiskStore::children(const Digest& parent, engine::Token firs
   return out;
 }
 
+std::vector<Digest> DiskStore::children(const Digest& parent) const {
+  std::lock_guard lock(mutex_);
+  std::vector<Digest> out;
+  // by_branch_ is ordered by (parent, first token): a parent's children are one run.
+  for (auto it = by_branch_.lower_bound(std::pair{parent, std::numeric_limits<engine::Token>::min()});
+       it != by_branch_.end() && it->first.first == parent; ++it) {
+    out.push_back(it->second);
+  }
+  return out;
+}
+
 std::vector<engine::Pos> DiskStore::checkpoint_positions(const Digest& ns) const {
   std::lock_guard lock(mutex_);
   std::vector<engine::Pos> out;
@@ -321,6 +333,21 @@ std::uint64_t DiskStore::clear() {
   const std::uint64_t freed = stats_.bytes;
   while (!lru_.empty()) remove_locked(lru_.back(), DiskRemoval::reset);
   return freed;
+}
+
+ScopeUsage DiskStore::erase(std::span<const Digest> keys) {
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [&] { return !writing_; });
+  ScopeUsage held;
+  for (const Digest& key : keys) {
+    const auto it = entries_.find(key);
+    if (it == entries_.end()) continue;
+    held.entries += 1;
+    held.bytes += it->second.file_bytes;
+    if (it->second.meta.kind == RecordKind::segment) held.tokens += static_cast<std::int64_t>(it->second.meta.tokens.size());
+    remove_locked(key, DiskRemoval::reset);
+  }
+  return held;
 }
 
 ScopeUsage DiskStore::clear_scope(const ScopeId& scope) {

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -64,6 +65,8 @@ class DiskStore {
   std::optional<RecordMeta> meta(const Digest& key) const;  // indexed files only
   // Segments whose parent is `parent` and whose first token is `first`.
   std::vector<Digest> children(const Digest& parent, engine::Token first) const;
+  // Segments whose parent is `parent`, whatever their first token.
+  std::vector<Digest> children(const Digest& parent) const;
   // Positions at which a checkpoint of namespace `ns` is indexed.
   std::vector<engine::Pos> checkpoint_positions(const Digest& ns) const;
 
@@ -84,6 +87,9 @@ class DiskStore {
   void flush();
   // Removes every file (counted as `reset`); returns bytes freed.
   std::uint64_t clear();
+  // Removes these indexed files (counted as `reset`) once no write is in progress; returns what
+  // they held. Keys that are not indexed are skipped.
+  ScopeUsage erase(std::span<const Digest> keys);
   // Removes the files of `scope`, and drops its queued jobs (counted as `reset`); returns what they
   // held.
   ScopeUsage clear_scope(const ScopeId& scope);

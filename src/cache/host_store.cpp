@@ -14,6 +14,14 @@ std::vector<Digest> HostStore::children(const Digest& parent, engine::Token firs
   return keys;
 }
 
+std::vector<Digest> HostStore::all_children(const Digest& parent) const {
+  std::vector<Digest> keys;
+  for (const auto& [branch, key] : by_branch_) {
+    if (branch.parent == parent) keys.push_back(key);
+  }
+  return keys;
+}
+
 const HostSegment* HostStore::peek(const Digest& key) const {
   auto it = segments_.find(key);
   return it == segments_.end() ? nullptr : &it->second.segment;

@@ -51,6 +51,8 @@ class HostStore {
   // Keys of the segments whose parent is `parent` and whose first token is `first`: a lookup
   // compares only the branches that can match, however many conversations share the parent.
   std::vector<Digest> children(const Digest& parent, engine::Token first) const;
+  // Keys of every segment whose parent is `parent` (a scan of the whole store: for rare operations).
+  std::vector<Digest> all_children(const Digest& parent) const;
   const HostSegment* peek(const Digest& key) const;  // does not count as a use
   // Marks the segment used now and returns it (nullptr if absent).
   const HostSegment* touch(const Digest& key);

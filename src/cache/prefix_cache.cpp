@@ -377,15 +377,22 @@ ResetReport PrefixCache::reset() { return impl_->reset(); }
 ResetReport PrefixCache::reset_scope(const ScopeId& scope) { return impl_->reset_scope(scope); }
 void PrefixCache::flush_disk() { impl_->flush_disk(); }
 ArtifactInfo PrefixCache::save_artifact(const RequestKey& key, std::span<const Token> tokens,
-                                        const std::filesystem::path& path) {
-  return impl_->save_artifact(key, tokens, path);
+                                        const std::filesystem::path& path, const std::string& manifest) {
+  return impl_->save_artifact(key, tokens, path, manifest);
 }
 ArtifactInfo PrefixCache::save_session_artifact(const ScopeId& scope, const std::string& session,
-                                                const std::filesystem::path& path) {
-  return impl_->save_session_artifact(scope, session, path);
+                                                const std::filesystem::path& path, const std::string& manifest) {
+  return impl_->save_session_artifact(scope, session, path, manifest);
 }
-ArtifactInfo PrefixCache::load_artifact(const std::filesystem::path& path, const ScopeId& scope) {
-  return impl_->load_artifact(path, scope);
+ArtifactInfo PrefixCache::load_artifact(const std::filesystem::path& path, const ScopeId& scope,
+                                        const std::function<void(const Artifact&)>& admit) {
+  return impl_->load_artifact(path, scope, admit);
+}
+HeldPrefix PrefixCache::held(const RequestKey& key, std::span<const Token> tokens) const {
+  return impl_->held(key, tokens);
+}
+ResetReport PrefixCache::forget(const RequestKey& key, std::span<const Token> tokens, engine::Pos keep) {
+  return impl_->forget(key, tokens, keep);
 }
 CacheStats PrefixCache::stats() const { return impl_->stats(); }
 

@@ -43,6 +43,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -211,6 +212,22 @@ struct CacheStats {
 struct ResetReport {
   std::int64_t entries = 0;
   std::uint64_t bytes = 0;
+  // forget(): device entries left longer than asked because running requests use their cells.
+  std::int64_t locked_entries = 0;
+};
+
+// What the cache holds of a prefix for a key now (held()). Tier reaches are cumulative: the
+// positions [0, n) the tiers up to that one rebuild exactly on the host tier's segment grid (what
+// save_artifact would save from them).
+struct HeldPrefix {
+  // The longest prefix a request with the key could reuse: at least min_prefix tokens (else 0),
+  // honouring session isolation; for checkpoint families only a position whose state is kept.
+  // Not capped by the one-token guard: the whole query may be held.
+  std::int32_t tokens = 0;
+  std::int32_t device = 0;      // device entries' cells (checkpoint families without attention: 0)
+  std::int32_t host = 0;        // device and host tiers
+  std::int32_t disk = 0;        // device, host and disk tiers
+  std::int32_t checkpoint = 0;  // checkpoint families: the latest checkpoint usable with them (0: none)
 };
 
 class PrefixCache {
@@ -280,19 +297,37 @@ class PrefixCache {
   // Blocks until the disk tier's write-behind queue is written (no-op without one).
   void flush_disk();
 
+  // A key's path (the control plane: a key names a token prefix). held() is a pure query: no
+  // counter, LRU order, tier or file changes.
+  HeldPrefix held(const RequestKey& key, std::span<const engine::Token> tokens) const;
+  // Removes what the cache holds of `tokens` past position `keep`, in every tier of key's
+  // namespace (within what `key` may reuse under session isolation): device entries that share
+  // more than `keep` tokens with it are cut back to `keep` (trim mode, when that leaves at least
+  // min_prefix) or dropped; host segments and disk files that hold any position >= keep of the
+  // path, and the segments that extend them; checkpoints of the path at positions in (keep,
+  // tokens.size()]. Cells another entry uses (off the path: a prefix shared with it) stay; cells
+  // running requests locked stay (their entries counted in locked_entries). Returns the device
+  // entries cut or dropped plus the segments, checkpoints and files removed, and the bytes freed
+  // (exactly what the stats lose). Waits for the disk tier's write-behind queue first.
+  ResetReport forget(const RequestKey& key, std::span<const engine::Token> tokens, engine::Pos keep);
+
   // Artifacts (artifact.h). Saves the longest prefix of `tokens` the tiers can rebuild exactly and
-  // `key` may reuse — for checkpoint families, up to the highest position whose state is kept — to
-  // `path`. Throws ArtifactError (nothing_cached when no prefix of at least min_prefix tokens is
-  // held, io).
+  // `key` may reuse (held().tokens) — for checkpoint families, up to the highest position whose
+  // state is kept — to `path`, with `manifest` in its header. Throws ArtifactError (nothing_cached
+  // when no prefix of at least min_prefix tokens is held, io), std::invalid_argument when the
+  // manifest is longer than kMaxArtifactManifestBytes (nothing written).
   ArtifactInfo save_artifact(const RequestKey& key, std::span<const engine::Token> tokens,
-                             const std::filesystem::path& path);
+                             const std::filesystem::path& path, const std::string& manifest = {});
   // The same for the latest sequence the session (prompt_cache_key or user) of `scope` left.
   ArtifactInfo save_session_artifact(const ScopeId& scope, const std::string& session,
-                                     const std::filesystem::path& path);
-  // Verifies a whole artifact, then stores its records in the host tier and the checkpoint store
-  // (and behind them on disk). A refused artifact (ArtifactError; `scope` when it belongs to
-  // another scope than `scope`) changes nothing.
-  ArtifactInfo load_artifact(const std::filesystem::path& path, const ScopeId& scope = {});
+                                     const std::filesystem::path& path, const std::string& manifest = {});
+  // Verifies a whole artifact, then calls `admit` (when given) with it, then stores its records in
+  // the host tier and the checkpoint store (and behind them on disk). A refused artifact
+  // (ArtifactError; `scope` when it belongs to another scope than `scope`) changes nothing, and
+  // neither does one `admit` throws for: its exception propagates. The result carries the
+  // artifact's manifest and tokens.
+  ArtifactInfo load_artifact(const std::filesystem::path& path, const ScopeId& scope = {},
+                             const std::function<void(const Artifact&)>& admit = {});
 
   // Thread-safe: a snapshot published after every mutating call.
   CacheStats stats() const;

@@ -30,134 +30,106 @@ std::vector<Record> PrefixCache::Impl::gather_segments(const RequestKey& key, co
   std::vector<Record> out;
   if (!engine::has_attention_cells(engine_.model()) || tokens.empty()) return out;
   refresh_window_entries();
-  RadixTree::Match device;
-  if (auto tree = trees_.find(lineage.ns); tree != trees_.end()) {
-    device = tree->second.match(tokens, session_id(key), reach_of(key));
-  }
-  const SeqId holder = device.length > 0 ? entries_.at(device.entry).holder : -1;
+  const Rebuild rebuild = rebuildable(key, lineage, tokens, Tier::disk);
+  const SeqId holder = rebuild.device.length > 0 ? entries_.at(rebuild.device.entry).holder : -1;
   const Digest ns_digest = digest_from(lineage.ns);
-  auto record_of = [&](const HostTier::Cut& cut, std::span<const Token> part, engine::Bytes payload) {
+  auto record_of = [&](const HostTier::Cut& cut, engine::Bytes payload) {
     Record r;
     r.meta = RecordMeta{RecordKind::segment, model_key_, ns_digest, cut.key, cut.parent, cut.begin};
     r.meta.scope = key.scope;
+    const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
     r.meta.tokens.assign(part.begin(), part.end());
     r.payload = std::move(payload);
     return r;
   };
-  for (const HostTier::Cut& cut : host_.cuts(lineage, tokens, 0)) {
-    const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
-    if (const HostSegment* s = host_.store().peek(cut.key); s != nullptr && s->begin == cut.begin) {
-      out.push_back(record_of(cut, part, s->state));
-      continue;
+  for (const Piece& piece : rebuild.pieces) {
+    const HostTier::Cut& cut = piece.cut;
+    engine::Bytes payload;
+    if (piece.source == Source::host) {
+      payload = host_.store().peek(cut.key)->state;
+    } else if (piece.source == Source::disk) {
+      if (std::optional<Record> r = disk_->read(cut.key); r && r->meta.begin == cut.begin) payload = std::move(r->payload);
+    } else {
+      payload = host_.serialize(holder, cut.begin, cut.stop);
     }
-    if (device.length >= cut.stop) {
-      engine::Bytes state = host_.serialize(holder, cut.begin, cut.stop);
-      if (state.empty()) break;
-      out.push_back(record_of(cut, part, std::move(state)));
-      continue;
-    }
-    if (disk_ && disk_->meta(cut.key)) {
-      if (std::optional<Record> r = disk_->read(cut.key); r && r->meta.begin == cut.begin) {
-        out.push_back(record_of(cut, part, std::move(r->payload)));
-        continue;
-      }
-    }
-    // Nothing holds the whole segment: the device's cells may hold its start (a shorter tail).
-    if (device.length > cut.begin) {
-      const auto head = part.first(static_cast<size_t>(device.length - cut.begin));
-      const HostTier::Cut tail{cut.begin, device.length, cut.parent, hasher_.next(cut.parent, head)};
-      if (engine::Bytes state = host_.serialize(holder, cut.begin, device.length); !state.empty()) {
-        out.push_back(record_of(tail, head, std::move(state)));
-      }
-    }
-    break;
+    if (payload.empty()) break;  // a serialization or a read failed: the prefix ends here
+    out.push_back(record_of(cut, std::move(payload)));
   }
   return out;
 }
 
 ArtifactInfo PrefixCache::Impl::save_artifact(const RequestKey& key, std::span<const Token> tokens,
-                                              const std::filesystem::path& path) {
+                                              const std::filesystem::path& path, const std::string& manifest) {
   const auto nothing = [&] {
     return ArtifactError(ArtifactError::Kind::nothing_cached,
                          "no prefix of at least " + std::to_string(config_.min_prefix) + " tokens of it is cached");
   };
+  if (manifest.size() > kMaxArtifactManifestBytes) {
+    throw std::invalid_argument("an artifact manifest of " + std::to_string(manifest.size()) +
+                                " bytes is longer than the " + std::to_string(kMaxArtifactManifestBytes) + " allowed");
+  }
   if (!can_reuse() || tokens.empty()) throw nothing();
-  const std::string& ns = key.namespace_digest;
   const Lineage lineage = lineage_of(key, ++next_order_);
-  const std::string session = session_id(key);
-  Artifact artifact{model_key_, digest_from(ns), key.scope, lineage.fork, lineage.salt};
-  std::vector<Record> segments = gather_segments(key, lineage, tokens);
-  const auto reach = segments.empty() ? 0 : segments.back().meta.begin + static_cast<engine::Pos>(segments.back().meta.tokens.size());
+  const bool attention = engine::has_attention_cells(engine_.model());
+  Artifact artifact{model_key_, digest_from(key.namespace_digest), key.scope, lineage.fork, lineage.salt};
+  artifact.manifest = manifest;
+  refresh_window_entries();
+  // The longest prefix the tiers rebuild exactly (held()); for checkpoint families, cut to the
+  // highest position at or below it whose state is kept: a device entry's end, a checkpoint in
+  // memory, or one on disk (promoted first, so its bytes are at hand).
+  const engine::Pos reach = rebuildable(key, lineage, tokens, Tier::disk).reach();
   engine::Pos end = reach;
+  Record checkpoint;
   if (!trimmable()) {
-    // The highest position at or below what the attention segments reach whose state is kept:
-    // a device entry's end, a checkpoint in memory, or one on disk.
-    const bool attention = engine::has_attention_cells(engine_.model());
     const auto limit = attention ? reach : static_cast<engine::Pos>(tokens.size());
     const std::vector<Digest> chain = hasher_.chain(lineage, tokens);
-    engine::Bytes state;
+    KeptState kept = kept_state(key, lineage, tokens, chain, limit, false);
+    if (promote_checkpoint(lineage, tokens, chain, kept.best(), limit, "", key.scope)) {
+      kept = kept_state(key, lineage, tokens, chain, limit, false);
+    }
+    end = kept.best();
     engine::Pos window_from = 0;
-    end = 0;
-    if (auto tree = trees_.find(ns); tree != trees_.end()) {
-      const RadixTree::Match whole =
-          tree->second.match_whole(tokens.first(static_cast<size_t>(limit)), session, reach_of(key));
-      if (whole.length > 0 && entries_.at(whole.entry).state_at_end) {
-        end = whole.length;
-        state = engine_.save_checkpoint(entries_.at(whole.entry).holder);
-        window_from = entries_.at(whole.entry).window_from;
-      }
+    if (end > 0 && kept.memory.position == end) {
+      checkpoint.payload = kept.memory.checkpoint->state;
+      window_from = kept.memory.checkpoint->window_from;
+    } else if (end > 0) {
+      const DeviceEntry& entry = entries_.at(kept.entry);
+      checkpoint.payload = engine_.save_checkpoint(entry.holder);
+      window_from = entry.window_from;
     }
-    CheckpointStore::Found found = checkpoints_.find(lineage, tokens, chain, limit);
-    if (promote_checkpoint(lineage, tokens, chain, std::max(end, found.position), limit, "", key.scope)) {
-      found = checkpoints_.find(lineage, tokens, chain, limit);
-    }
-    if (found.position > end) {
-      end = found.position;
-      state = found.checkpoint->state;
-      window_from = found.checkpoint->window_from;
-    }
-    if (end > 0 && !state.empty()) {
-      // Segments up to the state's position only: the last one is cut there.
-      std::erase_if(segments, [&](const Record& r) { return r.meta.begin >= end; });
-      if (!segments.empty() && segments.back().meta.begin + static_cast<engine::Pos>(segments.back().meta.tokens.size()) > end) {
-        segments.pop_back();
-        std::vector<Record> rest = gather_segments(key, lineage, tokens.first(static_cast<size_t>(end)));
-        segments = std::move(rest);
-      }
-      const auto covered = segments.empty() ? 0 : segments.back().meta.begin + static_cast<engine::Pos>(segments.back().meta.tokens.size());
-      if (attention && covered != end) end = 0;
-      if (end > 0) {
-        Record checkpoint;
-        checkpoint.meta = RecordMeta{RecordKind::checkpoint, model_key_, artifact.ns,
-                                     checkpoint_record_key(checkpoints_.key_of(lineage, tokens, chain, end)), {}, end,
-                                     window_from};
-        checkpoint.meta.scope = key.scope;
-        checkpoint.payload = std::move(state);
-        segments.push_back(std::move(checkpoint));
-      }
-    } else {
-      end = 0;
-    }
-    if (!attention) std::erase_if(segments, [](const Record& r) { return r.meta.kind == RecordKind::segment; });
+    if (checkpoint.payload.empty()) end = 0;
+    checkpoint.meta = RecordMeta{RecordKind::checkpoint, model_key_, artifact.ns,
+                                 checkpoint_record_key(checkpoints_.key_of(lineage, tokens, chain, end)), {}, end,
+                                 window_from};
+    checkpoint.meta.scope = key.scope;
   }
+  std::vector<Record> records = gather_segments(key, lineage, tokens.first(static_cast<size_t>(end)));
+  const engine::Pos covered =
+      records.empty() ? 0 : records.back().meta.begin + static_cast<engine::Pos>(records.back().meta.tokens.size());
+  if (attention && covered != end) end = trimmable() ? covered : 0;  // a serialization or a read failed
   if (end < config_.min_prefix) throw nothing();
+  if (!trimmable()) records.push_back(std::move(checkpoint));
   artifact.tokens.assign(tokens.begin(), tokens.begin() + end);
-  artifact.records = std::move(segments);
+  artifact.records = std::move(records);
   publish();
-  return write_artifact(path, artifact);
+  ArtifactInfo info = write_artifact(path, artifact);
+  info.manifest = artifact.manifest;
+  info.token_ids = std::move(artifact.tokens);
+  return info;
 }
 
 ArtifactInfo PrefixCache::Impl::save_session_artifact(const ScopeId& scope, const std::string& session,
-                                                      const std::filesystem::path& path) {
+                                                      const std::filesystem::path& path, const std::string& manifest) {
   auto it = session_prompts_.find(session_id(RequestKey{.session = session, .scope = scope}));
   if (session.empty() || it == session_prompts_.end()) {
     throw ArtifactError(ArtifactError::Kind::nothing_cached, "nothing is cached for prompt_cache_key '" + session + "'");
   }
   const SessionPrompt prompt = it->second;  // save_artifact may update the map
-  return save_artifact(prompt.key, prompt.tokens, path);
+  return save_artifact(prompt.key, prompt.tokens, path, manifest);
 }
 
-ArtifactInfo PrefixCache::Impl::load_artifact(const std::filesystem::path& path, const ScopeId& scope) {
+ArtifactInfo PrefixCache::Impl::load_artifact(const std::filesystem::path& path, const ScopeId& scope,
+                                              const std::function<void(const Artifact&)>& admit) {
   Artifact artifact = read_artifact(path, model_key_);
   if (!can_reuse()) throw ArtifactError(ArtifactError::Kind::nothing_cached, "the prompt cache is off");
   if (artifact.scope != scope) {
@@ -189,7 +161,11 @@ ArtifactInfo PrefixCache::Impl::load_artifact(const std::filesystem::path& path,
     }
     ++next_cut;
   }
+  // The caller's last word, before any tier changes: a throw leaves everything as it was.
+  if (admit) admit(artifact);
   ArtifactInfo info{static_cast<std::int32_t>(tokens.size())};
+  info.manifest = artifact.manifest;
+  info.token_ids = artifact.tokens;
   std::vector<Digest> keep;
   HostStore::Evicted evicted;
   DiskStore::Job job;

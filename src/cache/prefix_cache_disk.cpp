@@ -158,23 +158,17 @@ void PrefixCache::Impl::checkpoint_to_disk(const std::string& ns, const Digest& 
 bool PrefixCache::Impl::promote_checkpoint(const Lineage& lineage, std::span<const Token> query,
                                            std::span<const Digest> chain, std::int32_t have, std::int32_t limit,
                                            const std::string& session, const ScopeId& scope) {
-  if (!disk_) return false;
-  const std::vector<engine::Pos> positions = disk_->checkpoint_positions(digest_from(lineage.ns));
-  for (auto p = positions.rbegin(); p != positions.rend(); ++p) {
-    if (*p > limit || *p > static_cast<engine::Pos>(query.size())) continue;
-    if (*p <= have || *p < config_.min_prefix) break;
-    const Digest key = checkpoints_.key_of(lineage, query, chain, *p);
-    const Digest record_key = checkpoint_record_key(key);
-    if (checkpoints_.contains(key) || !disk_->meta(record_key)) continue;
+  for (const engine::Pos p : disk_checkpoints(lineage, query, chain, have, limit)) {
+    const Digest record_key = checkpoint_record_key(checkpoints_.key_of(lineage, query, chain, p));
     std::optional<Record> record = disk_->read(record_key);
-    if (!record || record->meta.kind != RecordKind::checkpoint || record->meta.begin != *p) continue;
-    const auto prefix = query.first(static_cast<size_t>(*p));
+    if (!record || record->meta.kind != RecordKind::checkpoint || record->meta.begin != p) continue;
+    const auto prefix = query.first(static_cast<size_t>(p));
     if (!checkpoints_.save(lineage, prefix, chain, std::move(record->payload), session, CheckpointKind::boundary,
                            record->meta.window_from, scope)) {
       return false;
     }
     stats_.disk.promoted_checkpoints += 1;
-    trace("disk: promoted the checkpoint at {}", *p);
+    trace("disk: promoted the checkpoint at {}", p);
     return true;
   }
   return false;

@@ -214,15 +214,17 @@ void PrefixCache::Impl::save_to_host(const DeviceEntry& e) {
   add_evictions(evicted);
 }
 
-// Cuts an entry back to what others use of it (locked cells, or a prefix another entry holds):
-// dropped whole when that is nothing or another entry holds it all.
-void PrefixCache::Impl::cut_back(DeviceEntry& e) {
+// Cuts an entry back to `at_least` tokens or to what others use of it (locked cells, or a prefix
+// another entry holds), whichever is longer: dropped whole when that is nothing or another entry
+// holds it all.
+void PrefixCache::Impl::cut_back(DeviceEntry& e, std::int32_t at_least) {
   RadixTree& tree = trees_.at(e.lineage.ns);
-  const std::int32_t keep = tree.keep_length(e.id);
+  const std::int32_t keep = std::max(at_least, tree.keep_length(e.id));
   if (keep == 0 || tree.shared_with_another(e.id, keep) || !engine::has_attention_cells(engine_.model())) {
     drop(e);
     return;
   }
+  if (keep >= static_cast<std::int32_t>(e.tokens.size())) return;  // others use all of it
   if (!trimmable() && e.state_at_end) {
     // A recurrent state cannot be cut back: without it, the attention cells can be.
     engine_.drop_checkpoint_state(e.holder);

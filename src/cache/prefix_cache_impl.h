@@ -1,9 +1,10 @@
 // prefixd cache — the PrefixCache's internals, shared by its implementation files:
 // prefix_cache.cpp (a request's life: acquire, in-flight hand-over, donate, release),
 // prefix_cache_eviction.cpp (budgets, demotion, eviction, compaction, reset),
-// prefix_cache_stats.cpp (counters, published snapshot, self-check) and prefix_cache_scopes.cpp
-// (lineages under session isolation, holdings per scope, a scope's reset). Nothing outside src/cache
-// includes this file.
+// prefix_cache_stats.cpp (counters, published snapshot, self-check), prefix_cache_scopes.cpp
+// (lineages under session isolation, holdings per scope, a scope's reset) and prefix_cache_paths.cpp
+// (what the tiers hold of a key's path, and forgetting it). Nothing outside src/cache includes
+// this file.
 #pragma once
 
 #include <algorithm>
@@ -164,9 +165,16 @@ class PrefixCache::Impl {
   }
 
   // Artifacts (prefix_cache_artifacts.cpp).
-  ArtifactInfo save_artifact(const RequestKey& key, std::span<const Token> tokens, const std::filesystem::path& path);
-  ArtifactInfo save_session_artifact(const ScopeId& scope, const std::string& session, const std::filesystem::path& path);
-  ArtifactInfo load_artifact(const std::filesystem::path& path, const ScopeId& scope);
+  ArtifactInfo save_artifact(const RequestKey& key, std::span<const Token> tokens, const std::filesystem::path& path,
+                             const std::string& manifest);
+  ArtifactInfo save_session_artifact(const ScopeId& scope, const std::string& session, const std::filesystem::path& path,
+                                     const std::string& manifest);
+  ArtifactInfo load_artifact(const std::filesystem::path& path, const ScopeId& scope,
+                             const std::function<void(const Artifact&)>& admit);
+
+  // A key's path (prefix_cache_paths.cpp).
+  HeldPrefix held(const RequestKey& key, std::span<const Token> tokens) const;
+  ResetReport forget(const RequestKey& key, std::span<const Token> tokens, engine::Pos keep);
 
   // Counters and the published snapshot (prefix_cache_stats.cpp).
   CacheStats stats() const;
@@ -214,8 +222,37 @@ class PrefixCache::Impl {
                           std::span<const std::uint8_t> state, engine::Pos window_from, const ScopeId& scope);
   // Moves the disk's checkpoint of `query` at the highest position in (have, limit] into the
   // checkpoint store; true when one was promoted.
-  // The segments that rebuild the longest prefix of tokens[0, limit) from the device, host and
-  // disk tiers, in position order (their tokens tile [0, reach)).
+  // Where the segments that rebuild the longest prefix of `tokens` exactly lie, on the host tier's
+  // grid, using the tiers down to `deepest` (prefix_cache_paths.cpp). A pure query.
+  enum class Source { host, device, disk, device_head };
+  struct Piece {
+    HostTier::Cut cut;
+    Source source;
+  };
+  struct Rebuild {
+    std::vector<Piece> pieces;  // in position order; they tile [0, reach())
+    RadixTree::Match device;    // the device tree's match (`key`'s reach)
+    std::int32_t reach() const { return pieces.empty() ? 0 : pieces.back().cut.stop; }
+  };
+  Rebuild rebuildable(const RequestKey& key, const Lineage& lineage, std::span<const Token> tokens, Tier deepest) const;
+  // Checkpoint families: where the state after a prefix of `tokens` no longer than `limit` is
+  // kept — at a device entry's end, in the checkpoint store, on disk (disk only with `with_disk`).
+  struct KeptState {
+    std::int32_t entry_end = 0;
+    EntryId entry = 0;
+    CheckpointStore::Found memory;
+    std::int32_t disk = 0;
+    std::int32_t best() const { return std::max({entry_end, memory.position, disk}); }
+    std::int32_t checkpoint() const { return std::max(memory.position, disk); }
+  };
+  KeptState kept_state(const RequestKey& key, const Lineage& lineage, std::span<const Token> tokens,
+                       std::span<const Digest> chain, std::int32_t limit, bool with_disk) const;
+  // Positions in (have, limit] of `query` whose checkpoint the disk holds and the store does not,
+  // at least min_prefix, highest first.
+  std::vector<engine::Pos> disk_checkpoints(const Lineage& lineage, std::span<const Token> query,
+                                           std::span<const Digest> chain, std::int32_t have, std::int32_t limit) const;
+  // The segments that rebuild the longest prefix of `tokens` from the device, host and disk tiers
+  // (rebuildable()), serialized or read, in position order (their tokens tile [0, reach)).
   std::vector<Record> gather_segments(const RequestKey& key, const Lineage& lineage, std::span<const Token> tokens);
   // Notes the tokens a session's latest sequence left, for save_session_artifact (bounded).
   void remember_session(const RequestKey& key, std::span<const Token> tokens);
@@ -282,9 +319,10 @@ class PrefixCache::Impl {
   void demote(DeviceEntry& e);
   void save_to_host(const DeviceEntry& e);
 
-  // Cuts an entry back to what others use of it (locked cells, or a prefix another entry holds):
-  // dropped whole when that is nothing or another entry holds it all.
-  void cut_back(DeviceEntry& e);
+  // Cuts an entry back to `at_least` tokens or to what others use of it (locked cells, or a prefix
+  // another entry holds), whichever is longer: dropped whole when that is nothing or another entry
+  // holds it all.
+  void cut_back(DeviceEntry& e, std::int32_t at_least = 0);
 
   void drop(DeviceEntry& e);
   void add_evictions(const HostStore::Evicted& evicted);

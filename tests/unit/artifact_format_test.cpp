@@ -4,6 +4,10 @@
 
 #include <optional>
 #include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "cache/artifact.h"
 #include "reseal.h"
@@ -83,6 +87,81 @@ TEST(ArtifactFormat, AHeaderWithoutCreationTimeIsRefusedEvenWithValidChecksums) 
   std::fill_n(bytes.begin() + kCreatedAt, 8, 0);
   ASSERT_TRUE(fuzz::reseal_artifact(bytes));
   EXPECT_EQ(kind_of(bytes, a.model), ArtifactError::Kind::corrupt);
+}
+
+// A version 2 file, as the encoder before manifests wrote it: model key 0x40.., namespace 0x80..,
+// tokens 7-10, one segment of them with payload bytes 1-8.
+constexpr std::string_view kVersion2Hex =
+    "504658444152540a0200000001000000404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+    "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f00000000000000000000000000000000"
+    "000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+    "04000000ffffff7f7b68e5cf8b0100008571786e98e336330700000008000000090000000a000000f800000000000000"
+    "504658444b560d0a0200000001000000404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+    "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9fc0c1c2c3c4c5c6c7c8c9cacbcccdcecf"
+    "d0d1d2d3d4d5d6d7d8d9dadbdcdddedf808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+    "000000000000000004000000000000006468e5cf8b010000080000000000000097222316ea17f2160000000000000000"
+    "000000000000000000000000000000000000000000000000f42bc74e35562cb60700000008000000090000000a000000"
+    "0102030405060708";
+
+engine::Bytes from_hex(std::string_view hex) {
+  engine::Bytes out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<std::uint8_t>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+  return out;
+}
+
+TEST(ArtifactFormat, AVersion2FileStillLoadsWithAnEmptyManifest) {
+  const engine::Bytes bytes = from_hex(kVersion2Hex);
+  Digest model{};
+  for (std::size_t i = 0; i < model.size(); ++i) model[i] = static_cast<std::uint8_t>(0x40 + i);
+  const Artifact a = decode_artifact(bytes, model, "v2");
+  EXPECT_EQ(a.tokens, (std::vector<engine::Token>{7, 8, 9, 10}));
+  EXPECT_EQ(a.created_unix_ms, 1'700'000'000'123u);
+  EXPECT_TRUE(a.manifest.empty());
+  ASSERT_EQ(a.records.size(), 1u);
+  EXPECT_EQ(a.records[0].payload, (engine::Bytes{1, 2, 3, 4, 5, 6, 7, 8}));
+  const engine::Bytes again = encode_artifact(a);
+  EXPECT_EQ(again.size(), bytes.size() + 4) << "re-encoded as version 3: the manifest's length is added";
+  EXPECT_EQ(decode_artifact(again, model, "v3").tokens, a.tokens);
+  std::vector<std::uint8_t> resealed = bytes;
+  ASSERT_TRUE(fuzz::reseal_artifact(resealed));
+  EXPECT_EQ(resealed, bytes) << "the resealer knows version 2 headers";
+  engine::Bytes damaged = bytes;
+  damaged[170] ^= 1;  // a token id, under the header checksum
+  EXPECT_EQ(kind_of(damaged, model), ArtifactError::Kind::corrupt);
+}
+
+TEST(ArtifactFormat, TheManifestRoundTripsUnderTheHeaderChecksum) {
+  Artifact a = two_segments_and_a_checkpoint();
+  a.manifest = R"({"id":"m","start":12,"chain":["x"]})";
+  const engine::Bytes bytes = encode_artifact(a);
+  EXPECT_EQ(decode_artifact(bytes, a.model, "test").manifest, a.manifest);
+  EXPECT_EQ(bytes[8], kArtifactFormatVersion);
+  // The manifest follows the token ids and its length.
+  const std::size_t manifest_at = 168 + 4 * a.tokens.size() + 4;
+  ASSERT_EQ(std::string(bytes.begin() + static_cast<std::ptrdiff_t>(manifest_at),
+                        bytes.begin() + static_cast<std::ptrdiff_t>(manifest_at + a.manifest.size())),
+            a.manifest);
+  engine::Bytes changed = bytes;
+  changed[manifest_at + 2] ^= 1;
+  EXPECT_EQ(kind_of(changed, a.model), ArtifactError::Kind::corrupt) << "the checksum covers the manifest";
+  engine::Bytes longer = bytes;
+  longer[manifest_at - 4] = 0xff;
+  longer[manifest_at - 3] = 0xff;
+  EXPECT_EQ(kind_of(longer, a.model), ArtifactError::Kind::corrupt) << "an impossible manifest length";
+
+  a.manifest.assign(kMaxArtifactManifestBytes + 1, 'x');
+  EXPECT_THROW(encode_artifact(a), std::invalid_argument);
+  a.manifest.pop_back();
+  EXPECT_EQ(decode_artifact(encode_artifact(a), a.model, "test").manifest.size(), kMaxArtifactManifestBytes);
+}
+
+TEST(ArtifactFormat, VersionsOutsideTwoToThreeAreRefusedAsVersion) {
+  const Artifact a = two_segments_and_a_checkpoint();
+  for (const std::uint8_t version : {1, 4}) {
+    engine::Bytes bytes = encode_artifact(a);
+    bytes[8] = version;
+    EXPECT_EQ(kind_of(bytes, a.model), ArtifactError::Kind::version) << int{version};
+  }
 }
 
 }  // namespace

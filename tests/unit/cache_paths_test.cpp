@@ -1,0 +1,199 @@
+// A key's path in the prompt cache (PrefixCache::held, PrefixCache::forget) over the FakeEngine:
+// held() says how much of a prefix each tier rebuilds and changes nothing; forget() removes a path
+// past a position from every tier — device cells counted by the engine, host segments, disk files,
+// checkpoints — and leaves what another path shares and what running requests use.
+#include "support/cache_fixture.h"
+
+namespace prefixd::cache {
+namespace {
+
+using prefixd::testing::joined;
+using prefixd::testing::token_run;
+
+struct CachePaths : prefixd::testing::CacheFixture {
+  const std::vector<engine::Token> shared = token_run(0, 64);
+  const std::vector<engine::Token> a = joined(shared, token_run(100, 40));  // 104 tokens
+  const std::vector<engine::Token> b = joined(shared, token_run(150, 50));  // 114 tokens
+  const RequestKey key{"ns", "s"};
+
+  void check(const PrefixCache& cache, const std::string& where) {
+    EXPECT_EQ(holder_cells(), cache.device_cells()) << where;
+    EXPECT_EQ(cache.verify(), "") << where;
+  }
+};
+
+TEST_F(CachePaths, HeldSaysWhereEachTierReachesAndChangesNothing) {
+  auto cache = make();
+  serve(*cache, key, a);
+  cache->flush_disk();
+  const CacheStats before = cache->stats();
+  const HeldPrefix held = cache->held(key, a);
+  EXPECT_EQ(held.tokens, 104) << "the whole prefix, not one token short";
+  EXPECT_EQ(held.device, 104);
+  EXPECT_EQ(held.host, 104) << "cumulative: the device's part counts";
+  EXPECT_EQ(held.disk, 104);
+  EXPECT_EQ(held.checkpoint, 0);
+  EXPECT_EQ(cache->held(key, joined(a, token_run(200, 9))).tokens, 104) << "a longer query: what is held of it";
+  EXPECT_EQ(cache->held(key, std::vector<engine::Token>(a.begin(), a.begin() + 3)).tokens, 0) << "below min_prefix";
+  EXPECT_EQ(cache->held(RequestKey{"other", "s"}, a).tokens, 0) << "another namespace";
+  const CacheStats after = cache->stats();
+  EXPECT_EQ(after.hits, before.hits);
+  EXPECT_EQ(after.misses, before.misses);
+  EXPECT_EQ(after.disk.reads, before.disk.reads);
+  EXPECT_EQ(after.host_entries, before.host_entries);
+  EXPECT_EQ(after.device_cells, before.device_cells);
+
+  // Demoted: the host tier holds it; on disk it is held too.
+  cache->release_device_cells(1 << 20);
+  const HeldPrefix demoted = cache->held(key, a);
+  EXPECT_EQ(demoted.device, 0);
+  EXPECT_EQ(demoted.host, 104);
+  EXPECT_EQ(demoted.tokens, 104);
+  EXPECT_EQ(cache->stats().host_entries, 13) << "held() promoted nothing";
+}
+
+TEST_F(CachePaths, HeldHonoursASessionWall) {
+  auto cache = make(false);
+  const RequestKey alice{"ns", "alice", {}, {}, 32};
+  const RequestKey bob{"ns", "bob", {}, {}, 32};
+  serve(*cache, alice, a);
+  EXPECT_EQ(cache->held(alice, a).tokens, 104);
+  EXPECT_EQ(cache->held(bob, a).tokens, 32) << "past the wall only alice's own";
+  cache->release_device_cells(1 << 20);
+  EXPECT_EQ(cache->held(alice, a).tokens, 104);
+  EXPECT_EQ(cache->held(bob, a).tokens, 32);
+}
+
+TEST_F(CachePaths, ForgettingOneOfTwoForkedKeysKeepsTheSharedPrefixAndTheOther) {
+  auto cache = make();
+  serve(*cache, key, a);
+  serve(*cache, key, b);
+  cache->flush_disk();
+  ASSERT_EQ(cache->device_cells(), 64 + 40 + 50);
+  const CacheStats before = cache->stats();
+
+  const ResetReport report = cache->forget(key, a, 64);
+  check(*cache, "after forgetting a past 64");
+  const CacheStats after = cache->stats();
+  EXPECT_EQ(cache->device_cells(), 64 + 50) << "exactly a's own cells";
+  EXPECT_EQ(before.device_bytes - after.device_bytes, 40 * engine->model().kv_bytes_per_token);
+  EXPECT_EQ(after.disk.segments, before.disk.segments - 5) << "a's five files past 64";
+  EXPECT_EQ(report.bytes, held_bytes(before) - held_bytes(after)) << "the report is exact";
+  EXPECT_EQ(report.entries, 1 + 5);
+  EXPECT_EQ(report.locked_entries, 0);
+  EXPECT_EQ(cache->held(key, b).tokens, 114) << "the other key's whole path";
+  EXPECT_EQ(cache->held(key, a).tokens, 64) << "the shared prefix stays";
+
+  // keep = 0: the whole path goes, in every tier.
+  const ResetReport all = cache->forget(key, b, 0);
+  check(*cache, "after forgetting b");
+  EXPECT_EQ(cache->held(key, b).tokens, 0);
+  EXPECT_EQ(cache->device_cells(), 0);
+  EXPECT_EQ(cache->stats().disk.files, 0);
+  EXPECT_EQ(files_on_disk(), 0);
+  EXPECT_EQ(all.bytes, held_bytes(after));
+}
+
+TEST_F(CachePaths, ForgetCutsADeviceEntryBackToKeep) {
+  auto cache = make(false);
+  serve(*cache, key, a);
+  const ResetReport report = cache->forget(key, a, 70);
+  check(*cache, "after forgetting past 70");
+  EXPECT_EQ(report.entries, 1);
+  EXPECT_EQ(cache->device_cells(), 70);
+  EXPECT_EQ(report.bytes, 34 * engine->model().kv_bytes_per_token);
+  EXPECT_EQ(cache->held(key, a).tokens, 70);
+}
+
+TEST_F(CachePaths, ForgetRemovesADemotedPathFromTheHostTier) {
+  auto cache = make(false);
+  serve(*cache, key, a);
+  serve(*cache, key, joined(token_run(10, 20), token_run(40, 20)));  // another path stays
+  cache->release_device_cells(1 << 20);
+  const CacheStats before = cache->stats();
+  ASSERT_EQ(cache->device_cells(), 0);
+  ASSERT_EQ(cache->held(key, a).host, 104);
+
+  // Keep 20 lies inside the segment [16, 24): it and every later one of the path go.
+  const ResetReport report = cache->forget(key, a, 20);
+  check(*cache, "after forgetting past 20");
+  EXPECT_EQ(cache->held(key, a).tokens, 16);
+  EXPECT_EQ(cache->stats().host_entries, before.host_entries - 11);
+  EXPECT_EQ(report.bytes, before.host_bytes - cache->stats().host_bytes);
+  EXPECT_EQ(cache->held(key, joined(token_run(10, 20), token_run(40, 20))).tokens, 40);
+
+  cache->forget(key, a, 0);
+  EXPECT_EQ(cache->held(key, a).tokens, 0);
+  EXPECT_EQ(cache->stats().host_entries, 5) << "the other path's segments only";
+}
+
+TEST_F(CachePaths, ForgetRemovesTheFilesOfAPathThatIsOnlyOnDisk) {
+  {
+    auto cache = make();
+    serve(*cache, key, a);
+    serve(*cache, key, b);
+  }
+  engine->clear();  // a restart: the context is empty, the files stay
+  auto cache = make();
+  ASSERT_EQ(cache->held(key, a).disk, 104);
+  ASSERT_EQ(cache->held(key, a).host, 0);
+  const std::int64_t files = files_on_disk();
+  const ResetReport report = cache->forget(key, a, 64);
+  EXPECT_EQ(files_on_disk(), files - 5);
+  EXPECT_EQ(report.entries, 5);
+  EXPECT_EQ(cache->held(key, a).tokens, 64);
+  EXPECT_EQ(cache->held(key, b).tokens, 114);
+  cache->forget(key, a, 0);
+  EXPECT_EQ(cache->held(key, b).tokens, 0) << "b's prefix [0, 64) was a's too";
+  EXPECT_EQ(files_on_disk(), 0) << "b's files past 64 extended a's path: nothing could reach them any more";
+  EXPECT_EQ(cache->verify(), "");
+}
+
+TEST_F(CachePaths, ForgetKeepsTheCellsARunningRequestUses) {
+  auto cache = make(false);
+  serve(*cache, key, a);
+  const auto longer = joined(a, token_run(220, 10));
+  ASSERT_EQ(cache->acquire(key, longer, 0).reused, 104);
+  const ResetReport report = cache->forget(key, a, 0);
+  EXPECT_EQ(report.locked_entries, 1);
+  EXPECT_EQ(report.entries, 0);
+  EXPECT_EQ(cache->device_cells(), 104) << "locked cells are never given up";
+  check(*cache, "while the request runs");
+  cache->release(0);
+  cache->forget(key, a, 0);
+  EXPECT_EQ(cache->device_cells(), 0);
+  check(*cache, "after it ended");
+}
+
+TEST_F(CachePaths, ACheckpointFamilyDropsItsEntryAndTheCheckpointsPastKeep) {
+  family = engine::ModelFamily::hybrid;
+  auto cache = make(false);
+  const RequestKey turn{"ns", "s", {32}};
+  const auto prompt = token_run(0, 50);
+  serve(*cache, turn, prompt);
+  ASSERT_EQ(cache->reuse_mode(), ReuseMode::checkpoints);
+  EXPECT_EQ(cache->held(turn, prompt).tokens, 50) << "the entry keeps the state at its end";
+
+  // The entry cannot be cut back to 32: it is dropped; checkpoints at 49 and 50 go, 32 stays.
+  cache->release_device_cells(1 << 20);  // demoted: segments to the host tier, its end state a checkpoint
+  ASSERT_EQ(cache->held(turn, prompt).checkpoint, 50);
+  const CacheStats before = cache->stats();
+  const ResetReport report = cache->forget(turn, prompt, 32);
+  check(*cache, "after forgetting past 32");
+  const HeldPrefix held = cache->held(turn, prompt);
+  EXPECT_EQ(held.checkpoint, 32);
+  EXPECT_EQ(held.tokens, 32);
+  EXPECT_EQ(cache->stats().checkpoints, 1);
+  EXPECT_EQ(report.bytes, held_bytes(before) - held_bytes(cache->stats()));
+
+  // A device entry of the path is dropped whole.
+  serve(*cache, turn, prompt);
+  ASSERT_EQ(cache->stats().device_entries, 1);
+  cache->forget(turn, prompt, 32);
+  check(*cache, "after forgetting the entry");
+  EXPECT_EQ(cache->stats().device_entries, 0);
+  EXPECT_EQ(cache->held(turn, prompt).tokens, 32);
+}
+
+}  // namespace
+}  // namespace prefixd::cache
