@@ -69,7 +69,7 @@ std::expected<std::optional<nlohmann::json>, ApiError> meta_of(const nlohmann::j
   if (found->dump().size() > kMaxMetaBytes) {
     return std::unexpected(invalid_param("meta", std::format("'meta' must be at most {} bytes as JSON", kMaxMetaBytes)));
   }
-  return *found;
+  return std::optional<nlohmann::json>(*found);
 }
 
 std::int64_t unix_ms_now() {

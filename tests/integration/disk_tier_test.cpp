@@ -502,8 +502,9 @@ TEST(Artifacts, OffWithoutADirectory) {
   ServerProcess server;
   auto client = server.client();
   const auto reply = post_json(*client, "/v1/cache/save", {{"name", "x"}, {"prompt_cache_key", "archive"}});
-  EXPECT_EQ(reply.status, 400);
-  EXPECT_EQ(reply.body["error"]["code"], "artifacts_disabled");
+  EXPECT_EQ(reply.status, 501);
+  EXPECT_EQ(reply.body["code"], "prompt_cache_unsupported");
+  EXPECT_FALSE(reply.body["capabilities"]["supports_save"].get<bool>());
 }
 
 }  // namespace
