@@ -24,6 +24,36 @@ std::string_view structured_type_name(toml::node_type type) {
   }
 }
 
+// Levenshtein distance, for suggesting the key a typo meant.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t replaced = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+      diagonal = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, replaced});
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean 'port'?)" when a known key is within two edits of `key`; else empty.
+std::string suggestion(std::string_view key) {
+  std::string_view best;
+  std::size_t best_distance = 3;
+  for (const ConfigKey& known : config_keys()) {
+    const std::size_t distance = edit_distance(key, known.key);
+    if (distance < best_distance) {
+      best = known.key;
+      best_distance = distance;
+    }
+  }
+  return best.empty() ? std::string() : std::format(" (did you mean '{}'?)", best);
+}
+
 std::string quoted(std::string_view name) { return std::format("\"{}\"", name); }
 
 // One file's reading: every error names the file and a line.
@@ -86,7 +116,7 @@ class Reader {
       return at(line_of(key), std::format("key '{}' does not belong in {}: it belongs in [{}]", key.str(), table,
                                           section_name(*belongs)));
     }
-    return at(line_of(key), std::format("unknown key '{}' in {}", key.str(), table));
+    return at(line_of(key), std::format("unknown key '{}' in {}{}", key.str(), table, suggestion(key.str())));
   }
 
   std::expected<ConfigEntry, std::string> entry_for(std::string_view table, const toml::key& key,

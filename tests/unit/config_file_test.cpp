@@ -67,6 +67,7 @@ TEST(ConfigFile, UnknownKeyNamesItAndTheLine) {
   const std::string error = error_of("[server]\nport = 1\nprot = 2\n");
   EXPECT_NE(error.find("prefixd.toml:3:"), std::string::npos) << error;
   EXPECT_NE(error.find("'prot'"), std::string::npos) << error;
+  EXPECT_NE(error.find("did you mean 'port'"), std::string::npos) << error;
 }
 
 TEST(ConfigFile, KeyInTheWrongSectionSaysWhereItBelongs) {
