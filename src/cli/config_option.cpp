@@ -129,8 +129,8 @@ std::string SettingSource::describe() const {
   return "?";
 }
 
-std::vector<CLI::Option*> setting_options(const CLI::App& app) {
-  return const_cast<CLI::App&>(app).get_options([&app](const CLI::Option* option) {
+std::vector<CLI::Option*> setting_options(CLI::App& app) {
+  return app.get_options([&app](const CLI::Option* option) {
     return option != app.get_help_ptr() && option != app.get_help_all_ptr() && option->get_configurable() &&
            !option->get_lnames().empty();
   });

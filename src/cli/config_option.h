@@ -41,7 +41,7 @@ enum class OptionKind { integer, real, boolean, text };
 OptionKind kind_of(const CLI::Option& option);
 
 // The options of `app` that are serve settings: every option but help and --config.
-std::vector<CLI::Option*> setting_options(const CLI::App& app);
+std::vector<CLI::Option*> setting_options(CLI::App& app);
 // The configuration key of a setting: its first long name ("--gpu-layers,--n-gpu-layers" -> gpu-layers).
 std::string config_key_of(const CLI::Option& option);
 

@@ -1,6 +1,7 @@
 #include "cli/config_render.h"
 
 #include <algorithm>
+#include <array>
 #include <format>
 #include <sstream>
 
@@ -94,7 +95,9 @@ std::string settings_table(CLI::App& app, const ConfigResolution& resolution) {
   }
   std::string out;
   if (!resolution.file.empty()) out += std::format("configuration file: {}\n", resolution.file);
-  if (!resolution.model_section.empty()) out += std::format("per-model table: [models.\"{}\"]\n", resolution.model_section);
+  if (!resolution.model_section.empty()) {
+    out += std::format("per-model table: [models.\"{}\"]\n", resolution.model_section);
+  }
   for (const auto& line : cells) {
     out += std::format("{:<{}}  {:<{}}  {:<{}}  {}\n", line[0], widths[0], line[1], widths[1], line[2], widths[2],
                        line[3]);

@@ -325,9 +325,11 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
       ->capture_default_str()->envname("PREFIXD_LOG_LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   // Flags report their current value as options do (--help, `config print`, `config init`).
-  for (auto [flag, value] : {std::pair{"--flash-attn", &o->context.flash_attention}, {"--metrics", &o->server.metrics},
+  for (auto [flag, value] : {std::pair{"--flash-attn", &o->context.flash_attention},
+                             {"--metrics", &o->server.metrics},
                              {"--allow-special-in-content", &o->server.allow_special_in_content},
-                             {"--no-cache-prompt", &o->no_cache_prompt}, {"--cache-warmup", &o->scheduler.cache_warmup}}) {
+                             {"--no-cache-prompt", &o->no_cache_prompt},
+                             {"--cache-warmup", &o->scheduler.cache_warmup}}) {
     cmd->get_option(flag)->default_function([value] { return std::string(*value ? "true" : "false"); });
   }
   return [o]() { return run_serve(*o); };
