@@ -14,5 +14,10 @@ std::function<int()> add_bench_command(CLI::App& app);
 std::function<int()> add_compare_command(CLI::App& app);
 std::function<int()> add_cache_command(CLI::App& app);
 std::function<int()> add_soak_command(CLI::App& app);
+std::function<int()> add_config_command(CLI::App& app);
+
+// Registers every `prefixd serve` option on `cmd` (serve itself, `config print`, `config init`);
+// the returned function runs the server with the parsed values and keeps them alive.
+std::function<int()> add_serve_options(CLI::App& cmd);
 
 }  // namespace prefixd::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add(prefixd::cli::add_compare_command);
   add(prefixd::cli::add_cache_command);
   add(prefixd::cli::add_soak_command);
+  add(prefixd::cli::add_config_command);
 
   try {
     app.parse(argc, argv);

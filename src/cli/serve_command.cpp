@@ -11,6 +11,7 @@
 #include "api/server.h"
 #include "cache/block_hash.h"
 #include "cli/commands.h"
+#include "cli/config_option.h"
 #include "cli/serve_http_options.h"
 #include "cli/memory_return.h"
 #include "cli/server_signals.h"
@@ -198,9 +199,9 @@ int run_serve(ServeOptions& o) {
 
 }  // namespace
 
-std::function<int()> add_serve_command(CLI::App& app) {
+std::function<int()> add_serve_options(CLI::App& serve_app) {
   auto o = std::make_shared<ServeOptions>();
-  CLI::App* cmd = app.add_subcommand("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API");
+  CLI::App* cmd = &serve_app;
   cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required()->envname("PREFIXD_MODEL")
       ->check(CLI::ExistingFile);
   cmd->add_option("--alias", o->server.model_alias, "Model id the API reports (default: the file name)")
@@ -323,7 +324,25 @@ std::function<int()> add_serve_command(CLI::App& app) {
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")
       ->capture_default_str()->envname("PREFIXD_LOG_LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  // Flags report their current value as options do (--help, `config print`, `config init`).
+  for (auto [flag, value] : {std::pair{"--flash-attn", &o->context.flash_attention},
+                             {"--metrics", &o->server.metrics},
+                             {"--allow-special-in-content", &o->server.allow_special_in_content},
+                             {"--no-cache-prompt", &o->no_cache_prompt},
+                             {"--cache-warmup", &o->scheduler.cache_warmup}}) {
+    cmd->get_option(flag)->default_function([value] { return std::string(*value ? "true" : "false"); });
+  }
   return [o]() { return run_serve(*o); };
+}
+
+std::function<int()> add_serve_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API");
+  auto run = add_serve_options(*cmd);
+  auto config = add_config_option(*cmd);
+  return [run, config] {
+    if (!config->model_section.empty()) spdlog::info("config: [models.\"{}\"] applies", config->model_section);
+    return run();
+  };
 }
 
 }  // namespace prefixd::cli

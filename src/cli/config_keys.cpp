@@ -1,0 +1,110 @@
+#include "cli/config_keys.h"
+
+#include <algorithm>
+#include <array>
+
+namespace prefixd::cli {
+namespace {
+
+using enum ConfigSection;
+
+constexpr std::array kKeys{
+    // [server]: the HTTP listener, its limits, access and logging.
+    ConfigKey{"host", server},
+    ConfigKey{"port", server},
+    ConfigKey{"max-body-bytes", server},
+    ConfigKey{"http-threads", server},
+    ConfigKey{"http-header-timeout", server},
+    ConfigKey{"http-body-timeout", server},
+    ConfigKey{"http-keepalive-timeout", server},
+    ConfigKey{"http-write-timeout", server},
+    ConfigKey{"http-max-requests-per-connection", server},
+    ConfigKey{"http-max-connections", server},
+    ConfigKey{"http-max-connections-per-client", server},
+    ConfigKey{"http-max-header-bytes", server},
+    ConfigKey{"http-max-url-bytes", server},
+    ConfigKey{"shutdown-grace-seconds", server},
+    ConfigKey{"max-queued", server},
+    ConfigKey{"api-key", server},
+    ConfigKey{"api-keys", server},
+    ConfigKey{"metrics", server},
+    ConfigKey{"allow-special-in-content", server},
+    ConfigKey{"log-level", server},
+    // [model]: which model, and how its context is built.
+    ConfigKey{"model", model},
+    ConfigKey{"alias", model},
+    ConfigKey{"ctx-size", model},
+    ConfigKey{"parallel", model},
+    ConfigKey{"batch-size", model},
+    ConfigKey{"threads", model},
+    ConfigKey{"flash-attn", model},
+    ConfigKey{"gpu-layers", model},
+    ConfigKey{"swa-full", model},
+    ConfigKey{"prefill-packing", model},
+    ConfigKey{"model-fingerprint-cache", model},
+    // [cache]: the prompt cache's device and host tiers, checkpoints and isolation.
+    ConfigKey{"no-cache-prompt", cache},
+    ConfigKey{"prompt-cache-enabled", cache},
+    ConfigKey{"prompt-cache-min-prefix", cache},
+    ConfigKey{"prompt-cache-capacity-bytes", cache},
+    ConfigKey{"prompt-cache-max-entries", cache},
+    ConfigKey{"prompt-cache-ttl", cache},
+    ConfigKey{"prompt-cache-holders", cache},
+    ConfigKey{"prompt-cache-device-cells", cache},
+    ConfigKey{"prompt-cache-compaction", cache},
+    ConfigKey{"prompt-cache-host-segment", cache},
+    ConfigKey{"checkpoint-every", cache},
+    ConfigKey{"prompt-cache-snapshot-capacity-bytes", cache},
+    ConfigKey{"prompt-cache-snapshot-max-entries", cache},
+    ConfigKey{"checkpoints-per-session", cache},
+    ConfigKey{"cache-warmup", cache},
+    ConfigKey{"apc-enabled", cache},
+    ConfigKey{"apc-block-size", cache},
+    ConfigKey{"apc-hash", cache},
+    ConfigKey{"cache-isolation", cache},
+    ConfigKey{"cache-shared-prefix-file", cache},
+    // [disk]: the disk tier and the artifacts stored beside it.
+    ConfigKey{"cache-disk-path", disk},
+    ConfigKey{"cache-disk-max-bytes", disk},
+    ConfigKey{"cache-disk-queue-bytes", disk},
+    ConfigKey{"cache-artifact-path", disk},
+};
+
+constexpr std::array kSections{server, model, cache, disk};
+
+}  // namespace
+
+std::span<const ConfigKey> config_keys() { return kKeys; }
+
+std::span<const ConfigSection> config_sections() { return kSections; }
+
+std::string_view section_name(ConfigSection section) {
+  switch (section) {
+    case server: return "server";
+    case cache: return "cache";
+    case disk: return "disk";
+    case model: return "model";
+  }
+  return "?";
+}
+
+std::optional<ConfigSection> parse_section_name(std::string_view name) {
+  for (ConfigSection section : kSections) {
+    if (section_name(section) == name) return section;
+  }
+  return std::nullopt;
+}
+
+std::optional<ConfigSection> section_of(std::string_view key) {
+  const auto row = std::ranges::find(kKeys, key, &ConfigKey::key);
+  if (row == kKeys.end()) return std::nullopt;
+  return row->section;
+}
+
+bool overridable_per_model(std::string_view key) {
+  if (key == "model" || key == "alias") return false;
+  const auto section = section_of(key);
+  return section == model || section == cache;
+}
+
+}  // namespace prefixd::cli

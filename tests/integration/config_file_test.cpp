@@ -1,0 +1,169 @@
+// `prefixd serve --config FILE` and `prefixd config print|init` as the binary runs them: the file's
+// port and alias are honoured, an environment variable beats the file and a flag beats both, an
+// unknown key stops the server before it loads the model, `config init` writes a file that loads
+// and changes nothing, and `config print` says where each setting came from.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+
+#include "server_process.h"
+#include "support/disk_fixtures.h"
+
+namespace prefixd::testing {
+namespace {
+
+struct CommandResult {
+  int status = -1;
+  std::string output;
+};
+
+// Runs `prefixd ARGS` with only `env` (NAME=VALUE words) in its environment; stdout, plus stderr
+// unless `stdout_only`.
+CommandResult prefixd(const std::string& args, const std::string& env = "", bool stdout_only = false) {
+  const std::string command = "env -i PATH=/usr/bin:/bin HOME=/tmp PREFIXD_MODEL_FINGERPRINT_CACHE=off " + env + " " +
+                              PREFIXD_BINARY + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
+  CommandResult run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  std::array<char, 4096> buffer{};
+  while (const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) run.output.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+std::string served_model_id(const ServerProcess& server) {
+  auto client = server.client();
+  const JsonReply models = get_json(*client, "/v1/models");
+  if (models.status != 200 || !models.body.contains("data") || models.body["data"].empty()) return "?";
+  return models.body["data"][0].value("id", "?");
+}
+
+class ConfigFile : public ::testing::Test {
+ protected:
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_.path() / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  TempDir dir_{"config-file"};
+};
+
+TEST_F(ConfigFile, FileSetsPortModelAndAlias) {
+  const int port = pick_free_port();
+  const std::string path = write("prefixd.toml", "[server]\nhost = \"127.0.0.1\"\nport = " + std::to_string(port) +
+                                                     "\n\n[model]\nmodel = \"" + PREFIXD_TINY_MODEL +
+                                                     "\"\nalias = \"from-file\"\nctx-size = 2048\n");
+  bench::ServerLaunch launch;
+  launch.binary = PREFIXD_BINARY;
+  launch.args = {"serve", "--config", path};
+  launch.log_path = (dir_.path() / "server.log").string();
+  launch.startup_limit = std::chrono::seconds(60);
+  launch.extra_env = {{"PREFIXD_MODEL_FINGERPRINT_CACHE", "off"}};
+  bench::ServerProcess server(std::move(launch), port);  // waits for /health on the file's port
+  httplib::Client client("127.0.0.1", port);
+  const JsonReply models = get_json(client, "/v1/models");
+  ASSERT_EQ(models.status, 200) << models.raw;
+  EXPECT_EQ(models.body["data"][0]["id"], "from-file");
+}
+
+TEST_F(ConfigFile, EnvironmentBeatsFileAndFlagBeatsBoth) {
+  const std::string path = write("prefixd.toml", "[model]\nalias = \"from-file\"\n");
+  {
+    ServerProcess server({.extra_args = {"--config", path}, .env = {{"PREFIXD_ALIAS", "from-env"}}});
+    EXPECT_EQ(served_model_id(server), "from-env");
+  }
+  {
+    ServerProcess server(
+        {.extra_args = {"--config", path, "--alias", "from-flag"}, .env = {{"PREFIXD_ALIAS", "from-env"}}});
+    EXPECT_EQ(served_model_id(server), "from-flag");
+  }
+  ServerProcess server({.extra_args = {}, .env = {{"PREFIXD_CONFIG", path}}});
+  EXPECT_EQ(served_model_id(server), "from-file");
+}
+
+TEST_F(ConfigFile, UnknownKeyExitsNonZeroNamingKeyAndLine) {
+  const std::string path = write("bad.toml", "[server]\nhost = \"127.0.0.1\"\nprot = 8080\n");
+  const CommandResult run = prefixd("serve --model " + std::string(PREFIXD_TINY_MODEL) + " --config " + path);
+  EXPECT_NE(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find(path + ":3"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("'prot'"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("llama"), std::string::npos) << "the model must not be loaded: " << run.output;
+
+  const std::string typed = write("typed.toml", "[model]\nctx-size = \"big\"\n");
+  const CommandResult wrong = prefixd("serve --model " + std::string(PREFIXD_TINY_MODEL) + " --config " + typed);
+  EXPECT_NE(wrong.status, 0) << wrong.output;
+  EXPECT_NE(wrong.output.find(typed + ":2"), std::string::npos) << wrong.output;
+  EXPECT_NE(wrong.output.find("ctx-size"), std::string::npos) << wrong.output;
+}
+
+TEST_F(ConfigFile, InitOutputLoadsAndChangesNothing) {
+  const std::string path = (dir_.path() / "init.toml").string();
+  const CommandResult init = prefixd("config init " + path);
+  ASSERT_EQ(init.status, 0) << init.output;
+  const CommandResult again = prefixd("config init " + path);
+  EXPECT_NE(again.status, 0) << "overwrote without --force";
+  EXPECT_NE(again.output.find("--force"), std::string::npos) << again.output;
+  EXPECT_EQ(prefixd("config init --force " + path).status, 0);
+  EXPECT_EQ(prefixd("config init", "", true).output, [&] {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }());
+
+  const CommandResult plain = prefixd("config print --json", "", true);
+  const CommandResult loaded = prefixd("config print --json --config " + path, "", true);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  ASSERT_EQ(loaded.status, 0) << loaded.output;
+  const auto before = nlohmann::json::parse(plain.output)["settings"];
+  const auto after = nlohmann::json::parse(loaded.output)["settings"];
+  ASSERT_EQ(before.size(), after.size());
+  int from_file = 0;
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(after[i]["value"], before[i]["value"]) << before[i]["key"];
+    if (after[i]["source"] == "file") ++from_file;
+  }
+  EXPECT_GT(from_file, 40);
+
+  ServerProcess server({.extra_args = {"--config", path}});  // and a server starts with it
+  EXPECT_EQ(served_model_id(server), std::filesystem::path(PREFIXD_TINY_MODEL).stem().string());
+}
+
+TEST_F(ConfigFile, PrintShowsEachSettingsSource) {
+  const std::string path = write("prefixd.toml", "[model]\nctx-size = 4096\nparallel = 2\n\n[server]\nport = 9555\n");
+  const CommandResult run =
+      prefixd("config print --config " + path + " --batch-size 64 --port 9000", "PREFIXD_PARALLEL=3", true);
+  ASSERT_EQ(run.status, 0) << run.output;
+  auto row = [&](const std::string& key) {
+    const std::size_t at = run.output.find(" " + key + " ");
+    if (at == std::string::npos) return std::string();
+    const std::size_t end = run.output.find('\n', at);
+    return run.output.substr(at, end - at);
+  };
+  EXPECT_NE(row("ctx-size").find("4096"), std::string::npos) << run.output;
+  EXPECT_NE(row("ctx-size").find(path + ":2"), std::string::npos) << run.output;
+  EXPECT_NE(row("parallel").find("env PREFIXD_PARALLEL"), std::string::npos) << run.output;
+  EXPECT_NE(row("parallel").find(" 3 "), std::string::npos) << run.output;
+  EXPECT_NE(row("batch-size").find("flag"), std::string::npos) << run.output;
+  EXPECT_NE(row("port").find("9000"), std::string::npos) << run.output;
+  EXPECT_NE(row("port").find("flag"), std::string::npos) << run.output;
+  EXPECT_NE(row("threads").find("default"), std::string::npos) << run.output;
+
+  const CommandResult json = prefixd("config print --json --config " + path, "PREFIXD_PARALLEL=3", true);
+  ASSERT_EQ(json.status, 0) << json.output;
+  const auto settings = nlohmann::json::parse(json.output)["settings"];
+  for (const auto& setting : settings) {
+    if (setting["key"] == "ctx-size") {
+      EXPECT_EQ(setting["from"], path + ":2");
+    }
+    if (setting["key"] == "parallel") {
+      EXPECT_EQ(setting["source"], "env");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace prefixd::testing
