@@ -6,7 +6,7 @@
 //   tool calls and results, content parts, kwargs, extra_body, logprobs, stop, token prompts);
 // - disk_record: the files a prompt cache with a disk tier writes behind (cache::DiskStore) over
 //   the FakeEngine, for a dense model (segments) and a hybrid one (segments and checkpoints);
-// - artifact: what PrefixCache::save_artifact writes for the same prefixes.
+// - artifact: what PrefixCache::save_artifact writes for the same prefixes, with a manifest.
 // The disk records and artifacts carry their creation time, so a rerun writes other bytes.
 #include <unistd.h>
 
@@ -192,7 +192,9 @@ void record_seeds(CorpusWriter& out, const fs::path& work) {
     {
       CacheBench bench(family, dir);
       bench.serve(ns, prompt);
-      bench.cache().save_artifact(cache::RequestKey{ns, "seed", {}}, prompt, work / (tag + ".prefixd"));
+      // A manifest like the one the control plane writes for a prepared module.
+      const std::string manifest = R"({"id":")" + tag + R"(","start":0,"chain":[]})";
+      bench.cache().save_artifact(cache::RequestKey{ns, "seed", {}}, prompt, work / (tag + ".prefixd"), manifest);
     }
     out.add_file("artifact", tag, work / (tag + ".prefixd"));
     std::vector<fs::path> files;

@@ -14,12 +14,11 @@ std::vector<Digest> HostStore::children(const Digest& parent, engine::Token firs
   return keys;
 }
 
-std::vector<Digest> HostStore::all_children(const Digest& parent) const {
-  std::vector<Digest> keys;
-  for (const auto& [branch, key] : by_branch_) {
-    if (branch.parent == parent) keys.push_back(key);
-  }
-  return keys;
+std::vector<std::pair<Digest, Digest>> HostStore::parent_links() const {
+  std::vector<std::pair<Digest, Digest>> out;
+  out.reserve(by_branch_.size());
+  for (const auto& [branch, key] : by_branch_) out.emplace_back(branch.parent, key);
+  return out;
 }
 
 const HostSegment* HostStore::peek(const Digest& key) const {

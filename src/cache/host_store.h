@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cache/block_hash.h"
@@ -51,8 +52,8 @@ class HostStore {
   // Keys of the segments whose parent is `parent` and whose first token is `first`: a lookup
   // compares only the branches that can match, however many conversations share the parent.
   std::vector<Digest> children(const Digest& parent, engine::Token first) const;
-  // Keys of every segment whose parent is `parent` (a scan of the whole store: for rare operations).
-  std::vector<Digest> all_children(const Digest& parent) const;
+  // (parent, key) of every segment (for rare operations that walk the store by parent).
+  std::vector<std::pair<Digest, Digest>> parent_links() const;
   const HostSegment* peek(const Digest& key) const;  // does not count as a use
   // Marks the segment used now and returns it (nullptr if absent).
   const HostSegment* touch(const Digest& key);

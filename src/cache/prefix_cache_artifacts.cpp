@@ -184,6 +184,9 @@ ArtifactInfo PrefixCache::Impl::load_artifact(const std::filesystem::path& path,
     keep.push_back(r.meta.key);
     info.segments += 1;
   }
+  // Deepest first, so a segment ends up less recently used than the prefix it extends (the host
+  // tier's LRU order; inserting in position order made it the other way round).
+  for (auto key = keep.rbegin(); key != keep.rend(); ++key) host_.store().touch(*key);
   add_evictions(evicted);
   if (disk_ && !job.records.empty()) disk_->enqueue(std::move(job));
   std::error_code ec;

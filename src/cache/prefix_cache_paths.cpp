@@ -5,6 +5,7 @@
 // share its tokens, the host segments and disk files addressed by its block-hash chain (forked
 // under the key's session salt past a session wall), and the checkpoints keyed by its prefixes.
 // Nothing here writes to a tier except forget(), and forget() only removes.
+#include <unordered_map>
 #include <unordered_set>
 
 #include "cache/prefix_cache_impl.h"
@@ -177,22 +178,31 @@ ResetReport PrefixCache::Impl::forget(const RequestKey& key, std::span<const Tok
     HostStore& store = host_.store();
     const std::uint64_t before = store.bytes();
     std::vector<Digest> gone;
+    std::unordered_set<Digest, DigestHash> seen;
+    auto add = [&](const Digest& k) {
+      if (seen.insert(k).second) gone.push_back(k);
+    };
     for (std::int32_t g = keep / seg * seg; g < n; g += seg) {
       for (const Digest& parent : parents_at(g)) {
         for (const Digest& k : store.children(parent, tokens[static_cast<size_t>(g)])) {
           const HostSegment* s = store.peek(k);
-          if (s != nullptr && s->begin == g && on_path(g, s->token_ids)) gone.push_back(k);
+          if (s != nullptr && s->begin == g && on_path(g, s->token_ids)) add(k);
         }
       }
     }
+    std::unordered_multimap<Digest, Digest, DigestHash> by_parent;  // built once, when needed
     for (size_t i = 0; i < gone.size(); ++i) {
       const HostSegment* s = store.peek(gone[i]);
       if (s == nullptr || s->tokens != seg) continue;  // only whole grid segments are extended
+      if (by_parent.empty()) {
+        for (const auto& [parent, k] : store.parent_links()) by_parent.emplace(parent, k);
+      }
       for (const Digest& parent : extensions_of(gone[i])) {
-        for (const Digest& k : store.all_children(parent)) gone.push_back(k);
+        auto [first, last] = by_parent.equal_range(parent);
+        for (auto it = first; it != last; ++it) add(it->second);
       }
     }
-    for (const Digest& k : std::unordered_set<Digest, DigestHash>(gone.begin(), gone.end())) {
+    for (const Digest& k : gone) {
       store.erase(k);
       report.entries += 1;
     }
@@ -211,11 +221,15 @@ ResetReport PrefixCache::Impl::forget(const RequestKey& key, std::span<const Tok
   // Disk files: the same walk over the index, then the path's checkpoint files.
   if (disk_) {
     std::vector<Digest> gone;
+    std::unordered_set<Digest, DigestHash> seen;
+    auto add = [&](const Digest& k) {
+      if (seen.insert(k).second) gone.push_back(k);
+    };
     for (std::int32_t g = keep / seg * seg; g < n; g += seg) {
       for (const Digest& parent : parents_at(g)) {
         for (const Digest& k : disk_->children(parent, tokens[static_cast<size_t>(g)])) {
           const std::optional<RecordMeta> meta = disk_->meta(k);
-          if (meta && meta->begin == g && on_path(g, meta->tokens)) gone.push_back(k);
+          if (meta && meta->begin == g && on_path(g, meta->tokens)) add(k);
         }
       }
     }
@@ -223,14 +237,12 @@ ResetReport PrefixCache::Impl::forget(const RequestKey& key, std::span<const Tok
       const std::optional<RecordMeta> meta = disk_->meta(gone[i]);
       if (!meta || static_cast<std::int32_t>(meta->tokens.size()) != seg) continue;
       for (const Digest& parent : extensions_of(gone[i])) {
-        for (const Digest& k : disk_->children(parent)) gone.push_back(k);
+        for (const Digest& k : disk_->children(parent)) add(k);
       }
     }
     for (engine::Pos p : disk_->checkpoint_positions(digest_from(ns))) {
-      if (p > keep && p <= n) gone.push_back(checkpoint_record_key(checkpoints_.key_of(lineage, tokens, chain, p)));
+      if (p > keep && p <= n) add(checkpoint_record_key(checkpoints_.key_of(lineage, tokens, chain, p)));
     }
-    std::ranges::sort(gone);
-    gone.erase(std::ranges::unique(gone).begin(), gone.end());
     const ScopeUsage files = disk_->erase(gone);
     report.entries += files.entries;
     report.bytes += files.bytes;

@@ -13,7 +13,9 @@ using prefixd::testing::token_run;
 
 struct CacheArtifacts : prefixd::testing::CacheFixture {
   const std::vector<engine::Token> prompt = token_run(0, 44);
-  const RequestKey key{"ns", "s"};
+  // Artifacts name their namespace by its 32-byte digest, as the API computes it.
+  const std::string ns = std::string(32, 'n');
+  const RequestKey key{ns, "s"};
   const std::string manifest = R"({"id":"module-7","start":0,"chain":["aa","bb"]})";
   std::filesystem::path artifact() const { return dir / "module.prefixd"; }
 };
@@ -90,7 +92,7 @@ TEST_F(CacheArtifacts, ACheckpointFamilyArtifactEndsAtAKeptState) {
   family = engine::ModelFamily::hybrid;
   std::filesystem::create_directories(dir);
   auto cache = make();
-  const RequestKey turn{"ns", "s", {32}};
+  const RequestKey turn{ns, "s", {32}};
   serve(*cache, turn, prompt);
   const ArtifactInfo saved = cache->save_artifact(turn, prompt, artifact(), manifest);
   EXPECT_EQ(saved.tokens, 44);
