@@ -52,8 +52,15 @@ ControlReply CacheControl::save(Context& c) {
       return failure(c.operation, ApiError{.status = 404, .message = std::format("key '{}' holds no tokens yet", record->name),
                                            .code = "nothing_cached"}, {});
     }
-    ArtifactManifest manifest{.kind = "key", .key = record->name, .conversation = record->conversation};
-    operate = [r = *record, p = *path, m = manifest.encode()](cache::PrefixCache& cache) {
+    const std::string manifest = ArtifactManifest{.kind = "key", .key = record->name, .conversation = record->conversation}.encode();
+    if (manifest.size() > cache::kMaxArtifactManifestBytes) {
+      return failure(c.operation, ApiError{.status = 413,
+                                           .message = std::format("key '{}' describes a conversation of {} bytes; an artifact's "
+                                                                  "manifest holds at most {}",
+                                                                  record->name, manifest.size(), cache::kMaxArtifactManifestBytes),
+                                           .code = "manifest_too_large"}, {});
+    }
+    operate = [r = *record, p = *path, m = manifest](cache::PrefixCache& cache) {
       return cache.save_artifact(request_key(r.cache), r.tokens, p, m);
     };
     kind = "key";
@@ -72,6 +79,10 @@ ControlReply CacheControl::save(Context& c) {
                               .conversation = module->conversation};
     scheduler::CacheOptions o = module->cache;
     o.shared_prefix = cache::kNoFork;
+    if (manifest.encode().size() > cache::kMaxArtifactManifestBytes) {
+      return failure(c.operation, ApiError{.status = 413, .message = "the module's conversation is too large for a manifest",
+                                           .code = "manifest_too_large"}, {});
+    }
     operate = [o, t = module->tokens, p = *path, m = manifest.encode()](cache::PrefixCache& cache) {
       return cache.save_artifact(request_key(o), t, p, m);
     };

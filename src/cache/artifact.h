@@ -26,7 +26,7 @@ namespace prefixd::cache {
 inline constexpr std::uint32_t kArtifactFormatVersion = 3;
 inline constexpr std::uint32_t kOldestArtifactFormatVersion = 2;
 // The largest manifest an artifact carries; the encoder refuses a longer one.
-inline constexpr std::size_t kMaxArtifactManifestBytes = 64 * 1024;
+inline constexpr std::size_t kMaxArtifactManifestBytes = 16 * 1024 * 1024;
 
 class ArtifactError : public std::runtime_error {
  public:
