@@ -36,10 +36,6 @@ ApiError no_key(const std::string& name) {
                   .code = "key_not_found"};
 }
 
-cache::RequestKey request_key(const scheduler::CacheOptions& o) {
-  return cache::RequestKey{o.namespace_digest, o.session_key, o.boundaries, o.scope, o.shared_prefix};
-}
-
 }  // namespace
 
 CacheControl::CacheControl(const PromptBuilder& prompts, scheduler::Scheduler& scheduler, ParseOptions parse,
@@ -53,8 +49,51 @@ const char* CacheControl::methods_of(std::string_view name) {
   return nullptr;
 }
 
+namespace {
+
+std::size_t operation_index(std::string_view name) {
+  for (std::size_t i = 0; i < std::size(kOperations); ++i) {
+    if (kOperations[i].name == name) return i;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string CacheControl::metrics_text() const {
+  static_assert(std::size(kOperations) == kOperationCount);
+  constexpr std::array<std::string_view, 3> kResults = {"ok", "error", "unsupported"};
+  std::string out =
+      "# HELP prefixd_cache_control_operations_total Cache control-plane operations answered, by operation and result.\n"
+      "# TYPE prefixd_cache_control_operations_total counter\n";
+  for (std::size_t i = 0; i < kOperationCount; ++i) {
+    for (std::size_t r = 0; r < kResults.size(); ++r) {
+      out += std::format("prefixd_cache_control_operations_total{{operation=\"{}\",result=\"{}\"}} {}\n", kOperations[i].name,
+                         kResults[r], answered_[i][r].load());
+    }
+  }
+  const auto [keys, modules] = keys_.totals();
+  out += std::format(
+      "# HELP prefixd_cache_control_keys Prompt cache keys held, every tenant.\n# TYPE prefixd_cache_control_keys gauge\n"
+      "prefixd_cache_control_keys {}\n"
+      "# HELP prefixd_cache_control_modules Prepared modules registered, every tenant.\n"
+      "# TYPE prefixd_cache_control_modules gauge\nprefixd_cache_control_modules {}\n"
+      "# HELP prefixd_cache_control_prefill_tokens_total Prompt tokens the control plane fed (update, set, prepare_modules).\n"
+      "# TYPE prefixd_cache_control_prefill_tokens_total counter\nprefixd_cache_control_prefill_tokens_total {}\n",
+      keys, modules, prefill_tokens_.load());
+  return out;
+}
+
 ControlReply CacheControl::handle(std::string_view operation, std::string_view method, const Caller& caller,
                                   std::string_view body, std::string_view query_key) {
+  ControlReply reply = dispatch(operation, method, caller, body, query_key);
+  const std::size_t result = reply.status < 400 ? 0 : reply.status == 501 ? 2 : 1;
+  answered_[operation_index(operation)][result] += 1;
+  return reply;
+}
+
+ControlReply CacheControl::dispatch(std::string_view operation, std::string_view method, const Caller& caller,
+                                    std::string_view body, std::string_view query_key) {
   const nlohmann::ordered_json caps = capabilities();
   if (operation == "capabilities") {
     nlohmann::ordered_json out = success("capabilities");
@@ -166,6 +205,7 @@ std::expected<CacheControl::Prefilled, ApiError> CacheControl::prefill(scheduler
     }
     if (event->finish == scheduler::FinishReason::cancelled) return std::unexpected(server_busy("the prefill was cancelled"));
     out.report = event->cache;
+    prefill_tokens_ += event->cache.fed_tokens;
     return out;
   }
 }
@@ -174,7 +214,7 @@ cache::ResetReport CacheControl::forget(const std::string& tenant, const KeyReco
   cache::ResetReport report;
   if (record.tokens.empty()) return report;
   const std::int32_t keep = keys_.shared_with_others(tenant, record.name, record.cache.namespace_digest, record.tokens);
-  scheduler_.with_cache([&](cache::PrefixCache& c) { report = c.forget(request_key(record.cache), record.tokens, keep); });
+  scheduler_.with_cache([&](cache::PrefixCache& c) { report = c.forget(control::request_key(record.cache), record.tokens, keep); });
   return report;
 }
 
@@ -409,7 +449,7 @@ ControlReply CacheControl::token_count(Context& c) {
   if (!record) return failure(c.operation, no_key(**name), {});
   cache::HeldPrefix held;
   if (!record->tokens.empty()) {
-    scheduler_.with_cache([&](cache::PrefixCache& cache) { held = cache.held(request_key(record->cache), record->tokens); });
+    scheduler_.with_cache([&](cache::PrefixCache& cache) { held = cache.held(control::request_key(record->cache), record->tokens); });
   }
   nlohmann::ordered_json out = success(c.operation);
   out["key"] = record->name;

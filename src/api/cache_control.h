@@ -13,6 +13,8 @@
 // that read or drop K/V run on the scheduler thread through Scheduler::with_cache.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -59,6 +61,8 @@ class CacheControl {
   // For GET /v1/cache/stats: the tenant's keys' caller metadata and their number.
   nlohmann::json meta_by_key(const std::string& tenant) const { return keys_.meta_by_key(tenant); }
   std::size_t key_count(const std::string& tenant) const { return keys_.key_count(tenant); }
+  // Prometheus text: operations by result, keys and modules held, tokens the control plane fed.
+  std::string metrics_text() const;
 
  private:
   struct Context;  // one operation's caller, body and name (cache_control.cpp)
@@ -67,6 +71,8 @@ class CacheControl {
     scheduler::CacheReport report;
   };
 
+  ControlReply dispatch(std::string_view operation, std::string_view method, const Caller& caller, std::string_view body,
+                        std::string_view query_key);
   ControlReply set(Context& c);
   ControlReply update(Context& c);
   ControlReply fork(Context& c);
@@ -93,6 +99,11 @@ class CacheControl {
   ParseOptions parse_;
   ControlOptions options_;
   KeyRegistry keys_;
+  // Operations answered, by operation (index in the operation table) and result (ok, error,
+  // unsupported); tokens fed by the control plane's prefills.
+  static constexpr std::size_t kOperationCount = 10;
+  std::array<std::array<std::atomic<std::int64_t>, 3>, kOperationCount> answered_{};
+  std::atomic<std::int64_t> prefill_tokens_{0};
 };
 
 }  // namespace prefixd::api

@@ -9,17 +9,6 @@
 #include "api/cache_namespace.h"
 
 namespace prefixd::api {
-namespace {
-
-std::int32_t common_prefix(std::span<const engine::Token> a, std::span<const engine::Token> b) {
-  const auto n = std::min(a.size(), b.size());
-  std::size_t i = 0;
-  while (i < n && a[i] == b[i]) ++i;
-  return static_cast<std::int32_t>(i);
-}
-
-}  // namespace
-
 ControlReply CacheControl::prepare_modules(Context& c) {
   using control::failure;
   auto modules = parse_modules(c.body);
@@ -69,7 +58,7 @@ ControlReply CacheControl::prepare_modules(Context& c) {
     std::int32_t end = 0;
     bool whole_module = false;
     if (tokens) {
-      end = common_prefix(*tokens, chain);
+      end = common_token_prefix(*tokens, chain);
       whole_module = end == static_cast<std::int32_t>(tokens->size());
     }
     if (!ends.empty()) end = std::max(end, ends.back());

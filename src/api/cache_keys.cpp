@@ -6,18 +6,18 @@
 namespace prefixd::api {
 namespace {
 
-std::int32_t common_prefix(std::span<const engine::Token> a, std::span<const engine::Token> b) {
-  const auto n = std::min(a.size(), b.size());
-  std::size_t i = 0;
-  while (i < n && a[i] == b[i]) ++i;
-  return static_cast<std::int32_t>(i);
-}
-
 bool starts_with(std::span<const engine::Token> prompt, std::span<const engine::Token> prefix) {
   return prompt.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), prompt.begin());
 }
 
 }  // namespace
+
+std::int32_t common_token_prefix(std::span<const engine::Token> a, std::span<const engine::Token> b) {
+  const auto n = std::min(a.size(), b.size());
+  std::size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return static_cast<std::int32_t>(i);
+}
 
 nlohmann::json KeyConversation::to_json() const {
   nlohmann::json out{{"messages", messages}, {"add_generation_prompt", add_generation_prompt}};
@@ -140,11 +140,11 @@ std::int32_t KeyRegistry::shared_with_others(const std::string& tenant, const st
   std::int32_t keep = 0;
   for (const auto& [other, record] : t->second.keys) {
     if (other == name || record.cache.namespace_digest != namespace_digest) continue;
-    keep = std::max(keep, common_prefix(tokens, record.tokens));
+    keep = std::max(keep, common_token_prefix(tokens, record.tokens));
   }
   for (const PreparedModule& m : t->second.modules) {
     if (m.cache.namespace_digest != namespace_digest) continue;
-    keep = std::max(keep, common_prefix(tokens, m.tokens));
+    keep = std::max(keep, common_token_prefix(tokens, m.tokens));
   }
   return keep;
 }
@@ -203,6 +203,16 @@ std::size_t KeyRegistry::key_count(const std::string& tenant) const {
   std::lock_guard lock(mutex_);
   const auto t = tenants_.find(tenant);
   return t == tenants_.end() ? 0 : t->second.keys.size();
+}
+
+std::pair<std::size_t, std::size_t> KeyRegistry::totals() const {
+  std::lock_guard lock(mutex_);
+  std::pair<std::size_t, std::size_t> out;
+  for (const auto& [tenant, t] : tenants_) {
+    out.first += t.keys.size();
+    out.second += t.modules.size();
+  }
+  return out;
 }
 
 }  // namespace prefixd::api

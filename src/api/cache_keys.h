@@ -78,6 +78,9 @@ struct PreparedModule {
 
 enum class KeyError { none, exists, missing, too_many, changed };
 
+// How many leading tokens `a` and `b` have in common.
+std::int32_t common_token_prefix(std::span<const engine::Token> a, std::span<const engine::Token> b);
+
 class KeyRegistry {
  public:
   std::optional<KeyRecord> find(const std::string& tenant, const std::string& name) const;
@@ -113,6 +116,8 @@ class KeyRegistry {
   // Caller metadata of every key of `tenant`, by key (stats' meta_by_key), and the key count.
   nlohmann::json meta_by_key(const std::string& tenant) const;
   std::size_t key_count(const std::string& tenant) const;
+  // Keys and prepared modules of every tenant.
+  std::pair<std::size_t, std::size_t> totals() const;
 
  private:
   struct Tenant {

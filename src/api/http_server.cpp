@@ -238,7 +238,7 @@ class HttpServer::Impl {
     return http::Response{.status = 200,
                           .content_type = "text/plain; version=0.0.4; charset=utf-8",
                           .body = metrics_text(stats) + ttft_metrics_text(stats) + cache_metrics_text(cache) +
-                                  tenant_metrics_text(cache, TenantNames(keys_.get())) +
+                                  tenant_metrics_text(cache, TenantNames(keys_.get())) + control_.metrics_text() +
                                   transport_metrics_text(transport_.stats())};
   }
 

@@ -71,6 +71,7 @@ TEST(CacheControl, UpdatePrefillsWhatTheNextGenerationFeedsAndTheThinkingSwitchI
                                   {"thinking", true}});
   ASSERT_EQ(updated.status, 200) << updated.raw;
   const int tokens = updated.body["tokens"].get<int>();
+  EXPECT_EQ(metric_value(client->Get("/metrics")->body, "prefixd_cache_control_prefill_tokens_total"), tokens);
   EXPECT_EQ(updated.body["fed_tokens"].get<int>(), tokens);
   EXPECT_EQ(updated.body["add_generation_prompt"], true) << "the conversation ends with a user turn";
   EXPECT_EQ(device_tier(*client)["cells"].get<int>(), tokens) << "all of it is cached, nothing generated";
@@ -157,6 +158,15 @@ TEST(CacheControl, MetaMergesAndAppearsInStats) {
   const auto stats = get_json(*client, "/v1/cache/stats").body;
   EXPECT_EQ(stats["keys"].get<int>(), 1);
   EXPECT_EQ(stats["meta_by_key"]["run-7"]["owner"], "ana");
+  EXPECT_EQ(get_json(*client, "/v1/cache/meta?key=nobody").status, 404);
+
+  // /metrics agrees with the replies and the stats.
+  const std::string metrics = client->Get("/metrics")->body;
+  EXPECT_EQ(metric_value(metrics, "prefixd_cache_control_keys"), 1);
+  EXPECT_EQ(metric_value(metrics, R"(prefixd_cache_control_operations_total{operation="set",result="ok"})"), 1);
+  EXPECT_EQ(metric_value(metrics, R"(prefixd_cache_control_operations_total{operation="meta",result="ok"})"), 2);
+  EXPECT_EQ(metric_value(metrics, R"(prefixd_cache_control_operations_total{operation="meta",result="error"})"), 1);
+  EXPECT_EQ(metric_value(metrics, "prefixd_cache_control_prefill_tokens_total"), 0) << "nothing was prefilled";
 }
 
 TEST(CacheControl, EveryBadInputHasAStableErrorShape) {
