@@ -263,7 +263,12 @@ ControlReply CacheControl::set(Context& c) {
   }
   const auto added = keys_.find(c.tenant, record.name);
   if (!added) return failure(c.operation, no_key(record.name), {});
-  if (c.body.contains("messages") || c.body.contains("tools")) return apply_update(c, *added, c.body, true);
+  if (c.body.contains("messages") || c.body.contains("tools")) {
+    ControlReply reply = apply_update(c, *added, c.body, true);
+    // A set whose conversation is refused creates nothing.
+    if (reply.status >= 400) keys_.remove(c.tenant, record.name);
+    return reply;
+  }
   nlohmann::ordered_json out = success(c.operation);
   out["key"] = record.name;
   out["created"] = true;

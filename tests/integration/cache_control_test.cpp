@@ -189,6 +189,9 @@ TEST(CacheControl, EveryBadInputHasAStableErrorShape) {
   expect_control_error(bad_message, 400, "update", "prompt_cache_error");
   EXPECT_EQ(bad_message.body["param"], "messages[0].role");
   expect_control_error(post_json(*client, "/v1/cache/update", {{"key", "k"}}), 400, "update", "prompt_cache_error");
+  expect_control_error(post_json(*client, "/v1/cache/set", {{"key", "refused"}, {"messages", json::array({{{"role", "wizard"}, {"content", "x"}}})}}),
+                       400, "set", "prompt_cache_error");
+  EXPECT_EQ(get_json(*client, "/v1/cache/meta?key=refused").status, 404) << "a refused set creates nothing";
   expect_control_error(post_json(*client, "/v1/cache/fork", {{"from_key", "k"}, {"to_key", "k"}}), 409, "fork", "prompt_cache_error");
   expect_control_error(post_json(*client, "/v1/cache/clear", {{"key", "ghost"}}), 404, "clear", "prompt_cache_error");
   expect_control_error(post_json(*client, "/v1/cache/save", {{"name", "x"}, {"key", "k"}}), 501, "save", "prompt_cache_unsupported");
