@@ -236,6 +236,7 @@ std::vector<Check> workload_checks(const nlohmann::json& workload, const nlohman
   if (name == "burst") return burst_checks(record);
   if (name == "unique") return unique_checks(record);
   if (name == "restart") return restart_checks(workload, record);
+  if (name == "prepared") return prepared_checks(workload, record);
   return {};
 }
 

@@ -41,6 +41,13 @@ inline constexpr double kRestartColdSpeedup = 20;
 inline constexpr double kRestartOverWarm = 3;
 inline constexpr double kRestoreBandwidthGoal = 0.7;
 
+// The prepared workload's checks (bench/checks_prepared.cpp): control calls answered; the first
+// request after each prepare feeds exactly prompt − chain tokens (cached = chain); every prepared
+// request takes at least the chain and feeds prompt − cached, later sessions the same number of
+// tokens past the chain; each cold one feeds its whole prompt; a goal: TTFT cold ÷ prepared above
+// 1 (median of (repetition, session) pairs).
+std::vector<Check> prepared_checks(const nlohmann::json& workload, const nlohmann::json& record);
+
 // True unless some check in `checks` (a JSON array of Check::to_json) failed.
 bool checks_passed(const nlohmann::json& checks);
 

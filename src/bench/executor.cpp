@@ -179,6 +179,27 @@ class DiskTierRun {
   DiskCounters before_;
 };
 
+// A control step's answer: its status, how long it took, and its JSON body (or the raw text of
+// one that is not JSON).
+nlohmann::json control_record(const BenchClient& client, int i, const Step& step, double start_s) {
+  const auto t0 = Clock::now();
+  const HttpReply reply = client.post_raw(step.control, step.control_body.dump(), "application/json");
+  nlohmann::json record = {{"step", i},
+                           {"arm", step.arm},
+                           {"control", step.control},
+                           {"start_s", start_s},
+                           {"ms", seconds_since(t0) * 1000.0},
+                           {"status", reply.status}};
+  auto body = nlohmann::json::parse(reply.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    record["reply_text"] = reply.body;
+  } else {
+    record["reply"] = std::move(body);
+  }
+  if (reply.status != 200) record["error"] = std::format("HTTP {}: {}", reply.status, error_message(reply.body));
+  return record;
+}
+
 ServerSettings settings_for(const Workload& w, const RunConfig& config) {
   ServerSettings s = config.base;
   s.ctx_size = w.ctx_size;
@@ -249,6 +270,13 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
         }
         const BenchClient client(port, config.request_timeout);
         const double start_s = seconds_since(origin);
+        if (!step.control.empty()) {
+          records[static_cast<std::size_t>(i)] = control_record(client, i, step, start_s);
+          note(std::format("{}/{} {} {}: HTTP {}", i + 1, w.steps.size(), step.arm, step.control,
+                           records[static_cast<std::size_t>(i)].value("status", 0)));
+          dispatcher.finish(i);
+          continue;
+        }
         const auto r = client.stream(step_path(step), step_body(step, {.max_tokens = step.max_tokens, .session = step.session}));
         records[static_cast<std::size_t>(i)] = request_record(i, step.arm, start_s, r);
         note(std::format("{}/{} {}: prompt {}, evaluated {}, cached {}{}, TTFT {:.0f} ms{}", i + 1, w.steps.size(), step.arm,
@@ -283,7 +311,7 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
       const Step& step = gate_step;
       const auto& observed = records[static_cast<std::size_t>(g)];
       out["gates"] = run_gates(client, step.messages, step.session,
-                               observed.value("first_piece", std::string()));
+                               observed.value("first_piece", std::string()), step.tools);
       out["gates"]["step"] = g;
       note(std::format("gates: {}", gates_passed(out["gates"]) ? "pass" : "FAIL"));
     }
@@ -292,10 +320,13 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
     note(std::string("ERROR: ") + e.what());
   }
   nlohmann::json requests = nlohmann::json::array();
+  nlohmann::json control = nlohmann::json::array();
   for (auto& r : records) {
-    if (!r.is_null()) requests.push_back(std::move(r));
+    if (r.is_null()) continue;
+    (r.contains("control") ? control : requests).push_back(std::move(r));
   }
   out["requests"] = std::move(requests);
+  if (!control.empty()) out["control"] = std::move(control);
   if (server) {
     nlohmann::json rss = nlohmann::json::array();
     for (const auto& [t, kb] : server->rss()) rss.push_back({t, kb});
@@ -311,12 +342,18 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
 
 void merge_repetition(nlohmann::json& into, nlohmann::json record, int rep) {
   for (auto& r : record["requests"]) r["rep"] = rep;
+  if (record.contains("control")) {
+    for (auto& r : record["control"]) r["rep"] = rep;
+  }
   if (into.is_null()) {
     into = std::move(record);
     return;
   }
   const double offset = into.value("seconds", 0.0);
   for (auto& r : record["requests"]) into["requests"].push_back(std::move(r));
+  if (record.contains("control")) {
+    for (auto& r : record["control"]) into["control"].push_back(std::move(r));
+  }
   for (const auto& sample : record.value("rss", nlohmann::json::array())) {
     into["rss"].push_back({sample[0].get<double>() + offset, sample[1]});
   }

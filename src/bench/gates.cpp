@@ -31,9 +31,10 @@ bool all_have_ids(const nlohmann::json& list) {
 // remembers that this server has none.
 class Asker {
  public:
-  explicit Asker(const BenchClient& client) : client_(client) {}
+  Asker(const BenchClient& client, nlohmann::json tools) : client_(client), tools_(std::move(tools)) {}
 
   CompletionResult ask(const nlohmann::json& messages, RequestOptions options) {
+    options.tools = tools_;
     if (logprobs_) {
       options.top_logprobs = kTopLogprobs;
       auto r = client_.stream("/v1/chat/completions", chat_body(messages, options));
@@ -47,6 +48,7 @@ class Asker {
 
  private:
   const BenchClient& client_;
+  nlohmann::json tools_;
   bool logprobs_ = true;
 };
 
@@ -81,8 +83,8 @@ std::optional<double> logprob_max_abs_diff(const nlohmann::json& a, const nlohma
 }
 
 nlohmann::json run_gates(const BenchClient& client, const nlohmann::json& messages, const std::string& session,
-                         const std::string& observed_first_piece) {
-  Asker asker(client);
+                         const std::string& observed_first_piece, const nlohmann::json& tools) {
+  Asker asker(client, tools);
   nlohmann::json out;
   auto failed = [](const CompletionResult& r) { return r.ok() ? nlohmann::json() : nlohmann::json(r.error); };
 

@@ -22,9 +22,10 @@ std::optional<double> logprob_max_abs_diff(const nlohmann::json& a, const nlohma
 // - determinism: the same bytes twice under two fresh cache keys give identical output;
 // - context: a follow-up question after the cached conversation vs the same question alone — the
 //   first token or its distribution differs (without logprobs: the short reply differs).
-// Asks for logprobs first and drops them if the server refuses (400).
+// Asks for logprobs first and drops them if the server refuses (400). `tools` (non-null) goes
+// with every replay, as it went with the request.
 nlohmann::json run_gates(const BenchClient& client, const nlohmann::json& messages, const std::string& session,
-                         const std::string& observed_first_piece);
+                         const std::string& observed_first_piece, const nlohmann::json& tools = nullptr);
 
 // True when every gate in `gates` (run_gates' answer) passed.
 bool gates_passed(const nlohmann::json& gates);

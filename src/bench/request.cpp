@@ -30,6 +30,7 @@ nlohmann::json common_body(const RequestOptions& o) {
 nlohmann::json chat_body(const nlohmann::json& messages, const RequestOptions& o) {
   nlohmann::json body = common_body(o);
   body["messages"] = messages;
+  if (!o.tools.is_null()) body["tools"] = o.tools;
   return body;
 }
 
@@ -44,7 +45,10 @@ nlohmann::json completion_body(const std::string& prompt, const RequestOptions& 
 const char* step_path(const Step& step) { return step.prompt.empty() ? "/v1/chat/completions" : "/v1/completions"; }
 
 nlohmann::json step_body(const Step& step, const RequestOptions& options) {
-  return step.prompt.empty() ? chat_body(step.messages, options) : completion_body(step.prompt, options);
+  if (!step.prompt.empty()) return completion_body(step.prompt, options);
+  RequestOptions with_tools = options;
+  if (with_tools.tools.is_null()) with_tools.tools = step.tools;
+  return chat_body(step.messages, with_tools);
 }
 
 std::int64_t evaluated_tokens(const CompletionResult& r) {

@@ -15,6 +15,7 @@ struct RequestOptions {
   std::string session;       // prompt_cache_key and user; empty: neither is sent
   bool cache_prompt = true;  // false: both servers evaluate the whole prompt and keep nothing
   int top_logprobs = 0;      // > 0: ask for the first tokens' top logprobs
+  nlohmann::json tools;      // non-null: sent as the chat request's `tools`
 };
 
 // The body of a /v1/chat/completions request, identical for both servers: greedy, streamed with

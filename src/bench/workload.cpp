@@ -14,7 +14,8 @@ const Arm* Workload::arm(const std::string& arm_name) const {
 
 const std::vector<std::string>& workload_names() {
   static const std::vector<std::string> kNames = {"resend", "agent", "multisession", "shared", "edit",
-                                                  "restart", "grow", "thrash", "burst", "unique", "chat"};
+                                                  "restart", "grow", "thrash", "burst", "unique", "chat",
+                                                  "prepared"};
   return kNames;
 }
 
@@ -29,7 +30,7 @@ const std::vector<std::string>& family_workload_names() {
 }
 
 const std::vector<std::string>& bench_workload_names() {
-  static const std::vector<std::string> kNames = {"resend", "grow", "shared", "thrash", "burst"};
+  static const std::vector<std::string> kNames = {"resend", "grow", "shared", "thrash", "burst", "prepared"};
   return kNames;
 }
 
@@ -38,7 +39,8 @@ Workload make_workload(const std::string& name, const WorkloadParams& params) {
   static const std::map<std::string, Generator> kGenerators = {
       {"resend", make_resend}, {"agent", make_agent}, {"multisession", make_multisession}, {"shared", make_shared},
       {"edit", make_edit},     {"restart", make_restart}, {"grow", make_grow},            {"thrash", make_thrash},
-      {"burst", make_burst},   {"unique", make_unique},   {"chat", make_chat}};
+      {"burst", make_burst},   {"unique", make_unique},   {"chat", make_chat},
+      {"prepared", make_prepared}};
   const auto it = kGenerators.find(name);
   if (it == kGenerators.end()) throw std::invalid_argument("unknown workload '" + name + "'");
   Workload w = it->second(params);

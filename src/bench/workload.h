@@ -18,6 +18,12 @@ struct Step {
   nlohmann::json messages;     // OpenAI chat messages (/v1/chat/completions)
   std::string prompt;          // non-empty: raw text for /v1/completions instead of messages, so
                                // the prompt's first token is its own (no chat template in front)
+  nlohmann::json tools;        // non-null: the chat request's `tools`
+  // Non-empty: not a chat request but a POST of `control_body` to this control-plane path
+  // (/v1/cache/reset, /v1/cache/prepare_modules, ...); its answer is kept in the record's
+  // "control" list, not among the requests, and no table row counts it.
+  std::string control;
+  nlohmann::json control_body;
   int max_tokens = 1;
   int planned_tokens = 0;      // the prompt size the generator aimed at (sizes the context)
   int after = -1;              // a step that must have finished before this one is sent
@@ -59,6 +65,9 @@ struct Workload {
 inline constexpr const char* kRestartColdArm = "first send";
 inline constexpr const char* kRestartWarmArm = "warm";
 inline constexpr const char* kRestartArm = "after restart";
+// The prepared workload's control steps (not table rows).
+inline constexpr const char* kPreparedResetArm = "reset";
+inline constexpr const char* kPreparedPrepareArm = "prepare";
 
 // What a workload generator needs to know.
 struct WorkloadParams {
@@ -93,6 +102,7 @@ Workload make_thrash(const WorkloadParams& params);
 Workload make_burst(const WorkloadParams& params);
 Workload make_unique(const WorkloadParams& params);
 Workload make_chat(const WorkloadParams& params);
+Workload make_prepared(const WorkloadParams& params);
 
 // The total context both servers get: every slot can hold the longest planned prompt plus its
 // reply (llama-server splits -c among its slots; prefixd pools it), rounded up to 256, >= 4096.

@@ -41,7 +41,10 @@ TEST(BenchWorkloads, SameSeedSameBytesOtherSeedOtherBytes) {
     EXPECT_FALSE(a.steps.empty()) << name;
     EXPECT_GE(a.ctx_size, 4096) << name;
     EXPECT_EQ(a.ctx_size % 256, 0) << name;
-    for (const auto& s : a.steps) EXPECT_NE(a.arm(s.arm), nullptr) << name << ": step arm " << s.arm << " is not a row";
+    for (const auto& s : a.steps) {
+      if (!s.control.empty()) continue;  // a control-plane call counts towards no row
+      EXPECT_NE(a.arm(s.arm), nullptr) << name << ": step arm " << s.arm << " is not a row";
+    }
   }
   EXPECT_THROW(make_workload("nope", params()), std::invalid_argument);
 }
@@ -51,8 +54,11 @@ TEST(BenchWorkloads, SameSeedSameBytesOtherSeedOtherBytes) {
 std::uint64_t fingerprint(const Workload& w) {
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& s : w.steps) {
-    steps.push_back({s.arm, s.session, s.messages, s.prompt, s.max_tokens, s.planned_tokens, s.after, s.barrier,
-                     s.restart_before, s.x});
+    nlohmann::json step = {s.arm,   s.session, s.messages, s.prompt,         s.max_tokens,
+                           s.planned_tokens, s.after, s.barrier, s.restart_before, s.x};
+    // Appended only when set, like the workload flags below.
+    if (!s.tools.is_null() || !s.control.empty()) step.push_back({s.tools, s.control, s.control_body});
+    steps.push_back(std::move(step));
   }
   nlohmann::json arms = nlohmann::json::array();
   for (const auto& a : w.arms) arms.push_back({a.name, a.cold, a.pinned});
@@ -95,6 +101,8 @@ TEST(BenchWorkloads, GeneratedTrafficIsPinned) {
       {"unique x0.5", {16, 0xe413c38d94f6d6e8ull}},
       {"chat x1", {55, 0x90ff846e5aa6f807ull}},
       {"chat x0.5", {55, 0xef557237c3f0cf90ull}},
+      {"prepared x1", {70, 0xd67f530f322abc42ull}},
+      {"prepared x0.5", {70, 0xd886bfe3f3aded85ull}},
   };
   for (const auto& name : workload_names()) {
     for (const double scale : {1.0, 0.5}) {
