@@ -12,6 +12,9 @@
 
 namespace prefixd::api {
 
+// JSON's four whitespace bytes.
+inline bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
 class JsonScanner {
  public:
   enum class Step { more, complete, invalid };
