@@ -48,6 +48,7 @@ void ToolCallStream::attempt_byte(char c) {
     case Phase::mistral_name:
       if (is_name_char(c)) {
         token_ += c;
+        if (token_.size() > longest_tool_name_) fail_attempt(std::format("unknown function \"{}...\"", token_), "");
         return;
       }
       if (c != '[') return fail_attempt("expected [ARGS] after the function name", "");
@@ -92,6 +93,9 @@ void ToolCallStream::attempt_byte(char c) {
       if (c == '\\' || static_cast<unsigned char>(c) < 0x20) return fail_attempt("unexpected character in a key or name", "");
       if (c != '"') {
         token_ += c;
+        // Text that can no longer be a key or a tool's name is released now, not at its end.
+        const std::size_t longest = phase_ == Phase::name_value ? longest_tool_name_ : std::string_view("parameters").size();
+        if (token_.size() > longest) fail_attempt(std::format("unknown function or key \"{}...\"", token_), "");
         return;
       }
       in_token_ = false;

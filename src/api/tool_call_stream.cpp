@@ -49,7 +49,9 @@ ToolCallStream::ToolCallStream(ToolCallFormat format, const nlohmann::json& tool
       tools_(tool_names(tools)),
       ids_(std::move(ids)),
       delivery_(delivery),
-      at_call_boundary_(format == ToolCallFormat::llama3) {}
+      at_call_boundary_(format == ToolCallFormat::llama3) {
+  for (const std::string& name : tools_) longest_tool_name_ = std::max(longest_tool_name_, name.size());
+}
 
 std::vector<AssistantDelta> ToolCallStream::feed(std::string_view piece) {
   out_.clear();

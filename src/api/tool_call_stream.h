@@ -121,6 +121,7 @@ class ToolCallStream {
 
   ToolCallFormat format_;
   std::vector<std::string> tools_;
+  std::size_t longest_tool_name_ = 0;  // a longer name is surely not a call: no need to hold it
   ToolCallIdGenerator ids_;
   ArgumentDelivery delivery_;
 

@@ -130,6 +130,16 @@ TEST(ApiToolCallStream, ANonMarkerIsReleasedAtTheFirstByteThatRulesItOut) {
   ASSERT_EQ(end.warnings.size(), 1u);
 }
 
+TEST(ApiToolCallStream, ANameLongerThanEveryToolIsReleasedBeforeItEnds) {
+  ToolCallStream stream(ToolCallFormat::hermes, weather_and_time_tools(), ToolCallIdGenerator(1));
+  EXPECT_EQ(stream.feed(R"(<tool_call>{"name": "get_weather_forecast)"),
+            (std::vector<AssistantDelta>{{.content = R"(<tool_call>{"name": "get_weather_forecast)"}}));
+  const ToolCallStreamEnd end = stream.finish();
+  EXPECT_FALSE(end.called_tools);
+  ASSERT_EQ(end.warnings.size(), 1u);
+  EXPECT_NE(end.warnings[0].find("get_weather_..."), std::string::npos) << end.warnings[0];
+}
+
 TEST(ApiToolCallStream, WholeCallModeHoldsACallUntilItsArgumentsAreComplete) {
   ToolCallStream stream(ToolCallFormat::mistral, weather_and_time_tools(), ToolCallIdGenerator(1), Delivery::whole_call);
   EXPECT_TRUE(stream.feed("[TOOL_CALLS]get_time[ARGS]{\"zone\": \"U").empty());

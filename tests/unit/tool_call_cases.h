@@ -73,6 +73,8 @@ inline std::vector<ToolCallCase> recorded_tool_call_outputs() {
        "<tool_call>{\"name\": \"get_time\"}</tool_call>", {{"get_time", "{}"}}, "expected ','"},
       {"hermes no call", F::hermes, "Hello <world> [x] {\"a\": 1}\n", "Hello <world> [x] {\"a\": 1}\n", {}, ""},
       {"hermes marker prefix at the end", F::hermes, "Almost <tool_", "Almost <tool_", {}, "start of a tool call marker"},
+      {"hermes long unknown name", F::hermes, "<tool_call>{\"name\": \"get_weather_forecast_for_a_week\", \"arguments\": {}}</tool_call>",
+       "<tool_call>{\"name\": \"get_weather_forecast_for_a_week\", \"arguments\": {}}</tool_call>", {}, "unknown function"},
       {"hermes name not first", F::hermes, "<tool_call>{\"arguments\": {}, \"name\": \"get_time\"}</tool_call>",
        "<tool_call>{\"arguments\": {}, \"name\": \"get_time\"}</tool_call>", {}, "does not start with"},
 
