@@ -12,6 +12,7 @@
 #include <optional>
 #include <format>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -114,6 +115,7 @@ class HttpServer::Impl {
         control_(prompts_, scheduler_, control_parse_options(engine, options_, served_id_),
                  ControlOptions{.artifact_dir = options_.artifact_dir,
                                 .model_key = engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint}),
+        tool_format_(detect_tool_call_format(prompts_.chat_template().source())),
         started_(unix_seconds()),
         transport_(options_.http, http::Handlers{
                                       .handle = [this](http::Request& req) { return handle(req); },
@@ -124,6 +126,7 @@ class HttpServer::Impl {
     if (engine.model().id != served_id_) parse_options_.model_names.push_back(engine.model().id);
     parse_options_.cache_prompt_default = options_.cache_prompt_default;
     parse_options_.vocab_size = engine.vocab().size();
+    spdlog::info("tool calls: the chat template writes them as {}", tool_call_format_name(tool_format_));
   }
 
   bool run() {
@@ -307,6 +310,13 @@ class HttpServer::Impl {
     auto generation = prompts_.build(*parsed, scheduler_.max_prompt_tokens(), caller->tenant);
     if (!generation) return error_response(generation.error());
     if (generation->cache.enabled) control_.adjust(*generation, caller->tenant, parsed->params.cache.session_key);
+    // The tools the reply may call, when the template has a call syntax and tool_choice allows.
+    std::optional<nlohmann::json> call_tools;
+    if constexpr (std::is_same_v<Parsed, ChatRequest>) {
+      if (tool_format_ != ToolCallFormat::none && parsed->tools.is_array() && parsed->tool_choice != "none") {
+        call_tools = parsed->tools;
+      }
+    }
     // The prompt now lives in `generation`; the request's text is not needed while it runs.
     const CommonParams params = std::move(parsed->params);
     { [[maybe_unused]] const Parsed done = std::move(*parsed); }
@@ -331,12 +341,19 @@ class HttpServer::Impl {
         case scheduler::FinishReason::cancelled:
           return error_response(should_stop().value_or(server_busy("the request was cancelled")));
         default:
+          if (call_tools) {
+            const ParsedAssistant reply = parse_tool_calls(collected.text, tool_format_, *call_tools);
+            for (const std::string& warning : reply.warnings) spdlog::warn("{}: tool call: {}", meta.id, warning);
+            return json_response(200, dump_json(tool_call_body(meta, reply, collected.done, collected.logprobs)));
+          }
           return json_response(200, dump_json(completion_body(meta, collected.text, collected.done, collected.logprobs)));
       }
     }
 
+    std::optional<ToolCallStream> parser;
+    if (call_tools) parser.emplace(tool_format_, *call_tools, ToolCallIdGenerator{});
     auto relay = std::make_shared<SseRelay>(std::move(*stream), std::move(meta), params.include_usage,
-                                            std::move(should_stop));
+                                            std::move(should_stop), std::move(parser));
     http::Response res{.status = 200, .content_type = "text/event-stream"};
     res.headers.push_back({"Cache-Control", "no-cache"});
     // Runs on this request's worker after the head is sent. A relay that never runs (the head
@@ -357,6 +374,7 @@ class HttpServer::Impl {
   ParseOptions parse_options_;
   PromptBuilder prompts_;
   CacheControl control_;
+  ToolCallFormat tool_format_;  // how the model's template writes a tool call (tool_calls.h)
   IdGenerator ids_;
   std::int64_t started_;
   std::atomic<bool> stopping_{false};

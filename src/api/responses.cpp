@@ -131,6 +131,34 @@ OrderedJson completion_body(const ResponseMeta& meta, std::string_view text, con
   return body;
 }
 
+const char* tool_call_finish_reason(scheduler::FinishReason reason) {
+  return reason == scheduler::FinishReason::stop ? "tool_calls" : finish_reason_text(reason);
+}
+
+OrderedJson tool_call_body(const ResponseMeta& meta, const ParsedAssistant& parsed, const scheduler::StreamEvent& done,
+                           std::span<const scheduler::GeneratedLogprobs> logprobs) {
+  if (parsed.tool_calls.empty()) return completion_body(meta, parsed.content, done, logprobs);
+  OrderedJson body = header(meta, false);
+  OrderedJson message{{"role", "assistant"},
+                      {"content", parsed.content.empty() ? OrderedJson(nullptr) : OrderedJson(parsed.content)},
+                      {"tool_calls", tool_calls_json(parsed.tool_calls)}};
+  std::size_t offset = 0;
+  body["choices"] = OrderedJson::array({choice(meta, std::move(message), tool_call_finish_reason(done.finish), false,
+                                               logprobs_json(meta, logprobs, offset))});
+  body["usage"] = usage_json(done.usage);
+  body["prompt_cache"] = prompt_cache_json(done.cache);
+  body["timings"] = timings_json(done);
+  return body;
+}
+
+OrderedJson tool_call_chunk(const ResponseMeta& meta, const ToolCallDelta& delta,
+                            std::span<const scheduler::GeneratedLogprobs> logprobs, std::size_t& offset) {
+  OrderedJson chunk = header(meta, true);
+  OrderedJson content{{"tool_calls", OrderedJson::array({tool_call_delta_json(delta)})}};
+  chunk["choices"] = OrderedJson::array({choice(meta, std::move(content), nullptr, true, logprobs_json(meta, logprobs, offset))});
+  return chunk;
+}
+
 OrderedJson role_chunk(const ResponseMeta& meta) {
   OrderedJson chunk = header(meta, true);
   chunk["choices"] = OrderedJson::array({choice(meta, {{"role", "assistant"}, {"content", ""}}, nullptr, true)});
@@ -145,10 +173,11 @@ OrderedJson text_chunk(const ResponseMeta& meta, std::string_view text,
   return chunk;
 }
 
-OrderedJson finish_chunk(const ResponseMeta& meta, const scheduler::StreamEvent& done) {
+OrderedJson finish_chunk(const ResponseMeta& meta, const scheduler::StreamEvent& done, const char* finish_reason) {
   OrderedJson chunk = header(meta, true);
   OrderedJson content = meta.endpoint == Endpoint::chat ? OrderedJson::object() : OrderedJson("");
-  chunk["choices"] = OrderedJson::array({choice(meta, std::move(content), finish_reason_text(done.finish), true)});
+  chunk["choices"] = OrderedJson::array(
+      {choice(meta, std::move(content), finish_reason != nullptr ? finish_reason : finish_reason_text(done.finish), true)});
   chunk["usage"] = usage_json(done.usage);
   chunk["prompt_cache"] = prompt_cache_json(done.cache);
   chunk["timings"] = timings_json(done);

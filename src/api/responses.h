@@ -4,6 +4,9 @@
 // (what the prompt cache did) and `timings` (prefill and decode speed, for benchmarks).
 #pragma once
 
+#include "api/tool_call_stream.h"
+#include "api/tool_calls.h"
+
 #include <cstdint>
 #include <mutex>
 #include <random>
@@ -50,6 +53,14 @@ OrderedJson timings_json(const scheduler::StreamEvent& done);
 // The body of a non-streaming response: all of the text and the `done` event that ended it.
 OrderedJson completion_body(const ResponseMeta& meta, std::string_view text, const scheduler::StreamEvent& done,
                             std::span<const scheduler::GeneratedLogprobs> logprobs = {});
+// A chat body whose text was parsed into content and tool calls (tool_calls.h): the message has
+// `tool_calls` and `content` null when it was only calls; finish_reason "tool_calls" when the model
+// ended its turn after calling.
+OrderedJson tool_call_body(const ResponseMeta& meta, const ParsedAssistant& parsed, const scheduler::StreamEvent& done,
+                           std::span<const scheduler::GeneratedLogprobs> logprobs = {});
+// finish_reason for a reply that called tools: "tool_calls" unless it was cut off by length, an
+// error or a cancellation.
+const char* tool_call_finish_reason(scheduler::FinishReason reason);
 
 // Streaming chunks. A chat stream opens with role_chunk; every chunk but the usage chunk has one
 // choice; the finish chunk carries finish_reason, usage, prompt_cache and timings; the usage chunk
@@ -61,7 +72,11 @@ inline OrderedJson text_chunk(const ResponseMeta& meta, std::string_view text) {
   std::size_t offset = 0;
   return text_chunk(meta, text, {}, offset);
 }
-OrderedJson finish_chunk(const ResponseMeta& meta, const scheduler::StreamEvent& done);
+// `finish_reason`: nullptr for the scheduler's own (finish_reason_text).
+OrderedJson finish_chunk(const ResponseMeta& meta, const scheduler::StreamEvent& done, const char* finish_reason = nullptr);
+// A chunk with one tool-call delta (choices[0].delta.tool_calls[0]).
+OrderedJson tool_call_chunk(const ResponseMeta& meta, const ToolCallDelta& delta,
+                            std::span<const scheduler::GeneratedLogprobs> logprobs, std::size_t& offset);
 OrderedJson usage_chunk(const ResponseMeta& meta, const scheduler::StreamEvent& done);
 
 // Server-sent events: one `data:` line per JSON payload, a blank line after each.

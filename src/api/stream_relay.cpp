@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "api/errors.h"
 
 namespace prefixd::api {
@@ -43,11 +45,12 @@ CollectedCompletion collect_completion(scheduler::RequestStream& stream, const s
 }
 
 SseRelay::SseRelay(std::shared_ptr<scheduler::RequestStream> stream, ResponseMeta meta, bool include_usage,
-                   StopCheck should_stop)
+                   StopCheck should_stop, std::optional<ToolCallStream> tool_calls)
     : stream_(std::move(stream)),
       meta_(std::move(meta)),
       include_usage_(include_usage),
-      should_stop_(std::move(should_stop)) {}
+      should_stop_(std::move(should_stop)),
+      tool_calls_(std::move(tool_calls)) {}
 
 SseRelay::~SseRelay() { abort(); }
 
@@ -98,18 +101,42 @@ SseRelay::Step SseRelay::pump(const Write& write) {
   return Step::more;
 }
 
+std::string SseRelay::delta_frames(const std::vector<AssistantDelta>& deltas,
+                                   std::vector<scheduler::GeneratedLogprobs> logprobs) {
+  for (auto& t : logprobs) pending_logprobs_.push_back(std::move(t));
+  std::string frames;
+  for (const AssistantDelta& d : deltas) {
+    const auto carried = std::exchange(pending_logprobs_, {});
+    frames += sse_data(d.tool_call ? tool_call_chunk(meta_, *d.tool_call, carried, text_offset_)
+                                   : text_chunk(meta_, d.content, carried, text_offset_));
+  }
+  return frames;
+}
+
 bool SseRelay::write_event(const scheduler::StreamEvent& event, const Write& write) {
   if (event.kind == scheduler::StreamEvent::Kind::text) {
     if (event.text.empty() && event.logprobs.empty()) return true;
+    if (tool_calls_) {
+      const std::string frames = delta_frames(tool_calls_->feed(event.text), event.logprobs);
+      return frames.empty() || write(frames);
+    }
     return write(sse_data(text_chunk(meta_, event.text, event.logprobs, text_offset_)));
   }
   std::string frames;
+  const char* finish_reason = nullptr;
+  if (tool_calls_ && event.finish != scheduler::FinishReason::error) {
+    ToolCallStreamEnd end = tool_calls_->finish();
+    frames += delta_frames(end.deltas, {});
+    if (!pending_logprobs_.empty()) frames += sse_data(text_chunk(meta_, "", std::exchange(pending_logprobs_, {}), text_offset_));
+    for (const std::string& warning : end.warnings) spdlog::warn("{}: tool call: {}", meta_.id, warning);
+    if (end.called_tools) finish_reason = tool_call_finish_reason(event.finish);
+  }
   if (event.finish == scheduler::FinishReason::error) {
     // Mid-stream the status line is long gone; OpenAI clients raise an APIError for an
     // {"error": ...} payload.
     frames += sse_data(internal_error(event.error.empty() ? "generation failed" : event.error).to_json());
   } else {
-    frames += sse_data(finish_chunk(meta_, event));
+    frames += sse_data(finish_chunk(meta_, event, finish_reason));
     if (include_usage_) frames += sse_data(usage_chunk(meta_, event));
   }
   frames += kSseDone;

@@ -164,6 +164,65 @@ TEST(ApiStreamRelay, SseRelayWritesRoleTextFinishUsageAndDone) {
   EXPECT_EQ(relay.pump(write), SseRelay::Step::finished);  // idempotent after the end
 }
 
+// A chat whose tools the model may call: the generated text goes out as content and OpenAI's
+// delta.tool_calls (id and name first, then the arguments in pieces), and the reply ends
+// "tool_calls"; the same text non-streamed gives the same call.
+TEST(ApiStreamRelay, SseRelaySendsToolCallDeltasAndEndsWithToolCalls) {
+  const json tools = json::parse(R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])");
+  const std::vector<std::string> pieces = {"Let me check.\n<tool", "_call>\n{\"name\": \"get_weather\", \"argu",
+                                           "ments\": {\"city\": \"Pa", "ris\"}}\n</tool_call>"};
+  auto stream = std::make_shared<RequestStream>();
+  SseRelay relay(stream, chat_meta(), /*include_usage=*/false, [] { return std::optional<ApiError>(); },
+                 ToolCallStream(ToolCallFormat::hermes, tools, ToolCallIdGenerator(7)));
+  std::vector<std::string> written;
+  for (const auto& p : pieces) stream->push(text(p));
+  stream->push(done(FinishReason::stop));
+  while (relay.pump([&](std::string_view f) {
+    written.emplace_back(f);
+    return true;
+  }) == SseRelay::Step::more) {
+  }
+  bool saw_done = false;
+  const auto chunks = frames_to_json(written, saw_done);
+  EXPECT_TRUE(saw_done);
+  std::string content;
+  std::string arguments;
+  std::string id;
+  std::string name;
+  int call_chunks = 0;
+  for (const auto& chunk : chunks) {
+    const json& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("content") && delta["content"].is_string()) content += delta["content"].get<std::string>();
+    if (!delta.contains("tool_calls")) continue;
+    ++call_chunks;
+    const json& call = delta["tool_calls"][0];
+    EXPECT_EQ(call["index"], 0);
+    if (call.contains("id")) {
+      EXPECT_TRUE(id.empty()) << "the id comes once";
+      id = call["id"];
+      name = call["function"]["name"];
+      EXPECT_EQ(call["type"], "function");
+    }
+    arguments += call["function"]["arguments"].get<std::string>();
+  }
+  EXPECT_EQ(content, "Let me check.");
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(json::parse(arguments), json({{"city", "Paris"}}));
+  EXPECT_GT(call_chunks, 1) << "arguments arrive in pieces";
+  EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "tool_calls");
+
+  std::string whole;
+  for (const auto& p : pieces) whole += p;
+  const ParsedAssistant parsed = parse_tool_calls(whole, ToolCallFormat::hermes, tools, ToolCallIdGenerator(7));
+  const auto body = tool_call_body(chat_meta(), parsed, done(FinishReason::stop));
+  const auto& message = body["choices"][0]["message"];
+  EXPECT_EQ(message["content"], "Let me check.");
+  EXPECT_EQ(message["tool_calls"][0]["id"], id);
+  EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], arguments);
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(tool_call_body(chat_meta(), parsed, done(FinishReason::length))["choices"][0]["finish_reason"], "length");
+}
+
 TEST(ApiStreamRelay, WithoutIncludeUsageThereIsNoUsageOnlyChunk) {
   auto stream = std::make_shared<RequestStream>();
   SseRelay relay(stream, chat_meta(), /*include_usage=*/false, [] { return std::optional<ApiError>(); });
