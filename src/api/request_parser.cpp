@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <format>
+#include <set>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -301,13 +303,25 @@ json parse_tools(const FieldReader& in) {
   const json* tools = in.find("tools");
   if (!tools) return nullptr;
   if (!tools->is_array()) reject("tools", "'tools' must be an array");
-  for (const auto& tool : *tools) {
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < tools->size(); ++i) {
+    const json& tool = (*tools)[i];
+    const std::string at = std::format("tools[{}]", i);
     const auto function = tool.is_object() ? tool.find("function") : tool.end();
     if (!tool.is_object() || function == tool.end() || !function->is_object() || !function->contains("name") ||
         !(*function)["name"].is_string()) {
-      reject("tools", "each tool needs a 'function' object with a string 'name'");
+      reject(at + ".function", std::format("'{}' needs a 'function' object with a string 'name'", at));
     }
-    if (tool.contains("type") && tool["type"] != "function") reject("tools", "only tools of type 'function' are supported");
+    if (tool.contains("type") && tool["type"] != "function") reject(at + ".type", "only tools of type 'function' are supported");
+    const std::string& name = (*function)["name"].get_ref<const std::string&>();
+    if (name.empty() || name.size() > 64 ||
+        !std::ranges::all_of(name, [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; })) {
+      reject(at + ".function.name", std::format("'{}.function.name' must be 1 to 64 letters, digits, '_' or '-'", at));
+    }
+    if (!names.insert(name).second) reject(at + ".function.name", std::format("function '{}' is defined twice", name));
+    if (const auto params = function->find("parameters"); params != function->end() && !params->is_null() && !params->is_object()) {
+      reject(at + ".function.parameters", std::format("'{}.function.parameters' must be a JSON Schema object", at));
+    }
   }
   return *tools;
 }
@@ -322,9 +336,54 @@ json parse_tool_choice(const FieldReader& in, const json& tools) {
     }
   } else if (!choice->is_object()) {
     reject("tool_choice", "'tool_choice' must be a string or an object");
+  } else {
+    // {"type": "function", "function": {"name": ...}}: one of the request's functions.
+    const auto function = choice->find("function");
+    if (choice->value("type", "function") != "function" || function == choice->end() || !function->is_object() ||
+        !function->contains("name") || !(*function)["name"].is_string()) {
+      reject("tool_choice", "'tool_choice' as an object is {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    const std::string& name = (*function)["name"].get_ref<const std::string&>();
+    const bool defined = has_tools && std::ranges::any_of(tools, [&](const json& tool) { return tool["function"]["name"] == name; });
+    if (!defined) reject("tool_choice.function.name", std::format("'tool_choice' names '{}', which 'tools' does not define", name));
   }
   if (*choice != "none" && !has_tools) reject("tool_choice", "'tool_choice' needs 'tools'");
   return *choice;
+}
+
+// response_format: {"type": "text"} (nothing), {"type": "json_object"} or {"type": "json_schema",
+// "json_schema": {"name"?, "schema", "strict"?}}. The schema is taken from `ordered` (the body
+// parsed keeping key order), since its property order becomes the order of the output's keys.
+OutputFormat parse_response_format(const FieldReader& in, const nlohmann::ordered_json& ordered) {
+  OutputFormat out;
+  const json* format = in.find("response_format");
+  if (!format) return out;
+  if (!format->is_object() || !format->contains("type") || !(*format)["type"].is_string()) {
+    reject("response_format", "'response_format' must be an object with a string 'type'");
+  }
+  const std::string& type = (*format)["type"].get_ref<const std::string&>();
+  if (type == "text") return out;
+  if (type == "json_object") {
+    out.kind = OutputFormat::Kind::json_object;
+    return out;
+  }
+  if (type != "json_schema") {
+    reject("response_format.type", "'response_format.type' must be 'text', 'json_object' or 'json_schema'");
+  }
+  const auto spec = format->find("json_schema");
+  if (spec == format->end() || !spec->is_object()) {
+    reject("response_format.json_schema", "'response_format.json_schema' must be an object with a 'schema'");
+  }
+  const auto schema = spec->find("schema");
+  if (schema == spec->end() || !(schema->is_object() || schema->is_boolean())) {
+    reject("response_format.json_schema.schema", "'response_format.json_schema.schema' must be a JSON Schema object");
+  }
+  if (const auto name = spec->find("name"); name != spec->end() && !name->is_string()) {
+    reject("response_format.json_schema.name", "'response_format.json_schema.name' must be a string");
+  }
+  out.kind = OutputFormat::Kind::json_schema;
+  out.schema = ordered.at("response_format").at("json_schema").at("schema");
+  return out;
 }
 
 json parse_template_kwargs(const FieldReader& in) {
@@ -444,6 +503,16 @@ std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, c
     request.chat.messages = parse_messages(*root);
     request.tools = parse_tools(in);
     request.tool_choice = parse_tool_choice(in, request.tools);
+    // Schemas keep the key order they were sent in (it becomes the order of the output's keys).
+    const bool constrained = root->contains("response_format") || request.tool_choice == "required" ||
+                             request.tool_choice.is_object();
+    const nlohmann::ordered_json ordered =
+        constrained ? nlohmann::ordered_json::parse(body, nullptr, false) : nlohmann::ordered_json();
+    request.response_format = parse_response_format(in, ordered);
+    if (request.response_format.kind != OutputFormat::Kind::text && (request.tool_choice == "required" || request.tool_choice.is_object())) {
+      reject("response_format", "'response_format' cannot constrain a reply that 'tool_choice' forces to be a tool call");
+    }
+    if (constrained && request.tools.is_array()) request.ordered_tools = ordered.at("tools");
     if (request.tool_choice != "none") request.chat.tools = request.tools;
     request.chat.add_generation_prompt = in.boolean("add_generation_prompt").value_or(true);
     request.chat.extra_context = parse_template_kwargs(in);

@@ -59,11 +59,23 @@ struct CommonParams {
   CacheFields cache;
 };
 
+// What the reply must be (response_format): free text, any JSON object, or JSON valid against a
+// schema (kept with its key order).
+struct OutputFormat {
+  enum class Kind { text, json_object, json_schema };
+  Kind kind = Kind::text;
+  nlohmann::ordered_json schema;  // json_schema only
+};
+
 struct ChatRequest {
   CommonParams params;
   ChatInput chat;               // messages with text parts flattened, tools (none when tool_choice is "none")
   nlohmann::json tools;         // as requested (null when absent), for the template signature
   nlohmann::json tool_choice;   // effective: as requested, else "auto" with tools, "none" without
+  OutputFormat response_format;
+  // The tools with their keys in the order sent, when a grammar is built from their schemas
+  // (tool_choice "required" or a named function); null otherwise.
+  nlohmann::ordered_json ordered_tools;
 };
 
 using TokenPrompt = std::vector<engine::Token>;

@@ -165,7 +165,18 @@ TEST(ApiRequestParser, AssistantToolCallsMayOmitContent) {
 TEST(ApiRequestParser, ToolsAndToolChoiceAreValidated) {
   const json tools = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
   EXPECT_EQ(chat_error(chat_body({{"tools", "f"}})).param, "tools");
-  EXPECT_EQ(chat_error(chat_body({{"tools", json::array({{{"type", "function"}}})}})).param, "tools");
+  EXPECT_EQ(chat_error(chat_body({{"tools", json::array({{{"type", "function"}}})}})).param, "tools[0].function");
+  const json named = {{"type", "function"}, {"function", {{"name", "f"}}}};
+  EXPECT_EQ(chat_error(chat_body({{"tools", json::array({named, named})}})).param, "tools[1].function.name") << "defined twice";
+  EXPECT_EQ(chat_error(chat_body({{"tools", json::array({{{"type", "function"}, {"function", {{"name", "a b"}}}}})}})).param,
+            "tools[0].function.name");
+  EXPECT_EQ(chat_error(chat_body({{"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", 3}}}}})}})).param,
+            "tools[0].function.parameters");
+  EXPECT_EQ(chat_error(chat_body({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}})).param,
+            "tool_choice.function.name")
+      << "a named function must be one of the tools";
+  EXPECT_EQ(chat_ok(chat_body({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}})).ordered_tools,
+            nlohmann::ordered_json::parse(tools.dump()));
   EXPECT_EQ(chat_error(chat_body({{"tools", tools}, {"tool_choice", "sometimes"}})).param, "tool_choice");
   EXPECT_EQ(chat_error(chat_body({{"tool_choice", "required"}})).param, "tool_choice");
   // tool_choice "none" keeps the tools out of the prompt but in the signature inputs.
@@ -174,6 +185,27 @@ TEST(ApiRequestParser, ToolsAndToolChoiceAreValidated) {
   EXPECT_EQ(none.tools, tools);
   const auto required = chat_ok(chat_body({{"tools", tools}, {"tool_choice", "required"}}));
   EXPECT_EQ(required.tool_choice, "required");
+}
+
+TEST(ApiRequestParser, ResponseFormatIsValidatedAndKeepsTheSchemasKeyOrder) {
+  EXPECT_EQ(chat_ok(chat_body({{"response_format", {{"type", "text"}}}})).response_format.kind, OutputFormat::Kind::text);
+  EXPECT_EQ(chat_ok(chat_body({{"response_format", {{"type", "json_object"}}}})).response_format.kind, OutputFormat::Kind::json_object);
+  EXPECT_EQ(chat_error(chat_body({{"response_format", "json"}})).param, "response_format");
+  EXPECT_EQ(chat_error(chat_body({{"response_format", {{"type", "yaml"}}}})).param, "response_format.type");
+  EXPECT_EQ(chat_error(chat_body({{"response_format", {{"type", "json_schema"}}}})).param, "response_format.json_schema");
+  EXPECT_EQ(chat_error(chat_body({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}}})).param,
+            "response_format.json_schema.schema");
+  // Key order as sent: "zeta" before "alpha" (a sorted parse would swap them).
+  const std::string body =
+      R"({"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"r",)"
+      R"("schema":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}}}}})";
+  const auto parsed = parse_chat_request(body, ParseOptions{});
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->response_format.kind, OutputFormat::Kind::json_schema);
+  EXPECT_EQ(parsed->response_format.schema["properties"].begin().key(), "zeta");
+  const json tools = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+  EXPECT_EQ(chat_error(chat_body({{"tools", tools}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}})).param,
+            "response_format");
 }
 
 TEST(ApiRequestParser, SamplingRangesAreEnforced) {
