@@ -38,7 +38,7 @@ std::string same_length_range(const std::string& lo, const std::string& hi) {
   alternatives.push_back(gbnf_literal(hi.substr(0, 1)) + " (" + same_length_range(zeros, hi_rest) + ")");
   std::string out;
   for (const std::string& a : alternatives) out += (out.empty() ? "" : " | ") + a;
-  return out;
+  return "(" + out + ")";
 }
 
 // Non-negative integers in [lo, hi], split by digit count.

@@ -18,7 +18,8 @@
 
 namespace prefixd::api::detail {
 
-using nlohmann::json;
+// Schemas are read in their written order: object keys follow the order of "properties".
+using json = nlohmann::ordered_json;
 
 // Thrown inside the converter only; the public functions turn it into an error value.
 struct Refusal {
@@ -157,7 +158,10 @@ class SchemaConverter {
     if (schema.contains("enum") && schema.contains("const")) rest["enum"] = schema["enum"];
     std::vector<std::string> alternatives;
     for (const json& value : values) {
-      if (validate_json(value, rest, &root_)) continue;
+      if (validate_json(nlohmann::json::parse(value.dump()), nlohmann::json::parse(rest.dump()),
+                        &root_as_validated())) {
+        continue;
+      }
       const std::string literal = gbnf_literal(value.dump());
       if (std::find(alternatives.begin(), alternatives.end(), literal) == alternatives.end()) alternatives.push_back(literal);
     }
@@ -200,7 +204,14 @@ class SchemaConverter {
   std::string convert_string(const json& schema, const std::string& path, std::string_view hint);
   std::string convert_number(const json& schema, const std::string& path, bool integer);
 
+  // The root in the validator's representation, made on first use.
+  const nlohmann::json& root_as_validated() {
+    if (!root_validated_) root_validated_ = nlohmann::json::parse(root_.dump());
+    return *root_validated_;
+  }
+
   const json& root_;
+  std::optional<nlohmann::json> root_validated_;
   GbnfBuilder& builder_;
   std::map<std::string, std::string> ref_rules_;  // JSON pointer -> rule name
 };

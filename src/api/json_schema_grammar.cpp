@@ -6,7 +6,7 @@ namespace prefixd::api {
 
 using detail::Refusal;
 using detail::SchemaConverter;
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 std::expected<engine::Grammar, SchemaError> json_schema_grammar(const json& schema) {
   try {

@@ -42,7 +42,9 @@ struct SchemaError {
 };
 
 // The grammar of JSON texts that are valid against `schema` (root rule "root").
-std::expected<engine::Grammar, SchemaError> json_schema_grammar(const nlohmann::json& schema);
+// Parse the schema as nlohmann::ordered_json: a plain nlohmann::json sorts keys, and the grammar
+// then orders properties alphabetically.
+std::expected<engine::Grammar, SchemaError> json_schema_grammar(const nlohmann::ordered_json& schema);
 
 // The grammar of any JSON object (response_format {"type": "json_object"}).
 engine::Grammar json_object_grammar();
@@ -51,7 +53,7 @@ engine::Grammar json_object_grammar();
 // an absent or empty schema allows any object).
 struct ToolGrammarSpec {
   std::string name;
-  nlohmann::json parameters = nlohmann::json::object();
+  nlohmann::ordered_json parameters = nlohmann::ordered_json::object();
 };
 
 // The grammar of a reply made of 1..max_calls tool calls, each exactly as the chat template renders

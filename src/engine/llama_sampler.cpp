@@ -1,5 +1,6 @@
 #include "engine/llama_sampler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -36,7 +37,14 @@ SamplerPtr init_chain(const SamplingParams& params) {
 class LlamaSampler final : public Sampler {
  public:
   LlamaSampler(llama_context* ctx, const llama_vocab* vocab, SamplerPtr chain, SamplerPtr grammar)
-      : ctx_(ctx), vocab_(vocab), chain_(std::move(chain)), grammar_(std::move(grammar)) {}
+      : ctx_(ctx), vocab_(vocab), chain_(std::move(chain)), grammar_(std::move(grammar)) {
+    if (!grammar_) return;
+    // libllama's grammar reads a control token as its text ("<|im_start|>"), which the reply does
+    // not show: under a grammar only end-of-generation control tokens may be drawn.
+    for (Token id = 0; id < llama_vocab_n_tokens(vocab_); ++id) {
+      if (llama_vocab_is_control(vocab_, id) && !llama_vocab_is_eog(vocab_, id)) hidden_.push_back(id);
+    }
+  }
 
   Token sample(std::int32_t row) override {
     if (!grammar_) return llama_sampler_sample(chain_.get(), ctx_, row);
@@ -47,6 +55,7 @@ class LlamaSampler final : public Sampler {
     Token token = draw();
     if (!grammar_allows(token)) {
       load_candidates(row);
+      for (Token id : hidden_) storage_[static_cast<size_t>(id)].logit = -INFINITY;
       llama_sampler_apply(grammar_.get(), &candidates_);
       if (!any_allowed()) return give_up();
       token = draw();
@@ -77,6 +86,7 @@ class LlamaSampler final : public Sampler {
   }
 
   bool grammar_allows(Token token) {
+    if (std::binary_search(hidden_.begin(), hidden_.end(), token)) return false;
     llama_token_data one{token, 0.0f, 0.0f};
     llama_token_data_array single{&one, 1, -1, false};
     llama_sampler_apply(grammar_.get(), &single);
@@ -102,6 +112,7 @@ class LlamaSampler final : public Sampler {
   SamplerPtr grammar_;  // null: unconstrained
   std::vector<llama_token_data> storage_;
   llama_token_data_array candidates_{};
+  std::vector<Token> hidden_;  // sorted: control tokens that do not end generation
   bool stuck_ = false;
 };
 
