@@ -64,8 +64,14 @@ class Vocabulary {
 class Sampler {
  public:
   virtual ~Sampler() = default;
-  // Samples from the logits of batch row `row` of the last decode, and records the choice.
+  // Samples from the logits of batch row `row` of the last decode, and records the choice. Under a
+  // grammar only tokens the grammar allows are drawn; once the output is complete and nothing can
+  // extend it, the only token allowed is an end-of-generation token.
   virtual Token sample(std::int32_t row) = 0;
+  // Under a grammar: true once a sample() found no token the grammar allows (a grammar this
+  // vocabulary cannot spell). That sample() returned an end-of-generation token although the
+  // output is not a complete sentence of the grammar; the caller should fail the request.
+  virtual bool grammar_stuck() const { return false; }
 };
 
 enum class DecodeStatus { ok, no_kv_space, aborted, error };
@@ -85,7 +91,11 @@ class Engine {
   // holds no partial result of this batch.
   virtual DecodeStatus decode(std::span<const BatchToken> batch) = 0;
   virtual std::span<const float> logits(std::int32_t row) const = 0;
+  // Throws std::invalid_argument for a grammar check_grammar refuses.
   virtual std::unique_ptr<Sampler> make_sampler(const SamplingParams& params) = 0;
+  // Whether make_sampler can constrain output by `grammar`: nullopt when it can, else why not
+  // (the parser's message). Safe from any thread; call it at request time.
+  virtual std::optional<std::string> check_grammar(const Grammar& grammar) const = 0;
 
   // Sequence operations on the unified KV cache. Ranges are [p0, p1); p1 < 0 means "to the end".
   // copy_sequence shares cells (metadata only): dst then holds src's tokens in [p0, p1) too.

@@ -138,7 +138,29 @@ std::span<const float> FakeEngine::logits(std::int32_t row) const {
 }
 
 std::unique_ptr<Sampler> FakeEngine::make_sampler(const SamplingParams& params) {
+  if (params.grammar) {
+    if (auto why = check_grammar(*params.grammar)) throw std::invalid_argument(*why);
+    grammars_requested_.push_back(*params.grammar);
+  }
   return std::make_unique<FakeSampler>(*this, params);
+}
+
+std::optional<std::string> FakeEngine::check_grammar(const Grammar& grammar) const {
+  if (grammar.text.find_first_not_of(" \t\r\n") == std::string::npos) return "invalid grammar: the grammar is empty";
+  // A rule definition starts a line: "<root> ::=" with any blanks around the name.
+  size_t line = 0;
+  while (line < grammar.text.size()) {
+    const size_t end = std::min(grammar.text.find('\n', line), grammar.text.size());
+    const std::string_view text = std::string_view(grammar.text).substr(line, end - line);
+    const size_t name = text.find_first_not_of(" \t");
+    if (name != std::string_view::npos && text.substr(name).starts_with(grammar.root)) {
+      const std::string_view rest = text.substr(name + grammar.root.size());
+      const size_t op = rest.find_first_not_of(" \t");
+      if (op != std::string_view::npos && rest.substr(op).starts_with("::=")) return std::nullopt;
+    }
+    line = end + 1;
+  }
+  return "invalid grammar: no rule defines the root '" + grammar.root + "'";
 }
 
 void FakeEngine::copy_sequence(SeqId src, SeqId dst, Pos p0, Pos p1) { memory_.copy(src, dst, p0, p1); }

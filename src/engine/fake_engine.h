@@ -43,7 +43,11 @@ class FakeEngine final : public Engine {
 
   DecodeStatus decode(std::span<const BatchToken> batch) override;
   std::span<const float> logits(std::int32_t row) const override;
+  // Throws std::invalid_argument for a grammar check_grammar refuses; records every grammar asked for.
   std::unique_ptr<Sampler> make_sampler(const SamplingParams& params) override;
+  // A structural check only (the fake does not constrain its output): refuses an empty grammar and
+  // one that does not define its root rule, as libllama does.
+  std::optional<std::string> check_grammar(const Grammar& grammar) const override;
 
   void copy_sequence(SeqId src, SeqId dst, Pos p0 = 0, Pos p1 = -1) override;
   bool remove_sequence(SeqId seq, Pos p0 = 0, Pos p1 = -1) override;
@@ -57,6 +61,8 @@ class FakeEngine final : public Engine {
   void drop_checkpoint_state(SeqId seq) override { memory_.drop_checkpoint_state(seq); }
 
   // Test observability.
+  // The grammar of every sampler made with one, in order.
+  const std::vector<Grammar>& grammars_requested() const { return grammars_requested_; }
   std::int64_t tokens_decoded() const { return tokens_decoded_; }
   // Every batch decode() accepted, in order (how the scheduler formed them).
   const std::vector<std::vector<BatchToken>>& batches() const { return batches_; }
@@ -87,6 +93,7 @@ class FakeEngine final : public Engine {
   std::vector<std::vector<float>> logits_;  // one row per batch entry of the last decode
   std::int64_t tokens_decoded_ = 0;
   std::vector<std::vector<BatchToken>> batches_;
+  std::vector<Grammar> grammars_requested_;
 };
 
 }  // namespace prefixd::engine

@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine/llama_handles.h"
+#include "engine/llama_sampler.h"
 #include "engine/llama_vocabulary.h"
 #include "engine/model_fingerprint.h"
 #include "engine/model_info_internal.h"
@@ -20,10 +21,19 @@ namespace prefixd::engine {
 namespace detail {
 
 namespace {
+// The capture of this thread (a stack through outer_): per thread, so that a grammar checked on an
+// HTTP worker never collects lines another thread logs.
+thread_local LlamaErrorCapture* active_capture = nullptr;
+
 void route_llama_log(ggml_log_level level, const char* text, void* /*user_data*/) {
   std::string_view line(text);
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
   if (line.empty()) return;
+  if (active_capture != nullptr && (level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_WARN)) {
+    active_capture->add(line);
+    spdlog::debug("llama: {}", line);
+    return;
+  }
   switch (level) {
     case GGML_LOG_LEVEL_ERROR: spdlog::error("llama: {}", line); break;
     case GGML_LOG_LEVEL_WARN: spdlog::warn("llama: {}", line); break;
@@ -31,6 +41,14 @@ void route_llama_log(ggml_log_level level, const char* text, void* /*user_data*/
   }
 }
 }  // namespace
+
+LlamaErrorCapture::LlamaErrorCapture() : outer_(active_capture) { active_capture = this; }
+LlamaErrorCapture::~LlamaErrorCapture() { active_capture = outer_; }
+LlamaErrorCapture* LlamaErrorCapture::active() { return active_capture; }
+void LlamaErrorCapture::add(std::string_view line) {
+  if (!text_.empty()) text_ += "; ";
+  text_ += line;
+}
 
 void ensure_backend_initialized() {
   static std::once_flag once;
@@ -54,17 +72,6 @@ namespace {
 
 using detail::ContextPtr;
 using detail::ModelPtr;
-using detail::SamplerPtr;
-
-class LlamaSampler final : public Sampler {
- public:
-  LlamaSampler(SamplerPtr chain, llama_context* ctx) : chain_(std::move(chain)), ctx_(ctx) {}
-  Token sample(std::int32_t row) override { return llama_sampler_sample(chain_.get(), ctx_, row); }
-
- private:
-  SamplerPtr chain_;
-  llama_context* ctx_;  // not owned; the engine outlives its samplers
-};
 
 class LlamaEngine final : public Engine {
  public:
@@ -112,19 +119,11 @@ class LlamaEngine final : public Engine {
   }
 
   std::unique_ptr<Sampler> make_sampler(const SamplingParams& params) override {
-    llama_sampler_chain_params chain_params = llama_sampler_chain_default_params();
-    chain_params.no_perf = true;
-    SamplerPtr chain(llama_sampler_chain_init(chain_params));
-    if (params.temperature <= 0.0f) {
-      llama_sampler_chain_add(chain.get(), llama_sampler_init_greedy());
-    } else {
-      if (params.top_k > 0) llama_sampler_chain_add(chain.get(), llama_sampler_init_top_k(params.top_k));
-      if (params.top_p < 1.0f) llama_sampler_chain_add(chain.get(), llama_sampler_init_top_p(params.top_p, 1));
-      if (params.min_p > 0.0f) llama_sampler_chain_add(chain.get(), llama_sampler_init_min_p(params.min_p, 1));
-      llama_sampler_chain_add(chain.get(), llama_sampler_init_temp(params.temperature));
-      llama_sampler_chain_add(chain.get(), llama_sampler_init_dist(params.seed));
-    }
-    return std::make_unique<LlamaSampler>(std::move(chain), ctx_.get());
+    return detail::make_llama_sampler(ctx_.get(), llama_model_get_vocab(model_.get()), params);
+  }
+
+  std::optional<std::string> check_grammar(const Grammar& grammar) const override {
+    return detail::check_llama_grammar(llama_model_get_vocab(model_.get()), grammar);
   }
 
   void copy_sequence(SeqId src, SeqId dst, Pos p0, Pos p1) override {

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include <llama.h>
 
@@ -35,6 +37,27 @@ class OwnedBatch {
  private:
   llama_batch batch_;
   int capacity_;
+};
+
+// While alive, libllama's warning and error lines logged on the constructing thread are collected
+// here (and logged at debug level only): what turns a parser's complaint into an error value.
+// Captures nest; the innermost one collects. Must be destroyed on the thread that made it.
+class LlamaErrorCapture {
+ public:
+  LlamaErrorCapture();
+  ~LlamaErrorCapture();
+  LlamaErrorCapture(const LlamaErrorCapture&) = delete;
+  LlamaErrorCapture& operator=(const LlamaErrorCapture&) = delete;
+
+  // The collected lines joined by "; ".
+  const std::string& text() const { return text_; }
+  // The capture active on this thread, or null. Used by the log callback.
+  static LlamaErrorCapture* active();
+  void add(std::string_view line);
+
+ private:
+  LlamaErrorCapture* outer_;
+  std::string text_;
 };
 
 // Process-wide libllama initialisation (backends, log routing); idempotent and thread-safe.

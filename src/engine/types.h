@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,12 +115,24 @@ struct PosRange {
   Pos count() const { return empty() ? 0 : max - min + 1; }
 };
 
+// A GBNF grammar (llama.cpp's grammar format) that every sampled token must keep the output inside.
+// Generation under a grammar ends with an end-of-generation token exactly when the output is a
+// complete sentence of the grammar that no token can extend, or earlier when the model picks one
+// where the grammar allows it to end.
+struct Grammar {
+  std::string text;         // the rules
+  std::string root = "root";  // the start rule
+  friend bool operator==(const Grammar&, const Grammar&) = default;
+};
+
 struct SamplingParams {
   float temperature = 0.8f;
   float top_p = 0.95f;
   std::int32_t top_k = 40;
   float min_p = 0.05f;
   std::uint32_t seed = 0xFFFFFFFFu;  // 0xFFFFFFFF: a random seed
+  // REQUIRES: Engine::check_grammar accepted it (make_sampler throws std::invalid_argument if not).
+  std::optional<Grammar> grammar;
 };
 
 using Bytes = std::vector<std::uint8_t>;

@@ -1,0 +1,140 @@
+#include "engine/llama_sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "engine/llama_handles.h"
+
+namespace prefixd::engine::detail {
+namespace {
+
+// The grammar sampler, or null when libllama refuses the grammar (its messages go to `capture`).
+SamplerPtr init_grammar(const llama_vocab* vocab, const Grammar& grammar) {
+  // An empty text gives libllama's "empty grammar", which constrains nothing: refuse it instead,
+  // a request that asked for a constraint must get one.
+  if (grammar.text.find_first_not_of(" \t\r\n") == std::string::npos) return nullptr;
+  return SamplerPtr(llama_sampler_init_grammar(vocab, grammar.text.c_str(), grammar.root.c_str()));
+}
+
+SamplerPtr init_chain(const SamplingParams& params) {
+  llama_sampler_chain_params chain_params = llama_sampler_chain_default_params();
+  chain_params.no_perf = true;
+  SamplerPtr chain(llama_sampler_chain_init(chain_params));
+  if (params.temperature <= 0.0f) {
+    llama_sampler_chain_add(chain.get(), llama_sampler_init_greedy());
+  } else {
+    if (params.top_k > 0) llama_sampler_chain_add(chain.get(), llama_sampler_init_top_k(params.top_k));
+    if (params.top_p < 1.0f) llama_sampler_chain_add(chain.get(), llama_sampler_init_top_p(params.top_p, 1));
+    if (params.min_p > 0.0f) llama_sampler_chain_add(chain.get(), llama_sampler_init_min_p(params.min_p, 1));
+    llama_sampler_chain_add(chain.get(), llama_sampler_init_temp(params.temperature));
+    llama_sampler_chain_add(chain.get(), llama_sampler_init_dist(params.seed));
+  }
+  return chain;
+}
+
+class LlamaSampler final : public Sampler {
+ public:
+  LlamaSampler(llama_context* ctx, const llama_vocab* vocab, SamplerPtr chain, SamplerPtr grammar)
+      : ctx_(ctx), vocab_(vocab), chain_(std::move(chain)), grammar_(std::move(grammar)) {
+    if (!grammar_) return;
+    // libllama's grammar reads a control token as its text ("<|im_start|>"), which the reply does
+    // not show: under a grammar only end-of-generation control tokens may be drawn.
+    for (Token id = 0; id < llama_vocab_n_tokens(vocab_); ++id) {
+      if (llama_vocab_is_control(vocab_, id) && !llama_vocab_is_eog(vocab_, id)) hidden_.push_back(id);
+    }
+  }
+
+  Token sample(std::int32_t row) override {
+    if (!grammar_) return llama_sampler_sample(chain_.get(), ctx_, row);
+    // Masking the whole vocabulary costs a grammar walk per token, so first draw as if
+    // unconstrained and keep the token when the grammar allows it; only otherwise draw again from
+    // the masked distribution (the token then always satisfies the grammar).
+    load_candidates(row);
+    Token token = draw();
+    if (!grammar_allows(token)) {
+      load_candidates(row);
+      for (Token id : hidden_) storage_[static_cast<size_t>(id)].logit = -INFINITY;
+      llama_sampler_apply(grammar_.get(), &candidates_);
+      if (!any_allowed()) return give_up();
+      token = draw();
+    }
+    try {
+      llama_sampler_accept(grammar_.get(), token);
+    } catch (const std::exception&) {
+      return give_up();  // the grammar's state no longer matches the output: stop rather than go on
+    }
+    llama_sampler_accept(chain_.get(), token);
+    return token;
+  }
+
+  bool grammar_stuck() const override { return stuck_; }
+
+ private:
+  void load_candidates(std::int32_t row) {
+    const float* logits = llama_get_logits_ith(ctx_, row);
+    const std::int32_t n_vocab = llama_vocab_n_tokens(vocab_);
+    storage_.resize(static_cast<size_t>(n_vocab));
+    for (std::int32_t id = 0; id < n_vocab; ++id) storage_[static_cast<size_t>(id)] = {id, logits[id], 0.0f};
+    candidates_ = {storage_.data(), storage_.size(), -1, false};
+  }
+
+  Token draw() {
+    llama_sampler_apply(chain_.get(), &candidates_);
+    return candidates_.data[candidates_.selected].id;
+  }
+
+  bool grammar_allows(Token token) {
+    if (std::binary_search(hidden_.begin(), hidden_.end(), token)) return false;
+    llama_token_data one{token, 0.0f, 0.0f};
+    llama_token_data_array single{&one, 1, -1, false};
+    llama_sampler_apply(grammar_.get(), &single);
+    return std::isfinite(one.logit);
+  }
+
+  bool any_allowed() const {
+    for (size_t i = 0; i < candidates_.size; ++i) {
+      if (std::isfinite(candidates_.data[i].logit)) return true;
+    }
+    return false;
+  }
+
+  Token give_up() {
+    stuck_ = true;
+    const Token eot = llama_vocab_eot(vocab_);
+    return eot != LLAMA_TOKEN_NULL ? eot : llama_vocab_eos(vocab_);
+  }
+
+  llama_context* ctx_;       // not owned; the engine outlives its samplers
+  const llama_vocab* vocab_;  // not owned
+  SamplerPtr chain_;
+  SamplerPtr grammar_;  // null: unconstrained
+  std::vector<llama_token_data> storage_;
+  llama_token_data_array candidates_{};
+  std::vector<Token> hidden_;  // sorted: control tokens that do not end generation
+  bool stuck_ = false;
+};
+
+}  // namespace
+
+std::optional<std::string> check_llama_grammar(const llama_vocab* vocab, const Grammar& grammar) {
+  LlamaErrorCapture capture;
+  if (init_grammar(vocab, grammar)) return std::nullopt;
+  std::string why = capture.text();
+  if (grammar.text.find_first_not_of(" \t\r\n") == std::string::npos) why = "the grammar is empty";
+  if (why.empty()) why = "libllama could not parse the grammar";
+  return "invalid grammar: " + why;
+}
+
+std::unique_ptr<Sampler> make_llama_sampler(llama_context* ctx, const llama_vocab* vocab, const SamplingParams& params) {
+  SamplerPtr grammar;
+  if (params.grammar) {
+    LlamaErrorCapture capture;  // keeps the parser's messages out of the log; check_grammar reports them
+    grammar = init_grammar(vocab, *params.grammar);
+    if (!grammar) throw std::invalid_argument("invalid grammar: " + capture.text());
+  }
+  return std::make_unique<LlamaSampler>(ctx, vocab, init_chain(params), std::move(grammar));
+}
+
+}  // namespace prefixd::engine::detail
