@@ -22,6 +22,7 @@
 #include "api/cache_report.h"
 #include "api/cache_scope_report.h"
 #include "api/errors.h"
+#include "api/output_grammar.h"
 #include "api/prompt_builder.h"
 #include "api/request_parser.h"
 #include "api/responses.h"
@@ -287,6 +288,36 @@ class HttpServer::Impl {
     return prompts_.build(*parsed, scheduler_.max_prompt_tokens(), tenant);
   }
 
+  // An agent's next turn sends the reply back as an assistant message with `tool_calls`. The tokens
+  // the model sampled are seldom the tokens that message renders to (a sampled token sequence is
+  // not the tokenizer's own spelling of the same text), so the reply's K/V would not match. When the
+  // reply called tools, the conversation with the reply as the template renders it is prefilled off
+  // the request path (prefill-only: the prompt is cached, only the reply and its end of turn are
+  // fed), and the next turn feeds only the tool results and their scaffolding.
+  void cache_next_turn(const ChatRequest& request, const ParsedAssistant& reply, const std::string& tenant) {
+    if (reply.tool_calls.empty() || stopping_) return;
+    ChatRequest next = request;
+    nlohmann::json message{{"role", "assistant"},
+                           {"content", reply.content.empty() ? nlohmann::json(nullptr) : nlohmann::json(reply.content)}};
+    message["tool_calls"] = nlohmann::json::parse(dump_json(tool_calls_json(reply.tool_calls)));
+    next.chat.messages.push_back(std::move(message));
+    next.chat.add_generation_prompt = false;
+    auto warm = prompts_.build(next, scheduler_.max_prompt_tokens(), tenant);
+    if (!warm) {
+      spdlog::debug("tool-call turn not cached for the next turn: {}", warm.error().message);
+      return;
+    }
+    control_.adjust(*warm, tenant, request.params.cache.session_key);
+    warm->prefill_only = true;
+    warm->max_tokens = 1;
+    warm->sampling = {};
+    warm->cache.continuation.clear();
+    // Not waited for: the scheduler runs it like any request; its stream is simply not read.
+    if (auto queued = scheduler_.submit(std::move(*warm)); !queued) {
+      spdlog::debug("tool-call turn not cached for the next turn: {}", scheduler::submit_error_message(queued.error()));
+    }
+  }
+
   static ApiError shutting_down_error() {
     return ApiError{.status = 503, .message = "the server is shutting down", .type = "server_error",
                     .code = "server_shutting_down"};
@@ -312,10 +343,17 @@ class HttpServer::Impl {
     if (generation->cache.enabled) control_.adjust(*generation, caller->tenant, parsed->params.cache.session_key);
     // The tools the reply may call, when the template has a call syntax and tool_choice allows.
     std::optional<nlohmann::json> call_tools;
+    // A chat whose reply may call tools, kept to cache the reply as the next turn renders it.
+    std::shared_ptr<const ChatRequest> replayed;
     if constexpr (std::is_same_v<Parsed, ChatRequest>) {
       if (tool_format_ != ToolCallFormat::none && parsed->tools.is_array() && parsed->tool_choice != "none") {
         call_tools = parsed->tools;
+        if (generation->cache.enabled) replayed = std::make_shared<const ChatRequest>(*parsed);
       }
+      // response_format and forced tool calls become a grammar every sampled token must keep to.
+      auto grammar = output_grammar(*parsed, tool_format_, [this](const engine::Grammar& g) { return engine_.check_grammar(g); });
+      if (!grammar) return error_response(grammar.error());
+      generation->sampling.grammar = std::move(*grammar);
     }
     // The prompt now lives in `generation`; the request's text is not needed while it runs.
     const CommonParams params = std::move(parsed->params);
@@ -344,6 +382,7 @@ class HttpServer::Impl {
           if (call_tools) {
             const ParsedAssistant reply = parse_tool_calls(collected.text, tool_format_, *call_tools);
             for (const std::string& warning : reply.warnings) spdlog::warn("{}: tool call: {}", meta.id, warning);
+            if (replayed) cache_next_turn(*replayed, reply, caller->tenant);
             return json_response(200, dump_json(tool_call_body(meta, reply, collected.done, collected.logprobs)));
           }
           return json_response(200, dump_json(completion_body(meta, collected.text, collected.done, collected.logprobs)));
@@ -352,8 +391,14 @@ class HttpServer::Impl {
 
     std::optional<ToolCallStream> parser;
     if (call_tools) parser.emplace(tool_format_, *call_tools, ToolCallIdGenerator{});
+    SseRelay::ReplyDone after_reply;
+    if (replayed) {
+      after_reply = [this, replayed, tools = *call_tools, tenant = caller->tenant](const std::string& text) {
+        cache_next_turn(*replayed, parse_tool_calls(text, tool_format_, tools), tenant);
+      };
+    }
     auto relay = std::make_shared<SseRelay>(std::move(*stream), std::move(meta), params.include_usage,
-                                            std::move(should_stop), std::move(parser));
+                                            std::move(should_stop), std::move(parser), std::move(after_reply));
     http::Response res{.status = 200, .content_type = "text/event-stream"};
     res.headers.push_back({"Cache-Control", "no-cache"});
     // Runs on this request's worker after the head is sent. A relay that never runs (the head

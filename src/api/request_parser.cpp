@@ -509,6 +509,7 @@ std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, c
     const nlohmann::ordered_json ordered =
         constrained ? nlohmann::ordered_json::parse(body, nullptr, false) : nlohmann::ordered_json();
     request.response_format = parse_response_format(in, ordered);
+    request.parallel_tool_calls = in.boolean("parallel_tool_calls").value_or(true);
     if (request.response_format.kind != OutputFormat::Kind::text && (request.tool_choice == "required" || request.tool_choice.is_object())) {
       reject("response_format", "'response_format' cannot constrain a reply that 'tool_choice' forces to be a tool call");
     }

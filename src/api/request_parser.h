@@ -73,6 +73,7 @@ struct ChatRequest {
   nlohmann::json tools;         // as requested (null when absent), for the template signature
   nlohmann::json tool_choice;   // effective: as requested, else "auto" with tools, "none" without
   OutputFormat response_format;
+  bool parallel_tool_calls = true;  // a reply may hold several calls
   // The tools with their keys in the order sent, when a grammar is built from their schemas
   // (tool_choice "required" or a named function); null otherwise.
   nlohmann::ordered_json ordered_tools;

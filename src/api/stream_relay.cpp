@@ -45,12 +45,13 @@ CollectedCompletion collect_completion(scheduler::RequestStream& stream, const s
 }
 
 SseRelay::SseRelay(std::shared_ptr<scheduler::RequestStream> stream, ResponseMeta meta, bool include_usage,
-                   StopCheck should_stop, std::optional<ToolCallStream> tool_calls)
+                   StopCheck should_stop, std::optional<ToolCallStream> tool_calls, ReplyDone after_reply)
     : stream_(std::move(stream)),
       meta_(std::move(meta)),
       include_usage_(include_usage),
       should_stop_(std::move(should_stop)),
-      tool_calls_(std::move(tool_calls)) {}
+      tool_calls_(std::move(tool_calls)),
+      after_reply_(std::move(after_reply)) {}
 
 SseRelay::~SseRelay() { abort(); }
 
@@ -116,6 +117,7 @@ std::string SseRelay::delta_frames(const std::vector<AssistantDelta>& deltas,
 bool SseRelay::write_event(const scheduler::StreamEvent& event, const Write& write) {
   if (event.kind == scheduler::StreamEvent::Kind::text) {
     if (event.text.empty() && event.logprobs.empty()) return true;
+    if (after_reply_) reply_text_ += event.text;
     if (tool_calls_) {
       const std::string frames = delta_frames(tool_calls_->feed(event.text), event.logprobs);
       return frames.empty() || write(frames);
@@ -140,7 +142,11 @@ bool SseRelay::write_event(const scheduler::StreamEvent& event, const Write& wri
     if (include_usage_) frames += sse_data(usage_chunk(meta_, event));
   }
   frames += kSseDone;
-  return write(frames);
+  const bool written = write(frames);
+  if (after_reply_ && (event.finish == scheduler::FinishReason::stop || event.finish == scheduler::FinishReason::length)) {
+    after_reply_(reply_text_);
+  }
+  return written;
 }
 
 }  // namespace prefixd::api

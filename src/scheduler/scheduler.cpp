@@ -258,6 +258,15 @@ class Scheduler::Impl {
   }
 
   void start(Queued queued) {
+    // A sampler that cannot be built (a grammar the engine refuses) fails the request, not the
+    // scheduler; the API checks grammars first, so this is the last line of defence.
+    std::unique_ptr<engine::Sampler> sampler;
+    try {
+      sampler = engine_.make_sampler(queued.request.sampling);
+    } catch (const std::exception& e) {
+      finish_unstarted(queued, FinishReason::error, e.what());
+      return;
+    }
     auto a = std::make_unique<Active>();
     a->id = queued.id;
     a->stream = std::move(queued.stream);
@@ -269,7 +278,7 @@ class Scheduler::Impl {
     a->n_prompt = static_cast<std::int32_t>(a->tokens.size());
     const std::int32_t room = engine_.context_size() - a->n_prompt;
     a->max_new = queued.request.max_tokens < 0 ? room : std::min(queued.request.max_tokens, room);
-    a->sampler = engine_.make_sampler(queued.request.sampling);
+    a->sampler = std::move(sampler);
     a->text = TextStream(queued.request.stop);
     a->request = std::move(queued.request);
     engine_.remove_sequence(a->seq, 0, -1);
@@ -384,6 +393,10 @@ class Scheduler::Impl {
         continue;
       }
       if (!sample_next(a)) {
+        if (a.sampler->grammar_stuck()) {
+          finish(i, FinishReason::error, "no token of this vocabulary continues the output under the request's grammar");
+          continue;
+        }
         finish(i, a.text.stopped() ? FinishReason::stop : finish_reason_for(a), "");
       } else {
         ++i;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the official `openai` npm client (tests/node/openai.test.mjs, and docs/examples/warm-key.mjs
-# through warm-key.test.mjs) against a real prefixd server.
+# through warm-key.test.mjs; tool calls and structured output in tool-calls.test.mjs) against a real prefixd server.
 # Usage: run.sh PATH_TO_PREFIXD PATH_TO_TINY_MODEL
 # Installs the locked packages into tests/node/node_modules on first use (needs the npm registry).
 set -euo pipefail
@@ -59,4 +59,4 @@ if [ "$healthy" -ne 1 ]; then
 fi
 
 PREFIXD_BASE_URL="http://127.0.0.1:$port/v1" PREFIXD_MODEL_ID=$(basename "$model" .gguf) \
-  node --test --test-reporter=spec openai.test.mjs warm-key.test.mjs
+  node --test --test-reporter=spec openai.test.mjs warm-key.test.mjs tool-calls.test.mjs

@@ -1,0 +1,64 @@
+#include "api/output_grammar.h"
+
+#include <format>
+#include <vector>
+
+#include "api/json_schema_grammar.h"
+
+namespace prefixd::api {
+namespace {
+
+ApiError schema_refused(std::string param, const SchemaError& error) {
+  return invalid_param(std::move(param), std::format("the schema cannot be enforced: {}", error.describe()));
+}
+
+// The tools a forced reply may call, with their parameters' schemas in the order sent.
+std::vector<ToolGrammarSpec> forced_tools(const ChatRequest& request) {
+  std::vector<ToolGrammarSpec> out;
+  const std::string named = request.tool_choice.is_object() ? request.tool_choice["function"]["name"].get<std::string>() : "";
+  for (const auto& tool : request.ordered_tools) {
+    const auto& function = tool["function"];
+    const std::string name = function["name"].get<std::string>();
+    if (!named.empty() && name != named) continue;
+    ToolGrammarSpec spec{.name = name};
+    if (const auto params = function.find("parameters"); params != function.end() && params->is_object()) spec.parameters = *params;
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::expected<std::optional<engine::Grammar>, ApiError> output_grammar(const ChatRequest& request, ToolCallFormat format,
+                                                                       const GrammarCheck& check) {
+  std::optional<engine::Grammar> grammar;
+  const bool forced_call = request.tool_choice == "required" || request.tool_choice.is_object();
+  if (forced_call) {
+    if (format != ToolCallFormat::hermes) {
+      return std::unexpected(invalid_param(
+          "tool_choice", std::format("this model's chat template writes tool calls as {}; a call can be forced only where it "
+                                     "writes them as <tool_call> blocks (hermes)",
+                                     tool_call_format_name(format))));
+    }
+    const std::vector<ToolGrammarSpec> tools = forced_tools(request);
+    const std::int32_t max_calls = request.tool_choice.is_object() || !request.parallel_tool_calls ? 1 : kMaxForcedToolCalls;
+    auto built = tool_call_grammar(tools, max_calls);
+    if (!built) return std::unexpected(schema_refused("tools", built.error()));
+    grammar = std::move(*built);
+  } else if (request.response_format.kind == OutputFormat::Kind::json_object) {
+    grammar = json_object_grammar();
+  } else if (request.response_format.kind == OutputFormat::Kind::json_schema) {
+    auto built = json_schema_grammar(request.response_format.schema);
+    if (!built) return std::unexpected(schema_refused("response_format.json_schema.schema", built.error()));
+    grammar = std::move(*built);
+  }
+  if (grammar && check) {
+    if (auto refused = check(*grammar)) {
+      return std::unexpected(ApiError{.status = 500, .message = "the reply's grammar was refused: " + *refused,
+                                      .type = "server_error", .code = "grammar_refused"});
+    }
+  }
+  return grammar;
+}
+
+}  // namespace prefixd::api
