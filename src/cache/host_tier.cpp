@@ -46,6 +46,22 @@ HostTier::Plan HostTier::plan(const Lineage& lineage, std::span<const Token> que
       best_key = key;
     }
   }
+  // Before the fork, the namespace's own segments there hold the shared prefix too (a wall
+  // segment, or another key's): any session may take them up to the fork, never past it.
+  if (lineage.forks_within(plan.length + 1, static_cast<std::int32_t>(query.size()))) {
+    const Digest unforked = hasher_.parent(lineage, chain, plan.length, plan.length + 1);
+    const std::int32_t cap = lineage.fork - plan.length;
+    for (const Digest& key : store_.children(unforked, rest.front())) {
+      const HostSegment* segment = store_.peek(key);
+      if (segment == nullptr || segment->begin != plan.length) continue;
+      const auto common = std::min(cap, static_cast<std::int32_t>(
+          std::ranges::mismatch(segment->token_ids, rest).in1 - segment->token_ids.begin()));
+      if (common > best) {
+        best = common;
+        best_key = key;
+      }
+    }
+  }
   if (best > 0) {
     plan.keys.push_back(best_key);
     plan.last_take = best;
@@ -132,6 +148,17 @@ std::vector<HostTier::Cut> HostTier::cuts(const Lineage& lineage, std::span<cons
   return out;
 }
 
+std::optional<HostTier::Cut> HostTier::wall_cut(const Lineage& lineage, std::span<const Token> tokens) const {
+  const auto n = static_cast<std::int32_t>(tokens.size());
+  if (lineage.fork <= 0 || lineage.fork >= n || lineage.fork % segment_tokens_ == 0) return std::nullopt;
+  const std::int32_t begin = lineage.fork / segment_tokens_ * segment_tokens_;
+  const std::vector<Digest> blocks = hasher_.chain(lineage, tokens.first(static_cast<size_t>(begin)));
+  // [begin, fork) does not cover the fork: its parent is the namespace's.
+  const Digest parent = hasher_.parent(lineage, blocks, begin, lineage.fork);
+  const auto part = tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(lineage.fork - begin));
+  return Cut{begin, lineage.fork, parent, hasher_.next(parent, part)};
+}
+
 engine::Bytes HostTier::serialize(engine::SeqId holder, engine::Pos begin, engine::Pos stop) {
   engine_.copy_sequence(holder, scratch_, begin, stop);
   engine_.drop_checkpoint_state(scratch_);
@@ -153,19 +180,35 @@ bool HostTier::save(const Lineage& lineage, std::span<const Token> tokens, std::
                     HostStore::Evicted& evicted, const ScopeId& scope) {
   if (store_.capacity() == 0 || tokens.empty()) return false;
   std::vector<Digest> stored;  // in position order
-  for (const Cut& cut : cuts(lineage, tokens, from)) {
+  // Storing never evicts the prefix the new segment extends: it would be useless without it.
+  auto store = [&](const Cut& cut) {
+    if (store_.contains(cut.key)) return true;
     const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
-    if (!store_.contains(cut.key)) {
-      HostSegment segment{cut.begin, cut.stop - cut.begin, cut.parent, {part.begin(), part.end()},
-                          serialize(holder, cut.begin, cut.stop), {}, scope};
-      // Storing never evicts the prefix the new segment extends: it would be useless without it.
-      if (segment.state.empty() || !store_.insert(cut.key, std::move(segment), evicted, stored)) break;
-      drop_covered_siblings(cut.key, cut.parent, part);
-    }
+    HostSegment segment{cut.begin, cut.stop - cut.begin, cut.parent, {part.begin(), part.end()},
+                        serialize(holder, cut.begin, cut.stop), {}, scope};
+    if (segment.state.empty() || !store_.insert(cut.key, std::move(segment), evicted, stored)) return false;
+    drop_covered_siblings(cut.key, cut.parent, part);
+    return true;
+  };
+  const std::int32_t first = from / segment_tokens_ * segment_tokens_;
+  std::int32_t reached = first;
+  for (const Cut& cut : cuts(lineage, tokens, from)) {
+    if (!store(cut)) break;
     stored.push_back(cut.key);
+    reached = cut.stop;
+  }
+  // The wall segment, when its prefix is stored or stays on the device; in LRU order it sits with
+  // the segment it shares its start with (older than its parent, like that one).
+  if (const std::optional<Cut> wall = wall_cut(lineage, tokens); wall && wall->begin >= first && wall->begin <= reached) {
+    if (store(*wall)) {
+      const auto at = std::ranges::find_if(stored, [&](const Digest& key) {
+        const HostSegment* s = store_.peek(key);
+        return s != nullptr && s->begin >= wall->begin;
+      });
+      stored.insert(at, wall->key);
+    }
   }
   for (auto key = stored.rbegin(); key != stored.rend(); ++key) store_.touch(*key);
-  const std::int32_t first = from / segment_tokens_ * segment_tokens_;
   const std::vector<Digest> blocks = hasher_.chain(lineage, tokens.first(static_cast<size_t>(first)));
   const auto per = static_cast<size_t>(segment_tokens_ / hasher_.block_size());
   for (size_t end = blocks.size(); end >= per; end -= per) {

@@ -11,10 +11,15 @@
 // In a forked lineage (session isolation) a segment that covers the fork hangs off a forked parent
 // (BlockHasher::parent): the walk and the token comparison at its end only ever meet segments of
 // the same salt past the fork, and segments wholly before it are the namespace's, shared.
+// A fork off the grid (a session wall inside a grid segment) also gets a wall segment: the part of
+// that grid segment before the fork, a short segment like a tail, under the unforked parent, so
+// every session of the namespace rebuilds the whole shared prefix. Where the walk stops before the
+// fork, the comparison also meets the unforked segments there, capped at the fork.
 // REQUIRES: used from the engine thread only.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -53,7 +58,7 @@ class HostTier {
   std::int32_t restore(const Plan& plan, engine::SeqId dst, std::int32_t from, std::int64_t& failed,
                        engine::SeqId keep_with = -1);
   // Stores positions [from, tokens.size()) of `holder` as grid segments plus a tail (the segment
-  // containing `from` whole). Segments the tier holds already are only touched. Returns false when
+  // containing `from` whole), and the wall segment when that lies among them. Segments the tier holds already are only touched. Returns false when
   // nothing could be stored. A segment holds attention K/V only: the partial state a copy of the
   // holder brings along (recurrent state, window cells) is dropped first — it stands for the
   // holder's end, and is kept once, as a checkpoint.
@@ -69,6 +74,10 @@ class HostTier {
   };
   // The segments that cover positions [from, tokens.size()) (the one containing `from` whole).
   std::vector<Cut> cuts(const Lineage& lineage, std::span<const engine::Token> tokens, std::int32_t from) const;
+  // The wall segment of `tokens`: positions [g, fork) under the unforked parent, where g is the
+  // grid line before a fork that lies inside a grid segment and before the end of `tokens`.
+  // nullopt when the fork is on the grid or not before the end (the cuts are unforked up to it).
+  std::optional<Cut> wall_cut(const Lineage& lineage, std::span<const engine::Token> tokens) const;
   // The attention K/V of positions [begin, stop) of `holder`, serialized (empty on failure).
   engine::Bytes serialize(engine::SeqId holder, engine::Pos begin, engine::Pos stop);
   // Inserts a segment read from elsewhere (the disk tier), keeping `keep` (the prefix it extends).

@@ -33,7 +33,9 @@
 // - Under session isolation (RequestKey::shared_prefix), a token past the shared prefix is reused
 //   only from the request's own session, in every tier: the device tree caps other sessions'
 //   matches, and the lower tiers address everything past the prefix under a salt of the session
-//   (a forked Lineage, block_hash.h).
+//   (a forked Lineage, block_hash.h). The whole shared prefix stays reusable by every session in
+//   every tier: a wall off the host grid gets a wall segment (HostTier::wall_cut) and, for
+//   checkpoint families, a checkpoint.
 // - Every entry, segment, checkpoint and file carries the scope of the request that made it, and
 //   each tier counts its holdings per scope as they change (scope.h).
 // Must not know: HTTP, JSON, requests beyond their key and tokens.
@@ -303,8 +305,9 @@ class PrefixCache {
   // Removes what the cache holds of `tokens` past position `keep`, in every tier of key's
   // namespace (within what `key` may reuse under session isolation): device entries that share
   // more than `keep` tokens with it are cut back to `keep` (trim mode, when that leaves at least
-  // min_prefix) or dropped; host segments and disk files that hold any position >= keep of the
-  // path, and the segments that extend them; checkpoints of the path at positions in (keep,
+  // min_prefix) or dropped; host segments and disk files of the path that lie wholly at or past
+  // `keep`, and the segments that extend them (one that also holds a position < keep stays whole:
+  // `keep` is what another key or module needs); checkpoints of the path at positions in (keep,
   // tokens.size()]. Cells another entry uses (off the path: a prefix shared with it) stay; cells
   // running requests locked stay (their entries counted in locked_entries). Returns the device
   // entries cut or dropped plus the segments, checkpoints and files removed, and the bytes freed

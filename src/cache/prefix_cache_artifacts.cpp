@@ -47,6 +47,13 @@ std::vector<Record> PrefixCache::Impl::gather_segments(const RequestKey& key, co
     engine::Bytes payload;
     if (piece.source == Source::host) {
       payload = host_.store().peek(cut.key)->state;
+    } else if (piece.source == Source::host_covering) {
+      // Only the cut's positions of the longer segment: restored aside, cut back, saved again.
+      if (engine_.restore_sequence(host_.store().peek(piece.stored)->state, scratch_)) {
+        engine_.remove_sequence(scratch_, cut.stop, -1);
+        payload = engine_.save_sequence(scratch_);
+      }
+      engine_.remove_sequence(scratch_, 0, -1);
     } else if (piece.source == Source::disk) {
       if (std::optional<Record> r = disk_->read(cut.key); r && r->meta.begin == cut.begin) payload = std::move(r->payload);
     } else {
@@ -141,6 +148,8 @@ ArtifactInfo PrefixCache::Impl::load_artifact(const std::filesystem::path& path,
   const std::vector<HostTier::Cut> cuts = host_.cuts(lineage, tokens, 0);
   const std::vector<Digest> chain = hasher_.chain(lineage, tokens);
   std::size_t next_cut = 0;
+  const std::optional<HostTier::Cut> wall = host_.wall_cut(lineage, tokens);
+  bool after_wall = false;  // nothing follows the wall segment
   for (const Record& r : artifact.records) {
     if (r.meta.kind == RecordKind::checkpoint) {
       if (trimmable() || r.meta.key != checkpoint_record_key(checkpoints_.key_of(lineage, tokens, chain, r.meta.begin))) {
@@ -149,7 +158,15 @@ ArtifactInfo PrefixCache::Impl::load_artifact(const std::filesystem::path& path,
       continue;
     }
     const auto n = static_cast<engine::Pos>(r.meta.tokens.size());
-    const bool whole = next_cut < cuts.size() && cuts[next_cut].begin == r.meta.begin &&
+    // The wall segment (HostTier::wall_cut) ends a prefix saved for another session than the wall's.
+    if (wall && wall->begin == r.meta.begin && r.meta.parent == wall->parent && r.meta.key == wall->key &&
+        hasher_.next(wall->parent, r.meta.tokens) == wall->key &&
+        next_cut < cuts.size() && cuts[next_cut].begin == r.meta.begin && !after_wall) {
+      after_wall = true;
+      ++next_cut;
+      continue;
+    }
+    const bool whole = !after_wall && next_cut < cuts.size() && cuts[next_cut].begin == r.meta.begin &&
                        r.meta.parent == cuts[next_cut].parent;
     const Digest expected = !whole ? Digest{}
                             : n == host_.segment_tokens() ? cuts[next_cut].key

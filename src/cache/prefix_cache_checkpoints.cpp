@@ -152,6 +152,9 @@ void PrefixCache::Impl::plan_stops(Lease& lease) {
   const auto n = static_cast<std::int32_t>(lease.prompt.size());
   std::vector<engine::Pos> stops;
   for (engine::Pos b : lease.key.boundaries) stops.push_back(b);
+  // The session wall: a checkpoint there is addressed as the namespace's (it does not cover the
+  // fork), so every session of the namespace may resume at the end of the shared prefix.
+  if (lease.key.shared_prefix != kNoFork && lease.key.shared_prefix > 0) stops.push_back(lease.key.shared_prefix);
   if (config_.checkpoint_every > 0) {
     for (engine::Pos p = config_.checkpoint_every; p < n; p += config_.checkpoint_every) stops.push_back(p);
   }

@@ -57,6 +57,17 @@ void PrefixCache::Impl::write_behind(const Lineage& lineage, std::span<const Tok
     }
     job.records.push_back(std::move(record));
   }
+  // The wall segment (HostTier::wall_cut), so that other sessions find the whole shared prefix.
+  if (const std::optional<HostTier::Cut> wall = host_.wall_cut(lineage, tokens); wall && !disk_->has(wall->key)) {
+    const auto part = tokens.subspan(static_cast<size_t>(wall->begin), static_cast<size_t>(wall->stop - wall->begin));
+    Record record;
+    record.meta = RecordMeta{RecordKind::segment, model_key_, digest_from(lineage.ns), wall->key, wall->parent,
+                             wall->begin};
+    record.meta.scope = scope;
+    record.meta.tokens.assign(part.begin(), part.end());
+    record.payload = host_.serialize(holder, wall->begin, wall->stop);
+    if (!record.payload.empty()) job.records.push_back(std::move(record));
+  }
   std::reverse(keys.begin(), keys.end());
   disk_->touch(keys);  // deepest first: the prefix stays newer than what extends it
   if (!job.records.empty()) disk_->enqueue(std::move(job));
@@ -68,8 +79,10 @@ HostTier::Plan PrefixCache::Impl::plan_with_disk(const Lineage& lineage, std::sp
   host_only = plan.length;
   const std::int32_t seg = host_.segment_tokens();
   if (!disk_ || !engine::has_attention_cells(engine_.model()) || config_.host_capacity_bytes == 0) return plan;
-  if (!plan.keys.empty() && plan.last_take != seg) return plan;  // ends in a tail: nothing extends it
-  // Where the host plan stops (a grid line), walk the disk's index without reading anything.
+  // Where the host plan stops, walk the disk's index without reading anything: from the grid line
+  // it stopped at, or where its last segment starts when that is a tail (a longer one, or the whole
+  // grid segment, may be on disk: a wall segment ends at the fork, the session's own goes on).
+  const bool tail = !plan.keys.empty() && plan.last_take != seg;
   const auto n = static_cast<std::int32_t>(query.size());
   const std::vector<Digest> chain = hasher_.chain(lineage, query);
   const std::int32_t block = hasher_.block_size();
@@ -78,7 +91,7 @@ HostTier::Plan PrefixCache::Impl::plan_with_disk(const Lineage& lineage, std::sp
     std::int32_t begin, take;
   };
   std::vector<Step> steps;
-  std::int32_t pos = plan.length;
+  std::int32_t pos = tail ? plan.length - plan.last_take : plan.length;
   while (pos < n) {
     if (pos + seg <= n) {
       const Digest key = chain[static_cast<size_t>((pos + seg) / block) - 1];
@@ -98,6 +111,16 @@ HostTier::Plan PrefixCache::Impl::plan_with_disk(const Lineage& lineage, std::sp
       if (!meta || meta->begin != pos) continue;
       const std::int32_t common = common_prefix(meta->tokens, rest);
       if (common > best.take) best = Step{key, parent, pos, common};
+    }
+    // Before the fork, the namespace's own files there too, up to the fork (HostTier::plan).
+    if (lineage.forks_within(pos + 1, n)) {
+      const Digest unforked = hasher_.parent(lineage, chain, pos, pos + 1);
+      for (const Digest& key : disk_->children(unforked, rest.front())) {
+        const std::optional<RecordMeta> meta = disk_->meta(key);
+        if (!meta || meta->begin != pos) continue;
+        const std::int32_t common = std::min(lineage.fork - pos, common_prefix(meta->tokens, rest));
+        if (common > best.take) best = Step{key, unforked, pos, common};
+      }
     }
     if (best.take > 0) steps.push_back(best);
     break;

@@ -224,10 +224,13 @@ class PrefixCache::Impl {
   // checkpoint store; true when one was promoted.
   // Where the segments that rebuild the longest prefix of `tokens` exactly lie, on the host tier's
   // grid, using the tiers down to `deepest` (prefix_cache_paths.cpp). A pure query.
-  enum class Source { host, device, disk, device_head };
+  // host_covering: a longer host segment at the same place starts with the cut's tokens (a tail
+  // that a later save of a longer path covered, HostTier::drop_covered_siblings); `stored` is its key.
+  enum class Source { host, device, disk, device_head, host_covering };
   struct Piece {
     HostTier::Cut cut;
     Source source;
+    Digest stored{};
   };
   struct Rebuild {
     std::vector<Piece> pieces;  // in position order; they tile [0, reach())

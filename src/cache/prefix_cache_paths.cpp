@@ -30,13 +30,44 @@ PrefixCache::Impl::Rebuild PrefixCache::Impl::rebuildable(const RequestKey& key,
       out.pieces.push_back({cut, Source::device});
       continue;
     }
+    // A tail whose tokens begin a longer stored sibling: a lookup finds it there (token comparison).
+    if (deepest >= Tier::host && cut.stop - cut.begin < host_.segment_tokens()) {
+      const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
+      const HostStore& store = host_.store();
+      const std::vector<Digest> siblings = store.children(cut.parent, part.front());
+      const auto covering = std::ranges::find_if(siblings, [&](const Digest& k) {
+        const HostSegment* s = store.peek(k);
+        return s != nullptr && s->begin == cut.begin && s->token_ids.size() > part.size() &&
+               std::ranges::equal(part, std::span<const Token>(s->token_ids).first(part.size()));
+      });
+      if (covering != siblings.end()) {
+        out.pieces.push_back({cut, Source::host_covering, *covering});
+        break;  // a tail ends the path
+      }
+    }
     if (deepest >= Tier::disk && disk_) {
       if (const std::optional<RecordMeta> meta = disk_->meta(cut.key); meta && meta->begin == cut.begin) {
         out.pieces.push_back({cut, Source::disk});
         continue;
       }
     }
-    // Nothing holds the whole segment: the device's cells may hold its start (a shorter tail).
+    // Nothing holds the whole segment. Where it straddles the session wall, the wall segment
+    // holds its part before the wall (HostTier::wall_cut), unless the device's cells reach as far.
+    if (const std::optional<HostTier::Cut> wall = host_.wall_cut(lineage, tokens);
+        wall && wall->begin == cut.begin && on_device < wall->stop) {
+      const HostSegment* segment = deepest >= Tier::host ? host_.store().peek(wall->key) : nullptr;
+      if (segment != nullptr && segment->begin == wall->begin) {
+        out.pieces.push_back({*wall, Source::host});
+        break;
+      }
+      if (deepest >= Tier::disk && disk_) {
+        if (const std::optional<RecordMeta> meta = disk_->meta(wall->key); meta && meta->begin == wall->begin) {
+          out.pieces.push_back({*wall, Source::disk});
+          break;
+        }
+      }
+    }
+    // The device's cells may hold its start (a shorter tail).
     if (on_device > cut.begin) {
       const auto head = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(on_device - cut.begin));
       out.pieces.push_back({HostTier::Cut{cut.begin, on_device, cut.parent, hasher_.next(cut.parent, head)},
@@ -154,10 +185,13 @@ ResetReport PrefixCache::Impl::forget(const RequestKey& key, std::span<const Tok
   }
   report.bytes += device_before - device_bytes();
 
-  // Host segments: those hanging off the path at a grid line from the one at or before `keep`
-  // whose tokens agree with the path past `keep`, then, transitively, the segments that extend a
-  // removed one (a continuation of the path past its end).
+  // Host segments: those hanging off the path at a grid line at or past `keep` whose tokens agree
+  // with the path past `keep`, then, transitively, the segments that extend a removed one (a
+  // continuation of the path past its end). A segment that starts before `keep` holds positions
+  // another key or module still needs (`keep` is what the path shares with them): it stays whole,
+  // and so do the segments hanging off it that leave the path.
   const std::int32_t seg = host_.segment_tokens();
+  const std::int32_t first_gone = (keep + seg - 1) / seg * seg;
   // What a span of the path from grid line `g` hangs off: unforked, and forked when it covers the
   // fork (both may exist: a span ending before the fork, one ending after it).
   auto parents_at = [&](std::int32_t g) {
@@ -182,7 +216,7 @@ ResetReport PrefixCache::Impl::forget(const RequestKey& key, std::span<const Tok
     auto add = [&](const Digest& k) {
       if (seen.insert(k).second) gone.push_back(k);
     };
-    for (std::int32_t g = keep / seg * seg; g < n; g += seg) {
+    for (std::int32_t g = first_gone; g < n; g += seg) {
       for (const Digest& parent : parents_at(g)) {
         for (const Digest& k : store.children(parent, tokens[static_cast<size_t>(g)])) {
           const HostSegment* s = store.peek(k);
@@ -225,7 +259,7 @@ ResetReport PrefixCache::Impl::forget(const RequestKey& key, std::span<const Tok
     auto add = [&](const Digest& k) {
       if (seen.insert(k).second) gone.push_back(k);
     };
-    for (std::int32_t g = keep / seg * seg; g < n; g += seg) {
+    for (std::int32_t g = first_gone; g < n; g += seg) {
       for (const Digest& parent : parents_at(g)) {
         for (const Digest& k : disk_->children(parent, tokens[static_cast<size_t>(g)])) {
           const std::optional<RecordMeta> meta = disk_->meta(k);

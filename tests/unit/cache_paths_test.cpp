@@ -114,11 +114,12 @@ TEST_F(CachePaths, ForgetRemovesADemotedPathFromTheHostTier) {
   ASSERT_EQ(cache->device_cells(), 0);
   ASSERT_EQ(cache->held(key, a).host, 104);
 
-  // Keep 20 lies inside the segment [16, 24): it and every later one of the path go.
+  // Keep 20 lies inside the segment [16, 24): it holds positions below keep and stays; every
+  // later one of the path goes.
   const ResetReport report = cache->forget(key, a, 20);
   check(*cache, "after forgetting past 20");
-  EXPECT_EQ(cache->held(key, a).tokens, 16);
-  EXPECT_EQ(cache->stats().host_entries, before.host_entries - 11);
+  EXPECT_EQ(cache->held(key, a).tokens, 24);
+  EXPECT_EQ(cache->stats().host_entries, before.host_entries - 10);
   EXPECT_EQ(report.bytes, before.host_bytes - cache->stats().host_bytes);
   EXPECT_EQ(cache->held(key, joined(token_run(10, 20), token_run(40, 20))).tokens, 40);
 
@@ -193,6 +194,40 @@ TEST_F(CachePaths, ACheckpointFamilyDropsItsEntryAndTheCheckpointsPastKeep) {
   check(*cache, "after forgetting the entry");
   EXPECT_EQ(cache->stats().device_entries, 0);
   EXPECT_EQ(cache->held(turn, prompt).tokens, 32);
+}
+
+TEST_F(CachePaths, ForgetKeepsTheSegmentThatHoldsPositionsBelowKeep) {
+  // 8-token segments: `module` ends at 60, inside the segment [56, 64) of the longer path `path`,
+  // which covers the module's own tail [56, 60) (a lookup compares tokens: it finds the module there).
+  const auto module = token_run(0, 60);
+  const auto path = joined(module, token_run(100, 40));  // 100 tokens
+  auto cache = make();
+  serve(*cache, key, module);
+  serve(*cache, key, path);
+  cache->release_device_cells(1 << 20);
+  cache->flush_disk();
+  check(*cache, "after demotion");
+  ASSERT_EQ(cache->held(key, module).host, 60);
+  const CacheStats before = cache->stats();
+  const std::int64_t files = files_on_disk();
+
+  const ResetReport report = cache->forget(key, path, 60);
+  check(*cache, "after forgetting past 60");
+  EXPECT_EQ(cache->held(key, module).host, 60) << "the segment [56, 64) holds the module's tail";
+  EXPECT_EQ(cache->acquire(key, joined(module, token_run(200, 2)), 0).reused, 60);
+  cache->release(0);
+  check(*cache, "after the module's reuse");
+  EXPECT_EQ(cache->held(key, path).tokens, 64);
+  const CacheStats after = cache->stats();
+  EXPECT_EQ(after.host_entries, before.host_entries - 5) << "[64, 72) ... [96, 100) only";
+  EXPECT_EQ(files_on_disk(), files - 5);
+  EXPECT_EQ(report.entries, 10);
+  EXPECT_EQ(report.bytes, held_bytes(before) - held_bytes(after)) << "kept bytes are not counted as freed";
+
+  cache.reset();
+  engine->clear();
+  cache = make();
+  EXPECT_EQ(cache->held(key, module).disk, 60) << "and its file, after a restart";
 }
 
 }  // namespace

@@ -228,24 +228,25 @@ TEST_F(SessionFixture, InFlightAnotherSessionSharesOnlyTheSharedPrefix) {
   EXPECT_EQ(cache->verify(), "");
 }
 
-TEST_F(SessionFixture, InTheHostTierAnotherSessionFindsOnlySegmentsBeforeTheFork) {
+TEST_F(SessionFixture, InTheHostTierAnotherSessionFindsOnlyTheSharedPrefix) {
   auto cache = make();
   serve(*cache, alice, prompt);
   cache->release_device_cells(1000);
   ASSERT_EQ(cache->stats().device_entries, 0);
-  // Segments of 8 tokens: [0,8) ends before the fork at 10 and is shared; [8,16) covers it.
+  // Segments of 8 tokens: [0,8) ends before the fork at 10 and is shared; [8,16) covers it and is
+  // alice's, and the wall segment [8,10) holds the rest of the shared prefix for everyone.
   const Acquisition other = serve(*cache, bob, prompt);
   EXPECT_EQ(other.outcome, Outcome::hit_restore);
-  EXPECT_EQ(other.reused, 8);
+  EXPECT_EQ(other.reused, kShared);
   cache->release_device_cells(1000);
   const Acquisition own = serve(*cache, alice, prompt);
   EXPECT_EQ(own.outcome, Outcome::hit_restore);
   EXPECT_EQ(own.reused, 39);
   cache->release_device_cells(1000);
-  EXPECT_EQ(serve(*cache, anonymous, prompt).reused, 8);
+  EXPECT_EQ(serve(*cache, anonymous, prompt).reused, kShared);
 }
 
-TEST_F(SessionFixture, OnDiskAnotherSessionFindsOnlyFilesBeforeTheFork) {
+TEST_F(SessionFixture, OnDiskAnotherSessionFindsOnlyTheSharedPrefix) {
   config.disk_path = disk.string();
   {
     auto cache = make();
@@ -257,7 +258,7 @@ TEST_F(SessionFixture, OnDiskAnotherSessionFindsOnlyFilesBeforeTheFork) {
     auto cache = make();
     const Acquisition other = serve(*cache, bob, prompt);
     EXPECT_EQ(other.tier, Tier::disk);
-    EXPECT_EQ(other.reused, 8);
+    EXPECT_EQ(other.reused, kShared) << "the whole shared prefix: [0,8) and the wall segment [8,10)";
   }
   auto cache = make();
   const Acquisition own = serve(*cache, alice, prompt);
