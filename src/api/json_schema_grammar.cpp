@@ -24,9 +24,14 @@ engine::Grammar json_object_grammar() {
   return {.text = builder.text(object), .root = "root"};
 }
 
-std::expected<engine::Grammar, SchemaError> tool_call_grammar(std::span<const ToolGrammarSpec> tools, std::int32_t max_calls) {
+std::expected<engine::Grammar, SchemaError> tool_call_grammar(std::span<const ToolGrammarSpec> tools, std::int32_t max_calls,
+                                                              CallSyntax syntax) {
   if (tools.empty()) return std::unexpected(SchemaError{"$.tools", "no tool to call"});
   if (max_calls < 1) return std::unexpected(SchemaError{"$.tools", "at least one call must be allowed"});
+  if (syntax == CallSyntax::llama3 && max_calls != 1) {
+    return std::unexpected(SchemaError{"$.tools", "Llama 3 calls come one per reply"});
+  }
+  const bool hermes = syntax == CallSyntax::hermes;
   GbnfBuilder builder;
   std::vector<std::string> calls;
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -39,9 +44,10 @@ std::expected<engine::Grammar, SchemaError> tool_call_grammar(std::span<const To
     try {
       // Each tool's schema is its own document: its $refs resolve inside it.
       const std::string arguments = SchemaConverter(parameters, builder).convert(parameters, "$", "args-" + tool.name);
-      calls.push_back(builder.add("call-" + tool.name,
-                                  gbnf_literal("<tool_call>\n{\"name\": " + json(tool.name).dump() + ", \"arguments\": ") +
-                                      " " + arguments + " " + gbnf_literal("}\n</tool_call>")));
+      const std::string open = hermes ? "<tool_call>\n{\"name\": " + json(tool.name).dump() + ", \"arguments\": "
+                                      : "{\"name\": " + json(tool.name).dump() + ", \"parameters\": ";
+      const std::string close = hermes ? "}\n</tool_call>" : "}";
+      calls.push_back(builder.add("call-" + tool.name, gbnf_literal(open) + " " + arguments + " " + gbnf_literal(close)));
     } catch (const Refusal& refusal) {
       SchemaError error = refusal.error;
       error.path = path + error.path.substr(1);

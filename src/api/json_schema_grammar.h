@@ -61,7 +61,12 @@ struct ToolGrammarSpec {
 //   <tool_call>\n{"name": "<name>", "arguments": <arguments>}\n</tool_call>
 // naming one of `tools` with arguments valid against its parameters. tool_choice "required" passes
 // every tool, a named function only that one. Errors name the tool: "$.tools[i].parameters...".
+// How a template writes one call: hermes as above; llama3 as a bare object
+//   {"name": "<name>", "parameters": <arguments>}
+// (Llama 3.x's JSON tool calling, one call per reply: max_calls must be 1).
+enum class CallSyntax { hermes, llama3 };
 std::expected<engine::Grammar, SchemaError> tool_call_grammar(std::span<const ToolGrammarSpec> tools,
-                                                              std::int32_t max_calls = 1);
+                                                              std::int32_t max_calls = 1,
+                                                              CallSyntax syntax = CallSyntax::hermes);
 
 }  // namespace prefixd::api

@@ -34,15 +34,19 @@ std::expected<std::optional<engine::Grammar>, ApiError> output_grammar(const Cha
   std::optional<engine::Grammar> grammar;
   const bool forced_call = request.tool_choice == "required" || request.tool_choice.is_object();
   if (forced_call) {
-    if (format != ToolCallFormat::hermes) {
+    // Mistral's [TOOL_CALLS] is a control token, which a grammar cannot emit (control tokens are
+    // masked under a grammar); the other syntaxes are plain text.
+    if (format != ToolCallFormat::hermes && format != ToolCallFormat::llama3) {
       return std::unexpected(invalid_param(
           "tool_choice", std::format("this model's chat template writes tool calls as {}; a call can be forced only where it "
-                                     "writes them as <tool_call> blocks (hermes)",
+                                     "writes them as <tool_call> blocks (hermes) or Llama 3 JSON calls",
                                      tool_call_format_name(format))));
     }
     const std::vector<ToolGrammarSpec> tools = forced_tools(request);
-    const std::int32_t max_calls = request.tool_choice.is_object() || !request.parallel_tool_calls ? 1 : kMaxForcedToolCalls;
-    auto built = tool_call_grammar(tools, max_calls);
+    const bool llama3 = format == ToolCallFormat::llama3;
+    const std::int32_t max_calls =
+        request.tool_choice.is_object() || !request.parallel_tool_calls || llama3 ? 1 : kMaxForcedToolCalls;
+    auto built = tool_call_grammar(tools, max_calls, llama3 ? CallSyntax::llama3 : CallSyntax::hermes);
     if (!built) return std::unexpected(schema_refused("tools", built.error()));
     grammar = std::move(*built);
   } else if (request.response_format.kind == OutputFormat::Kind::json_object) {

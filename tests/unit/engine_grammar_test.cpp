@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_schema_grammar.h"
+#include "api/tool_calls.h"
 #include "api/json_schema_validator.h"
 #include "engine/engine.h"
 #include "engine/fake_engine.h"
@@ -211,6 +212,27 @@ TEST(EngineGrammar, ToolCallGrammarWritesHermesCallOfAnAllowedTool) {
   EXPECT_TRUE(g.ended);
   ASSERT_TRUE(g.text.starts_with("<tool_call>\n{\"name\": \"ping\", \"arguments\": {")) << g.text;
   EXPECT_TRUE(g.text.ends_with("}}\n</tool_call>")) << g.text;
+}
+
+// Llama 3's JSON calls: the same constraint in the other syntax, and the parser reads the call.
+TEST(EngineGrammar, Llama3CallGrammarGivesACallTheLlama3ParserReads) {
+  const std::vector<api::ToolGrammarSpec> tools = {
+      {"get_weather", nlohmann::ordered_json::parse(R"({"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}},
+        "required": ["city"], "additionalProperties": false})")}};
+  EXPECT_FALSE(api::tool_call_grammar(tools, 2, api::CallSyntax::llama3)) << "one call per reply";
+  auto grammar = api::tool_call_grammar(tools, 1, api::CallSyntax::llama3);
+  ASSERT_TRUE(grammar) << grammar.error().describe();
+  const json declared = json::parse(R"([{"type": "function", "function": {"name": "get_weather"}}])");
+  for (std::uint32_t seed : {1u, 2u}) {
+    const Generation g = generate(tiny_engine(), *grammar, seed, 100);
+    ASSERT_TRUE(g.ended) << g.text;
+    ASSERT_TRUE(g.text.starts_with("{\"name\": \"get_weather\", \"parameters\": {")) << g.text;
+    const api::ParsedAssistant parsed = api::parse_tool_calls(g.text, api::ToolCallFormat::llama3, declared);
+    ASSERT_EQ(parsed.tool_calls.size(), 1u) << g.text;
+    EXPECT_EQ(parsed.content, "");
+    const std::string city = json::parse(parsed.tool_calls[0].arguments).at("city");
+    EXPECT_TRUE(city == "Paris" || city == "Oslo") << g.text;
+  }
 }
 
 TEST(EngineGrammar, JsonObjectGrammarIsAcceptedAndStartsAnObject) {
