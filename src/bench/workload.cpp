@@ -20,7 +20,7 @@ const std::vector<std::string>& workload_names() {
 }
 
 const std::vector<std::string>& compare_workload_names() {
-  static const std::vector<std::string> kNames = {"resend", "agent", "multisession", "shared", "edit", "restart"};
+  static const std::vector<std::string> kNames = {"resend", "agent", "multisession", "shared", "edit", "restart", "toolloop"};
   return kNames;
 }
 
