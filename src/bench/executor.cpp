@@ -211,6 +211,9 @@ ServerSettings settings_for(const Workload& w, const RunConfig& config) {
 }  // namespace
 
 nlohmann::json run_workload(const Target& target, const Workload& w, const RunConfig& config, std::ostream& progress) {
+  for (const auto& s : w.steps) {
+    if (s.continues >= 0 && s.after != s.continues) throw std::invalid_argument(w.name + ": a continued turn must wait for it");
+  }
   if (w.concurrency > 1) {
     if (w.disk_tier) throw std::invalid_argument(w.name + ": a disk tier is measured on a sequential workload");
     for (const auto& s : w.steps) {
@@ -287,6 +290,11 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
         std::int64_t history = -1;  // tokens of the conversation through the reply it continues
         if (step.continues >= 0) {
           const auto c = static_cast<std::size_t>(step.continues);
+          if (!replies[c].ok() || !sent[c].is_array()) {
+            records[static_cast<std::size_t>(i)] = {{"step", i}, {"arm", step.arm}, {"error", "the turn it continues failed"}};
+            dispatcher.finish(i);
+            continue;
+          }
           turn.messages = next_turn_messages(sent[c], replies[c].tool_calls, replies[c].text, step.tool_result);
           history = conversation_tokens(client, through_reply(sent[c], replies[c].tool_calls, replies[c].text), step.tools);
         }
