@@ -237,6 +237,7 @@ std::vector<Check> workload_checks(const nlohmann::json& workload, const nlohman
   if (name == "unique") return unique_checks(record);
   if (name == "restart") return restart_checks(workload, record);
   if (name == "prepared") return prepared_checks(workload, record);
+  if (name == "toolloop") return toolloop_checks(record);
   return {};
 }
 

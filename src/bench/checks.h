@@ -48,6 +48,11 @@ inline constexpr double kRestoreBandwidthGoal = 0.7;
 // 1 (median of (repetition, session) pairs).
 std::vector<Check> prepared_checks(const nlohmann::json& workload, const nlohmann::json& record);
 
+// The toolloop workload's checks (bench/checks_toolloop.cpp), on a server that counts a
+// conversation's tokens (skipped elsewhere): every reply is one tool call; from turn 2 on each
+// request fed exactly prompt − history_tokens (the conversation through the previous reply).
+std::vector<Check> toolloop_checks(const nlohmann::json& record);
+
 // True unless some check in `checks` (a JSON array of Check::to_json) failed.
 bool checks_passed(const nlohmann::json& checks);
 

@@ -14,6 +14,7 @@
 #include "bench/gates.h"
 #include "bench/live_server.h"
 #include "bench/llama_log.h"
+#include "bench/next_turn.h"
 #include "bench/request.h"
 
 namespace prefixd::bench {
@@ -210,6 +211,9 @@ ServerSettings settings_for(const Workload& w, const RunConfig& config) {
 }  // namespace
 
 nlohmann::json run_workload(const Target& target, const Workload& w, const RunConfig& config, std::ostream& progress) {
+  for (const auto& s : w.steps) {
+    if (s.continues >= 0 && s.after != s.continues) throw std::invalid_argument(w.name + ": a continued turn must wait for it");
+  }
   if (w.concurrency > 1) {
     if (w.disk_tier) throw std::invalid_argument(w.name + ": a disk tier is measured on a sequential workload");
     for (const auto& s : w.steps) {
@@ -226,6 +230,11 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
   };
 
   std::vector<nlohmann::json> records(w.steps.size());
+  // Per step, the messages it sent and the reply, for a later step that continues it. A step
+  // that continues another also waits for it (Step::after), so the dispatcher's lock orders the
+  // write before the read.
+  std::vector<nlohmann::json> sent(w.steps.size());
+  std::vector<CompletionResult> replies(w.steps.size());
   // Declared before the server, so its directory outlives every lifetime of the server.
   std::optional<DiskTierRun> disk;
   std::optional<LiveServer> server;
@@ -277,8 +286,24 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
           dispatcher.finish(i);
           continue;
         }
-        const auto r = client.stream(step_path(step), step_body(step, {.max_tokens = step.max_tokens, .session = step.session}));
-        records[static_cast<std::size_t>(i)] = request_record(i, step.arm, start_s, r);
+        Step turn = step;
+        std::int64_t history = -1;  // tokens of the conversation through the reply it continues
+        if (step.continues >= 0) {
+          const auto c = static_cast<std::size_t>(step.continues);
+          if (!replies[c].ok() || !sent[c].is_array()) {
+            records[static_cast<std::size_t>(i)] = {{"step", i}, {"arm", step.arm}, {"error", "the turn it continues failed"}};
+            dispatcher.finish(i);
+            continue;
+          }
+          turn.messages = next_turn_messages(sent[c], replies[c].tool_calls, replies[c].text, step.tool_result);
+          history = conversation_tokens(client, through_reply(sent[c], replies[c].tool_calls, replies[c].text), step.tools);
+        }
+        const double sent_s = step.continues >= 0 ? seconds_since(origin) : start_s;
+        const auto r = client.stream(step_path(turn), step_body(turn, {.max_tokens = step.max_tokens, .session = step.session}));
+        sent[static_cast<std::size_t>(i)] = turn.messages;
+        replies[static_cast<std::size_t>(i)] = r;
+        records[static_cast<std::size_t>(i)] = request_record(i, step.arm, sent_s, r);
+        if (step.continues >= 0) records[static_cast<std::size_t>(i)]["history_tokens"] = history;
         note(std::format("{}/{} {}: prompt {}, evaluated {}, cached {}{}, TTFT {:.0f} ms{}", i + 1, w.steps.size(), step.arm,
                          r.prompt_tokens, evaluated_tokens(r), cached_tokens(r), r.tier.empty() ? "" : " (" + r.tier + ")",
                          r.ttft_ms, r.ok() ? "" : " ERROR " + r.error));
@@ -313,6 +338,8 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
       out["gates"] = run_gates(client, step.messages, step.session,
                                observed.value("first_piece", std::string()), step.tools);
       out["gates"]["step"] = g;
+      // A run that forced a tool call (body_fields) took a first token the replays cannot: n/a.
+      if (!step.body_fields.is_null()) out["gates"]["first_token"]["workload_equal"] = nullptr;
       note(std::format("gates: {}", gates_passed(out["gates"]) ? "pass" : "FAIL"));
     }
   } catch (const std::exception& e) {

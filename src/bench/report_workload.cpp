@@ -6,6 +6,7 @@
 #include "bench/report.h"
 #include "bench/report_cells.h"
 #include "bench/report_disk.h"
+#include "bench/report_toolloop.h"
 
 namespace prefixd::bench {
 namespace {
@@ -73,6 +74,7 @@ std::string facts_table(const nlohmann::json& w, const std::vector<std::string>&
   add("gate: greedy first token warm = cold", gate(gate_first_token));
   add("gate: first token in the run = cold", gate([](const nlohmann::json& g) {
         const auto& f = g.at("first_token");
+        if (f.contains("workload_equal") && f.at("workload_equal").is_null()) return std::string("— (the run forced a tool call)");
         return check(f.value("workload_equal", false)) + " " + code(f.value("workload", ""));
       }));
   add("gate: same bytes, fresh cache key → same output",
@@ -166,6 +168,7 @@ std::string workload_section(const nlohmann::json& results, const nlohmann::json
     }
   }
   out += restart_disk_block(w, names);
+  out += toolloop_block(w, names);
   if (repetitions(w) > 1 && names.size() >= 2) {
     out += std::format("Interleaved: {} repetitions (order {}). TTFT {} ÷ {} per repetition (medians over every request): "
                        "{}.\n\n",

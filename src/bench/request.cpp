@@ -48,7 +48,9 @@ nlohmann::json step_body(const Step& step, const RequestOptions& options) {
   if (!step.prompt.empty()) return completion_body(step.prompt, options);
   RequestOptions with_tools = options;
   if (with_tools.tools.is_null()) with_tools.tools = step.tools;
-  return chat_body(step.messages, with_tools);
+  nlohmann::json body = chat_body(step.messages, with_tools);
+  if (step.body_fields.is_object()) body.update(step.body_fields);
+  return body;
 }
 
 std::int64_t evaluated_tokens(const CompletionResult& r) {
@@ -82,6 +84,7 @@ nlohmann::json request_record(int step, const std::string& arm, double start_s, 
   if (!r.outcome.empty()) j["outcome"] = r.outcome;
   if (r.fed_tokens >= 0) j["fed_tokens"] = r.fed_tokens;
   if (!r.tier.empty()) j["tier"] = r.tier;
+  if (!r.tool_calls.empty()) j["tool_calls"] = r.tool_calls;
   if (!r.ok()) j["error"] = r.error;
   return j;
 }

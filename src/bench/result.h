@@ -17,6 +17,9 @@ struct CompletionResult {
   double total_ms = -1;         // client: request sent → response complete
   std::string text;             // the generated text, concatenated
   std::string finish_reason;
+  // The reply's tool calls (OpenAI shape: id, type, function {name, arguments}), their streamed
+  // pieces joined; an empty array when it made none.
+  nlohmann::json tool_calls = nlohmann::json::array();
   // usage
   std::int64_t prompt_tokens = -1;
   std::int64_t completion_tokens = -1;

@@ -3,6 +3,31 @@
 #include <nlohmann/json.hpp>
 
 namespace prefixd::bench {
+namespace {
+
+// Adds one streamed tool-call piece ({index, id?, type?, function {name?, arguments?}}) to the
+// calls so far: the first piece of an index opens its call, later ones append to its arguments.
+// False for a piece that is not an object.
+bool merge_tool_call_delta(const nlohmann::json& piece, nlohmann::json& calls) {
+  if (!piece.is_object()) return false;
+  const std::size_t index = piece.value("index", calls.empty() ? 0 : calls.size() - 1);
+  while (calls.size() <= index) {
+    calls.push_back({{"id", ""}, {"type", "function"}, {"function", {{"name", ""}, {"arguments", ""}}}});
+  }
+  auto& call = calls[index];
+  if (const auto id = piece.find("id"); id != piece.end() && id->is_string()) call["id"] = *id;
+  if (const auto function = piece.find("function"); function != piece.end() && function->is_object()) {
+    if (const auto name = function->find("name"); name != function->end() && name->is_string()) {
+      call["function"]["name"] = call["function"]["name"].get<std::string>() + name->get<std::string>();
+    }
+    if (const auto args = function->find("arguments"); args != function->end() && args->is_string()) {
+      call["function"]["arguments"] = call["function"]["arguments"].get<std::string>() + args->get<std::string>();
+    }
+  }
+  return true;
+}
+
+}  // namespace
 
 std::vector<std::string> SseParser::feed(std::string_view bytes) {
   std::vector<std::string> events;
@@ -53,24 +78,28 @@ void StreamReader::handle(const std::string& payload) {
   if (choices == chunk.end() || !choices->is_array() || choices->empty()) return;
   const auto& choice = (*choices)[0];
   std::string piece;
+  bool called = false;  // this chunk carries a piece of a tool call
   if (const auto text = choice.find("text"); text != choice.end() && text->is_string()) {
     piece = text->get<std::string>();
   } else if (const auto delta = choice.find("delta"); delta != choice.end() && delta->is_object()) {
     if (const auto content = delta->find("content"); content != delta->end() && content->is_string()) {
       piece = content->get<std::string>();
     }
+    if (const auto calls = delta->find("tool_calls"); calls != delta->end() && calls->is_array()) {
+      for (const auto& call : *calls) called = merge_tool_call_delta(call, result_.tool_calls) || called;
+    }
   }
   result_.text += piece;
   const auto finish = choice.find("finish_reason");
   const bool finished = finish != choice.end() && finish->is_string();
   if (finished) result_.finish_reason = finish->get<std::string>();
-  if (!first_token_seen_ && (!piece.empty() || finished)) {
+  if (!first_token_seen_ && (!piece.empty() || called || finished)) {
     result_.first_piece = piece;
     // OpenAI's chat shape: choices[0].logprobs.content[0].top_logprobs, on the chunk of the token.
     const nlohmann::json::json_pointer top("/logprobs/content/0/top_logprobs");
     if (choice.contains(top)) result_.first_logprobs = choice.at(top);
   }
-  if (!piece.empty() || finished) first_token_seen_ = true;
+  if (!piece.empty() || called || finished) first_token_seen_ = true;
 }
 
 }  // namespace prefixd::bench

@@ -19,6 +19,13 @@ struct Step {
   std::string prompt;          // non-empty: raw text for /v1/completions instead of messages, so
                                // the prompt's first token is its own (no chat template in front)
   nlohmann::json tools;        // non-null: the chat request's `tools`
+  nlohmann::json body_fields;  // non-null: an object of further chat body fields (tool_choice, ...)
+  // >= 0: the next turn of an agent loop, whose messages depend on the server's reply to that
+  // earlier step: its messages as sent, then the assistant's reply with its tool_calls, then one
+  // tool message per call with `tool_result` (bench/next_turn.h). `messages` holds the turn's
+  // planned shape only; `after` must name the same step.
+  int continues = -1;
+  std::string tool_result;
   // Non-empty: not a chat request but a POST of `control_body` to this control-plane path
   // (/v1/cache/reset, /v1/cache/prepare_modules, ...); its answer is kept in the record's
   // "control" list, not among the requests, and no table row counts it.
@@ -68,6 +75,8 @@ inline constexpr const char* kRestartArm = "after restart";
 // The prepared workload's control steps (not table rows).
 inline constexpr const char* kPreparedResetArm = "reset";
 inline constexpr const char* kPreparedPrepareArm = "prepare";
+// The toolloop workload's turns: "turn 1" … "turn kToolLoopTurns".
+inline constexpr int kToolLoopTurns = 6;
 
 // What a workload generator needs to know.
 struct WorkloadParams {
@@ -103,6 +112,7 @@ Workload make_burst(const WorkloadParams& params);
 Workload make_unique(const WorkloadParams& params);
 Workload make_chat(const WorkloadParams& params);
 Workload make_prepared(const WorkloadParams& params);
+Workload make_toolloop(const WorkloadParams& params);
 
 // The total context both servers get: every slot can hold the longest planned prompt plus its
 // reply (llama-server splits -c among its slots; prefixd pools it), rounded up to 256, >= 4096.

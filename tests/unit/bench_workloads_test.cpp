@@ -58,6 +58,7 @@ std::uint64_t fingerprint(const Workload& w) {
                            s.planned_tokens, s.after, s.barrier, s.restart_before, s.x};
     // Appended only when set, like the workload flags below.
     if (!s.tools.is_null() || !s.control.empty()) step.push_back({s.tools, s.control, s.control_body});
+    if (!s.body_fields.is_null() || s.continues >= 0) step.push_back({s.body_fields, s.continues, s.tool_result});
     steps.push_back(std::move(step));
   }
   nlohmann::json arms = nlohmann::json::array();
@@ -103,6 +104,8 @@ TEST(BenchWorkloads, GeneratedTrafficIsPinned) {
       {"chat x0.5", {55, 0xef557237c3f0cf90ull}},
       {"prepared x1", {70, 0xd67f530f322abc42ull}},
       {"prepared x0.5", {70, 0xd886bfe3f3aded85ull}},
+      {"toolloop x1", {30, 0x97734ca647269579ull}},
+      {"toolloop x0.5", {30, 0x7bd1e971dd4f61d9ull}},
   };
   for (const auto& name : workload_names()) {
     for (const double scale : {1.0, 0.5}) {
