@@ -14,6 +14,7 @@
 #include "bench/gates.h"
 #include "bench/target.h"
 #include "bench/workload.h"
+#include "bench_tiny_config.h"
 
 namespace prefixd::bench {
 namespace {
@@ -21,13 +22,7 @@ namespace {
 TEST(BenchPrepared, APreparedChainLeavesEachFirstRequestOnlyItsOwnMessage) {
   const Target target = make_target("prefixd", {.prefixd_bin = PREFIXD_BINARY});
   const ScratchDir parent("");
-  RunConfig config;
-  config.base.model_path = PREFIXD_TINY_MODEL;
-  config.base.threads = 2;
-  config.base.cache_mib = 256;
-  config.startup_limit = std::chrono::seconds(60);
-  config.request_timeout = std::chrono::seconds(120);
-  config.log_path = (parent.root() / "server.log").string();
+  RunConfig config = tiny_run_config(parent);
   std::ostringstream progress;
   const double words_per_token = measure_words_per_token(target, config, progress);
   const Workload w = make_workload("prepared", {.seed = 7, .scale = 1, .words_per_token = words_per_token, .reps = 2});

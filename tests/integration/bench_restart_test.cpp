@@ -13,6 +13,7 @@
 #include "bench/executor.h"
 #include "bench/target.h"
 #include "bench/workload.h"
+#include "bench_tiny_config.h"
 
 namespace prefixd::bench {
 namespace {
@@ -22,15 +23,9 @@ namespace fs = std::filesystem;
 TEST(BenchRestart, PrefixdRestoresTheWholePromptFromItsDiskTierAfterEachRestart) {
   const Target target = make_target("prefixd", {.prefixd_bin = PREFIXD_BINARY});
   const ScratchDir parent("");
-  RunConfig config;
-  config.base.model_path = PREFIXD_TINY_MODEL;
-  config.base.threads = 2;
-  config.base.cache_mib = 256;
+  RunConfig config = tiny_run_config(parent);
   config.gates = false;
-  config.startup_limit = std::chrono::seconds(60);
-  config.request_timeout = std::chrono::seconds(120);
   config.disk_parent = parent.root().string();
-  config.log_path = (parent.root() / "server.log").string();
   std::ostringstream progress;
   const double words_per_token = measure_words_per_token(target, config, progress);
   const Workload w = make_workload("restart", {.seed = 7, .scale = 1, .words_per_token = words_per_token, .reps = 2});
