@@ -243,6 +243,12 @@ TEST_F(RemoteStoreCluster, DetectedClusterSpreadsKeysOverNodesWithoutRedirection
   for (const auto& node : nodes_) EXPECT_NE(node->cli("dbsize"), "0\n") << "every node holds some keys";
 }
 
+TEST_F(RemoteStoreCluster, SlotFunctionAgreesWithTheServer) {
+  for (const std::string key : {"foo", "123456789", "{user1000}.following", "fp:key-7", "a{}b", "x{y}z{w}"}) {
+    EXPECT_EQ(nodes_[0]->cli("cluster keyslot '" + key + "'"), std::to_string(key_hash_slot(key)) + "\n") << key;
+  }
+}
+
 TEST_F(RemoteStoreCluster, StaleSlotMapIsCorrectedByMovedRedirections) {
   // Explicit cluster mode starts with an empty slot map: every key first goes to the seed.
   auto store = make_store({.seed_urls = {nodes_[1]->url()}, .timeout = 500ms, .cluster_mode = ClusterMode::cluster});
