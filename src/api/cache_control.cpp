@@ -40,7 +40,11 @@ ApiError no_key(const std::string& name) {
 
 CacheControl::CacheControl(const PromptBuilder& prompts, scheduler::Scheduler& scheduler, ParseOptions parse,
                            ControlOptions options)
-    : prompts_(prompts), scheduler_(scheduler), parse_(std::move(parse)), options_(std::move(options)) {}
+    : prompts_(prompts),
+      scheduler_(scheduler),
+      parse_(std::move(parse)),
+      options_(std::move(options)),
+      resumes_at_checkpoints_(scheduler.cache_stats().reuse_mode == "checkpoints") {}
 
 const char* CacheControl::methods_of(std::string_view name) {
   for (const OperationInfo& op : kOperations) {

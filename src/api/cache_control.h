@@ -99,6 +99,8 @@ class CacheControl {
   ParseOptions parse_;
   ControlOptions options_;
   KeyRegistry keys_;
+  // The loaded model's reuse mode, fixed at load: read once, not from a stats snapshot per call.
+  bool resumes_at_checkpoints_;
   // Operations answered, by operation (index in the operation table) and result (ok, error,
   // unsupported); tokens fed by the control plane's prefills.
   static constexpr std::size_t kOperationCount = 10;

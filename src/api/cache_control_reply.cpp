@@ -82,7 +82,7 @@ nlohmann::ordered_json CacheControl::capabilities() const {
   const cache::CacheConfig& config = scheduler_.cache_config();
   const bool on = config.enabled && parse_.cache_prompt_default;
   const bool artifacts = on && !options_.artifact_dir.empty();
-  const bool checkpoints = scheduler_.cache_stats().reuse_mode == "checkpoints";
+  const bool checkpoints = resumes_at_checkpoints_;
   nlohmann::ordered_json notes = nlohmann::ordered_json::array();
   if (!on) {
     notes.push_back("The prompt cache is off (--prompt-cache-enabled false or --no-cache-prompt): nothing can be kept or steered.");
