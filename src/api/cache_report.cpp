@@ -34,6 +34,32 @@ nlohmann::ordered_json snapshots_json(const cache::CacheStats& s) {
   };
 }
 
+nlohmann::ordered_json remote_json(const cache::RemoteStats& r) {
+  const double latency = r.fetch_latency_count > 0
+                             ? static_cast<double>(r.fetch_latency_us_sum) / 1e6 / static_cast<double>(r.fetch_latency_count)
+                             : 0.0;
+  return {
+      {"enabled", r.enabled},
+      {"cluster", r.cluster},
+      {"hits", r.hits},
+      {"lookups", r.fetches},
+      {"lookup_hits", r.fetch_hits},
+      {"lookup_timeouts", r.fetch_timeouts},
+      {"lookup_seconds_mean", latency},
+      {"promoted", {{"segments", r.promoted_segments}, {"checkpoints", r.promoted_checkpoints}}},
+      {"bad_values", r.bad_values},
+      {"gets_hit", r.gets_hit},
+      {"gets_missed", r.gets_missed},
+      {"errors", r.errors},
+      {"read_bytes", r.bytes_read},
+      {"writes", r.writes},
+      {"write_bytes", r.bytes_written},
+      {"write_errors", r.write_errors},
+      {"writes_dropped", r.writes_dropped},
+      {"queue_bytes", r.queued_bytes},
+  };
+}
+
 nlohmann::ordered_json disk_json(const cache::DiskStats& d) {
   nlohmann::ordered_json removed = nlohmann::ordered_json::object();
   for (int i = 0; i < cache::kDiskRemovalCount; ++i) {
@@ -93,7 +119,8 @@ nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, const engine
                     {"budget_cells", s.device_cells_budget}, {"states", s.device_states}}},
         {"host", {{"entries", s.host_entries}, {"max_entries", s.host_max_segments}, {"bytes", s.host_bytes},
                   {"capacity_bytes", s.host_capacity_bytes}}},
-        {"disk", disk_json(s.disk)}}},
+        {"disk", disk_json(s.disk)},
+        {"remote", remote_json(s.remote)}}},
       {"snapshots", snapshots_json(s)},
       {"running", s.running},
       {"waiting", s.waiting},
@@ -218,6 +245,40 @@ std::string cache_metrics_text(const cache::CacheStats& s) {
                           "Disk-tier files removed, by reason (capacity, superseded tails, failed verification: "
                           "checksum, truncated, foreign, version; incomplete temporaries; reset; gc).",
                           "reason", removed);
+  const cache::RemoteStats& r = s.remote;
+  m.single("prefixd_cache_remote_enabled", "gauge", "1 when a shared tier (--cache-remote) is configured.",
+           r.enabled ? 1 : 0);
+  m.single("prefixd_cache_remote_hits_total", "counter",
+           "Requests whose reused prefix reached into what the shared tier gave.", r.hits);
+  m.single("prefixd_cache_remote_lookups_total", "counter", "Prompts looked up in the shared tier.", r.fetches);
+  m.single("prefixd_cache_remote_lookup_hits_total", "counter",
+           "Shared-tier lookups that brought back at least one usable value.", r.fetch_hits);
+  m.single("prefixd_cache_remote_lookup_timeouts_total", "counter",
+           "Shared-tier lookups a request stopped waiting for at --cache-remote-timeout-ms.", r.fetch_timeouts);
+  m.single("prefixd_cache_remote_lookup_seconds_sum", "counter", "Wall time of shared-tier lookups.",
+           static_cast<double>(r.fetch_latency_us_sum) / 1e6);
+  m.single("prefixd_cache_remote_lookup_seconds_count", "counter", "Shared-tier lookups timed.",
+           r.fetch_latency_count);
+  m.single("prefixd_cache_remote_misses_total", "counter", "Shared-tier GETs that found nothing (or failed).",
+           r.gets_missed);
+  m.single("prefixd_cache_remote_gets_hit_total", "counter", "Shared-tier GETs that returned a value.", r.gets_hit);
+  m.single("prefixd_cache_remote_read_bytes_total", "counter", "Value bytes read from the shared tier.", r.bytes_read);
+  m.single("prefixd_cache_remote_write_bytes_total", "counter", "Value bytes written to the shared tier.",
+           r.bytes_written);
+  m.single("prefixd_cache_remote_writes_total", "counter", "Values written to the shared tier.", r.writes);
+  m.single("prefixd_cache_remote_writes_dropped_total", "counter",
+           "Shared-tier writes dropped because the write-behind queue was full.", r.writes_dropped);
+  m.single("prefixd_cache_remote_errors_total", "counter",
+           "Shared-tier commands that failed (connection refused, timeout, server error).", r.errors);
+  m.single("prefixd_cache_remote_bad_values_total", "counter",
+           "Shared-tier values that failed verification (checksum, foreign model, wrong content): deleted, never used.",
+           r.bad_values);
+  m.single("prefixd_cache_remote_promoted_segments_total", "counter",
+           "Segments from the shared tier adopted into the host tier.", r.promoted_segments);
+  m.single("prefixd_cache_remote_promoted_checkpoints_total", "counter",
+           "Checkpoints from the shared tier adopted into the checkpoint store.", r.promoted_checkpoints);
+  m.single("prefixd_cache_remote_queue_bytes", "gauge", "Bytes waiting to be written to the shared tier.",
+           r.queued_bytes);
   return m.take();
 }
 

@@ -15,7 +15,7 @@ namespace {
 constexpr std::array<const char*, 3> kCompactionNames = {"auto", "idle", "never"};
 constexpr std::array<const char*, kOutcomeCount> kOutcomeNames = {"cold", "hit_extend", "hit_restore", "partial",
                                                                   "bypass"};
-constexpr std::array<const char*, 4> kTierNames = {"", "device", "host", "disk"};
+constexpr std::array<const char*, 5> kTierNames = {"", "device", "host", "disk", "remote"};
 
 }  // namespace
 
@@ -25,7 +25,8 @@ const char* compaction_name(Compaction compaction) { return kCompactionNames.at(
 const char* outcome_name(Outcome outcome) { return kOutcomeNames.at(static_cast<size_t>(outcome)); }
 const char* tier_name(Tier tier) { return kTierNames.at(static_cast<size_t>(tier)); }
 
-Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq) {
+Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq,
+                                       RemoteFetch* fetched) {
   if (!config_.enabled) {
     Acquisition bypass{Outcome::bypass};
     record(bypass, key.scope);
@@ -36,6 +37,7 @@ Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const To
   Lease& lease = leases_[seq];
   const std::uint64_t order = ++next_order_;
   lease = Lease{seq, order, key, lineage_of(key, order), reach_of(key), session_id(key), {prompt.begin(), prompt.end()}};
+  if (fetched != nullptr) lease.remote_from = adopt_remote(*fetched, lease);
   Acquisition got;
   if (trimmable()) {
     got = find_and_adopt(lease);
@@ -277,8 +279,9 @@ Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
     const std::int32_t held = host_.restore(host_plan, lease.seq, from, stats_.failed_restores, pin_);
     if (held >= config_.min_prefix && held > from) {
       const bool disk = held > std::max(host_only, from);
+      const bool remote = held > lease.remote_from;
       // Under session isolation a restore past the shared prefix can only be the session's own.
-      got = Acquisition{Outcome::hit_restore, held, disk ? Tier::disk : Tier::host,
+      got = Acquisition{Outcome::hit_restore, held, remote ? Tier::remote : disk ? Tier::disk : Tier::host,
                         lease.reach.own && held > lease.reach.others};
     } else {
       got = Acquisition{};
@@ -356,8 +359,9 @@ const CacheConfig& PrefixCache::config() const { return impl_->config(); }
 bool PrefixCache::can_reuse() const { return impl_->can_reuse(); }
 ReuseMode PrefixCache::reuse_mode() const { return impl_->reuse_mode(); }
 std::int32_t PrefixCache::next_stop(SeqId seq) const { return impl_->next_stop(seq); }
-Acquisition PrefixCache::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq) {
-  return impl_->acquire(key, prompt, seq);
+Acquisition PrefixCache::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq,
+                                 RemoteFetch* fetched) {
+  return impl_->acquire(key, prompt, seq, fetched);
 }
 Acquisition PrefixCache::bypass(const ScopeId& scope) { return impl_->bypass(scope); }
 void PrefixCache::advance(SeqId seq, std::int32_t computed) { impl_->advance(seq, computed); }
@@ -376,6 +380,12 @@ bool PrefixCache::compaction_due() const { return impl_->compaction_due(); }
 ResetReport PrefixCache::reset() { return impl_->reset(); }
 ResetReport PrefixCache::reset_scope(const ScopeId& scope) { return impl_->reset_scope(scope); }
 void PrefixCache::flush_disk() { impl_->flush_disk(); }
+std::shared_ptr<RemoteFetch> PrefixCache::fetch_remote(const RequestKey& key, std::span<const Token> prompt,
+                                                       std::function<void()> on_done) {
+  return impl_->fetch_remote(key, prompt, std::move(on_done));
+}
+void PrefixCache::abandon_remote(const RemoteFetch& fetch) { impl_->abandon_remote(fetch); }
+void PrefixCache::flush_remote() { impl_->flush_remote(); }
 ArtifactInfo PrefixCache::save_artifact(const RequestKey& key, std::span<const Token> tokens,
                                         const std::filesystem::path& path, const std::string& manifest) {
   return impl_->save_artifact(key, tokens, path, manifest);

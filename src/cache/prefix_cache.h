@@ -57,6 +57,7 @@
 #include "cache/artifact.h"
 #include "cache/block_hash.h"
 #include "cache/disk_stats.h"
+#include "cache/remote_tier.h"
 #include "cache/scope.h"
 #include "engine/engine.h"
 
@@ -98,6 +99,12 @@ struct CacheConfig {
   std::string disk_path;
   std::uint64_t disk_capacity_bytes = 16ull << 30;
   std::uint64_t disk_queue_bytes = 256ull << 20;  // write-behind queue; a full one drops writes
+  // The shared tier (empty: none): Valkey or Redis seeds redis://HOST:PORT (several: one cluster).
+  // Everything written behind to disk is written behind there too; a prompt's prefix past the
+  // local tiers is looked up there before the request is admitted (remote_tier.h).
+  std::vector<std::string> remote_urls;
+  std::int32_t remote_timeout_ms = 50;            // per store call, and a lookup's deadline
+  std::uint64_t remote_queue_bytes = 256ull << 20;  // write-behind queue; a full one drops writes
 };
 
 // How the loaded model's prompts are reused (decided from its memory at load).
@@ -124,7 +131,7 @@ enum class Outcome { cold, hit_extend, hit_restore, partial, bypass };
 inline constexpr int kOutcomeCount = 5;
 const char* outcome_name(Outcome outcome);
 
-enum class Tier { none, device, host, disk };
+enum class Tier { none, device, host, disk, remote };
 const char* tier_name(Tier tier);  // "" for none
 
 struct Acquisition {
@@ -149,6 +156,7 @@ struct ScopeStats {
   std::array<std::int64_t, kOutcomeCount> outcomes{};
   std::int64_t inflight_shares = 0;
   std::int64_t disk_hits = 0;
+  std::int64_t remote_hits = 0;
   std::int64_t device_entries = 0;
   std::int64_t device_cells = 0;
   std::uint64_t device_bytes = 0;
@@ -206,6 +214,7 @@ struct CacheStats {
   std::int32_t block_size = 0;
   std::string hash;
   DiskStats disk;
+  RemoteStats remote;
   // Per scope: every scope that has made a request or holds anything. The counters and holdings
   // above are the sums of these.
   std::map<ScopeId, ScopeStats> scopes;
@@ -252,8 +261,11 @@ class PrefixCache {
   // Registers `seq` as running `prompt` and puts the longest reusable prefix, at most
   // prompt.size() - 1 tokens, into it. With `waiting` set, `seq` stays empty until poll()
   // resolves it. With the cache disabled the outcome is bypass and nothing is registered.
+  // `fetched`: this prompt's completed shared-tier lookup (fetch_remote), whose verified values
+  // are adopted first; a reuse that reaches into them reports tier remote.
   // REQUIRES: `seq` is empty and not registered.
-  Acquisition acquire(const RequestKey& key, std::span<const engine::Token> prompt, engine::SeqId seq);
+  Acquisition acquire(const RequestKey& key, std::span<const engine::Token> prompt, engine::SeqId seq,
+                      RemoteFetch* fetched = nullptr);
   // Counts a request of `scope` that does not use the cache (cache_prompt: false); returns its
   // acquisition.
   Acquisition bypass(const ScopeId& scope = {});
@@ -298,6 +310,17 @@ class PrefixCache {
   ResetReport reset_scope(const ScopeId& scope);
   // Blocks until the disk tier's write-behind queue is written (no-op without one).
   void flush_disk();
+
+  // The shared tier. Plans the lookup of `prompt`'s prefix past what the device, host and disk
+  // tiers rebuild and starts it on the tier's reader thread, which calls `on_done` when the result
+  // is in (by the lookup's deadline, RemoteFetch::deadline). nullptr when there is no shared tier
+  // or nothing it could add. The caller passes the fetch to acquire() once done, or calls
+  // abandon_remote() when it stops waiting (counted).
+  std::shared_ptr<RemoteFetch> fetch_remote(const RequestKey& key, std::span<const engine::Token> prompt,
+                                            std::function<void()> on_done);
+  void abandon_remote(const RemoteFetch& fetch);
+  // Blocks until the shared tier's write-behind queue is written (no-op without one).
+  void flush_remote();
 
   // A key's path (the control plane: a key names a token prefix). held() is a pure query: no
   // counter, LRU order, tier or file changes.

@@ -129,8 +129,9 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
       checkpoints_.used(now.key, lease.session);
       const bool on_device = from_device >= k;
       const bool disk = (promoted && k > in_memory) || (!on_device && k > std::max(host_only, from_device));
+      const bool remote = k > lease.remote_from;
       got = Acquisition{on_device ? Outcome::partial : Outcome::hit_restore, k,
-                        disk ? Tier::disk : (on_device ? Tier::device : Tier::host), false};
+                        remote ? Tier::remote : disk ? Tier::disk : (on_device ? Tier::device : Tier::host), false};
     } else {
       if (k >= config_.min_prefix) {
         stats_.failed_restores += 1;

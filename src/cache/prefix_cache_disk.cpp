@@ -34,40 +34,45 @@ void PrefixCache::Impl::spill(const Digest& key, const HostSegment& segment) {
 
 void PrefixCache::Impl::write_behind(const Lineage& lineage, std::span<const Token> tokens, SeqId holder,
                                      const ScopeId& scope) {
-  if (!disk_ || !engine::has_attention_cells(engine_.model()) || tokens.empty()) return;
+  if ((!disk_ && !remote_) || !engine::has_attention_cells(engine_.model()) || tokens.empty()) return;
   DiskStore::Job job;
+  std::vector<RemoteTier::Write> shared;
   std::vector<Digest> keys;
-  for (const HostTier::Cut& cut : host_.cuts(lineage, tokens, 0)) {
-    keys.push_back(cut.key);
-    if (disk_->has(cut.key)) continue;
+  // One record per segment the disk or the shared tier lacks, serialized once for both.
+  const auto persist = [&](const HostTier::Cut& cut, bool supersede) {
+    const bool to_disk = disk_ && !disk_->has(cut.key);
     const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
     Record record;
     record.meta = RecordMeta{RecordKind::segment, model_key_, digest_from(lineage.ns), cut.key, cut.parent, cut.begin};
     record.meta.scope = scope;
     record.meta.tokens.assign(part.begin(), part.end());
+    const std::optional<std::string> name = remote_name_of(record);
+    const bool to_remote = name && !remote_->known(*name);
+    if (!to_disk && !to_remote) return true;
     record.payload = host_.serialize(holder, cut.begin, cut.stop);
-    if (record.payload.empty()) break;
-    // An earlier, shorter tail of the same conversation is a prefix of this segment: redundant.
-    for (const Digest& sibling : disk_->children(cut.parent, part.front())) {
-      const std::optional<RecordMeta> other = disk_->meta(sibling);
-      if (sibling != cut.key && other && other->tokens.size() < part.size() &&
-          std::ranges::equal(other->tokens, part.first(other->tokens.size()))) {
-        job.supersedes.push_back(sibling);
+    if (record.payload.empty()) return false;
+    if (to_disk && supersede) {
+      // An earlier, shorter tail of the same conversation is a prefix of this segment: redundant.
+      for (const Digest& sibling : disk_->children(cut.parent, part.front())) {
+        const std::optional<RecordMeta> other = disk_->meta(sibling);
+        if (sibling != cut.key && other && other->tokens.size() < part.size() &&
+            std::ranges::equal(other->tokens, part.first(other->tokens.size()))) {
+          job.supersedes.push_back(sibling);
+        }
       }
     }
-    job.records.push_back(std::move(record));
+    if (to_remote) shared.push_back(RemoteTier::Write{*name, to_disk ? record : std::move(record)});
+    if (to_disk) job.records.push_back(std::move(record));
+    return true;
+  };
+  for (const HostTier::Cut& cut : host_.cuts(lineage, tokens, 0)) {
+    keys.push_back(cut.key);
+    if (!persist(cut, true)) break;
   }
   // The wall segment (HostTier::wall_cut), so that other sessions find the whole shared prefix.
-  if (const std::optional<HostTier::Cut> wall = host_.wall_cut(lineage, tokens); wall && !disk_->has(wall->key)) {
-    const auto part = tokens.subspan(static_cast<size_t>(wall->begin), static_cast<size_t>(wall->stop - wall->begin));
-    Record record;
-    record.meta = RecordMeta{RecordKind::segment, model_key_, digest_from(lineage.ns), wall->key, wall->parent,
-                             wall->begin};
-    record.meta.scope = scope;
-    record.meta.tokens.assign(part.begin(), part.end());
-    record.payload = host_.serialize(holder, wall->begin, wall->stop);
-    if (!record.payload.empty()) job.records.push_back(std::move(record));
-  }
+  if (const std::optional<HostTier::Cut> wall = host_.wall_cut(lineage, tokens)) persist(*wall, false);
+  remote_write(std::move(shared));
+  if (!disk_) return;
   std::reverse(keys.begin(), keys.end());
   disk_->touch(keys);  // deepest first: the prefix stays newer than what extends it
   if (!job.records.empty()) disk_->enqueue(std::move(job));
@@ -158,7 +163,7 @@ HostTier::Plan PrefixCache::Impl::plan_with_disk(const Lineage& lineage, std::sp
 bool PrefixCache::Impl::keep_checkpoint(const Lineage& lineage, std::span<const Token> prefix,
                                         std::span<const Digest> chain, engine::Bytes state, const std::string& session,
                                         CheckpointKind kind, engine::Pos window_from, const ScopeId& scope) {
-  if (disk_) {
+  if (disk_ || remote_) {
     const auto position = static_cast<engine::Pos>(prefix.size());
     checkpoint_to_disk(lineage.ns, checkpoints_.key_of(lineage, prefix, chain, position), position, state, window_from,
                        scope);
@@ -170,12 +175,16 @@ void PrefixCache::Impl::checkpoint_to_disk(const std::string& ns, const Digest& 
                                            std::span<const std::uint8_t> state, engine::Pos window_from,
                                            const ScopeId& scope) {
   const Digest record_key = checkpoint_record_key(key);
-  if (!disk_ || state.empty() || disk_->has(record_key)) return;
+  const bool to_disk = disk_ && !disk_->has(record_key);
+  const std::string name = remote_checkpoint_name(record_key);
+  const bool to_remote = remote_ && !remote_->known(name);
+  if (state.empty() || (!to_disk && !to_remote)) return;
   Record record;
   record.meta = RecordMeta{RecordKind::checkpoint, model_key_, digest_from(ns), record_key, {}, position, window_from};
   record.meta.scope = scope;
   record.payload.assign(state.begin(), state.end());
-  disk_->enqueue(DiskStore::Job{{std::move(record)}, {}});
+  if (to_remote) remote_write({RemoteTier::Write{name, to_disk ? record : std::move(record)}});
+  if (to_disk) disk_->enqueue(DiskStore::Job{{std::move(record)}, {}});
 }
 
 bool PrefixCache::Impl::promote_checkpoint(const Lineage& lineage, std::span<const Token> query,

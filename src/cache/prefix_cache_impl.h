@@ -24,6 +24,7 @@
 #include "cache/host_tier.h"
 #include "cache/prefix_cache.h"
 #include "cache/radix_tree.h"
+#include "cache/remote_tier.h"
 
 namespace prefixd::cache {
 
@@ -106,6 +107,8 @@ struct Lease {
   std::vector<Digest> chain;          // checkpoint families: block chain of the prompt
   std::vector<engine::Pos> stops;     // checkpoint families: positions still to checkpoint, ascending
   engine::Pos window_from = 0;        // window-only models: where the sequence's unbroken window run starts
+  // A reuse reaching past this position came from the shared tier (kNoFork: it gave nothing).
+  std::int32_t remote_from = kNoFork;
 };
 
 // How much of `common` — the tokens `lease`'s prompt shares with `other`'s — `lease` may take from
@@ -130,6 +133,7 @@ class PrefixCache::Impl {
     std::random_device random;
     for (auto& byte : nonce_) byte = static_cast<std::uint8_t>(random());
     open_disk();
+    open_remote();
     publish();
   }
 
@@ -138,7 +142,7 @@ class PrefixCache::Impl {
   ReuseMode reuse_mode() const { return mode_; }
 
   // A request's life (prefix_cache.cpp); the public contract is in prefix_cache.h.
-  Acquisition acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq);
+  Acquisition acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq, RemoteFetch* fetched);
   Acquisition bypass(const ScopeId& scope);
   void advance(SeqId seq, std::int32_t computed);
   std::int32_t next_stop(SeqId seq) const;
@@ -162,6 +166,18 @@ class PrefixCache::Impl {
   // The disk tier (prefix_cache_disk.cpp).
   void flush_disk() {
     if (disk_) disk_->flush();
+  }
+
+  // The shared tier (prefix_cache_remote.cpp).
+  std::shared_ptr<RemoteFetch> fetch_remote(const RequestKey& key, std::span<const Token> prompt,
+                                            std::function<void()> on_done);
+  void abandon_remote(const RemoteFetch& fetch);
+  void flush_remote() {
+    if (remote_) remote_->flush();
+  }
+  std::optional<RemoteStats> remote_stats() const {
+    if (!remote_) return std::nullopt;
+    return remote_->stats();
   }
 
   // Artifacts (prefix_cache_artifacts.cpp).
@@ -220,8 +236,15 @@ class PrefixCache::Impl {
                        const ScopeId& scope);
   void checkpoint_to_disk(const std::string& ns, const Digest& key, engine::Pos position,
                           std::span<const std::uint8_t> state, engine::Pos window_from, const ScopeId& scope);
-  // Moves the disk's checkpoint of `query` at the highest position in (have, limit] into the
-  // checkpoint store; true when one was promoted.
+  // The shared tier (prefix_cache_remote.cpp): opened when URLs are configured (throws
+  // std::invalid_argument for a bad one); a done fetch's verified values adopted into the host tier
+  // and the checkpoint store for `lease` (returns the position past which they serve, kNoFork when
+  // nothing was adopted); writes queued behind; a record's name in the shared tier (nullopt: not
+  // shared, or no shared tier).
+  void open_remote();
+  std::int32_t adopt_remote(RemoteFetch& fetch, const Lease& lease);
+  void remote_write(std::vector<RemoteTier::Write> writes);
+  std::optional<std::string> remote_name_of(const Record& record) const;
   // Where the segments that rebuild the longest prefix of `tokens` exactly lie, on the host tier's
   // grid, using the tiers down to `deepest` (prefix_cache_paths.cpp). A pure query.
   // host_covering: a longer host segment at the same place starts with the cut's tokens (a tail
@@ -364,6 +387,7 @@ class PrefixCache::Impl {
   std::map<ScopeId, ScopeStats> scope_counters_;  // the counter fields of each scope's stats
   Digest nonce_{};    // random per cache: salts of requests without a session
   std::unique_ptr<DiskStore> disk_;  // null without a disk path
+  std::unique_ptr<RemoteTier> remote_;  // null without a shared tier
   struct SessionPrompt {
     RequestKey key;
     std::vector<Token> tokens;

@@ -55,6 +55,7 @@ CacheStats PrefixCache::Impl::stats() const {
     std::lock_guard lock(published_mutex_);
     out = published_;
   }
+  if (remote_) out.remote = remote_->stats();  // its threads move these between snapshots
   if (disk_) {  // the writer thread moves these between snapshots
     DiskStats disk = disk_->stats();
     disk.hits = out.disk.hits;
@@ -75,6 +76,10 @@ void PrefixCache::Impl::record(const Acquisition& got, const ScopeId& scope) {
   if (got.tier == Tier::disk) {
     stats_.disk.hits += 1;
     scoped.disk_hits += 1;
+  }
+  if (got.tier == Tier::remote) {
+    scoped.remote_hits += 1;
+    if (remote_) remote_->count_hit();
   }
   if (got.reused > 0) {
     stats_.hits += 1;

@@ -63,6 +63,9 @@ constexpr std::array kKeys{
     ConfigKey{"apc-hash", cache},
     ConfigKey{"cache-isolation", cache},
     ConfigKey{"cache-shared-prefix-file", cache},
+    ConfigKey{"cache-remote", cache},
+    ConfigKey{"cache-remote-timeout-ms", cache},
+    ConfigKey{"cache-remote-queue-bytes", cache},
     // [disk]: the disk tier and the artifacts stored beside it.
     ConfigKey{"cache-disk-path", disk},
     ConfigKey{"cache-disk-max-bytes", disk},

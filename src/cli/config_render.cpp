@@ -76,6 +76,11 @@ std::string comment(std::string_view text, std::size_t width = 100) {
 std::string current_value(CLI::Option& option) {
   option.capture_default_str();  // reads the bound variable
   std::string value = option.get_default_str();
+  // A repeatable option (a list) shows as its items joined by commas, which it reads back.
+  if (option.get_items_expected_max() > 1) {
+    if (value == "{}") return "";
+    if (value.size() >= 2 && value.front() == '[' && value.back() == ']') return value.substr(1, value.size() - 2);
+  }
   if (kind_of(option) == OptionKind::boolean) {
     if (value == "1") return "true";
     if (value == "0") return "false";

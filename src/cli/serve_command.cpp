@@ -17,6 +17,7 @@
 #include "cli/server_signals.h"
 #include "engine/engine.h"
 #include "engine/model_fingerprint.h"
+#include "remote/remote_endpoint.h"
 #include "scheduler/scheduler.h"
 
 namespace prefixd::cli {
@@ -113,6 +114,9 @@ int run_serve(ServeOptions& o) {
     }
     o.server.cache_shared_prefix = read_text_file(o.shared_prefix_path, "--cache-shared-prefix-file");
   }
+  for (const std::string& url : o.scheduler.cache.remote_urls) {
+    if (auto endpoint = remote::parse_remote_url(url); !endpoint) throw std::runtime_error("--cache-remote: " + endpoint.error());
+  }
   if (o.server.artifact_dir.empty() && !o.scheduler.cache.disk_path.empty()) {
     o.server.artifact_dir = (std::filesystem::path(o.scheduler.cache.disk_path) / "artifacts").string();
   }
@@ -169,6 +173,12 @@ int run_serve(ServeOptions& o) {
     spdlog::info("disk tier: {} (at most {:.1f} MiB, write-behind queue {:.1f} MiB), model fingerprint {}",
                  cache.disk_path, static_cast<double>(cache.disk_capacity_bytes) / (1 << 20),
                  static_cast<double>(cache.disk_queue_bytes) / (1 << 20), model->model().fingerprint);
+  }
+  if (cache_on && !cache.remote_urls.empty()) {
+    std::string seeds;
+    for (const std::string& url : cache.remote_urls) seeds += (seeds.empty() ? "" : ", ") + url;
+    spdlog::info("shared tier: {} (timeout {} ms, write-behind queue {:.1f} MiB)", seeds, cache.remote_timeout_ms,
+                 static_cast<double>(cache.remote_queue_bytes) / (1 << 20));
   }
   std::optional<api::HttpServer> server;
   try {
@@ -310,6 +320,17 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
   cmd->add_option("--cache-disk-queue-bytes", o->scheduler.cache.disk_queue_bytes,
                   "Bytes waiting to be written to the disk tier; writes beyond it are dropped, never waited for")
       ->capture_default_str()->envname("PREFIXD_CACHE_DISK_QUEUE_BYTES");
+  cmd->add_option("--cache-remote", o->scheduler.cache.remote_urls,
+                  "Shared cache tier on Valkey or Redis: redis://HOST:PORT (repeat, or separate with commas, for "
+                  "the seeds of a Valkey Cluster); servers of the same model share prefixes there (default: none)")
+      ->delimiter(',')->envname("PREFIXD_CACHE_REMOTE");
+  cmd->add_option("--cache-remote-timeout-ms", o->scheduler.cache.remote_timeout_ms,
+                  "Deadline of each shared-tier call and of a request's lookup there; past it the request runs "
+                  "without the shared tier")
+      ->capture_default_str()->envname("PREFIXD_CACHE_REMOTE_TIMEOUT_MS")->check(CLI::Range(1, 60000));
+  cmd->add_option("--cache-remote-queue-bytes", o->scheduler.cache.remote_queue_bytes,
+                  "Bytes waiting to be written to the shared tier; writes beyond it are dropped, never waited for")
+      ->capture_default_str()->envname("PREFIXD_CACHE_REMOTE_QUEUE_BYTES");
   cmd->add_option("--cache-artifact-path", o->server.artifact_dir,
                   "Directory of named artifacts (POST /v1/cache/save, /v1/cache/load); default: "
                   "<--cache-disk-path>/artifacts when a disk tier is set, else off")

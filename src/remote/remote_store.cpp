@@ -145,10 +145,9 @@ std::optional<std::string> RemoteStore::get(std::string_view key) {
   return std::move(get_many(std::span(&one, 1)).front());
 }
 
-std::vector<std::optional<std::string>> RemoteStore::get_many(std::span<const std::string> keys) {
-  LatencyScope latency(counters_);
-  std::lock_guard lock(mutex_);
-  std::vector<std::optional<std::string>> results(keys.size());
+std::vector<std::optional<NodeReply>> RemoteStore::pipelined(const std::string& verb,
+                                                              std::span<const std::string> keys) {
+  std::vector<std::optional<NodeReply>> results(keys.size());
   std::vector<std::string> full_keys;
   full_keys.reserve(keys.size());
   std::map<std::size_t, std::vector<std::size_t>> by_node;  // node index -> positions in keys
@@ -156,29 +155,53 @@ std::vector<std::optional<std::string>> RemoteStore::get_many(std::span<const st
     full_keys.push_back(config_.key_prefix + keys[i]);
     by_node[route(full_keys.back())].push_back(i);
   }
-  const auto record = [&](std::size_t position, const std::optional<NodeReply>& reply) {
-    if (reply && reply->kind == NodeReply::Kind::value) {
-      counters_.add_hits(1);
-      counters_.add_bytes_read(reply->text.size());
-      results[position] = reply->text;
-      return;
-    }
-    counters_.add_misses(1);
-    if (!reply || reply->kind != NodeReply::Kind::nil) counters_.add_errors(1);
-  };
   for (const auto& [node, positions] : by_node) {
     std::vector<Command> commands;
     commands.reserve(positions.size());
-    for (auto position : positions) commands.push_back({"GET", full_keys[position]});
+    for (auto position : positions) commands.push_back({verb, full_keys[position]});
     auto replies = nodes_[node]->pipeline(commands);
+    if (!replies) continue;
     for (std::size_t j = 0; j < positions.size(); ++j) {
-      if (!replies) {
-        record(positions[j], std::nullopt);
-      } else if (is_redirection((*replies)[j])) {
-        record(positions[j], follow_redirection((*replies)[j], commands[j], full_keys[positions[j]]));
+      if (is_redirection((*replies)[j])) {
+        results[positions[j]] = follow_redirection((*replies)[j], commands[j], full_keys[positions[j]]);
       } else {
-        record(positions[j], (*replies)[j]);
+        results[positions[j]] = std::move((*replies)[j]);
       }
+    }
+  }
+  return results;
+}
+
+std::vector<std::optional<std::string>> RemoteStore::get_many(std::span<const std::string> keys) {
+  LatencyScope latency(counters_);
+  std::lock_guard lock(mutex_);
+  std::vector<std::optional<std::string>> results(keys.size());
+  const auto replies = pipelined("GET", keys);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const auto& reply = replies[i];
+    if (reply && reply->kind == NodeReply::Kind::value) {
+      counters_.add_hits(1);
+      counters_.add_bytes_read(reply->text.size());
+      results[i] = std::move(reply->text);
+      continue;
+    }
+    counters_.add_misses(1);
+    if (!reply || reply->kind != NodeReply::Kind::nil) counters_.add_errors(1);
+  }
+  return results;
+}
+
+std::vector<bool> RemoteStore::exists_many(std::span<const std::string> keys) {
+  LatencyScope latency(counters_);
+  std::lock_guard lock(mutex_);
+  std::vector<bool> results(keys.size(), false);
+  const auto replies = pipelined("EXISTS", keys);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const auto& reply = replies[i];
+    if (reply && reply->kind == NodeReply::Kind::integer) {
+      results[i] = reply->integer > 0;
+    } else {
+      counters_.add_errors(1);
     }
   }
   return results;

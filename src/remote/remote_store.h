@@ -52,6 +52,9 @@ class RemoteStore {
   std::optional<std::string> get(std::string_view key);
   // One result per key, in order. One pipelined round trip per node the keys map to.
   std::vector<std::optional<std::string>> get_many(std::span<const std::string> keys);
+  // Whether each key is present (one pipelined EXISTS per node); false for a failed node too
+  // (counted as an error). Hits and misses count GETs only.
+  std::vector<bool> exists_many(std::span<const std::string> keys);
   bool set(std::string_view key, std::string_view value);
   // True when the server answered (whether or not the key existed).
   bool del(std::string_view key);
@@ -72,6 +75,9 @@ class RemoteStore {
   // Follows one MOVED or ASK reply for `command` (on `key`): updates the slot map for MOVED and
   // sends the command once to the named node. Returns the reply or nullopt when that node failed.
   std::optional<NodeReply> follow_redirection(const NodeReply& reply, const Command& command, std::string_view key);
+  // `verb KEY` for every key, pipelined per node, each redirection followed once; nullopt where
+  // the node failed.
+  std::vector<std::optional<NodeReply>> pipelined(const std::string& verb, std::span<const std::string> keys);
   // Runs one command on the node owning `key`, following one redirection.
   std::optional<NodeReply> execute(const Command& command, std::string_view key);
 

@@ -83,6 +83,17 @@ struct Queued {
   GenerationRequest request;
   std::shared_ptr<RequestStream> stream;
   Clock::time_point submitted;
+  // The shared tier's lookup of the prompt's prefix: planned once, while the request waits for it
+  // it is not admitted (and holds no sequence); once done it is adopted at acquire().
+  bool remote_planned = false;
+  std::shared_ptr<cache::RemoteFetch> fetch;
+};
+
+// Lets the shared tier's reader thread wake the scheduler; cut off before the scheduler's members
+// go (the cache, which owns the reader thread, is destroyed after them).
+struct FetchSignal {
+  std::mutex mutex;
+  std::function<void()> wake;
 };
 
 }  // namespace
@@ -114,6 +125,13 @@ class Scheduler::Impl {
     pack_prefills_ = options_.pack_prefills.value_or(engine_.model().on_accelerator);
     cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders), scratch,
                                                   options_.cache.enabled ? pin : -1);
+    fetch_signal_->wake = [this] {
+      {
+        std::lock_guard lock(mutex_);
+        fetch_ready_ = true;
+      }
+      wake_.notify_all();
+    };
     free_seqs_.reserve(static_cast<size_t>(options_.n_slots));
     for (engine::SeqId s = options_.n_slots - 1; s >= 0; --s) free_seqs_.push_back(s);
     thread_ = std::thread([this] { run(); });
@@ -126,6 +144,8 @@ class Scheduler::Impl {
     }
     wake_.notify_all();
     thread_.join();
+    std::lock_guard lock(fetch_signal_->mutex);
+    fetch_signal_->wake = nullptr;
   }
 
   std::expected<std::shared_ptr<RequestStream>, SubmitError> submit(GenerationRequest request) {
@@ -135,11 +155,13 @@ class Scheduler::Impl {
       return reject(SubmitError::prompt_too_long);
     }
     if (stopping_) return reject(SubmitError::shutting_down);
-    if (static_cast<std::int32_t>(queue_.size()) >= options_.max_queued) return reject(SubmitError::queue_full);
+    if (static_cast<std::int32_t>(queue_.size() + fetching_.size()) >= options_.max_queued) {
+      return reject(SubmitError::queue_full);
+    }
     auto stream = std::make_shared<RequestStream>();
     queue_.push_back(Queued{++next_id_, std::move(request), stream, Clock::now()});
     ++stats_.requests_total;
-    stats_.queued = static_cast<std::int32_t>(queue_.size());
+    stats_.queued = static_cast<std::int32_t>(queue_.size() + fetching_.size());
     wake_.notify_all();
     return stream;
   }
@@ -193,8 +215,8 @@ class Scheduler::Impl {
       std::deque<std::function<void()>> commands;
       {
         std::unique_lock lock(mutex_);
-        wake_.wait_for(lock, std::chrono::seconds(1), [this] {
-          return stopping_ || !queue_.empty() || !active_.empty() || !commands_.empty();
+        wake_.wait_for(lock, wait_limit(), [this] {
+          return stopping_ || !queue_.empty() || !active_.empty() || !commands_.empty() || fetch_ready_;
         });
         if (stopping_) break;
         commands.swap(commands_);
@@ -224,9 +246,62 @@ class Scheduler::Impl {
     }
   }
 
+  // How long the loop may sleep: a second, or until the earliest shared-tier lookup's deadline.
+  // REQUIRES: mutex_ held.
+  Clock::duration wait_limit() const {
+    Clock::duration limit = std::chrono::seconds(1);
+    const auto now = Clock::now();
+    for (const Queued& q : fetching_) limit = std::min<Clock::duration>(limit, std::max(q.fetch->deadline() - now, Clock::duration::zero()));
+    return limit;
+  }
+
+  // Starts the shared tier's lookup of each newly queued prompt that could gain from it (the
+  // request waits outside the queue until it is done), and returns to the queue, in order, the
+  // requests whose lookup is done, past its deadline, or whose client went away.
+  // REQUIRES: mutex_ held.
+  void plan_and_collect_fetches() {
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (it->remote_planned || !it->request.cache.enabled || it->stream->cancelled()) {
+        ++it;
+        continue;
+      }
+      it->remote_planned = true;
+      const cache::RequestKey key{it->request.cache.namespace_digest, it->request.cache.session_key,
+                                  it->request.cache.boundaries, it->request.cache.scope,
+                                  it->request.cache.shared_prefix};
+      it->fetch = cache_->fetch_remote(key, it->request.prompt, [signal = fetch_signal_] {
+        std::lock_guard lock(signal->mutex);
+        if (signal->wake) signal->wake();
+      });
+      if (!it->fetch) {
+        ++it;
+        continue;
+      }
+      fetching_.push_back(std::move(*it));
+      it = queue_.erase(it);
+    }
+    fetch_ready_ = false;
+    const auto now = Clock::now();
+    for (auto it = fetching_.begin(); it != fetching_.end();) {
+      const bool done = it->fetch->done();
+      if (!done && now < it->fetch->deadline() && !it->stream->cancelled()) {
+        ++it;
+        continue;
+      }
+      if (!done) {
+        cache_->abandon_remote(*it->fetch);
+        it->fetch.reset();
+      }
+      const auto at = std::ranges::find_if(queue_, [&](const Queued& q) { return q.id > it->id; });
+      queue_.insert(at, std::move(*it));
+      it = fetching_.erase(it);
+    }
+  }
+
   // Moves queued requests into free sequences while their prompts fit in the free cells.
   void admit() {
     std::lock_guard lock(mutex_);
+    plan_and_collect_fetches();
     while (!queue_.empty() && !free_seqs_.empty()) {
       Queued& next = queue_.front();
       if (next.stream->cancelled()) {
@@ -243,7 +318,7 @@ class Scheduler::Impl {
       start(std::move(next));
       queue_.pop_front();
     }
-    stats_.queued = static_cast<std::int32_t>(queue_.size());
+    stats_.queued = static_cast<std::int32_t>(queue_.size() + fetching_.size());
     stats_.running = static_cast<std::int32_t>(active_.size());
   }
 
@@ -281,11 +356,12 @@ class Scheduler::Impl {
     a->sampler = std::move(sampler);
     a->text = TextStream(queued.request.stop);
     a->request = std::move(queued.request);
+    const std::shared_ptr<cache::RemoteFetch> fetched = std::move(queued.fetch);
     engine_.remove_sequence(a->seq, 0, -1);
     if (a->uses_cache()) {
       observe_echo(*a);
       const auto acquire_start = Clock::now();
-      const cache::Acquisition got = cache_->acquire(a->cache_key(), a->tokens, a->seq);
+      const cache::Acquisition got = cache_->acquire(a->cache_key(), a->tokens, a->seq, fetched.get());
       spdlog::trace("request {}: cache acquire took {:.1f} ms", a->id,
                     std::chrono::duration<double, std::milli>(Clock::now() - acquire_start).count());
       apply(*a, got);
@@ -634,6 +710,8 @@ class Scheduler::Impl {
     std::lock_guard lock(mutex_);
     for (Queued& q : queue_) finish_unstarted(q, FinishReason::cancelled, "the server is shutting down");
     queue_.clear();
+    for (Queued& q : fetching_) finish_unstarted(q, FinishReason::cancelled, "the server is shutting down");
+    fetching_.clear();
   }
 
   engine::Engine& engine_;
@@ -651,6 +729,9 @@ class Scheduler::Impl {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Queued> queue_;
+  std::vector<Queued> fetching_;  // waiting for their shared-tier lookup (plan_and_collect_fetches)
+  bool fetch_ready_ = false;      // a lookup finished since the loop last looked
+  std::shared_ptr<FetchSignal> fetch_signal_ = std::make_shared<FetchSignal>();
   std::deque<std::function<void()>> commands_;
   std::vector<engine::SeqId> free_seqs_;
   SchedulerStats stats_;
