@@ -19,82 +19,15 @@
 #include "remote/hash_slot.h"
 #include "remote/remote_store.h"
 #include "server_process.h"
+#include "valkey_process.h"
 
 namespace prefixd::remote {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-// The output of a shell command (valkey-cli), or "" when it could not run.
-struct PipeClose {
-  void operator()(FILE* pipe) const { pclose(pipe); }
-};
-std::string run_command(const std::string& command) {
-  std::unique_ptr<FILE, PipeClose> pipe(popen(command.c_str(), "r"));
-  if (!pipe) return {};
-  std::string out;
-  std::array<char, 512> buffer{};
-  while (fgets(buffer.data(), static_cast<int>(buffer.size()), pipe.get()) != nullptr) out += buffer.data();
-  return out;
-}
-
-bool have_program(const std::string& name) { return run_command("command -v " + name + " 2>/dev/null") != ""; }
-
-// A valkey-server child on a loopback port, without persistence, killed and reaped on destruction.
-class ValkeyProcess {
- public:
-  explicit ValkeyProcess(int port, std::vector<std::string> extra_args = {}) : port_(port), extra_args_(std::move(extra_args)) {
-    start();
-  }
-  ~ValkeyProcess() { kill_now(); }
-  ValkeyProcess(const ValkeyProcess&) = delete;
-  ValkeyProcess& operator=(const ValkeyProcess&) = delete;
-
-  int port() const { return port_; }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
-  std::string cli(const std::string& args) const {
-    return run_command("valkey-cli -p " + std::to_string(port_) + " " + args + " 2>&1");
-  }
-  void signal(int signal_number) const { ::kill(pid_, signal_number); }
-
-  void kill_now() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGCONT);
-    ::kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
-  void start() {
-    std::vector<std::string> args{"valkey-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                  "--save", "", "--appendonly", "no", "--loglevel", "warning"};
-    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      // Its startup warnings (memory overcommit) are noise in the test output.
-      const int null_fd = open("/dev/null", O_WRONLY);
-      dup2(null_fd, STDOUT_FILENO);
-      dup2(null_fd, STDERR_FILENO);
-      std::vector<char*> argv;
-      for (auto& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      execvp("valkey-server", argv.data());
-      _exit(127);
-    }
-    const auto deadline = Clock::now() + 10s;
-    while (Clock::now() < deadline) {
-      if (cli("ping").starts_with("PONG")) return;
-      std::this_thread::sleep_for(50ms);
-    }
-    throw std::runtime_error("valkey-server did not answer on port " + std::to_string(port_));
-  }
-
- private:
-  int port_;
-  std::vector<std::string> extra_args_;
-  pid_t pid_ = -1;
-};
+using prefixd::testing::have_program;
+using prefixd::testing::ValkeyProcess;
 
 std::unique_ptr<RemoteStore> make_store(RemoteStoreConfig config) {
   auto store = RemoteStore::create(std::move(config));
@@ -196,31 +129,7 @@ class RemoteStoreCluster : public ::testing::Test {
   void SetUp() override {
     if (!have_program("valkey-server")) GTEST_SKIP() << "valkey-server is not on PATH (run through scripts/in-env)";
     if (!have_program("valkey-cli")) GTEST_SKIP() << "valkey-cli is not on PATH: cannot create a cluster";
-    dir_ = std::filesystem::temp_directory_path() / ("prefixd-valkey-cluster-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir_);
-    std::string create = "valkey-cli --cluster create";
-    for (int i = 0; i < 3; ++i) {
-      // A cluster node also listens on its port + 10000 (the cluster bus), so ports stay low.
-      int port = prefixd::testing::pick_free_port();
-      while (port > 55000) port = prefixd::testing::pick_free_port();
-      nodes_.push_back(std::make_unique<ValkeyProcess>(
-          port, std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file",
-                                         "nodes-" + std::to_string(port) + ".conf", "--dir", dir_.string()}));
-      create += " 127.0.0.1:" + std::to_string(port);
-    }
-    const auto output = run_command(create + " --cluster-replicas 0 --cluster-yes 2>&1");
-    const auto deadline = Clock::now() + 20s;
-    for (const auto& node : nodes_) {
-      while (node->cli("cluster info").find("cluster_state:ok") == std::string::npos) {
-        ASSERT_LT(Clock::now(), deadline) << "the cluster did not form:\n" << output;
-        std::this_thread::sleep_for(100ms);
-      }
-    }
-  }
-  void TearDown() override {
-    nodes_.clear();
-    std::error_code ignored;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+    cluster_ = std::make_unique<prefixd::testing::ValkeyCluster>(3);
   }
   std::vector<std::string> keys(int count) const {
     std::vector<std::string> out;
@@ -228,30 +137,31 @@ class RemoteStoreCluster : public ::testing::Test {
     return out;
   }
 
-  std::filesystem::path dir_;
-  std::vector<std::unique_ptr<ValkeyProcess>> nodes_;
+  const std::vector<std::unique_ptr<ValkeyProcess>>& nodes() const { return cluster_->nodes(); }
+
+  std::unique_ptr<prefixd::testing::ValkeyCluster> cluster_;
 };
 
 TEST_F(RemoteStoreCluster, DetectedClusterSpreadsKeysOverNodesWithoutRedirections) {
-  auto store = make_store({.seed_urls = {nodes_[0]->url()}, .timeout = 500ms, .key_prefix = "fp:"});
+  auto store = make_store({.seed_urls = {nodes()[0]->url()}, .timeout = 500ms, .key_prefix = "fp:"});
   const auto all = keys(200);
   for (const auto& key : all) ASSERT_TRUE(store->set(key, "v-" + key));
   EXPECT_TRUE(store->cluster_enabled());
   const auto values = store->get_many(all);
   for (std::size_t i = 0; i < all.size(); ++i) EXPECT_EQ(values[i], "v-" + all[i]);
   EXPECT_EQ(store->counters().redirections, 0u) << "the slot map came from CLUSTER SLOTS";
-  for (const auto& node : nodes_) EXPECT_NE(node->cli("dbsize"), "0\n") << "every node holds some keys";
+  for (const auto& node : nodes()) EXPECT_NE(node->cli("dbsize"), "0\n") << "every node holds some keys";
 }
 
 TEST_F(RemoteStoreCluster, SlotFunctionAgreesWithTheServer) {
   for (const std::string key : {"foo", "123456789", "{user1000}.following", "fp:key-7", "a{}b", "x{y}z{w}"}) {
-    EXPECT_EQ(nodes_[0]->cli("cluster keyslot '" + key + "'"), std::to_string(key_hash_slot(key)) + "\n") << key;
+    EXPECT_EQ(nodes()[0]->cli("cluster keyslot '" + key + "'"), std::to_string(key_hash_slot(key)) + "\n") << key;
   }
 }
 
 TEST_F(RemoteStoreCluster, StaleSlotMapIsCorrectedByMovedRedirections) {
   // Explicit cluster mode starts with an empty slot map: every key first goes to the seed.
-  auto store = make_store({.seed_urls = {nodes_[1]->url()}, .timeout = 500ms, .cluster_mode = ClusterMode::cluster});
+  auto store = make_store({.seed_urls = {nodes()[1]->url()}, .timeout = 500ms, .cluster_mode = ClusterMode::cluster});
   const auto all = keys(100);
   for (const auto& key : all) ASSERT_TRUE(store->set(key, "v-" + key));
   const auto learned = store->counters().redirections;
@@ -264,16 +174,16 @@ TEST_F(RemoteStoreCluster, StaleSlotMapIsCorrectedByMovedRedirections) {
 
 
 TEST_F(RemoteStoreCluster, AskRedirectionDuringAMigrationReachesTheImportingNode) {
-  auto store = make_store({.seed_urls = {nodes_[0]->url()}, .timeout = 500ms});
+  auto store = make_store({.seed_urls = {nodes()[0]->url()}, .timeout = 500ms});
   const std::string key = "migrating-key";
   // The node that owns the key's slot answers it; the others answer MOVED.
-  std::size_t owner = nodes_.size();
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i]->cli("get " + key).find("MOVED") == std::string::npos) owner = i;
+  std::size_t owner = nodes().size();
+  for (std::size_t i = 0; i < nodes().size(); ++i) {
+    if (nodes()[i]->cli("get " + key).find("MOVED") == std::string::npos) owner = i;
   }
-  ASSERT_LT(owner, nodes_.size());
-  const auto& source = *nodes_[owner];
-  const auto& target = *nodes_[(owner + 1) % nodes_.size()];
+  ASSERT_LT(owner, nodes().size());
+  const auto& source = *nodes()[owner];
+  const auto& target = *nodes()[(owner + 1) % nodes().size()];
   const auto trim = [](std::string text) { return text.substr(0, text.find_first_of("\r\n")); };
   const std::string slot = std::to_string(key_hash_slot(key));
   ASSERT_EQ(trim(target.cli("cluster setslot " + slot + " importing " + trim(source.cli("cluster myid")))), "OK");
