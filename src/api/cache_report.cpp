@@ -255,9 +255,11 @@ std::string cache_metrics_text(const cache::CacheStats& s) {
            "Shared-tier lookups that brought back at least one usable value.", r.fetch_hits);
   m.single("prefixd_cache_remote_lookup_timeouts_total", "counter",
            "Shared-tier lookups a request stopped waiting for at --cache-remote-timeout-ms.", r.fetch_timeouts);
-  m.single("prefixd_cache_remote_lookup_seconds_sum", "counter", "Wall time of shared-tier lookups.",
+  m.single("prefixd_cache_remote_lookup_seconds_total", "counter",
+           "Wall time of shared-tier lookups run (mean latency: divide by the lookups run).",
            static_cast<double>(r.fetch_latency_us_sum) / 1e6);
-  m.single("prefixd_cache_remote_lookup_seconds_count", "counter", "Shared-tier lookups timed.",
+  m.single("prefixd_cache_remote_lookups_run_total", "counter",
+           "Shared-tier lookups the reader ran (a lookup whose deadline passed in the queue is not run).",
            r.fetch_latency_count);
   m.single("prefixd_cache_remote_misses_total", "counter", "Shared-tier GETs that found nothing (or failed).",
            r.gets_missed);
