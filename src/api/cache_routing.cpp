@@ -1,5 +1,6 @@
 #include "api/cache_routing.h"
 
+#include <algorithm>
 #include <charconv>
 #include <random>
 
@@ -26,8 +27,11 @@ nlohmann::ordered_json cache_summary_json(const SummaryHeader& header, const cac
     out["unchanged"] = true;
     return out;
   }
+  // Sorted here, on the HTTP worker, not on the engine thread that gathered them.
+  std::vector<cache::Digest> sorted = summary.blocks;
+  std::ranges::sort(sorted);
   nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
-  for (const cache::Digest& block : summary.blocks) blocks.push_back(cache::to_hex(block));
+  for (const cache::Digest& block : sorted) blocks.push_back(cache::to_hex(block));
   out["blocks"] = std::move(blocks);
   return out;
 }

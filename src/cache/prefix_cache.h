@@ -235,7 +235,7 @@ struct HeldPrefix {
 // What the cache holds, as content addresses (prefix_cache_summary.cpp): for a router that sends a
 // request where its prefix already is. `blocks` are the chain hashes (BlockHasher::chain) after
 // every whole block of every prefix the device, host and disk tiers keep (checkpoints alone are not
-// a prefix), sorted and unique. `version` changes exactly when the set does.
+// a prefix), unique, in no particular order. `version` changes exactly when the set does.
 struct CacheSummary {
   std::uint64_t version = 0;
   bool unchanged = false;        // the caller's version is current: `blocks` is left empty

@@ -377,11 +377,12 @@ class PrefixCache::Impl {
   std::uint64_t session_order_ = 0;
   Digest model_key_{};
 
-  // summary()'s memo: block chains per segment key and per device entry, the last set, its version.
+  // summary()'s memo: block chains per segment key and per device entry, how many of them list
+  // each block (the set is the keys), and the set's version.
   struct SummaryMemo {
     std::unordered_map<Digest, std::vector<Digest>, DigestHash> segments;
     std::map<std::pair<EntryId, std::size_t>, std::vector<Digest>> entries;
-    std::vector<Digest> blocks;
+    std::unordered_map<Digest, std::int64_t, DigestHash> blocks;
     std::uint64_t version = 0;
   };
   SummaryMemo summary_memo_;

@@ -49,21 +49,38 @@ void DiskStore::for_each_segment(const std::function<void(const RecordMeta&)>& v
 CacheSummary PrefixCache::Impl::summary(std::optional<std::uint64_t> since) {
   SummaryMemo& memo = summary_memo_;
   const std::int32_t segment_tokens = host_.segment_tokens();
+  // The set changes only when a block's count goes from 0 to 1 or back; nothing is sorted here
+  // (the engine thread waits for this call): a caller that wants order sorts its copy.
+  bool changed = false;
+  const auto count = [&](const std::vector<Digest>& chain, std::int64_t delta) {
+    for (const Digest& block : chain) {
+      auto [it, inserted] = memo.blocks.try_emplace(block, 0);
+      it->second += delta;
+      if (inserted || it->second == 0) changed = true;  // a block appeared or went
+      if (it->second == 0) memo.blocks.erase(it);
+    }
+  };
 
   decltype(memo.entries) entries;
   for (const auto& [id, e] : entries_) {
     const std::pair key{id, e.tokens.size()};
-    auto found = memo.entries.find(key);
-    entries.emplace(key, found != memo.entries.end() ? std::move(found->second) : hasher_.chain(e.lineage, e.tokens));
+    if (auto found = memo.entries.find(key); found != memo.entries.end()) {
+      entries.emplace(key, std::move(found->second));
+      memo.entries.erase(found);
+    } else {
+      count(entries.emplace(key, hasher_.chain(e.lineage, e.tokens)).first->second, +1);
+    }
   }
-  memo.entries = std::move(entries);
 
   decltype(memo.segments) segments;
   const auto keep_segment = [&](const Digest& key, const Digest& parent, std::span<const Token> tokens) {
-    if (segments.contains(key)) return;
-    auto found = memo.segments.find(key);
-    segments.emplace(key, found != memo.segments.end() ? std::move(found->second)
-                                                       : segment_blocks(hasher_, segment_tokens, key, parent, tokens));
+    if (segments.contains(key)) return;  // in both the host and the disk tier
+    if (auto found = memo.segments.find(key); found != memo.segments.end()) {
+      segments.emplace(key, std::move(found->second));
+      memo.segments.erase(found);
+    } else {
+      count(segments.emplace(key, segment_blocks(hasher_, segment_tokens, key, parent, tokens)).first->second, +1);
+    }
   };
   for (const auto& [parent, key] : host_.store().parent_links()) {
     if (const HostSegment* s = host_.store().peek(key)) keep_segment(key, parent, s->token_ids);
@@ -71,17 +88,12 @@ CacheSummary PrefixCache::Impl::summary(std::optional<std::uint64_t> since) {
   if (disk_) {
     disk_->for_each_segment([&](const RecordMeta& meta) { keep_segment(meta.key, meta.parent, meta.tokens); });
   }
+  // Removals last, so a prefix that moved between tiers since the last call is no change.
+  for (const auto& [key, chain] : memo.entries) count(chain, -1);   // entries gone or cut back
+  for (const auto& [key, chain] : memo.segments) count(chain, -1);  // segments gone from both tiers
+  memo.entries = std::move(entries);
   memo.segments = std::move(segments);
-
-  std::vector<Digest> blocks;
-  for (const auto& [key, chain] : memo.entries) blocks.insert(blocks.end(), chain.begin(), chain.end());
-  for (const auto& [key, chain] : memo.segments) blocks.insert(blocks.end(), chain.begin(), chain.end());
-  std::ranges::sort(blocks);
-  blocks.erase(std::ranges::unique(blocks).begin(), blocks.end());
-  if (blocks != memo.blocks) {
-    memo.blocks = std::move(blocks);
-    ++memo.version;
-  }
+  if (changed) ++memo.version;
 
   CacheSummary out;
   out.version = memo.version;
@@ -89,7 +101,8 @@ CacheSummary PrefixCache::Impl::summary(std::optional<std::uint64_t> since) {
   if (since == memo.version) {
     out.unchanged = true;
   } else {
-    out.blocks = memo.blocks;
+    out.blocks.reserve(memo.blocks.size());
+    for (const auto& [block, n] : memo.blocks) out.blocks.push_back(block);
   }
   return out;
 }
