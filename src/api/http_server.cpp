@@ -20,6 +20,7 @@
 #include "api/access.h"
 #include "api/cache_control.h"
 #include "api/cache_report.h"
+#include "api/cache_routing.h"
 #include "api/cache_scope_report.h"
 #include "api/errors.h"
 #include "api/output_grammar.h"
@@ -29,6 +30,7 @@
 #include "api/stream_relay.h"
 #include "api/tokenize_route.h"
 #include "api/transport_metrics.h"
+#include "cache/disk_format.h"
 
 namespace prefixd::api {
 namespace {
@@ -45,6 +47,7 @@ constexpr Route kRoutes[] = {
     {"/chat/completions", "POST"}, {"/v1/completions", "POST"},   {"/completions", "POST"},
     {"/metrics", "GET"},         {"/tokenize", "POST"},           {"/apply-template", "POST"},
     {"/v1/cache/stats", "GET"},  {"/v1/cache/reset", "POST"},
+    {"/v1/cache/summary", "GET"}, {"/v1/cache/chain", "POST"},
 };
 
 // The control plane's operations live under this path (cache_control.h).
@@ -205,6 +208,8 @@ class HttpServer::Impl {
                    report.bytes);
       return json_response(200, cache_reset_json(report).dump());
     }
+    if (get && path == "/v1/cache/summary") return cache_summary(req);
+    if (post && path == "/v1/cache/chain") return cache_chain(req);
     if (path.starts_with(kCachePrefix)) {
       const std::string_view operation = std::string_view(path).substr(kCachePrefix.size());
       if (const char* methods = CacheControl::methods_of(operation)) return cache_control(req, operation, methods);
@@ -244,6 +249,62 @@ class HttpServer::Impl {
                           .body = metrics_text(stats) + ttft_metrics_text(stats) + cache_metrics_text(cache) +
                                   tenant_metrics_text(cache, TenantNames(keys_.get())) + control_.metrics_text() +
                                   transport_metrics_text(transport_.stats())};
+  }
+
+  // GET /v1/cache/summary (cache_routing.h): scoped like /metrics, it names every tenant's prefixes.
+  http::Response cache_summary(const http::Request& req) {
+    const auto admin = caller_of(req).and_then([](const Caller& c) { return require_admin(c, "/v1/cache/summary"); });
+    if (!admin) return error_response(admin.error());
+    const auto since = parse_since(req.query_param("since"));
+    if (!since) return error_response(since.error());
+    cache::CacheSummary summary;
+    if (!scheduler_.with_cache([&](cache::PrefixCache& cache) { summary = cache.summary(*since); })) {
+      return error_response(shutting_down_error());
+    }
+    const scheduler::SchedulerStats stats = scheduler_.stats();
+    const cache::CacheConfig& config = scheduler_.cache_config();
+    const SummaryHeader header{.server_id = server_id_, .block_size = config.block_size,
+                               .hash = cache::hash_algorithm_name(config.hash), .running = stats.running,
+                               .queued = stats.queued, .slots = options_.slots};
+    return json_response(200, dump_json(cache_summary_json(header, summary)));
+  }
+
+  // POST /v1/cache/chain (cache_routing.h): the request's prompt and cache key built exactly as
+  // serve() builds them for this caller, hashed on the engine thread; nothing is queued or kept.
+  http::Response cache_chain(const http::Request& req) {
+    const auto query = parse_chain_query(req.body);
+    if (!query) return error_response(query.error());
+    const auto caller = caller_of(req);
+    if (!caller) return error_response(caller.error());
+    std::expected<scheduler::GenerationRequest, ApiError> generation = std::unexpected(ApiError{});
+    std::string session;
+    if (query->endpoint == Endpoint::chat) {
+      if (auto refused = prompts_.refuse_oversized_chat(query->request_body, scheduler_.max_prompt_tokens())) {
+        return error_response(*refused);
+      }
+      auto parsed = parse_chat_request(query->request_body, parse_options_);
+      if (parsed) session = parsed->params.cache.session_key;
+      generation = build(std::move(parsed), caller->tenant);
+    } else {
+      if (auto refused = prompts_.refuse_oversized_completion(query->request_body, scheduler_.max_prompt_tokens())) {
+        return error_response(*refused);
+      }
+      auto parsed = parse_completion_request(query->request_body, parse_options_);
+      if (parsed) session = parsed->params.cache.session_key;
+      generation = build(std::move(parsed), caller->tenant);
+    }
+    if (!generation) return error_response(generation.error());
+    if (generation->cache.enabled) control_.adjust(*generation, caller->tenant, session);
+    std::vector<cache::Digest> blocks;
+    if (generation->cache.enabled) {
+      const scheduler::CacheOptions& c = generation->cache;
+      const cache::RequestKey key{c.namespace_digest, c.session_key, c.boundaries, c.scope, c.shared_prefix};
+      if (!scheduler_.with_cache([&](cache::PrefixCache& cache) { blocks = cache.chain_of(key, generation->prompt); })) {
+        return error_response(shutting_down_error());
+      }
+    }
+    return json_response(200, dump_json(cache_chain_json(model_key_, scheduler_.cache_config().block_size,
+                                                          generation->prompt.size(), blocks)));
   }
 
   // The caller of a request (access.h).
@@ -423,6 +484,8 @@ class HttpServer::Impl {
   IdGenerator ids_;
   std::int64_t started_;
   std::atomic<bool> stopping_{false};
+  const std::string server_id_ = random_server_id();  // GET /v1/cache/summary
+  const cache::Digest model_key_ = cache::model_key(engine_.model().fingerprint, engine_.model().runtime_signature);
   http::Server transport_;  // last: its workers call into the members above
 };
 

@@ -32,6 +32,7 @@ struct ServerOptions {
   bool allow_special_in_content = false;  // special-token strings in messages act as control tokens
   CacheIsolation cache_isolation = CacheIsolation::tenant;
   std::string cache_shared_prefix;        // text every session of a tenant shares (session isolation)
+  std::int32_t slots = 0;                 // requests decoded at once (reported in /v1/cache/summary)
 };
 
 class HttpServer {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <list>
 #include <map>
 #include <mutex>
@@ -93,6 +94,9 @@ class DiskStore {
   // Removes the files of `scope`, and drops its queued jobs (counted as `reset`); returns what they
   // held.
   ScopeUsage clear_scope(const ScopeId& scope);
+  // Calls `visit` with the header of every indexed segment file, under the store's lock (keep it
+  // short). Defined with its one user, the holdings summary (prefix_cache_summary.cpp).
+  void for_each_segment(const std::function<void(const RecordMeta&)>& visit) const;
   DiskStats stats() const;
   // Files, bytes and segment tokens per scope.
   UsageByScope usage_by_scope() const;

@@ -241,6 +241,17 @@ struct HeldPrefix {
   std::int32_t checkpoint = 0;  // checkpoint families: the latest checkpoint usable with them (0: none)
 };
 
+// What the cache holds, as content addresses (prefix_cache_summary.cpp): for a router that sends a
+// request where its prefix already is. `blocks` are the chain hashes (BlockHasher::chain) after
+// every whole block of every prefix the device, host and disk tiers keep (checkpoints alone are not
+// a prefix), unique, in no particular order. `version` changes exactly when the set does.
+struct CacheSummary {
+  std::uint64_t version = 0;
+  bool unchanged = false;        // the caller's version is current: `blocks` is left empty
+  Digest model_key{};            // model_key() of the loaded model and runtime
+  std::vector<Digest> blocks;
+};
+
 class PrefixCache {
  public:
   // `holders` are sequence ids the cache may keep entries in; `scratch` is one more id it uses
@@ -354,6 +365,15 @@ class PrefixCache {
   // artifact's manifest and tokens.
   ArtifactInfo load_artifact(const std::filesystem::path& path, const ScopeId& scope = {},
                              const std::function<void(const Artifact&)>& admit = {});
+
+  // The holdings summary; with `since` equal to the current version only the version comes back
+  // (unchanged). Per-segment chains are memoized (segments never change), so a repeated call
+  // hashes only what is new.
+  CacheSummary summary(std::optional<std::uint64_t> since = std::nullopt);
+  // The chain hashes of `prompt`'s whole blocks as this cache addresses them for `key` (its
+  // namespace, forked at the key's shared prefix for its session): what summary() lists once the
+  // prompt is held. A pure query.
+  std::vector<Digest> chain_of(const RequestKey& key, std::span<const engine::Token> prompt) const;
 
   // Thread-safe: a snapshot published after every mutating call.
   CacheStats stats() const;

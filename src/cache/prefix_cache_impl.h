@@ -192,6 +192,10 @@ class PrefixCache::Impl {
   HeldPrefix held(const RequestKey& key, std::span<const Token> tokens) const;
   ResetReport forget(const RequestKey& key, std::span<const Token> tokens, engine::Pos keep);
 
+  // The holdings summary (prefix_cache_summary.cpp).
+  CacheSummary summary(std::optional<std::uint64_t> since);
+  std::vector<Digest> chain_of(const RequestKey& key, std::span<const Token> prompt) const;
+
   // Counters and the published snapshot (prefix_cache_stats.cpp).
   CacheStats stats() const;
   std::string verify() const;
@@ -396,6 +400,16 @@ class PrefixCache::Impl {
   std::unordered_map<std::string, SessionPrompt> session_prompts_;  // by session_id(); the newest 1024
   std::uint64_t session_order_ = 0;
   Digest model_key_{};
+
+  // summary()'s memo: block chains per segment key and per device entry, how many of them list
+  // each block (the set is the keys), and the set's version.
+  struct SummaryMemo {
+    std::unordered_map<Digest, std::vector<Digest>, DigestHash> segments;
+    std::map<std::pair<EntryId, std::size_t>, std::vector<Digest>> entries;
+    std::unordered_map<Digest, std::int64_t, DigestHash> blocks;
+    std::uint64_t version = 0;
+  };
+  SummaryMemo summary_memo_;
 
   mutable std::mutex published_mutex_;
   CacheStats published_;

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   add(prefixd::cli::add_cache_command);
   add(prefixd::cli::add_soak_command);
   add(prefixd::cli::add_config_command);
+  add(prefixd::cli::add_route_command);
+  add(prefixd::cli::add_route_bench_command);
 
   try {
     app.parse(argc, argv);

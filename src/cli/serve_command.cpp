@@ -148,6 +148,7 @@ int run_serve(ServeOptions& o) {
   cache.compaction = cache::parse_compaction(o.compaction);
   if (o.prefill_packing != "auto") o.scheduler.pack_prefills = o.prefill_packing == "on";
   o.scheduler.n_slots = o.context.n_parallel;
+  o.server.slots = o.context.n_parallel;
   const std::size_t per_token = model->model().kv_bytes_per_token;
   scheduler::Scheduler scheduler(*model, o.scheduler);
   const cache::CacheConfig& resolved = scheduler.cache_config();

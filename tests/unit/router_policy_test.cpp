@@ -1,0 +1,107 @@
+// The router's decision and its view of a backend, without servers.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "router/backend.h"
+#include "router/policy.h"
+
+namespace prefixd::router {
+namespace {
+
+using nlohmann::json;
+
+TEST(RouterPolicy, LongestHeldPrefixWins) {
+  const std::vector<Candidate> candidates = {{.backend = 0, .matched_blocks = 2, .load = 0},
+                                             {.backend = 1, .matched_blocks = 10, .load = 0},
+                                             {.backend = 2, .matched_blocks = 0, .load = 0}};
+  const Choice choice = choose_by_prefix(candidates, 16, 64, 0);
+  EXPECT_EQ(choice.backend, 1u);
+  EXPECT_EQ(choice.reason, Reason::prefix);
+  EXPECT_EQ(choice.matched_tokens, 160);
+}
+
+TEST(RouterPolicy, LoadOutweighsASmallPrefix) {
+  // 2 blocks (32 tokens) held by a backend running 3 requests lose to an idle one holding nothing.
+  const std::vector<Candidate> candidates = {{.backend = 0, .matched_blocks = 2, .load = 3},
+                                             {.backend = 1, .matched_blocks = 0, .load = 0}};
+  const Choice choice = choose_by_prefix(candidates, 16, 64, 0);
+  EXPECT_EQ(choice.backend, 1u);
+  EXPECT_EQ(choice.reason, Reason::load);
+  EXPECT_EQ(choice.matched_tokens, 0);
+}
+
+TEST(RouterPolicy, TiesGoToTheLeastLoadedThenRotate) {
+  const std::vector<Candidate> loaded = {{.backend = 0, .matched_blocks = 4, .load = 1},
+                                         {.backend = 1, .matched_blocks = 5, .load = 2}};
+  // Equal scores with 16 tokens per request: 64 - 16 = 80 - 32 = 48.
+  EXPECT_EQ(choose_by_prefix(loaded, 16, 16, 0).backend, 0u);
+  EXPECT_EQ(choose_by_prefix(loaded, 16, 16, 1).backend, 0u);
+  const std::vector<Candidate> idle = {{.backend = 0}, {.backend = 1}, {.backend = 2}};
+  std::vector<std::size_t> picked;
+  for (std::size_t turn = 0; turn < 3; ++turn) picked.push_back(choose_by_prefix(idle, 16, 64, turn).backend);
+  EXPECT_EQ(picked, (std::vector<std::size_t>{0, 1, 2}));
+}
+
+TEST(RouterPolicy, ParsesPolicyNames) {
+  EXPECT_EQ(parse_policy("prefix"), Policy::prefix);
+  EXPECT_EQ(parse_policy("round_robin"), Policy::round_robin);
+  EXPECT_THROW(parse_policy("random"), std::invalid_argument);
+}
+
+TEST(RouterBackend, ParsesOnlyHttpUrlsWithAPort) {
+  EXPECT_EQ(parse_backend_url("http://127.0.0.1:8081").port, 8081);
+  EXPECT_EQ(parse_backend_url("localhost:9000/").host, "localhost");
+  EXPECT_THROW(parse_backend_url("https://a:1"), std::invalid_argument);
+  EXPECT_THROW(parse_backend_url("http://a"), std::invalid_argument);
+  EXPECT_THROW(parse_backend_url("http://a:0"), std::invalid_argument);
+  EXPECT_THROW(parse_backend_url("http://a:x"), std::invalid_argument);
+}
+
+json summary(std::uint64_t version, const std::vector<std::string>& blocks, const std::string& server = "s1") {
+  return {{"object", "prefixd.cache_summary"}, {"format", 1}, {"server_id", server}, {"block_size", 16},
+          {"version", version}, {"load", {{"running", 1}, {"queued", 2}, {"slots", 4}}}, {"blocks", blocks}};
+}
+
+TEST(RouterBackend, MatchesTheLeadingBlocksOfAChain) {
+  Backend backend("http://127.0.0.1:1");
+  ASSERT_TRUE(backend.apply_summary(summary(3, {"a", "b", "d"})));
+  const std::vector<std::string> chain = {"a", "b", "c", "d"};
+  EXPECT_EQ(backend.matched_blocks(chain), 2);
+  EXPECT_EQ(backend.load(), 3);
+  EXPECT_EQ(backend.summary_version(), 3u);
+  backend.add_blocks(chain);  // optimistic: the request just sent there
+  EXPECT_EQ(backend.matched_blocks(chain), 4);
+}
+
+TEST(RouterBackend, UnchangedKeepsTheSetAndAnotherProcessForcesAFullFetch) {
+  Backend backend("http://127.0.0.1:1");
+  ASSERT_TRUE(backend.apply_summary(summary(3, {"a"})));
+  json unchanged = {{"object", "prefixd.cache_summary"}, {"format", 1}, {"server_id", "s1"}, {"version", 3},
+                    {"unchanged", true}, {"load", {{"running", 0}, {"queued", 0}}}};
+  EXPECT_TRUE(backend.apply_summary(unchanged));
+  EXPECT_EQ(backend.block_count(), 1u);
+  EXPECT_EQ(backend.load(), 0);
+  unchanged["server_id"] = "s2";  // restarted: same version number, other content
+  EXPECT_FALSE(backend.apply_summary(unchanged));
+  EXPECT_FALSE(backend.summary_version().has_value());
+  EXPECT_FALSE(backend.apply_summary(json{{"object", "other"}}));
+}
+
+TEST(RouterBackend, DrainingForgetsTheSummaryVersion) {
+  Backend backend("http://127.0.0.1:1");
+  EXPECT_FALSE(backend.healthy());
+  backend.set_healthy(true);
+  ASSERT_TRUE(backend.apply_summary(summary(5, {"a"})));
+  backend.set_healthy(false);
+  EXPECT_FALSE(backend.summary_version().has_value());
+  {
+    Backend::InFlight one(backend);
+    EXPECT_EQ(backend.in_flight(), 1);
+  }
+  EXPECT_EQ(backend.in_flight(), 0);
+}
+
+}  // namespace
+}  // namespace prefixd::router
