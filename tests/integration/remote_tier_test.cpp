@@ -4,7 +4,11 @@
 
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -245,6 +249,46 @@ TEST_F(RemoteTier, ATamperedValueIsCountedDeletedAndNeverServed) {
   wait_for_writes(*cb);
   EXPECT_EQ(valkey.cli("--no-raw get " + victim), original);
   EXPECT_EQ(metric_value(cb->Get("/metrics")->body, "prefixd_cache_remote_bad_values_total"), 1);
+}
+
+// Session isolation holds across servers: another session finds the shared system prompt in the
+// tier (its wall segment included) and nothing past it; the same session finds everything.
+TEST_F(RemoteTier, SessionIsolationHoldsAcrossServers) {
+  ValkeyProcess valkey(pick_free_port());
+  std::string system = "You are a meticulous librarian. ";
+  for (int i = 0; i < 40; ++i) system += "Rule " + std::to_string(i) + ": catalogue every book by author and year. ";
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("prefixd-remote-shared-" + std::to_string(::getpid()));
+  std::ofstream(file) << system;
+  const std::vector<std::string> isolation{"--cache-isolation", "session", "--cache-shared-prefix-file", file.string()};
+  ServerProcess a(remote_server({valkey.url()}, PREFIXD_TINY_MODEL, isolation));
+  ServerProcess b(remote_server({valkey.url()}, PREFIXD_TINY_MODEL, isolation));
+  auto ca = a.client();
+  auto cb = b.client();
+  const auto rendered = post_json(*cb, "/apply-template",
+                                  {{"messages", json::array({{{"role", "system"}, {"content", system}}})},
+                                   {"add_generation_prompt", false}});
+  const auto tokens = post_json(*cb, "/tokenize", {{"content", rendered.body["prompt"]}, {"add_special", true}});
+  const auto shared = static_cast<int>(tokens.body["tokens"].size());
+  ASSERT_GT(shared, kSegment) << "the wall lies past the first grid segment";
+  ASSERT_NE(shared % kSegment, 0) << "and off the grid: the wall segment is shared";
+  const auto conversation = [&](const std::string& session) {
+    return json{{"messages", json::array({{{"role", "system"}, {"content", system}},
+                                          {{"role", "user"}, {"content", long_text(25, "the atlas")}}})},
+                {"max_tokens", 2},
+                {"temperature", 0},
+                {"prompt_cache_key", session}};
+  };
+  const json alice_on_a = chat(*ca, conversation("alice"));
+  wait_for_writes(*ca);
+  const json bob_on_b = chat(*cb, conversation("bob"));
+  EXPECT_EQ(cached(bob_on_b), shared) << "the shared prefix, to the token, and nothing past it";
+  EXPECT_EQ(bob_on_b["prompt_cache"]["tier"], "remote");
+  const json alice_on_b = chat(*cb, conversation("alice"));
+  // Her own session reaches everything A kept of it but a tail shorter than a block (not shared).
+  EXPECT_GT(cached(alice_on_b), prompt_tokens(alice_on_a) - 1 - 16) << alice_on_b["usage"].dump();
+  EXPECT_EQ(alice_on_b["prompt_cache"]["tier"], "remote");
+  std::filesystem::remove(file);
 }
 
 TEST_F(RemoteTier, AnUnusableUrlIsAClearStartupError) {
