@@ -291,6 +291,28 @@ TEST_F(RemoteTier, SessionIsolationHoldsAcrossServers) {
   std::filesystem::remove(file);
 }
 
+TEST_F(RemoteTier, TenantsNeverShareThroughTheTier) {
+  ValkeyProcess valkey(pick_free_port());
+  const std::filesystem::path keys =
+      std::filesystem::temp_directory_path() / ("prefixd-remote-keys-" + std::to_string(::getpid()));
+  std::ofstream(keys) << "key-of-acme-0123456789 acme\nkey-of-globex-012345678 globex\n";
+  const std::vector<std::string> tenants{"--api-keys", keys.string()};
+  ServerProcess a(remote_server({valkey.url()}, PREFIXD_TINY_MODEL, tenants));
+  ServerProcess b(remote_server({valkey.url()}, PREFIXD_TINY_MODEL, tenants));
+  auto acme_on_a = a.client("key-of-acme-0123456789");
+  auto globex_on_b = b.client("key-of-globex-012345678");
+  auto acme_on_b = b.client("key-of-acme-0123456789");
+  const json request = chat_request(long_text(40, "quarterly figures"));
+  const json first = chat(*acme_on_a, request);
+  ASSERT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (valkey.cli("dbsize") == "0\n" && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(cached(chat(*globex_on_b, request)), 0) << "another tenant's names differ: nothing found";
+  EXPECT_EQ(cached(chat(*acme_on_b, request)), prompt_tokens(first) - 1);
+  std::filesystem::remove(keys);
+}
+
 TEST_F(RemoteTier, AnUnusableUrlIsAClearStartupError) {
   const std::string out = run_command(std::string(PREFIXD_BINARY) + " serve --model " + PREFIXD_TINY_MODEL +
                                       " --cache-remote http://nowhere:1 2>&1; echo rc=$?");
