@@ -1,9 +1,12 @@
 #include "bench/route_bench.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <format>
+#include <functional>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -46,8 +49,10 @@ double total(const std::vector<std::unique_ptr<ServerProcess>>& servers, const s
 
 // The workload's steps through one port: at most `concurrency` in flight, a step only after the
 // one it follows (`after`) has finished, otherwise in order.
+// `on_finished` (if any) is called with the number of steps finished so far after each one.
 std::vector<CompletionResult> send_steps(const Workload& w, int port, const std::string& session_suffix,
-                                         std::chrono::seconds timeout) {
+                                         std::chrono::seconds timeout,
+                                         const std::function<void(std::size_t)>& on_finished = {}) {
   const std::size_t n = w.steps.size();
   std::vector<CompletionResult> results(n);
   std::vector<char> sent(n, 0), finished(n, 0);
@@ -79,12 +84,15 @@ std::vector<CompletionResult> send_steps(const Workload& w, int port, const std:
       const Step& step = w.steps[pick];
       RequestOptions options{.max_tokens = step.max_tokens, .session = step.session + session_suffix};
       CompletionResult r = client.stream(step_path(step), step_body(step, options));
+      std::size_t done = 0;
       {
         std::lock_guard lock(mutex);
         results[pick] = std::move(r);
         finished[pick] = 1;
+        done = static_cast<std::size_t>(std::ranges::count(finished, 1));
       }
       changed.notify_all();
+      if (on_finished) on_finished(done);
     }
   };
   std::vector<std::jthread> workers;
@@ -184,6 +192,33 @@ json run_route_bench(const RouteBenchOptions& options, std::ostream& progress) {
   }
   json out = {{"workload", "multisession"}, {"backends", options.backends}, {"parallel", w.parallel},
               {"concurrency", w.concurrency}, {"requests_per_run", w.steps.size()}, {"runs", runs}};
+  if (options.kill_after > 0) {
+    // Failover: the prefix router loses backend 0 mid-run. send_steps throws on any failed request.
+    for (const auto& b : backends) {
+      httplib::Client client("127.0.0.1", b->port());
+      client.Post("/v1/cache/reset", "{}", "application/json");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    const double retries0 = prometheus_value(metrics_of(routers[0]->port()), "prefixd_router_retries_total");
+    const auto kill_at = static_cast<std::size_t>(options.kill_after);
+    const pid_t victim = backends[0]->pid();
+    std::once_flag killed;
+    progress << std::format("failover run: prefix, backend 0 killed after {} of {} requests\n", kill_at, w.steps.size())
+             << std::flush;
+    const std::vector<CompletionResult> results =
+        send_steps(w, routers[0]->port(), "-failover", options.request_timeout, [&](std::size_t done) {
+          if (done >= kill_at) std::call_once(killed, [&] { ::kill(victim, SIGKILL); });
+        });
+    double prompt = 0, cached = 0;
+    for (const CompletionResult& r : results) {
+      prompt += static_cast<double>(std::max<std::int64_t>(0, r.prompt_tokens));
+      cached += static_cast<double>(std::max<std::int64_t>(0, cached_tokens(r)));
+    }
+    const double retries = prometheus_value(metrics_of(routers[0]->port()), "prefixd_router_retries_total") - retries0;
+    out["failover"] = {{"requests", results.size()}, {"failed", 0}, {"killed_after", kill_at},
+                       {"router_retries", retries}, {"hit_ratio", prompt > 0 ? cached / prompt : 0}};
+    progress << "  " << out["failover"].dump() << "\n";
+  }
   progress << "\n| policy | runs | prompt tokens fed by all backends (per run) | warm-up tokens (per run) | hit ratio "
               "(cached / prompt) | TTFT median | TTFT p90 |\n| --- | --- | --- | --- | --- | --- | --- |\n";
   for (std::size_t p = 0; p < 2; ++p) {

@@ -23,6 +23,9 @@ struct RouteBenchOptions {
   double scale = 1.0;
   double load_weight = 64;
   std::string backend_args;       // more `prefixd serve` arguments for every backend
+  // > 0: after the pairs, one more run of the prefix policy in which backend 0 is killed (SIGKILL)
+  // once this many of its requests have finished; the run fails if any request does.
+  int kill_after = 0;
   std::string out_path;           // non-empty: the results as JSON
   std::string log_dir = "/tmp";   // the servers' and routers' logs
   std::chrono::seconds startup_limit{600};

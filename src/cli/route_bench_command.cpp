@@ -21,6 +21,10 @@ std::function<int()> add_route_bench_command(CLI::App& app) {
   cmd->add_option("--scale", o->scale, "Multiplies every token length of the trace")->capture_default_str()->check(CLI::Range(0.05, 100.0));
   cmd->add_option("--load-weight", o->load_weight, "The prefix router's --load-weight")->capture_default_str();
   cmd->add_option("--backend-args", o->backend_args, "More `prefixd serve` arguments for every backend");
+  cmd->add_option("--kill-backend-after", o->kill_after,
+                  "After the pairs, one more prefix run in which backend 0 is killed once this many requests have "
+                  "finished (0: none); any failed request fails the benchmark")
+      ->capture_default_str()->check(CLI::Range(0, 100000));
   cmd->add_option("--prefixd-bin", o->prefixd_bin, "prefixd binary for the backends and routers (default: this one)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--out", o->out_path, "Write the results as JSON here");
