@@ -1,5 +1,7 @@
 #include "router/backend.h"
 
+#include <algorithm>
+
 #include <charconv>
 #include <stdexcept>
 
@@ -33,7 +35,9 @@ void Backend::set_healthy(bool healthy) {
 
 std::int64_t Backend::load() const {
   std::lock_guard lock(mutex_);
-  return reported_load_ + in_flight_.load();
+  // The backend's report counts the router's requests in flight when it was taken: those are
+  // replaced by the ones in flight now, so none is counted twice.
+  return std::max<std::int64_t>(0, reported_load_ - in_flight_at_report_) + in_flight_.load();
 }
 
 std::int64_t Backend::matched_blocks(std::span<const std::string> chain) const {
@@ -69,6 +73,7 @@ bool Backend::apply_summary(const nlohmann::json& summary) {
   std::lock_guard lock(mutex_);
   if (const auto load = summary.find("load"); load != summary.end() && load->is_object()) {
     reported_load_ = load->value("running", 0) + load->value("queued", 0);
+    in_flight_at_report_ = in_flight_.load();
   }
   if (summary.value("unchanged", false)) {
     if (*server != server_id_) {  // another process with the same version number: ask for all

@@ -49,7 +49,8 @@ class Backend {
     Backend& backend_;
   };
 
-  // Running + queued from its latest summary, plus the router's own in-flight requests to it.
+  // Running + queued from its latest summary less the router's own requests in flight then, plus
+  // the router's own requests in flight now.
   std::int64_t load() const;
   // How many leading blocks of `chain` the backend holds.
   std::int64_t matched_blocks(std::span<const std::string> chain) const;
@@ -74,6 +75,7 @@ class Backend {
   std::optional<std::uint64_t> version_;
   std::string server_id_;
   std::int64_t reported_load_ = 0;
+  std::int64_t in_flight_at_report_ = 0;  // the router's requests in flight when the report came
   std::int32_t block_size_ = 16;
 };
 

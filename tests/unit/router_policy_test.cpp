@@ -103,5 +103,19 @@ TEST(RouterBackend, DrainingForgetsTheSummaryVersion) {
   EXPECT_EQ(backend.in_flight(), 0);
 }
 
+TEST(RouterBackend, ItsOwnRequestsInFlightAreCountedOnce) {
+  Backend backend("http://127.0.0.1:9");
+  Backend::InFlight first(backend);
+  Backend::InFlight second(backend);
+  // The backend reports these two (running 1, queued 2: one more from another client).
+  ASSERT_TRUE(backend.apply_summary(summary(3, {"a"})));
+  EXPECT_EQ(backend.load(), 3);
+  {
+    Backend::InFlight third(backend);
+    EXPECT_EQ(backend.load(), 4);
+  }
+  EXPECT_EQ(backend.load(), 3);
+}
+
 }  // namespace
 }  // namespace prefixd::router
