@@ -381,8 +381,8 @@ ResetReport PrefixCache::reset() { return impl_->reset(); }
 ResetReport PrefixCache::reset_scope(const ScopeId& scope) { return impl_->reset_scope(scope); }
 void PrefixCache::flush_disk() { impl_->flush_disk(); }
 std::shared_ptr<RemoteFetch> PrefixCache::fetch_remote(const RequestKey& key, std::span<const Token> prompt,
-                                                       std::function<void()> on_done) {
-  return impl_->fetch_remote(key, prompt, std::move(on_done));
+                                                       double seconds_per_token, std::function<void()> on_done) {
+  return impl_->fetch_remote(key, prompt, seconds_per_token, std::move(on_done));
 }
 void PrefixCache::abandon_remote(const RemoteFetch& fetch) { impl_->abandon_remote(fetch); }
 void PrefixCache::flush_remote() { impl_->flush_remote(); }

@@ -327,8 +327,11 @@ class PrefixCache {
   // is in (by the lookup's deadline, RemoteFetch::deadline). nullptr when there is no shared tier
   // or nothing it could add. The caller passes the fetch to acquire() once done, or calls
   // abandon_remote() when it stops waiting (counted).
+  // `seconds_per_token`: what computing a prompt token costs now (the caller measures it; 0:
+  // unknown, 1 ms is assumed): the request waits for the lookup until the timeout, or as long as
+  // computing the tokens it could bring would take, whichever is longer.
   std::shared_ptr<RemoteFetch> fetch_remote(const RequestKey& key, std::span<const engine::Token> prompt,
-                                            std::function<void()> on_done);
+                                            double seconds_per_token, std::function<void()> on_done);
   void abandon_remote(const RemoteFetch& fetch);
   // Blocks until the shared tier's write-behind queue is written (no-op without one).
   void flush_remote();

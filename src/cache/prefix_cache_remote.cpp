@@ -25,7 +25,7 @@ void PrefixCache::Impl::open_remote() {
 }
 
 std::shared_ptr<RemoteFetch> PrefixCache::Impl::fetch_remote(const RequestKey& key, std::span<const Token> prompt,
-                                                             std::function<void()> on_done) {
+                                                             double seconds_per_token, std::function<void()> on_done) {
   if (!remote_ || !config_.enabled || prompt.size() < 2) return nullptr;
   const auto n = static_cast<std::int32_t>(prompt.size()) - 1;  // the one-token guard
   const auto query = prompt.first(static_cast<size_t>(n));
@@ -74,7 +74,12 @@ std::shared_ptr<RemoteFetch> PrefixCache::Impl::fetch_remote(const RequestKey& k
   }
   if (plan.grid_keys.empty() && plan.tail_parents.empty() && plan.checkpoints.empty()) return nullptr;
   plan.query.assign(query.begin(), query.end());
-  plan.deadline = Clock::now() + remote_->config().timeout;
+  // Wait until the timeout, or as long as computing what the lookup could bring would take.
+  const std::int32_t could_bring = n - std::min(plan.local_reach, std::max(held.checkpoint, held.tokens));
+  const double per_token = seconds_per_token > 0 ? seconds_per_token : 1e-3;
+  const auto recompute = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(per_token * static_cast<double>(std::max(0, could_bring))));
+  plan.deadline = Clock::now() + std::max<Clock::duration>(remote_->config().timeout, recompute);
   auto fetch = std::make_shared<RemoteFetch>(std::move(plan), std::move(on_done));
   remote_->fetch(fetch);
   return fetch;

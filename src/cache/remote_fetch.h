@@ -66,6 +66,9 @@ struct RemoteFetchPlan {
     Digest record_key{};
   };
   std::vector<CheckpointCandidate> checkpoints;
+  // When the request stops waiting: --cache-remote-timeout-ms, or longer when computing the tokens
+  // the lookup could bring would take longer than that (large values take time to transfer, and
+  // waiting for them is worth it up to what recomputing them costs).
   std::chrono::steady_clock::time_point deadline;
 };
 

@@ -326,8 +326,8 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                   "the seeds of a Valkey Cluster); servers of the same model share prefixes there (default: none)")
       ->delimiter(',')->envname("PREFIXD_CACHE_REMOTE");
   cmd->add_option("--cache-remote-timeout-ms", o->scheduler.cache.remote_timeout_ms,
-                  "Deadline of each shared-tier call and of a request's lookup there; past it the request runs "
-                  "without the shared tier")
+                  "Deadline of each shared-tier call; a request waits for its lookup this long, or as long as "
+                  "computing what the lookup could bring would take, whichever is longer")
       ->capture_default_str()->envname("PREFIXD_CACHE_REMOTE_TIMEOUT_MS")->check(CLI::Range(1, 60000));
   cmd->add_option("--cache-remote-queue-bytes", o->scheduler.cache.remote_queue_bytes,
                   "Bytes waiting to be written to the shared tier; writes beyond it are dropped, never waited for")

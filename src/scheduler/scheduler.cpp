@@ -269,7 +269,7 @@ class Scheduler::Impl {
       const cache::RequestKey key{it->request.cache.namespace_digest, it->request.cache.session_key,
                                   it->request.cache.boundaries, it->request.cache.scope,
                                   it->request.cache.shared_prefix};
-      it->fetch = cache_->fetch_remote(key, it->request.prompt, [signal = fetch_signal_] {
+      it->fetch = cache_->fetch_remote(key, it->request.prompt, seconds_per_prompt_token_, [signal = fetch_signal_] {
         std::lock_guard lock(signal->mutex);
         if (signal->wake) signal->wake();
       });
@@ -441,6 +441,7 @@ class Scheduler::Impl {
 
     const auto decode_start = Clock::now();
     const DecodeStatus status = engine_.decode(batch_);
+    observe_prefill_speed(chunks, Clock::now() - decode_start);
     spdlog::trace("step: {} tokens for {} requests decoded in {:.1f} ms", batch_.size(), active_.size(),
                   std::chrono::duration<double, std::milli>(Clock::now() - decode_start).count());
     if (status != DecodeStatus::ok) {
@@ -478,6 +479,19 @@ class Scheduler::Impl {
         ++i;
       }
     }
+  }
+
+  // What a prompt token costs to compute, from batches that were mostly prefill (an exponential
+  // average): how long a request may wait for the shared tier before waiting costs more than
+  // computing what it would bring.
+  template <typename Chunks>
+  void observe_prefill_speed(const Chunks& chunks, Clock::duration took) {
+    std::int64_t prefill = 0;
+    for (const auto& [a, take] : chunks) prefill += take;
+    if (prefill < 32 || prefill * 2 < static_cast<std::int64_t>(batch_.size())) return;
+    const double per_token = std::chrono::duration<double>(took).count() / static_cast<double>(batch_.size());
+    seconds_per_prompt_token_ =
+        seconds_per_prompt_token_ > 0 ? 0.8 * seconds_per_prompt_token_ + 0.2 * per_token : per_token;
   }
 
   void observe_ttft(double seconds) {
@@ -722,6 +736,7 @@ class Scheduler::Impl {
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<BatchToken> batch_;
   bool pack_prefills_ = false;  // several prompts may complete in one batch (see step())
+  double seconds_per_prompt_token_ = 0;  // measured (observe_prefill_speed); 0 until a prefill ran
   static constexpr std::size_t kMaxReplyRecords = 4096;
   std::unordered_map<std::string, ReplyRecord> replies_;  // by namespace + session
 
