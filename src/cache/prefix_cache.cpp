@@ -384,7 +384,7 @@ std::shared_ptr<RemoteFetch> PrefixCache::fetch_remote(const RequestKey& key, st
                                                        double seconds_per_token, std::function<void()> on_done) {
   return impl_->fetch_remote(key, prompt, seconds_per_token, std::move(on_done));
 }
-void PrefixCache::abandon_remote(const RemoteFetch& fetch) { impl_->abandon_remote(fetch); }
+void PrefixCache::abandon_remote() { impl_->abandon_remote(); }
 void PrefixCache::flush_remote() { impl_->flush_remote(); }
 ArtifactInfo PrefixCache::save_artifact(const RequestKey& key, std::span<const Token> tokens,
                                         const std::filesystem::path& path, const std::string& manifest) {

@@ -332,7 +332,7 @@ class PrefixCache {
   // computing the tokens it could bring would take, whichever is longer.
   std::shared_ptr<RemoteFetch> fetch_remote(const RequestKey& key, std::span<const engine::Token> prompt,
                                             double seconds_per_token, std::function<void()> on_done);
-  void abandon_remote(const RemoteFetch& fetch);
+  void abandon_remote();
   // Blocks until the shared tier's write-behind queue is written (no-op without one).
   void flush_remote();
 

@@ -171,7 +171,7 @@ class PrefixCache::Impl {
   // The shared tier (prefix_cache_remote.cpp).
   std::shared_ptr<RemoteFetch> fetch_remote(const RequestKey& key, std::span<const Token> prompt,
                                             double seconds_per_token, std::function<void()> on_done);
-  void abandon_remote(const RemoteFetch& fetch);
+  void abandon_remote();
   void flush_remote() {
     if (remote_) remote_->flush();
   }

@@ -40,7 +40,6 @@ std::shared_ptr<RemoteFetch> PrefixCache::Impl::fetch_remote(const RequestKey& k
   plan.hasher = hasher_;
   plan.model = model_key_;
   plan.segment_tokens = seg;
-  plan.fork = lineage.fork;
   plan.segments = attention;
   plan.local_reach = attention ? std::max(held.disk, trimmable() ? held.tokens : 0) : 0;
   if (attention && n - plan.local_reach >= block) {
@@ -124,8 +123,7 @@ std::int32_t PrefixCache::Impl::adopt_remote(RemoteFetch& fetch, const Lease& le
   return segments + checkpoints > 0 ? plan.local_reach : kNoFork;
 }
 
-void PrefixCache::Impl::abandon_remote(const RemoteFetch& fetch) {
-  (void)fetch;
+void PrefixCache::Impl::abandon_remote() {
   if (remote_) remote_->count_timeout();
 }
 

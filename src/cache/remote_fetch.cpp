@@ -54,7 +54,7 @@ void fetch_grid(remote::RemoteStore& store, const RemoteFetchPlan& plan, RemoteF
       reject(store, names[i], "segment", result);
       break;
     }
-    result.bytes += values[i]->size();
+    result.names.push_back(names[i]);
     result.segments.push_back(std::move(*record));
     result.reach = begin + seg;
   }
@@ -80,7 +80,7 @@ void fetch_tail(remote::RemoteStore& store, const RemoteFetchPlan& plan, RemoteF
   const std::vector<std::optional<std::string>> values = store.get_many(names);
   std::optional<Record> best;
   std::int32_t best_take = 0;
-  std::uint64_t best_bytes = 0;
+  size_t best_name = 0;
   for (size_t j = 0; j < names.size(); ++j) {
     if (!values[j]) continue;
     std::optional<Record> record = decode_value(store, names[j], *values[j], plan, result);
@@ -97,12 +97,12 @@ void fetch_tail(remote::RemoteStore& store, const RemoteFetchPlan& plan, RemoteF
     const std::int32_t take = std::min(parents[j]->cap, common_prefix_of(meta.tokens, rest));
     if (take > best_take) {
       best_take = take;
-      best_bytes = values[j]->size();
+      best_name = j;
       best = std::move(record);
     }
   }
   if (!best) return;
-  result.bytes += best_bytes;
+  result.names.push_back(names[best_name]);
   result.segments.push_back(std::move(*best));
   result.reach = g + best_take;
 }
@@ -130,7 +130,7 @@ void fetch_checkpoint(remote::RemoteStore& store, const RemoteFetchPlan& plan, R
       reject(store, names[i], "checkpoint", result);
       continue;
     }
-    result.bytes += value->size();
+    result.names.push_back(names[i]);
     result.checkpoint = std::move(*record);
     return;
   }

@@ -46,7 +46,6 @@ struct RemoteFetchPlan {
   Digest model{};
   std::int32_t segment_tokens = 256;
   std::vector<engine::Token> query;     // the prompt positions a reuse may cover
-  std::int32_t fork = kNoFork;          // session wall (Lineage::fork)
   // Attention segments: grid segments from `start` on, each with its key and the parent it must
   // hang off; at each grid line, the parents a shorter segment there may hang off (its own
   // lineage's, and before a fork also the unforked one, capped at the fork).
@@ -77,7 +76,7 @@ struct RemoteFetchResult {
   std::optional<Record> checkpoint; // verified
   std::int32_t reach = 0;           // positions the local tiers and these segments rebuild
   std::int64_t bad_values = 0;      // present but unusable: deleted from the store
-  std::uint64_t bytes = 0;          // value bytes kept
+  std::vector<std::string> names;   // of the values kept (the server need not write them again)
 };
 
 // Runs a plan against the store. Never throws for a store or value problem: what cannot be read

@@ -139,7 +139,7 @@ void RemoteTier::reader_loop() {
       stats_.fetch_latency_count += 1;
       stats_.bad_values += result.bad_values;
       if (!result.segments.empty() || result.checkpoint) stats_.fetch_hits += 1;
-      for (const Record& record : result.segments) remember_locked(remote_segment_name(record.meta.key));
+      for (const std::string& name : result.names) remember_locked(name);
     }
     fetch->complete(std::move(result));
   }

@@ -25,6 +25,12 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+// Who a request is to the prompt cache.
+cache::RequestKey cache_key_of(const GenerationRequest& request) {
+  return {request.cache.namespace_digest, request.cache.session_key, request.cache.boundaries, request.cache.scope,
+          request.cache.shared_prefix};
+}
+
 // A request that has been given a sequence id.
 struct Active {
   std::uint64_t id = 0;
@@ -53,10 +59,7 @@ struct Active {
   bool prefilling() const { return !waiting && n_past < n_prompt; }
   bool decoding() const { return !waiting && n_past >= n_prompt; }
   bool uses_cache() const { return request.cache.enabled; }
-  cache::RequestKey cache_key() const {
-    return {request.cache.namespace_digest, request.cache.session_key, request.cache.boundaries, request.cache.scope,
-            request.cache.shared_prefix};
-  }
+  cache::RequestKey cache_key() const { return cache_key_of(request); }
 };
 
 // What a session's last reply was, to learn whether its client sends replies back verbatim (then
@@ -266,10 +269,7 @@ class Scheduler::Impl {
         continue;
       }
       it->remote_planned = true;
-      const cache::RequestKey key{it->request.cache.namespace_digest, it->request.cache.session_key,
-                                  it->request.cache.boundaries, it->request.cache.scope,
-                                  it->request.cache.shared_prefix};
-      it->fetch = cache_->fetch_remote(key, it->request.prompt, seconds_per_prompt_token_, [signal = fetch_signal_] {
+      it->fetch = cache_->fetch_remote(cache_key_of(it->request), it->request.prompt, seconds_per_prompt_token_, [signal = fetch_signal_] {
         std::lock_guard lock(signal->mutex);
         if (signal->wake) signal->wake();
       });
@@ -289,7 +289,7 @@ class Scheduler::Impl {
         continue;
       }
       if (!done) {
-        cache_->abandon_remote(*it->fetch);
+        cache_->abandon_remote();
         it->fetch.reset();
       }
       const auto at = std::ranges::find_if(queue_, [&](const Queued& q) { return q.id > it->id; });
