@@ -142,7 +142,7 @@ int run_serve(ServeOptions& o) {
   o.context.swa_full = o.swa_full == "on" ? engine::SwaFull::on : o.swa_full == "off" ? engine::SwaFull::off
                                                                                        : engine::SwaFull::automatic;
   o.context.fingerprint_cache = resolve_fingerprint_cache(o.fingerprint_cache, o.scheduler.cache.disk_path);
-  o.context.restores_persist = cache_on && !cache.disk_path.empty();
+  o.context.restores_persist = cache_on && (!cache.disk_path.empty() || !cache.remote_urls.empty());
   std::unique_ptr<engine::Engine> model = engine::load_llama_engine(o.model_path, o.context, o.server.model_alias);
   if (o.device_cells >= 0) cache.device_cells = o.device_cells;  // else the backend's default
   cache.compaction = cache::parse_compaction(o.compaction);

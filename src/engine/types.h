@@ -92,8 +92,9 @@ struct ContextOptions {
   // the full cache costs at most swa_full_max_bytes (see load_llama_engine).
   SwaFull swa_full = SwaFull::automatic;
   std::uint64_t swa_full_max_bytes = 2ull << 30;
-  // A disk tier keeps prefixes across restarts: automatic then keeps only the window, whose
-  // checkpoints restore exactly (see decide_swa_full).
+  // A disk or shared tier rebuilds prefixes from serialized segments, which libllama cannot
+  // restore into a full window cache: automatic then keeps only the window, whose checkpoints
+  // restore exactly (see decide_swa_full).
   bool restores_persist = false;
   // Text file remembering model file digests across restarts (model_fingerprint.h); empty: the
   // file is hashed at every load.
