@@ -5,9 +5,8 @@
 // model key the file names and for another. Besides the sanitizers, it checks the decoder's
 // promises: a refusal is an ArtifactError of a kind a decoder may raise (never a crash or another
 // exception); an accepted artifact has segments that tile its prefix from 0 in order and at most
-// one checkpoint, at its end, and encoding it gives back an artifact of the same size (4 bytes more
-// for a version 2 file: the manifest's length) that decodes to the same thing; another model's
-// server refuses it as `model`.
+// one checkpoint, at its end, and encoding it gives back an artifact of the same size that decodes
+// to the same thing; another model's server refuses it as `model`.
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -46,7 +45,7 @@ bool same_artifact(const Artifact& a, const Artifact& b) {
   return true;
 }
 
-void check_accepted(const Artifact& artifact, std::size_t input_size, std::uint32_t version, const Digest& model) {
+void check_accepted(const Artifact& artifact, std::size_t input_size, const Digest& model) {
   engine::Pos next = 0;
   for (std::size_t i = 0; i < artifact.records.size(); ++i) {
     const cache::RecordMeta& meta = artifact.records[i].meta;
@@ -62,9 +61,7 @@ void check_accepted(const Artifact& artifact, std::size_t input_size, std::uint3
     }
   }
   const engine::Bytes again = cache::encode_artifact(artifact);
-  // A version 2 file is re-encoded as version 3: with the manifest's length (4 bytes) added.
-  const std::size_t grown = version == 2 ? 4 : 0;
-  require(again.size() == input_size + grown, "re-encoding an accepted artifact gives one of the same size");
+  require(again.size() == input_size, "re-encoding an accepted artifact gives one of the same size");
   require(same_artifact(cache::decode_artifact(again, model, "re-encoded"), artifact),
           "a re-encoded artifact decodes to the same artifact");
 }
@@ -73,9 +70,9 @@ void check_accepted(const Artifact& artifact, std::size_t input_size, std::uint3
 bool check(std::span<const std::uint8_t> bytes, const Digest& model) {
   try {
     const Artifact artifact = cache::decode_artifact(bytes, model, "fuzz");
-    require(version_of(bytes) == 2 || version_of(bytes) == cache::kArtifactFormatVersion, "only versions 2 and 3 are read");
-    require(version_of(bytes) != 2 || artifact.manifest.empty(), "a version 2 file has no manifest");
-    check_accepted(artifact, bytes.size(), version_of(bytes), model);
+    require(version_of(bytes) >= cache::kOldestArtifactFormatVersion && version_of(bytes) <= cache::kArtifactFormatVersion,
+            "only the versions this build reads are accepted");
+    check_accepted(artifact, bytes.size(), model);
     return true;
   } catch (const ArtifactError& e) {
     const auto kind = e.kind();

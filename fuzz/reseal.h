@@ -58,7 +58,7 @@ inline bool reseal_record(std::span<std::uint8_t> bytes) {
 }
 
 // An artifact (cache/artifact.h): the header checksum (the last fixed field) over the fixed
-// header, the token ids and, from format version 3 on, the manifest's length and bytes; then every
+// header, the token ids and (format version 3 on) the manifest's length and bytes; then every
 // length-prefixed record that lies wholly inside the bytes. False when the bytes are too short for
 // the header.
 inline bool reseal_artifact(std::span<std::uint8_t> bytes) {

@@ -25,7 +25,7 @@
 #include "bench/request.h"
 #include "bench/workload.h"
 #include "cache/prefix_cache.h"
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 
 namespace prefixd::fuzz {
 namespace {
@@ -183,7 +183,7 @@ class CacheBench {
 };
 
 void record_seeds(CorpusWriter& out, const fs::path& work) {
-  const std::string ns = api::namespace_digest({.model_id = "seed-model", .template_signature = "seed-template"});
+  const std::string ns = api::namespace_digest({.model_id = "seed-model", .runtime_signature = "seed-runtime"});
   std::vector<engine::Token> prompt;
   for (int i = 0; i < 29; ++i) prompt.push_back((i * 37 + 11) % 256);
   for (const auto family : {engine::ModelFamily::dense, engine::ModelFamily::hybrid}) {

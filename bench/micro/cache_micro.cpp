@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "cache/prefix_cache.h"
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 #include "micro_util.h"
 
 namespace prefixd::micro {

@@ -57,7 +57,7 @@ ControlReply CacheControl::save(Context& c) {
                                            .code = "manifest_too_large"}, {});
     }
     operate = [r = *record, p = *path, m = manifest](cache::PrefixCache& cache) {
-      return cache.save_artifact(control::request_key(r.cache), r.tokens, p, m);
+      return cache.save_artifact(scheduler::cache_key(r.cache), r.tokens, p, m);
     };
     kind = "key";
   } else if (const auto fp = c.body.find("module"); fp != c.body.end()) {
@@ -80,7 +80,7 @@ ControlReply CacheControl::save(Context& c) {
                                            .code = "manifest_too_large"}, {});
     }
     operate = [o, t = module->tokens, p = *path, m = manifest.encode()](cache::PrefixCache& cache) {
-      return cache.save_artifact(control::request_key(o), t, p, m);
+      return cache.save_artifact(scheduler::cache_key(o), t, p, m);
     };
     kind = "module";
     expected_tokens = static_cast<std::int32_t>(module->tokens.size());
@@ -95,7 +95,7 @@ ControlReply CacheControl::save(Context& c) {
                         });
     if (!built) return failure(c.operation, built.error(), {});
     operate = [g = std::move(*built), p = *path](cache::PrefixCache& cache) {
-      return cache.save_artifact(control::request_key(g.cache), g.prompt, p);
+      return cache.save_artifact(scheduler::cache_key(g.cache), g.prompt, p);
     };
   } else if (const auto session = c.body.find("prompt_cache_key"); session != c.body.end() && session->is_string()) {
     operate = [scope = tenant_scope(c.tenant), s = session->get<std::string>(), p = *path](cache::PrefixCache& cache) {

@@ -40,10 +40,5 @@ std::expected<std::optional<nlohmann::json>, ApiError> meta_of(const nlohmann::j
 
 std::int64_t unix_ms_now();
 
-// The cache's view of a request's cache options.
-inline cache::RequestKey request_key(const scheduler::CacheOptions& o) {
-  return cache::RequestKey{o.namespace_digest, o.session_key, o.boundaries, o.scope, o.shared_prefix};
-}
-
 }  // namespace control
 }  // namespace prefixd::api

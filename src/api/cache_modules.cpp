@@ -4,6 +4,7 @@
 #include <set>
 
 #include "api/cache_namespace.h"
+#include "util/hex.h"
 
 namespace prefixd::api {
 namespace {
@@ -93,7 +94,7 @@ std::vector<std::string> chain_fingerprints(std::string_view root, const std::ve
   std::string previous = field_digest("prefixd.module-chain.root", {root});
   for (const ModuleSpec& m : modules) {
     previous = field_digest("prefixd.module-chain.link", {previous, canonical_module(m)});
-    out.push_back(to_hex(previous));
+    out.push_back(util::to_hex(previous));
   }
   return out;
 }

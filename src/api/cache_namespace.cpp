@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include <blake3.h>
+#include <xxhash.h>
 
 namespace prefixd::api {
 namespace {
@@ -39,12 +40,14 @@ class FieldHasher {
   blake3_hasher hasher_;
 };
 
-// nlohmann::json keeps object keys sorted, so dump() is a canonical form for objects. Null, absent
-// and {} are the same thing to a template, so they share one encoding.
+// nlohmann::json keeps object keys sorted, so dump() is a canonical form for objects. Null, absent,
+// {} and [] are the same thing to a template, so they share one encoding.
 std::string canonical(const nlohmann::json& value) {
-  if (value.is_null() || (value.is_object() && value.empty())) return {};
+  if (value.is_null() || ((value.is_object() || value.is_array()) && value.empty())) return {};
   return value.dump();
 }
+
+std::uint64_t digest64(std::string_view bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
 
 }  // namespace
 
@@ -55,10 +58,10 @@ std::string field_digest(std::string_view domain, std::initializer_list<std::str
 }
 
 std::string namespace_digest(const NamespaceFields& fields) {
-  return FieldHasher("prefixd.namespace.v2")
+  // v3: the template signature left the namespace (DESIGN.md, "Namespace").
+  return FieldHasher("prefixd.namespace.v3")
       .field(fields.model_id)
       .field(fields.lora_id)
-      .field(fields.template_signature)
       .field(fields.runtime_signature)
       .field(fields.multimodal_digest)
       .field(fields.tenant)
@@ -67,29 +70,19 @@ std::string namespace_digest(const NamespaceFields& fields) {
       .finish();
 }
 
-std::string template_signature(std::string_view template_source, const nlohmann::json& chat_template_kwargs,
-                               const nlohmann::json& tool_choice, const nlohmann::json& tools) {
-  FieldHasher tools_digest("prefixd.tools.v1");
-  if (tools.is_array()) {
-    for (const auto& tool : tools) tools_digest.field(canonical(tool));
-  }
-  return FieldHasher("prefixd.template.v1")
-      .field(template_source)
-      .field(canonical(chat_template_kwargs))
-      .field(canonical(tool_choice))
-      .field(tools_digest.finish())
-      .finish();
+std::vector<std::pair<std::string, std::uint64_t>> template_inputs(std::string_view template_source,
+                                                                   const nlohmann::json& chat_template_kwargs,
+                                                                   const nlohmann::json& tool_choice,
+                                                                   const nlohmann::json& tools) {
+  return {{"chat_template", digest64(template_source)},
+          {"chat_template_kwargs", digest64(canonical(chat_template_kwargs))},
+          {"tools", digest64(canonical(tools))},
+          {"tool_choice", digest64(canonical(tool_choice))}};
 }
 
-std::string to_hex(std::string_view bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 0x0F]);
-  }
-  return out;
+std::vector<std::pair<std::string, std::uint64_t>> raw_completion_inputs() {
+  return {{"chat_template", digest64("prefixd.raw-completion")}};
 }
+
 
 }  // namespace prefixd::api

@@ -7,19 +7,17 @@
 // strings, the form scheduler::CacheOptions::namespace_digest carries.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
-
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace prefixd::api {
-
-// What a /v1/completions request uses in place of a template signature: raw prompts have no
-// template, and must never share K/V with a chat whose rendered text happens to match.
-inline constexpr std::string_view kRawCompletionSignature = "prefixd.raw-completion";
 
 // The multimodal digest of a text-only request.
 inline constexpr std::string_view kTextOnlyMultimodalDigest = "text";
@@ -31,7 +29,6 @@ struct NamespaceFields {
   // Always empty today: prefixd loads no LoRA adapters. An adapter changes every K/V value, so
   // once one can be loaded its digest goes here.
   std::string lora_id;
-  std::string template_signature;  // template_signature(...) or kRawCompletionSignature
   // engine::ModelInfo::runtime_signature: what of the context changes K/V values or their
   // serialized layout — the RoPE settings in effect (base, scaling, YaRN, long/short factors), the
   // K and V cache types, flash attention, the full window cache, libllama's version.
@@ -50,13 +47,19 @@ struct NamespaceFields {
 // stored on disk or shared between servers.
 std::string namespace_digest(const NamespaceFields& fields);
 
-// 32 raw bytes over the template source, the kwargs in canonical form (object keys sorted, so
-// key order in the request does not matter), the effective tool_choice and the tools in request
-// order (order matters: it changes the rendered prompt).
-std::string template_signature(std::string_view template_source, const nlohmann::json& chat_template_kwargs,
-                               const nlohmann::json& tool_choice, const nlohmann::json& tools);
-
-std::string to_hex(std::string_view bytes);
+// What produced a prompt's tokens besides its messages: the chat template, its kwargs, the tools
+// and tool_choice. None of them is a namespace field — equal tokens under one model give equal K/V
+// whatever rendered them, and the token match already sees every difference they make — so they
+// are kept only as a diagnostic: the scheduler compares a session's inputs from one request to the
+// next and says which of them changed when a prompt diverges (PromptInputs in scheduler/request.h).
+// Each is XXH3-64 of a canonical form (object keys sorted, so key order in the request does not
+// matter; null, absent and {} or [] are one value); tools are hashed in request order, which
+// changes the rendered prompt. A raw completion has one input, "template", of its own value.
+std::vector<std::pair<std::string, std::uint64_t>> template_inputs(std::string_view template_source,
+                                                                   const nlohmann::json& chat_template_kwargs,
+                                                                   const nlohmann::json& tool_choice,
+                                                                   const nlohmann::json& tools);
+std::vector<std::pair<std::string, std::uint64_t>> raw_completion_inputs();
 
 // 32 raw bytes: BLAKE3 over `domain` and `fields`, each length-prefixed (the namespace's encoding),
 // for other digests that must never collide with a namespace or with each other.

@@ -297,8 +297,7 @@ class HttpServer::Impl {
     if (generation->cache.enabled) control_.adjust(*generation, caller->tenant, session);
     std::vector<cache::Digest> blocks;
     if (generation->cache.enabled) {
-      const scheduler::CacheOptions& c = generation->cache;
-      const cache::RequestKey key{c.namespace_digest, c.session_key, c.boundaries, c.scope, c.shared_prefix};
+      const cache::RequestKey key = scheduler::cache_key(generation->cache);
       if (!scheduler_.with_cache([&](cache::PrefixCache& cache) { blocks = cache.chain_of(key, generation->prompt); })) {
         return error_response(shutting_down_error());
       }

@@ -173,7 +173,7 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const
                          prompt->tokens);
   }
   auto built = finish(request.params, std::move(prompt->tokens),
-                      template_signature(template_.source(), request.chat.extra_context, request.tool_choice, request.tools),
+                      template_inputs(template_.source(), request.chat.extra_context, request.tool_choice, request.tools),
                       max_prompt_tokens, "messages", tenant);
   if (built) {
     built->cache.boundaries = std::move(layout.boundaries);
@@ -207,13 +207,12 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const
   } else {
     tokens = std::get<TokenPrompt>(request.prompt);
   }
-  return finish(request.params, std::move(tokens), std::string(kRawCompletionSignature), max_prompt_tokens, "prompt",
-                tenant);
+  return finish(request.params, std::move(tokens), raw_completion_inputs(), max_prompt_tokens, "prompt", tenant);
 }
 
 std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::finish(const CommonParams& params,
                                                                             std::vector<engine::Token> prompt,
-                                                                            std::string template_signature,
+                                                                            scheduler::PromptInputs inputs,
                                                                             std::int32_t max_prompt_tokens,
                                                                             const char* prompt_param,
                                                                             std::string_view tenant) const {
@@ -232,8 +231,8 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::finish(cons
   out.cache.enabled = params.cache.enabled;
   out.cache.session_key = params.cache.session_key;
   // lora_id stays empty: prefixd loads no adapters.
+  out.cache.prompt_inputs = std::move(inputs);
   out.cache.namespace_digest = namespace_digest(NamespaceFields{.model_id = model_key_,
-                                                                .template_signature = std::move(template_signature),
                                                                 .runtime_signature = runtime_signature_,
                                                                 .tenant = std::string(tenant),
                                                                 .cache_salt = params.cache.salt});

@@ -86,7 +86,7 @@ class PromptBuilder {
   std::optional<ApiError> refuse_text(const TextWeight& text, std::int32_t max_prompt_tokens, const char* param) const;
   std::expected<scheduler::GenerationRequest, ApiError> finish(const CommonParams& params,
                                                                std::vector<engine::Token> prompt,
-                                                               std::string template_signature,
+                                                               scheduler::PromptInputs inputs,
                                                                std::int32_t max_prompt_tokens,
                                                                const char* prompt_param, std::string_view tenant) const;
 

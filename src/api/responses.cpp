@@ -96,11 +96,13 @@ OrderedJson usage_json(const scheduler::Usage& usage) {
 
 OrderedJson prompt_cache_json(const scheduler::CacheReport& report) {
   const bool hit = report.cached_tokens > 0;
-  return {{"outcome", cache::outcome_name(report.outcome)},
-          {"cached_tokens", report.cached_tokens},
-          {"fed_tokens", report.fed_tokens},
-          {"tier", null_if_empty(cache::tier_name(report.tier))},
-          {"scope", null_if_empty(hit ? (report.in_session ? "in_session" : "cross_session") : "")}};
+  OrderedJson out = {{"outcome", cache::outcome_name(report.outcome)},
+                     {"cached_tokens", report.cached_tokens},
+                     {"fed_tokens", report.fed_tokens},
+                     {"tier", null_if_empty(cache::tier_name(report.tier))},
+                     {"scope", null_if_empty(hit ? (report.in_session ? "in_session" : "cross_session") : "")}};
+  if (!report.changed_inputs.empty()) out["changed_inputs"] = report.changed_inputs;
+  return out;
 }
 
 OrderedJson timings_json(const scheduler::StreamEvent& done) {
@@ -231,6 +233,10 @@ std::string metrics_text(const scheduler::SchedulerStats& stats) {
   add_metric(out, "prefixd_warmup_tokens_total", "counter",
              "Tokens fed after replies so the next turn resumes after the assistant's end of turn.",
              stats.warmup_tokens_total);
+  add_metric(out, "prefixd_prompt_input_changes_total", "counter",
+             "Requests of a named session whose chat template, kwargs, tools or tool_choice differ from its previous "
+             "request's.",
+             stats.prompt_input_changes_total);
   add_metric(out, "prefixd_requests_running", "gauge", "Requests holding a sequence now.", stats.running);
   add_metric(out, "prefixd_requests_queued", "gauge", "Requests waiting for a sequence.", stats.queued);
   return out;

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 #include <vector>
+#include "util/unique_fd.h"
 
 namespace prefixd::bench {
 namespace {
@@ -18,21 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// An open file descriptor, closed when it goes.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  bool ok() const { return fd_ >= 0; }
-
- private:
-  int fd_;
-};
+using Fd = util::UniqueFd;
 
 // A read-only shared mapping, unmapped when it goes.
 class Mapping {

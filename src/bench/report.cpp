@@ -122,7 +122,7 @@ std::string render_report(const nlohmann::json& results, const ReportStyle& styl
   for (const auto& s : list_at(results, "servers")) {
     notes += std::format("{}: {}; ", s.value("name", "?"), s.value("context_note", ""));
   }
-  out += notes + "flash attention off on both.\n\n";
+  out += notes + "flash attention: each server's default (on for both on the CPU).\n\n";
   Table servers({"server", "version", "binary", "extra arguments"});
   for (const auto& s : list_at(results, "servers")) {
     servers.add_row({s.value("name", "?"), s.value("version", "?"), "`" + s.value("binary", "?") + "`", s.value("extra_args", "")});

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include <httplib.h>
+#include "util/unique_fd.h"
 
 extern char** environ;
 
@@ -49,20 +50,7 @@ std::vector<std::string> child_environment(const ServerLaunch& launch) {
   return env;
 }
 
-// Owns a file descriptor for the few lines between open() and posix_spawn.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using Fd = util::UniqueFd;
 
 }  // namespace
 

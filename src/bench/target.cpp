@@ -34,15 +34,15 @@ std::vector<std::string> Target::arguments(const ServerSettings& s, int port) co
             "--parallel", std::to_string(s.parallel),
             "--threads", std::to_string(s.threads),
             "--prompt-cache-capacity-bytes", std::to_string(budget),
-            "--no-flash-attn",
             "--metrics"};
     if (s.snapshot_mib > 0) {
       args.insert(args.end(), {"--prompt-cache-snapshot-capacity-bytes", std::to_string(s.snapshot_mib * kMiB)});
     }
     if (!s.disk_path.empty()) args.insert(args.end(), {"--cache-disk-path", s.disk_path});
   } else {
-    // -fa off: prefixd's default, so both run the same attention kernels. --fit off: nothing is
-    // resized behind our back. The web UI is irrelevant to a benchmark.
+    // Flash attention is each server's default (llama-server's auto turns it on for the CPU, as
+    // prefixd's default does), so both run the same attention kernels as a new user gets them.
+    // --fit off: nothing is resized behind our back. The web UI is irrelevant to a benchmark.
     args = {"-m", s.model_path,
             "--host", "127.0.0.1",
             "--port", std::to_string(port),
@@ -50,7 +50,6 @@ std::vector<std::string> Target::arguments(const ServerSettings& s, int port) co
             "-np", std::to_string(s.parallel),
             "-t", std::to_string(s.threads),
             "--cache-ram", std::to_string(s.cache_mib),
-            "-fa", "off",
             "--fit", "off",
             "--no-webui",
             "--metrics"};

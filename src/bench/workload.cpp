@@ -15,12 +15,13 @@ const Arm* Workload::arm(const std::string& arm_name) const {
 const std::vector<std::string>& workload_names() {
   static const std::vector<std::string> kNames = {"resend", "agent", "multisession", "shared", "edit",
                                                   "restart", "grow", "thrash", "burst", "unique", "chat",
-                                                  "prepared", "toolloop"};
+                                                  "prepared", "toolloop", "interleave"};
   return kNames;
 }
 
 const std::vector<std::string>& compare_workload_names() {
-  static const std::vector<std::string> kNames = {"resend", "agent", "multisession", "shared", "edit", "restart", "toolloop"};
+  static const std::vector<std::string> kNames = {"resend", "agent", "multisession", "shared", "edit", "restart", "toolloop",
+                                                  "interleave"};
   return kNames;
 }
 
@@ -40,7 +41,7 @@ Workload make_workload(const std::string& name, const WorkloadParams& params) {
       {"resend", make_resend}, {"agent", make_agent}, {"multisession", make_multisession}, {"shared", make_shared},
       {"edit", make_edit},     {"restart", make_restart}, {"grow", make_grow},            {"thrash", make_thrash},
       {"burst", make_burst},   {"unique", make_unique},   {"chat", make_chat},
-      {"prepared", make_prepared}, {"toolloop", make_toolloop}};
+      {"prepared", make_prepared}, {"toolloop", make_toolloop}, {"interleave", make_interleave}};
   const auto it = kGenerators.find(name);
   if (it == kGenerators.end()) throw std::invalid_argument("unknown workload '" + name + "'");
   Workload w = it->second(params);

@@ -113,6 +113,7 @@ Workload make_unique(const WorkloadParams& params);
 Workload make_chat(const WorkloadParams& params);
 Workload make_prepared(const WorkloadParams& params);
 Workload make_toolloop(const WorkloadParams& params);
+Workload make_interleave(const WorkloadParams& params);
 
 // The total context both servers get: every slot can hold the longest planned prompt plus its
 // reply (llama-server splits -c among its slots; prefixd pools it), rounded up to 256, >= 4096.

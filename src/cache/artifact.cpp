@@ -45,7 +45,7 @@ std::uint64_t get_u64(std::span<const std::uint8_t> in, std::size_t at) {
 
 std::uint64_t header_checksum(std::span<const std::uint8_t> header) {
   // Everything but the checksum field itself (the 8 bytes before the token ids): the fixed fields,
-  // the token ids and (version 3) the manifest's length and bytes.
+  // the token ids and the manifest's length and bytes.
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
   XXH3_64bits_update(&state, header.data(), kFixedBytes - 8);
@@ -98,7 +98,7 @@ engine::Bytes encode_artifact(const Artifact& artifact) {
 
 namespace {
 
-// Decodes and verifies the header (fixed fields, token ids, manifest) of a version 2 or 3 file;
+// Decodes and verifies the header (fixed fields, token ids, manifest) of a file of a version read;
 // returns where the records start. `all` may end after the header. The model key is not checked.
 std::size_t decode_header(std::span<const std::uint8_t> all, const std::string& name, Artifact& out,
                           std::uint32_t& record_count) {
@@ -126,18 +126,15 @@ std::size_t decode_header(std::span<const std::uint8_t> all, const std::string& 
   if (out.created_unix_ms == 0) corrupt(name, "no creation time");
   const std::size_t tokens_end = kFixedBytes + static_cast<std::size_t>(token_count) * 4;
   if (all.size() < tokens_end) corrupt(name, "truncated header");
-  std::size_t header_bytes = tokens_end;
-  if (version >= 3) {
-    if (all.size() - tokens_end < 4) corrupt(name, "truncated header");
-    const std::uint32_t manifest_bytes = get_u32(all, tokens_end);
-    if (manifest_bytes > kMaxArtifactManifestBytes) corrupt(name, "impossible manifest length");
-    if (all.size() - tokens_end - 4 < manifest_bytes) corrupt(name, "truncated header");
-    header_bytes = tokens_end + 4 + manifest_bytes;
-  }
+  if (all.size() - tokens_end < 4) corrupt(name, "truncated header");
+  const std::uint32_t manifest_bytes = get_u32(all, tokens_end);
+  if (manifest_bytes > kMaxArtifactManifestBytes) corrupt(name, "impossible manifest length");
+  if (all.size() - tokens_end - 4 < manifest_bytes) corrupt(name, "truncated header");
+  const std::size_t header_bytes = tokens_end + 4 + manifest_bytes;
   if (header_checksum(all.first(header_bytes)) != get_u64(all, kFixedBytes - 8)) corrupt(name, "header checksum");
   out.tokens.resize(token_count);
   for (std::size_t i = 0; i < token_count; ++i) out.tokens[i] = static_cast<engine::Token>(get_u32(all, kFixedBytes + 4 * i));
-  if (version >= 3) out.manifest.assign(reinterpret_cast<const char*>(all.data()) + tokens_end + 4, header_bytes - tokens_end - 4);
+  out.manifest.assign(reinterpret_cast<const char*>(all.data()) + tokens_end + 4, header_bytes - tokens_end - 4);
   return header_bytes;
 }
 

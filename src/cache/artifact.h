@@ -22,9 +22,12 @@ namespace prefixd::cache {
 
 // 2: the header names the scope and the lineage's fork (session isolation); records carry scopes.
 // 3: the header carries a manifest after the token ids (its length, then its bytes), under the
-// header checksum. Version 2 files still load, with an empty manifest.
-inline constexpr std::uint32_t kArtifactFormatVersion = 3;
-inline constexpr std::uint32_t kOldestArtifactFormatVersion = 2;
+// header checksum.
+// 4: the namespace digest no longer covers the chat template, tools or tool_choice, and records are
+// disk format 3. Earlier files name namespaces no request has any more, so they are refused by
+// version (save the prefix again).
+inline constexpr std::uint32_t kArtifactFormatVersion = 4;
+inline constexpr std::uint32_t kOldestArtifactFormatVersion = 4;
 // The largest manifest an artifact carries; the encoder refuses a longer one.
 inline constexpr std::size_t kMaxArtifactManifestBytes = 16 * 1024 * 1024;
 

@@ -25,8 +25,11 @@
 
 namespace prefixd::cache {
 
-// 2: records carry their scope (scope.h); version 1 files are removed at the index rebuild.
-inline constexpr std::uint32_t kDiskFormatVersion = 2;
+// 2: records carry their scope (scope.h).
+// 3: namespace digests no longer cover the chat template, tools or tool_choice (namespace v3), so
+// a version 2 record names a namespace no request has any more. Files of another version are
+// removed at the index rebuild; shared-tier names carry the version, so old values are never read.
+inline constexpr std::uint32_t kDiskFormatVersion = 3;
 
 enum class RecordKind : std::uint32_t {
   segment = 1,     // attention K/V of positions [begin, begin + tokens)

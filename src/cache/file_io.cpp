@@ -9,9 +9,6 @@
 namespace prefixd::cache {
 namespace fs = std::filesystem;
 
-FileDescriptor::~FileDescriptor() {
-  if (fd_ >= 0) ::close(fd_);
-}
 
 bool read_exact(int fd, std::uint8_t* out, std::size_t n, off_t offset) {
   while (n > 0) {

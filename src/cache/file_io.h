@@ -11,22 +11,11 @@
 
 #include <sys/types.h>
 
+#include "util/unique_fd.h"
+
 namespace prefixd::cache {
 
-// Owns a file descriptor; closes it on scope exit.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor();
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  bool ok() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
+using FileDescriptor = util::UniqueFd;
 
 // Reads exactly `n` bytes at `offset`; false on an error or end of file first.
 bool read_exact(int fd, std::uint8_t* out, std::size_t n, off_t offset);

@@ -63,6 +63,13 @@
 
 namespace prefixd::cache {
 
+// The sanitizer build (PREFIXD_SANITIZE) is the checked configuration: invariants run there always.
+#ifdef PREFIXD_CHECKED_BUILD
+inline constexpr bool kCheckedBuild = true;
+#else
+inline constexpr bool kCheckedBuild = false;
+#endif
+
 // Whether idle entries are rewritten at the low end of the context when the server goes idle.
 enum class Compaction { automatic, idle, never };  // automatic: never (measured, docs/design.md)
 Compaction parse_compaction(std::string_view name);  // throws std::invalid_argument
@@ -73,7 +80,7 @@ struct CacheConfig {
   std::int32_t min_prefix = 32;           // shorter matches are not worth adopting
   bool apc_enabled = true;                // allow partial matches (shorter than the stored entry)
   std::int32_t block_size = 16;           // tokens per hashed block
-  HashAlgorithm hash = HashAlgorithm::sha256;
+  HashAlgorithm hash = HashAlgorithm::blake3;
   std::int32_t host_segment_tokens = 256; // host-tier unit; a multiple of block_size
   std::uint64_t host_capacity_bytes = 2ull << 30;
   std::int64_t host_max_segments = 65536;
@@ -105,6 +112,10 @@ struct CacheConfig {
   std::vector<std::string> remote_urls;
   std::int32_t remote_timeout_ms = 50;            // per store call, and a lookup's deadline
   std::uint64_t remote_queue_bytes = 256ull << 20;  // write-behind queue; a full one drops writes
+  // Checks every invariant (verify(), and each device entry against the engine's cells) after every
+  // operation that changes the cache; a violation is logged and aborts the process. For debugging
+  // and the test suite (--debug-verify-cache); always on in the sanitizer build.
+  bool verify_every_operation = kCheckedBuild;
 };
 
 // How the loaded model's prompts are reused (decided from its memory at load).

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -25,6 +26,7 @@
 #include "cache/prefix_cache.h"
 #include "cache/radix_tree.h"
 #include "cache/remote_tier.h"
+#include "util/hex.h"
 
 namespace prefixd::cache {
 
@@ -32,15 +34,7 @@ using Clock = std::chrono::steady_clock;
 using engine::SeqId;
 using engine::Token;
 
-inline std::string short_hex(std::string_view bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < std::min<size_t>(bytes.size(), 4); ++i) {
-    out.push_back(kHex[static_cast<unsigned char>(bytes[i]) >> 4]);
-    out.push_back(kHex[static_cast<unsigned char>(bytes[i]) & 15]);
-  }
-  return out;
-}
+inline std::string short_hex(std::string_view bytes) { return util::to_hex(bytes.substr(0, 4)); }
 
 inline std::int32_t common_prefix(std::span<const Token> a, std::span<const Token> b) {
   return static_cast<std::int32_t>(std::ranges::mismatch(a, b).in1 - a.begin());
@@ -198,7 +192,31 @@ class PrefixCache::Impl {
 
   // Counters and the published snapshot (prefix_cache_stats.cpp).
   CacheStats stats() const;
-  std::string verify() const;
+  // Every invariant the cache keeps; with `against_engine`, also each device entry's holder against
+  // the positions the engine holds for it. Empty when none is violated.
+  std::string verify(bool against_engine = false) const;
+
+  // With CacheConfig::verify_every_operation, checks every invariant when an operation ends (also
+  // when it throws: a refused operation must leave the cache whole) and aborts on a violation, which
+  // would otherwise surface far from its cause.
+  class VerifiedAfter {
+   public:
+    VerifiedAfter(const Impl& impl, const char* operation) : impl_(impl), operation_(operation) {}
+    ~VerifiedAfter() {
+      if (!impl_.config().verify_every_operation) return;
+      const std::string problems = impl_.verify(/*against_engine=*/true);
+      if (problems.empty()) return;
+      spdlog::critical("prompt cache invariant violated after {}: {}", operation_, problems);
+      std::abort();
+    }
+    VerifiedAfter(const VerifiedAfter&) = delete;
+    VerifiedAfter& operator=(const VerifiedAfter&) = delete;
+
+   private:
+    const Impl& impl_;
+    const char* operation_;
+  };
+
 
  private:
   std::uint64_t device_bytes() const;

@@ -2,8 +2,20 @@
 
 namespace prefixd::cache {
 
-std::string PrefixCache::Impl::verify() const {
+std::string PrefixCache::Impl::verify(bool against_engine) const {
   std::string problems;
+  // Trimmable models: a holder holds exactly its entry's positions. (A checkpoint family's holder
+  // may keep only attention cells while its state lives in a checkpoint; libllama then reports the
+  // recurrent part's positions, so the check would not say anything about the cells.)
+  if (against_engine && trimmable()) {
+    for (const auto& [id, e] : entries_) {
+      const engine::PosRange held = engine_.sequence_positions(e.holder);
+      if (held.max + 1 != static_cast<engine::Pos>(e.tokens.size())) {
+        problems += "entry " + std::to_string(id) + " holds positions to " + std::to_string(held.max) + " in the engine, not to " +
+                    std::to_string(e.tokens.size() - 1) + "; ";
+      }
+    }
+  }
   std::int64_t entries = 0;
   for (const auto& [ns, tree] : trees_) {
     entries += static_cast<std::int64_t>(tree.size());

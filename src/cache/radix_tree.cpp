@@ -1,9 +1,18 @@
 #include "cache/radix_tree.h"
 
 #include <algorithm>
-#include <cassert>
+#include <stdexcept>
 
 namespace prefixd::cache {
+namespace {
+
+// The tree's preconditions hold in every build: a violated one is a bug in the cache, reported
+// where it happens instead of as a corrupt tree later.
+void expect(bool holds, const char* condition) {
+  if (!holds) throw std::logic_error(std::string("radix tree: expected ") + condition);
+}
+
+}  // namespace
 
 struct RadixTree::Node {
   std::vector<engine::Token> span;  // tokens on the edge from the parent to this node
@@ -97,7 +106,7 @@ EntryId RadixTree::pick_entry(const Node* node, const std::string* session) cons
         break;
       }
     }
-    assert(next != nullptr);
+    expect(next != nullptr, "next != nullptr");
     if (next == nullptr) return 0;
     node = next;
   }
@@ -145,7 +154,7 @@ RadixTree::Node* RadixTree::node_at(std::span<const engine::Token> tokens, std::
 }
 
 void RadixTree::insert(EntryId id, std::span<const engine::Token> tokens, const std::string& session) {
-  assert(!entries_.contains(id));
+  expect(!entries_.contains(id), "!entries_.contains(id)");
   Node* node = root_.get();
   size_t depth = 0;
   while (depth < tokens.size()) {
@@ -179,7 +188,7 @@ void RadixTree::insert(EntryId id, std::span<const engine::Token> tokens, const 
 void RadixTree::prune(Node* node) {
   // Remove nodes no entry passes through any more (never the root).
   while (node != root_.get() && node->total == 0) {
-    assert(node->locks == 0);
+    expect(node->locks == 0, "node->locks == 0");
     Node* parent = node->parent;
     unique_tokens_ -= static_cast<std::int64_t>(node->span.size());
     if (node->locks > 0) locked_tokens_ -= static_cast<std::int64_t>(node->span.size());
@@ -211,7 +220,7 @@ void RadixTree::truncate(EntryId id, std::int32_t length) {
     std::copy(n->span.begin(), n->span.end(), path.begin() + n->begin());
   }
   Node* target = node_at(path, length);
-  assert(target != nullptr);
+  expect(target != nullptr, "target != nullptr");
   std::erase(old_node->ending_here, id);
   // Counts move from the part of the path below `target` only.
   for (Node* n = old_node; n != target; n = n->parent) {
@@ -228,7 +237,7 @@ std::int32_t RadixTree::length(EntryId id) const { return entries_.at(id).node->
 void RadixTree::lock(std::span<const engine::Token> tokens, std::int32_t length) {
   if (length <= 0) return;
   Node* node = node_at(tokens, length);
-  assert(node != nullptr);
+  expect(node != nullptr, "node != nullptr");
   for (Node* n = node; n != nullptr && n != root_.get(); n = n->parent) {
     if (n->locks++ == 0) locked_tokens_ += static_cast<std::int64_t>(n->span.size());
   }
@@ -237,9 +246,9 @@ void RadixTree::lock(std::span<const engine::Token> tokens, std::int32_t length)
 void RadixTree::unlock(std::span<const engine::Token> tokens, std::int32_t length) {
   if (length <= 0) return;
   Node* node = node_at(tokens, length);
-  assert(node != nullptr);
+  expect(node != nullptr, "node != nullptr");
   for (Node* n = node; n != nullptr && n != root_.get(); n = n->parent) {
-    assert(n->locks > 0);
+    expect(n->locks > 0, "n->locks > 0");
     if (--n->locks == 0) locked_tokens_ -= static_cast<std::int64_t>(n->span.size());
   }
 }

@@ -42,7 +42,7 @@ std::string remote_checkpoint_name(const Digest& record_key);
 std::optional<Digest> tail_index(const BlockHasher& hasher, const Digest& parent, std::span<const engine::Token> tokens);
 
 struct RemoteFetchPlan {
-  BlockHasher hasher{HashAlgorithm::sha256, 16};
+  BlockHasher hasher{HashAlgorithm::blake3, 16};
   Digest model{};
   std::int32_t segment_tokens = 256;
   std::vector<engine::Token> query;     // the prompt positions a reuse may cover

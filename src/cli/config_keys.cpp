@@ -66,6 +66,7 @@ constexpr std::array kKeys{
     ConfigKey{"cache-remote", cache},
     ConfigKey{"cache-remote-timeout-ms", cache},
     ConfigKey{"cache-remote-queue-bytes", cache},
+    ConfigKey{"debug-verify-cache", cache},
     // [disk]: the disk tier and the artifacts stored beside it.
     ConfigKey{"cache-disk-path", disk},
     ConfigKey{"cache-disk-max-bytes", disk},

@@ -33,7 +33,7 @@ struct ServeOptions {
   HttpFlags http;
   bool no_cache_prompt = false;
   bool cache_enabled = true;
-  std::string apc_hash = "sha256";
+  std::string apc_hash = "blake3";
   std::uint64_t cache_capacity_bytes = 0;  // 0: derived at startup
   std::int64_t cache_ttl_seconds = 3600;
   std::int32_t device_cells = -1;          // -1: the cache's default for the backend
@@ -225,7 +225,7 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
       ->capture_default_str()->envname("PREFIXD_BATCH_SIZE")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("-t,--threads", o->context.n_threads, "CPU threads (0: all)")
       ->capture_default_str()->envname("PREFIXD_THREADS")->check(CLI::Range(0, 1024));
-  cmd->add_flag("--flash-attn,!--no-flash-attn", o->context.flash_attention, "Use flash attention")
+  cmd->add_flag("--flash-attn,!--no-flash-attn", o->context.flash_attention, "Use flash attention (default on; --no-flash-attn turns it off)")
       ->capture_default_str()->envname("PREFIXD_FLASH_ATTN");
   cmd->add_option("--gpu-layers,--n-gpu-layers", o->context.gpu_layers, "Layers to offload to a GPU backend, if one is built in")
       ->capture_default_str()->envname("PREFIXD_GPU_LAYERS");
@@ -341,8 +341,12 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
       ->capture_default_str()->envname("PREFIXD_APC_ENABLED");
   cmd->add_option("--apc-block-size", o->scheduler.cache.block_size, "Tokens per hashed block")
       ->capture_default_str()->envname("PREFIXD_APC_BLOCK_SIZE")->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--apc-hash", o->apc_hash, "Block hash: sha256 or blake3")
+  cmd->add_option("--apc-hash", o->apc_hash, "Block hash: blake3 or sha256")
       ->capture_default_str()->envname("PREFIXD_APC_HASH")->check(CLI::IsMember({"sha256", "blake3"}));
+  cmd->add_flag("--debug-verify-cache", o->scheduler.cache.verify_every_operation,
+                "Check every prompt cache invariant after each cache operation and abort on a violation "
+                "(debugging; slow with large caches)")
+      ->envname("PREFIXD_DEBUG_VERIFY_CACHE");
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")
       ->capture_default_str()->envname("PREFIXD_LOG_LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -351,7 +355,8 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                              {"--metrics", &o->server.metrics},
                              {"--allow-special-in-content", &o->server.allow_special_in_content},
                              {"--no-cache-prompt", &o->no_cache_prompt},
-                             {"--cache-warmup", &o->scheduler.cache_warmup}}) {
+                             {"--cache-warmup", &o->scheduler.cache_warmup},
+                             {"--debug-verify-cache", &o->scheduler.cache.verify_every_operation}}) {
     cmd->get_option(flag)->default_function([value] { return std::string(*value ? "true" : "false"); });
   }
   return [o]() { return run_serve(*o); };

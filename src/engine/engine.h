@@ -3,7 +3,7 @@
 // Owns: the model, its vocabulary, one inference context with a unified KV cache, batches and
 // samplers. The scheduler thread is the only caller of the mutating methods (decode, sequence
 // ops, state I/O); the vocabulary methods are safe from any thread. The cache and the scheduler
-// see only this interface, so a FakeEngine can stand in for unit tests.
+// see only this interface, so a FakeEngine (tests/support/fake_engine.h) can stand in for tests.
 // Must not know: HTTP, requests, the prompt cache's data structures.
 #pragma once
 

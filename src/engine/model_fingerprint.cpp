@@ -18,6 +18,9 @@
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
 
+#include "util/hex.h"
+#include "util/unique_fd.h"
+
 namespace prefixd::engine {
 namespace {
 
@@ -26,19 +29,7 @@ namespace fs = std::filesystem;
 constexpr std::size_t kReadChunk = 8u << 20;
 constexpr std::size_t kDigestHexChars = 32;
 
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using FileDescriptor = util::UniqueFd;
 
 struct Xxh3StateDeleter {
   void operator()(XXH3_state_t* state) const { XXH3_freeState(state); }
@@ -177,14 +168,7 @@ std::string hash_model_file(const fs::path& path) {
   }
   XXH128_canonical_t canonical;
   XXH128_canonicalFromHash(&canonical, XXH3_128bits_digest(state.get()));
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(kDigestHexChars);
-  for (unsigned char byte : canonical.digest) {
-    hex.push_back(kDigits[byte >> 4]);
-    hex.push_back(kDigits[byte & 0x0F]);
-  }
-  return hex;
+  return util::to_hex(std::span<const std::uint8_t>(canonical.digest, sizeof canonical.digest));
 }
 
 FingerprintCache::FingerprintCache(fs::path file) : file_(std::move(file)) {}

@@ -86,7 +86,9 @@ struct ContextOptions {
   std::int32_t n_parallel = 4;    // sequences that run requests
   std::int32_t n_holder_seqs = 4; // extra sequence ids reserved for the prompt cache
   std::int32_t n_threads = 0;     // 0: all hardware threads
-  bool flash_attention = false;
+  // On by default, as llama.cpp's `auto` resolves on the CPU: half the prefill time of a long
+  // prompt there, and V is stored untransposed, which host-tier restores copy in whole rows.
+  bool flash_attention = true;
   std::int32_t gpu_layers = 0;
   // Sliding-window models only: whether the window layers keep every cell. automatic: on while
   // the full cache costs at most swa_full_max_bytes (see load_llama_engine).

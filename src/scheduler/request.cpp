@@ -2,6 +2,14 @@
 
 namespace prefixd::scheduler {
 
+cache::RequestKey cache_key(const CacheOptions& options) {
+  return cache::RequestKey{.namespace_digest = options.namespace_digest,
+                           .session = options.session_key,
+                           .boundaries = options.boundaries,
+                           .scope = options.scope,
+                           .shared_prefix = options.shared_prefix};
+}
+
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::stop: return "stop";

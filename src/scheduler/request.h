@@ -8,12 +8,18 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cache/prefix_cache.h"
 #include "engine/types.h"
 
 namespace prefixd::scheduler {
+
+// Digests of what produced a prompt's tokens besides its messages (the chat template, its kwargs,
+// tools, tool_choice), by name. A diagnostic only, never part of the namespace: when a session's
+// inputs change from one request to the next, the response and the trace name the ones that did.
+using PromptInputs = std::vector<std::pair<std::string, std::uint64_t>>;
 
 // Cache-related parameters of one request, computed by the API layer (which knows the template,
 // tools, salt and session) and consumed by the prompt cache. `namespace_digest` is opaque here.
@@ -33,7 +39,11 @@ struct CacheOptions {
   // feeds them off the request path so that the next turn resumes after them (warm-up). Empty:
   // no warm-up (raw completions, or a template that re-renders earlier turns).
   std::vector<engine::Token> continuation;
+  PromptInputs prompt_inputs;
 };
+
+// Who a request is to the prompt cache: the one place a cache::RequestKey is made from a request.
+cache::RequestKey cache_key(const CacheOptions& options);
 
 // Most alternatives a request may ask for with each generated token.
 inline constexpr std::int32_t kMaxTopLogprobs = 20;
@@ -75,6 +85,9 @@ struct CacheReport {
   std::int32_t fed_tokens = 0;     // prompt tokens fed through the model
   cache::Tier tier = cache::Tier::none;
   bool in_session = false;         // meaningful when cached_tokens > 0
+  // The prompt inputs (CacheOptions::prompt_inputs) that differ from the session's previous
+  // request: why its prompt may diverge from that request's earlier than its messages do.
+  std::vector<std::string> changed_inputs;
 };
 
 struct Usage {

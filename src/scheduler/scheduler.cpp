@@ -4,19 +4,20 @@
 #include <condition_variable>
 #include <functional>
 #include <future>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <utility>
-#include <unordered_map>
 #include <spdlog/spdlog.h>
 
 #include "scheduler/logprobs.h"
-#include "scheduler/text_stream.h"
+#include "scheduler/remote_waits.h"
+#include "scheduler/scheduler_internal.h"
+#include "scheduler/session_memory.h"
 
 namespace prefixd::scheduler {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using engine::BatchToken;
 using engine::DecodeStatus;
 using engine::Token;
@@ -24,80 +25,6 @@ using engine::Token;
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
-
-// Who a request is to the prompt cache.
-cache::RequestKey cache_key_of(const GenerationRequest& request) {
-  return {request.cache.namespace_digest, request.cache.session_key, request.cache.boundaries, request.cache.scope,
-          request.cache.shared_prefix};
-}
-
-// A request that has been given a sequence id.
-struct Active {
-  std::uint64_t id = 0;
-  GenerationRequest request;
-  std::shared_ptr<RequestStream> stream;
-  engine::SeqId seq = 0;
-  Clock::time_point submitted;
-  Clock::time_point started;
-  Clock::time_point first_token;
-  std::vector<Token> tokens;   // prompt, then every sampled token
-  std::int32_t n_past = 0;     // tokens[0, n_past) are in the KV cache of `seq`
-  std::int32_t n_prompt = 0;
-  std::int32_t max_new = 0;    // most tokens this request may sample
-  std::int32_t generated = 0;  // tokens sampled (end-of-generation excluded)
-  std::int32_t row = -1;       // batch row whose logits this request samples from, -1 if none
-  std::unique_ptr<engine::Sampler> sampler;
-  TextStream text{{}};
-  CacheReport cache;
-  bool emitted_any = false;
-  std::vector<GeneratedLogprobs> pending_logprobs;  // tokens not yet sent with a text event
-  bool waiting = false;  // the cache will hand it a prefix another request is computing (poll)
-  // The reply is delivered; the sequence is fed the template's end of turn before it goes to the
-  // cache (no events, no sampling). n_prompt then counts those tokens too.
-  bool warming = false;
-
-  bool prefilling() const { return !waiting && n_past < n_prompt; }
-  bool decoding() const { return !waiting && n_past >= n_prompt; }
-  bool uses_cache() const { return request.cache.enabled; }
-  cache::RequestKey cache_key() const { return cache_key_of(request); }
-};
-
-// What a session's last reply was, to learn whether its client sends replies back verbatim (then
-// the next turn's prompt extends prompt + reply, and a warm-up pays off) or writes its own
-// assistant turns (then a warm-up would feed tokens no request reuses).
-struct ReplyRecord {
-  std::size_t prompt_length = 0;
-  std::uint64_t prompt_hash = 0;
-  std::vector<Token> reply;
-  bool echoes = false;  // the session's latest request sent the previous reply back
-};
-
-std::uint64_t hash_tokens(std::span<const Token> tokens) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (Token t : tokens) {
-    h ^= static_cast<std::uint32_t>(t);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-struct Queued {
-  std::uint64_t id = 0;
-  GenerationRequest request;
-  std::shared_ptr<RequestStream> stream;
-  Clock::time_point submitted;
-  // The shared tier's lookup of the prompt's prefix: planned once, while the request waits for it
-  // it is not admitted (and holds no sequence); once done it is adopted at acquire().
-  bool remote_planned = false;
-  std::shared_ptr<cache::RemoteFetch> fetch;
-};
-
-// Lets the shared tier's reader thread wake the scheduler; cut off before the scheduler's members
-// go (the cache, which owns the reader thread, is destroyed after them).
-struct FetchSignal {
-  std::mutex mutex;
-  std::function<void()> wake;
-};
 
 }  // namespace
 
@@ -128,13 +55,13 @@ class Scheduler::Impl {
     pack_prefills_ = options_.pack_prefills.value_or(engine_.model().on_accelerator);
     cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders), scratch,
                                                   options_.cache.enabled ? pin : -1);
-    fetch_signal_->wake = [this] {
+    remote_waits_ = std::make_unique<RemoteWaits>(*cache_, [this] {
       {
         std::lock_guard lock(mutex_);
         fetch_ready_ = true;
       }
       wake_.notify_all();
-    };
+    });
     free_seqs_.reserve(static_cast<size_t>(options_.n_slots));
     for (engine::SeqId s = options_.n_slots - 1; s >= 0; --s) free_seqs_.push_back(s);
     thread_ = std::thread([this] { run(); });
@@ -147,8 +74,7 @@ class Scheduler::Impl {
     }
     wake_.notify_all();
     thread_.join();
-    std::lock_guard lock(fetch_signal_->mutex);
-    fetch_signal_->wake = nullptr;
+    remote_waits_->disconnect();
   }
 
   std::expected<std::shared_ptr<RequestStream>, SubmitError> submit(GenerationRequest request) {
@@ -158,13 +84,13 @@ class Scheduler::Impl {
       return reject(SubmitError::prompt_too_long);
     }
     if (stopping_) return reject(SubmitError::shutting_down);
-    if (static_cast<std::int32_t>(queue_.size() + fetching_.size()) >= options_.max_queued) {
+    if (static_cast<std::int32_t>(inbox_.size()) + waiting_in_thread_ >= options_.max_queued) {
       return reject(SubmitError::queue_full);
     }
     auto stream = std::make_shared<RequestStream>();
-    queue_.push_back(Queued{++next_id_, std::move(request), stream, Clock::now()});
+    inbox_.push_back(Queued{++next_id_, std::move(request), stream, Clock::now()});
     ++stats_.requests_total;
-    stats_.queued = static_cast<std::int32_t>(queue_.size() + fetching_.size());
+    stats_.queued = static_cast<std::int32_t>(inbox_.size()) + waiting_in_thread_;
     wake_.notify_all();
     return stream;
   }
@@ -217,12 +143,18 @@ class Scheduler::Impl {
     while (true) {
       std::deque<std::function<void()>> commands;
       {
+        // The lock guards only what submitters share (the inbox, commands, counters): the cache's
+        // work below — disk reads, demotions, lookups — never holds it, so submit() and /metrics
+        // never wait behind it.
         std::unique_lock lock(mutex_);
-        wake_.wait_for(lock, wait_limit(), [this] {
-          return stopping_ || !queue_.empty() || !active_.empty() || !commands_.empty() || fetch_ready_;
+        wake_.wait_for(lock, remote_waits_->wait_limit(std::chrono::seconds(1)), [this] {
+          return stopping_ || !inbox_.empty() || !queue_.empty() || !active_.empty() || !commands_.empty() || fetch_ready_;
         });
         if (stopping_) break;
         commands.swap(commands_);
+        std::ranges::move(inbox_, std::back_inserter(queue_));
+        inbox_.clear();
+        fetch_ready_ = false;
       }
       for (auto& command : commands) command();
       if (Clock::now() >= next_expiry) {
@@ -249,59 +181,10 @@ class Scheduler::Impl {
     }
   }
 
-  // How long the loop may sleep: a second, or until the earliest shared-tier lookup's deadline.
-  // REQUIRES: mutex_ held.
-  Clock::duration wait_limit() const {
-    Clock::duration limit = std::chrono::seconds(1);
-    const auto now = Clock::now();
-    for (const Queued& q : fetching_) limit = std::min<Clock::duration>(limit, std::max(q.fetch->deadline() - now, Clock::duration::zero()));
-    return limit;
-  }
-
-  // Starts the shared tier's lookup of each newly queued prompt that could gain from it (the
-  // request waits outside the queue until it is done), and returns to the queue, in order, the
-  // requests whose lookup is done, past its deadline, or whose client went away.
-  // REQUIRES: mutex_ held.
-  void plan_and_collect_fetches() {
-    for (auto it = queue_.begin(); it != queue_.end();) {
-      if (it->remote_planned || !it->request.cache.enabled || it->stream->cancelled()) {
-        ++it;
-        continue;
-      }
-      it->remote_planned = true;
-      it->fetch = cache_->fetch_remote(cache_key_of(it->request), it->request.prompt, seconds_per_prompt_token_, [signal = fetch_signal_] {
-        std::lock_guard lock(signal->mutex);
-        if (signal->wake) signal->wake();
-      });
-      if (!it->fetch) {
-        ++it;
-        continue;
-      }
-      fetching_.push_back(std::move(*it));
-      it = queue_.erase(it);
-    }
-    fetch_ready_ = false;
-    const auto now = Clock::now();
-    for (auto it = fetching_.begin(); it != fetching_.end();) {
-      const bool done = it->fetch->done();
-      if (!done && now < it->fetch->deadline() && !it->stream->cancelled()) {
-        ++it;
-        continue;
-      }
-      if (!done) {
-        cache_->abandon_remote();
-        it->fetch.reset();
-      }
-      const auto at = std::ranges::find_if(queue_, [&](const Queued& q) { return q.id > it->id; });
-      queue_.insert(at, std::move(*it));
-      it = fetching_.erase(it);
-    }
-  }
-
   // Moves queued requests into free sequences while their prompts fit in the free cells.
   void admit() {
-    std::lock_guard lock(mutex_);
-    plan_and_collect_fetches();
+    remote_waits_->plan(queue_, seconds_per_prompt_token_);
+    remote_waits_->collect(queue_);
     while (!queue_.empty() && !free_seqs_.empty()) {
       Queued& next = queue_.front();
       if (next.stream->cancelled()) {
@@ -315,10 +198,13 @@ class Scheduler::Impl {
       const std::int64_t over = cache_->device_cells() + committed_cells() + need - engine_.context_size();
       if (over > 0) cache_->release_device_cells(over);
       if (!active_.empty() && cache_->device_cells() + committed_cells() + need > engine_.context_size()) break;
-      start(std::move(next));
+      Queued admitted = std::move(next);
       queue_.pop_front();
+      start(std::move(admitted));
     }
-    stats_.queued = static_cast<std::int32_t>(queue_.size() + fetching_.size());
+    std::lock_guard lock(mutex_);
+    waiting_in_thread_ = static_cast<std::int32_t>(queue_.size() + remote_waits_->size());
+    stats_.queued = static_cast<std::int32_t>(inbox_.size()) + waiting_in_thread_;
     stats_.running = static_cast<std::int32_t>(active_.size());
   }
 
@@ -359,9 +245,10 @@ class Scheduler::Impl {
     const std::shared_ptr<cache::RemoteFetch> fetched = std::move(queued.fetch);
     engine_.remove_sequence(a->seq, 0, -1);
     if (a->uses_cache()) {
-      observe_echo(*a);
+      sessions_.observe_prompt(a->session(), a->tokens);
+      observe_prompt_inputs(*a);
       const auto acquire_start = Clock::now();
-      const cache::Acquisition got = cache_->acquire(a->cache_key(), a->tokens, a->seq, fetched.get());
+      const cache::Acquisition got = cache_->acquire(cache_key(a->request.cache), a->tokens, a->seq, fetched.get());
       spdlog::trace("request {}: cache acquire took {:.1f} ms", a->id,
                     std::chrono::duration<double, std::milli>(Clock::now() - acquire_start).count());
       apply(*a, got);
@@ -375,7 +262,24 @@ class Scheduler::Impl {
   static void apply(Active& a, const cache::Acquisition& got) {
     a.waiting = got.waiting;
     a.n_past = got.reused;
-    a.cache = CacheReport{got.outcome, got.reused, a.n_prompt - got.reused, got.tier, got.in_session};
+    a.cache = CacheReport{got.outcome, got.reused, a.n_prompt - got.reused, got.tier, got.in_session,
+                          std::move(a.cache.changed_inputs)};
+  }
+
+  // A named session's template, kwargs, tools or tool_choice that changed since its previous
+  // request: named in the response, counted and traced, since they explain a prompt that diverges
+  // before its messages do. They never keep the cache from matching the tokens that stayed equal.
+  void observe_prompt_inputs(Active& a) {
+    if (a.request.cache.session_key.empty()) return;
+    a.cache.changed_inputs = sessions_.changed_inputs(a.session(), a.request.cache.prompt_inputs);
+    if (a.cache.changed_inputs.empty()) return;
+    if (spdlog::should_log(spdlog::level::trace)) {
+      std::string names;
+      for (const std::string& name : a.cache.changed_inputs) names += (names.empty() ? "" : ", ") + name;
+      spdlog::trace("request {}: {} changed since the session's previous request", a.id, names);
+    }
+    std::lock_guard lock(mutex_);
+    stats_.prompt_input_changes_total += 1;
   }
 
   // Requests that waited for a prefix another request was computing now hold it.
@@ -572,9 +476,9 @@ class Scheduler::Impl {
     std::unique_ptr<Active> a = std::move(active_[index]);
     active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(index));
     end_sequence(*a, false);
-    std::lock_guard lock(mutex_);
     free_seqs_.push_back(a->seq);
     queue_.push_front(Queued{a->id, std::move(a->request), std::move(a->stream), a->submitted});
+    std::lock_guard lock(mutex_);
     stats_.running = static_cast<std::int32_t>(active_.size());
   }
 
@@ -618,26 +522,9 @@ class Scheduler::Impl {
     if (warm) start_warmup(std::move(a));
   }
 
-  static std::string session_of(const Active& a) { return a.request.cache.namespace_digest + a.request.cache.session_key; }
-
-  // Whether this request's prompt sends its session's previous reply back verbatim.
-  void observe_echo(const Active& a) {
-    auto it = replies_.find(session_of(a));
-    if (it == replies_.end()) return;
-    ReplyRecord& r = it->second;
-    const std::span<const Token> prompt(a.tokens);
-    if (prompt.size() < r.prompt_length || hash_tokens(prompt.first(r.prompt_length)) != r.prompt_hash) return;
-    const auto rest = prompt.subspan(r.prompt_length);
-    r.echoes = rest.size() >= r.reply.size() && std::ranges::equal(rest.first(r.reply.size()), r.reply);
-  }
-
   void remember_reply(const Active& a) {
     if (!a.uses_cache() || a.generated == 0) return;
-    if (replies_.size() >= kMaxReplyRecords) replies_.erase(replies_.begin());
-    ReplyRecord& r = replies_[session_of(a)];
-    r.prompt_length = static_cast<std::size_t>(a.n_prompt);
-    r.prompt_hash = hash_tokens(std::span<const Token>(a.tokens).first(r.prompt_length));
-    r.reply.assign(a.tokens.begin() + a.n_prompt, a.tokens.end());
+    sessions_.remember_reply(a.session(), a.tokens, static_cast<std::size_t>(a.n_prompt));
   }
 
   // A reply that ended normally, of a request whose template says what follows the reply, in a
@@ -649,8 +536,7 @@ class Scheduler::Impl {
         static_cast<std::int64_t>(a.tokens.size() + a.request.cache.continuation.size()) >= engine_.context_size()) {
       return false;
     }
-    const auto it = replies_.find(session_of(a));
-    return it != replies_.end() && it->second.echoes;
+    return sessions_.echoes(a.session());
   }
 
   void start_warmup(std::unique_ptr<Active> a) {
@@ -721,11 +607,12 @@ class Scheduler::Impl {
       if (active_[i]->warming) end_warmup(i, false);
     }
     while (!active_.empty()) finish(active_.size() - 1, FinishReason::cancelled, "the server is shutting down");
-    std::lock_guard lock(mutex_);
     for (Queued& q : queue_) finish_unstarted(q, FinishReason::cancelled, "the server is shutting down");
     queue_.clear();
-    for (Queued& q : fetching_) finish_unstarted(q, FinishReason::cancelled, "the server is shutting down");
-    fetching_.clear();
+    for (Queued& q : remote_waits_->take_all()) finish_unstarted(q, FinishReason::cancelled, "the server is shutting down");
+    std::lock_guard lock(mutex_);
+    for (Queued& q : inbox_) finish_unstarted(q, FinishReason::cancelled, "the server is shutting down");
+    inbox_.clear();
   }
 
   engine::Engine& engine_;
@@ -737,18 +624,18 @@ class Scheduler::Impl {
   std::vector<BatchToken> batch_;
   bool pack_prefills_ = false;  // several prompts may complete in one batch (see step())
   double seconds_per_prompt_token_ = 0;  // measured (observe_prefill_speed); 0 until a prefill ran
-  static constexpr std::size_t kMaxReplyRecords = 4096;
-  std::unordered_map<std::string, ReplyRecord> replies_;  // by namespace + session
+  SessionMemory sessions_;
+  std::deque<Queued> queue_;      // admitted in order once a sequence is free and the prompt fits
+  std::unique_ptr<RemoteWaits> remote_waits_;  // requests waiting for their shared-tier lookup
+  std::vector<engine::SeqId> free_seqs_;
 
   // Shared with submitters; guarded by mutex_.
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Queued> queue_;
-  std::vector<Queued> fetching_;  // waiting for their shared-tier lookup (plan_and_collect_fetches)
+  std::deque<Queued> inbox_;        // submitted, not yet taken by the scheduler thread
+  std::int32_t waiting_in_thread_ = 0;  // queue_ and remote waits, as of the last admission
   bool fetch_ready_ = false;      // a lookup finished since the loop last looked
-  std::shared_ptr<FetchSignal> fetch_signal_ = std::make_shared<FetchSignal>();
   std::deque<std::function<void()>> commands_;
-  std::vector<engine::SeqId> free_seqs_;
   SchedulerStats stats_;
   std::uint64_t next_id_ = 0;
   bool stopping_ = false;

@@ -51,6 +51,7 @@ struct SchedulerStats {
   std::int64_t generated_tokens_total = 0;
   std::int64_t warmup_tokens_total = 0;      // tokens fed after replies for the next turn (warm-up)
   std::int64_t warmups_total = 0;            // replies whose sequence was warmed up
+  std::int64_t prompt_input_changes_total = 0;  // requests whose session changed template inputs
   std::int32_t running = 0;
   std::int32_t queued = 0;
   // Time to first token (submission to first sampled token), as cumulative histogram buckets.

@@ -100,7 +100,7 @@ TEST(CacheSummary, SinceTheCurrentVersionAnswersUnchanged) {
   EXPECT_EQ(empty.body["object"], "prefixd.cache_summary");
   EXPECT_EQ(empty.body["format"], 1);
   EXPECT_EQ(empty.body["block_size"], 16);
-  EXPECT_EQ(empty.body["hash"], "sha256");
+  EXPECT_EQ(empty.body["hash"], "blake3");
   EXPECT_EQ(empty.body["load"]["slots"], 4);
   EXPECT_EQ(empty.body["server_id"].get<std::string>().size(), 32u);
 

@@ -55,19 +55,47 @@ TEST(Cache, SharedSystemPromptIsReusedAcrossSessions) {
   EXPECT_GT(other["prompt_cache"]["cached_tokens"].get<int>(), 200);
 }
 
-TEST(Cache, DifferentSaltOrToolsOrKwargsNeverHit) {
+// Prompt tokens as generation would feed them (POST /tokenize with the request's messages and tools).
+std::vector<int> prompt_tokens(httplib::Client& client, const json& request) {
+  json body = {{"messages", request["messages"]}, {"add_generation_prompt", true}};
+  if (request.contains("tools")) body["tools"] = request["tools"];
+  const auto reply = post_json(client, "/tokenize", body);
+  EXPECT_EQ(reply.status, 200) << reply.raw;
+  return reply.body["tokens"].get<std::vector<int>>();
+}
+
+// The namespace holds only what changes the K/V of a token sequence: a salt is a wall, while the
+// template's inputs (tools, kwargs) change the prompt's tokens or nothing, and the token match
+// sees either. A reused token is always the request's own.
+TEST(Cache, DifferentSaltNeverHitsWhileToolsAndKwargsReuseTheTokensTheyLeaveEqual) {
   ServerProcess server;
   auto client = server.client();
-  chat(*client, long_chat("Where is the atlas?"));
-  const json tools = json::array({{{"type", "function"},
-                                   {"function", {{"name", "lookup"}, {"description", "find a book"},
-                                                 {"parameters", {{"type", "object"}}}}}}});
-  for (const json& extra : {json{{"cache_salt", "tenant-2"}}, json{{"extra_body", {{"cache_salt", "tenant-3"}}}},
-                            json{{"tools", tools}}, json{{"chat_template_kwargs", {{"flavour", "x"}}}}}) {
+  const json base = long_chat("Where is the atlas?", {{"prompt_cache_key", "s"}});
+  chat(*client, base);
+  for (const json& extra : {json{{"cache_salt", "tenant-2"}}, json{{"extra_body", {{"cache_salt", "tenant-3"}}}}}) {
     const json reply = chat(*client, long_chat("Where is the atlas?", extra));
     EXPECT_EQ(reply["prompt_cache"]["outcome"], "cold") << extra.dump();
     EXPECT_EQ(reply["prompt_cache"]["cached_tokens"], 0) << extra.dump();
   }
+  // The tiny model's template ignores this kwarg: the same tokens, reused to the one-token guard,
+  // and the response names what changed since the session's previous request.
+  const json kwargs = chat(*client, long_chat("Where is the atlas?", {{"prompt_cache_key", "s"}, {"chat_template_kwargs", {{"flavour", "x"}}}}));
+  EXPECT_EQ(kwargs["prompt_cache"]["cached_tokens"], kwargs["usage"]["prompt_tokens"].get<int>() - 1) << kwargs.dump();
+  EXPECT_EQ(kwargs["prompt_cache"]["changed_inputs"], json::array({"chat_template_kwargs"})) << kwargs.dump();
+  // Tools render into the prompt: the reuse ends at the first token they change, never past it.
+  const json tools = json::array({{{"type", "function"},
+                                   {"function", {{"name", "lookup"}, {"description", "find a book"},
+                                                 {"parameters", {{"type", "object"}}}}}}});
+  const json with_tools_request = long_chat("Where is the atlas?", {{"prompt_cache_key", "s"}, {"tools", tools}});
+  const std::vector<int> plain = prompt_tokens(*client, base);
+  const std::vector<int> with_tools = prompt_tokens(*client, with_tools_request);
+  std::size_t common = 0;
+  while (common < plain.size() && common < with_tools.size() && plain[common] == with_tools[common]) ++common;
+  ASSERT_LT(common, with_tools.size() - 1) << "the tools change the rendered prompt";
+  const json tooled = chat(*client, with_tools_request);
+  EXPECT_EQ(tooled["usage"]["prompt_tokens"], static_cast<int>(with_tools.size()));
+  EXPECT_LE(tooled["prompt_cache"]["cached_tokens"].get<int>(), static_cast<int>(common)) << tooled.dump();
+  EXPECT_EQ(tooled["prompt_cache"]["changed_inputs"], json::array({"chat_template_kwargs", "tools", "tool_choice"})) << tooled.dump();
 }
 
 TEST(Cache, CachePromptFalseReadsAndWritesNothing) {

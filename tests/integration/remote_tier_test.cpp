@@ -131,6 +131,19 @@ TEST_F(RemoteTier, AThreeNodeClusterSharesLikeOneServer) {
   if (!have_program("valkey-cli")) GTEST_SKIP() << "valkey-cli is not on PATH: cannot create a cluster";
   ValkeyCluster cluster(3);
   expect_shared_between_two_servers({cluster.nodes()[0]->url()}, PREFIXD_TINY_MODEL);
+  // A few more prompts, so that enough names exist for the slots to reach every node (the names are
+  // content hashes: the same every run).
+  {
+    // Its write-behind queue is written before it exits (SIGTERM).
+    ServerProcess more({.extra_args = {"--cache-remote", cluster.nodes()[0]->url()}, .ctx_size = 4096});
+    auto client = more.client();
+    for (int i = 0; i < 4; ++i) {
+      std::string text = "Prompt " + std::to_string(i) + ":";
+      for (int w = 0; w < 120; ++w) text += " word" + std::to_string(w * 7 + i);
+      const auto reply = post_json(*client, "/v1/completions", {{"prompt", text}, {"max_tokens", 1}});
+      ASSERT_EQ(reply.status, 200) << reply.raw;
+    }
+  }
   int holding = 0;
   for (const auto& node : cluster.nodes()) holding += node->cli("dbsize") != "0\n" ? 1 : 0;
   EXPECT_EQ(holding, 3) << "values spread over every node by slot";

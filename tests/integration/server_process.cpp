@@ -29,6 +29,11 @@ ServerProcess::ServerProcess(ServerConfig config) {
   if (std::ranges::none_of(launch.extra_env, [](const auto& kv) { return kv.first == "PREFIXD_MODEL_FINGERPRINT_CACHE"; })) {
     launch.extra_env.emplace_back("PREFIXD_MODEL_FINGERPRINT_CACHE", "off");
   }
+  // Every test server checks the prompt cache's invariants after each cache operation and aborts
+  // on a violation (--debug-verify-cache), so the whole suite runs in the checked configuration.
+  if (std::ranges::none_of(launch.extra_env, [](const auto& kv) { return kv.first == "PREFIXD_DEBUG_VERIFY_CACHE"; })) {
+    launch.extra_env.emplace_back("PREFIXD_DEBUG_VERIFY_CACHE", "1");
+  }
   try {
     process_ = std::make_unique<bench::ServerProcess>(std::move(launch), port);
   } catch (...) {

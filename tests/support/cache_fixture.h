@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cache/prefix_cache.h"
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 
 namespace prefixd::testing {
 

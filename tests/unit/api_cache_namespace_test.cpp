@@ -1,8 +1,9 @@
-// The cache namespace digest: whatever changes the meaning of the tokens changes the digest, and
-// nothing else does.
+// The cache namespace digest: whatever changes the K/V of a token sequence changes the digest, and
+// nothing else does; the template inputs are a diagnostic beside it.
 #include <gtest/gtest.h>
 
 #include "api/cache_namespace.h"
+#include "util/hex.h"
 
 namespace prefixd::api {
 namespace {
@@ -13,16 +14,13 @@ const json kTools = json::array({{{"type", "function"}, {"function", {{"name", "
                                  {{"type", "function"}, {"function", {{"name", "b"}}}}});
 
 NamespaceFields base() {
-  return NamespaceFields{.model_id = "fingerprint-1",
-                         .template_signature = template_signature("{{ messages }}", {{"x", 1}}, "auto", kTools),
-                         .tenant = "default"};
+  return NamespaceFields{.model_id = "fingerprint-1", .tenant = "default"};
 }
 
 TEST(ApiCacheNamespace, DigestIs32BytesAndDeterministic) {
   EXPECT_EQ(namespace_digest(base()).size(), 32u);
   EXPECT_EQ(namespace_digest(base()), namespace_digest(base()));
-  EXPECT_EQ(template_signature("t", nullptr, "none", nullptr).size(), 32u);
-  EXPECT_EQ(to_hex(namespace_digest(base())).size(), 64u);
+  EXPECT_EQ(util::to_hex(namespace_digest(base())).size(), 64u);
 }
 
 TEST(ApiCacheNamespace, EveryFieldSeparatesNamespaces) {
@@ -34,7 +32,6 @@ TEST(ApiCacheNamespace, EveryFieldSeparatesNamespaces) {
   };
   EXPECT_NE(changed([](NamespaceFields& f) { f.model_id = "fingerprint-2"; }), reference);
   EXPECT_NE(changed([](NamespaceFields& f) { f.lora_id = "adapter"; }), reference);
-  EXPECT_NE(changed([](NamespaceFields& f) { f.template_signature = std::string(kRawCompletionSignature); }), reference);
   EXPECT_NE(changed([](NamespaceFields& f) { f.runtime_signature = "rope.scaling.type=yarn;"; }), reference);
   EXPECT_NE(changed([](NamespaceFields& f) { f.multimodal_digest = "image:abc"; }), reference);
   EXPECT_NE(changed([](NamespaceFields& f) { f.tenant = "tenant-a"; }), reference);
@@ -97,31 +94,46 @@ TEST(ApiCacheNamespace, AnAbsentSaltDiffersFromAnEmptyOne) {
   EXPECT_NE(namespace_digest(absent), namespace_digest(empty));
 }
 
-TEST(ApiCacheNamespace, TemplateSignatureCoversSourceKwargsToolChoiceAndTools) {
-  const std::string reference = template_signature("{{ messages }}", {{"x", 1}}, "auto", kTools);
-  EXPECT_NE(template_signature("{{ messages }} ", {{"x", 1}}, "auto", kTools), reference);
-  EXPECT_NE(template_signature("{{ messages }}", {{"x", 2}}, "auto", kTools), reference);
-  EXPECT_NE(template_signature("{{ messages }}", {{"x", 1}}, "required", kTools), reference);
-  EXPECT_NE(template_signature("{{ messages }}", {{"x", 1}}, "auto", json::array({kTools[0]})), reference);
-  EXPECT_NE(template_signature("{{ messages }}", {{"x", 1}}, "auto", nullptr), reference);
+// The inputs a diagnostic compares: each one's digest moves with it alone.
+std::vector<std::string> differing(const std::vector<std::pair<std::string, std::uint64_t>>& a,
+                                   const std::vector<std::pair<std::string, std::uint64_t>>& b) {
+  std::vector<std::string> out;
+  EXPECT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    if (a[i].second != b[i].second) out.push_back(a[i].first);
+  }
+  return out;
+}
+
+using Names = std::vector<std::string>;
+
+TEST(ApiCacheNamespace, TemplateInputsNameSourceKwargsToolsAndToolChoiceApart) {
+  const auto reference = template_inputs("{{ messages }}", {{"x", 1}}, "auto", kTools);
+  EXPECT_EQ(differing(template_inputs("{{ messages }} ", {{"x", 1}}, "auto", kTools), reference), Names{"chat_template"});
+  EXPECT_EQ(differing(template_inputs("{{ messages }}", {{"x", 2}}, "auto", kTools), reference), Names{"chat_template_kwargs"});
+  EXPECT_EQ(differing(template_inputs("{{ messages }}", {{"x", 1}}, "required", kTools), reference), Names{"tool_choice"});
+  EXPECT_EQ(differing(template_inputs("{{ messages }}", {{"x", 1}}, "auto", json::array({kTools[0]})), reference), Names{"tools"});
+  EXPECT_EQ(differing(template_inputs("{{ messages }}", {{"x", 1}}, "auto", nullptr), reference), Names{"tools"});
+  EXPECT_NE(raw_completion_inputs()[0].second, reference[0].second) << "a raw completion is told apart from a template";
 }
 
 TEST(ApiCacheNamespace, KwargsKeyOrderDoesNotMatter) {
   const json a = json::parse(R"({"enable_thinking": true, "reasoning": {"effort": "low", "budget": 3}})");
   const json b = json::parse(R"({"reasoning": {"budget": 3, "effort": "low"}, "enable_thinking": true})");
-  EXPECT_EQ(template_signature("t", a, "none", nullptr), template_signature("t", b, "none", nullptr));
+  EXPECT_EQ(template_inputs("t", a, "none", nullptr), template_inputs("t", b, "none", nullptr));
 }
 
 TEST(ApiCacheNamespace, ToolKeyOrderDoesNotMatterButToolOrderDoes) {
   const json tools_a = json::parse(R"([{"type":"function","function":{"name":"a","description":"d"}}])");
   const json tools_b = json::parse(R"([{"function":{"description":"d","name":"a"},"type":"function"}])");
-  EXPECT_EQ(template_signature("t", nullptr, "auto", tools_a), template_signature("t", nullptr, "auto", tools_b));
+  EXPECT_EQ(template_inputs("t", nullptr, "auto", tools_a), template_inputs("t", nullptr, "auto", tools_b));
   const json reordered = json::array({kTools[1], kTools[0]});
-  EXPECT_NE(template_signature("t", nullptr, "auto", kTools), template_signature("t", nullptr, "auto", reordered));
+  EXPECT_NE(template_inputs("t", nullptr, "auto", kTools), template_inputs("t", nullptr, "auto", reordered));
 }
 
-TEST(ApiCacheNamespace, AbsentAndEmptyKwargsAreTheSame) {
-  EXPECT_EQ(template_signature("t", nullptr, "none", nullptr), template_signature("t", json::object(), "none", json::array()));
+TEST(ApiCacheNamespace, AbsentAndEmptyKwargsAndToolsAreTheSame) {
+  EXPECT_EQ(template_inputs("t", nullptr, "none", nullptr), template_inputs("t", json::object(), "none", json::array()));
 }
 
 }  // namespace

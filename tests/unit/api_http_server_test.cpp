@@ -12,7 +12,7 @@
 
 #include "api/chat_template.h"
 #include "api/server.h"
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 #include "scheduler/scheduler.h"
 
 namespace prefixd::api {

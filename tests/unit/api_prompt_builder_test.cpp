@@ -6,7 +6,7 @@
 
 #include "api/cache_namespace.h"
 #include "api/prompt_builder.h"
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 
 namespace prefixd::api {
 namespace {
@@ -98,20 +98,30 @@ TEST_F(ApiPromptBuilder, CacheOptionsFollowTheRequest) {
   EXPECT_EQ(plain->cache.namespace_digest, keyed->cache.namespace_digest);
 }
 
-TEST_F(ApiPromptBuilder, NamespaceSeparatesSaltsToolsKwargsAndEndpoints) {
+// The namespace holds what changes the K/V of a token sequence: a salt does; the template, its
+// kwargs, tools, tool_choice and the endpoint change the tokens (which the match compares) or
+// nothing, so they never split a namespace. They are told apart as prompt inputs instead.
+TEST_F(ApiPromptBuilder, NamespaceSeparatesSaltsButNotTemplateInputsOrEndpoints) {
   auto b = builder();
-  const auto digest = [&](const json& body) { return b.build(chat(body), 1000)->cache.namespace_digest; };
-  const std::string base = digest({{"messages", kHello}});
-  EXPECT_NE(digest({{"messages", kHello}, {"cache_salt", "tenant-a"}}), base);
-  EXPECT_NE(digest({{"messages", kHello}, {"extra_body", {{"cache_salt", "tenant-a"}}}}), base);
-  EXPECT_NE(digest({{"messages", kHello}, {"chat_template_kwargs", {{"enable_thinking", true}}}}), base);
+  const auto built = [&](const json& body) { return *b.build(chat(body), 1000); };
+  const auto base = built({{"messages", kHello}});
+  EXPECT_NE(built({{"messages", kHello}, {"cache_salt", "tenant-a"}}).cache.namespace_digest, base.cache.namespace_digest);
+  EXPECT_NE(built({{"messages", kHello}, {"extra_body", {{"cache_salt", "tenant-a"}}}}).cache.namespace_digest,
+            base.cache.namespace_digest);
+  const auto kwargs = built({{"messages", kHello}, {"chat_template_kwargs", {{"enable_thinking", true}}}});
+  EXPECT_EQ(kwargs.cache.namespace_digest, base.cache.namespace_digest);
+  EXPECT_NE(kwargs.cache.prompt_inputs, base.cache.prompt_inputs);
   const json tools = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
-  EXPECT_NE(digest({{"messages", kHello}, {"tools", tools}}), base);
-  // A raw completion never shares a namespace with a chat, even for the same text.
-  EXPECT_NE(b.build(completion({{"prompt", "Hello"}}), 1000)->cache.namespace_digest, base);
-  // A different template is a different namespace.
+  const auto tooled = built({{"messages", kHello}, {"tools", tools}});
+  EXPECT_EQ(tooled.cache.namespace_digest, base.cache.namespace_digest);
+  EXPECT_NE(tooled.cache.prompt_inputs, base.cache.prompt_inputs);
+  const auto completion_request = *b.build(completion({{"prompt", "Hello"}}), 1000);
+  EXPECT_EQ(completion_request.cache.namespace_digest, base.cache.namespace_digest);
+  EXPECT_NE(completion_request.cache.prompt_inputs, base.cache.prompt_inputs);
   auto other = builder("{% for m in messages %}{{ m.content }}{% endfor %}");
-  EXPECT_NE(other.build(chat({{"messages", kHello}}), 1000)->cache.namespace_digest, base);
+  const auto other_template = *other.build(chat({{"messages", kHello}}), 1000);
+  EXPECT_EQ(other_template.cache.namespace_digest, base.cache.namespace_digest);
+  EXPECT_NE(other_template.cache.prompt_inputs, base.cache.prompt_inputs);
 }
 
 TEST_F(ApiPromptBuilder, NamespaceSeparatesModelFilesAndRuntimeSignatures) {

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "cache/prefix_cache.h"
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 
 namespace prefixd::cache {
 namespace {

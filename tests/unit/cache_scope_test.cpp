@@ -10,7 +10,7 @@
 #include "cache/block_hash.h"
 #include "cache/prefix_cache.h"
 #include "cache/radix_tree.h"
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 
 namespace prefixd::cache {
 namespace {
@@ -71,7 +71,7 @@ struct ScopeFixture : ::testing::Test {
 };
 
 TEST(LineageChain, AForkChangesEveryAddressThatCoversItAndNothingBefore) {
-  BlockHasher hasher(HashAlgorithm::sha256, 4);
+  BlockHasher hasher(CacheConfig{}.hash, 4);
   const auto tokens = range_tokens(0, 24);
   const std::vector<Digest> plain = hasher.chain("ns", tokens);
   const Lineage alice{"ns", 10, scope_id("alice")};

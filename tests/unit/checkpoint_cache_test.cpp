@@ -11,7 +11,7 @@
 
 #include "cache/checkpoint_store.h"
 #include "cache/prefix_cache.h"
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 
 namespace prefixd::cache {
 namespace {
@@ -279,7 +279,7 @@ INSTANTIATE_TEST_SUITE_P(Families, Checkpoints,
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(CheckpointStore, KeysNameTheWholePrefixAndChainsStayBounded) {
-  BlockHasher hasher(HashAlgorithm::sha256, 4);
+  BlockHasher hasher(CacheConfig{}.hash, 4);
   CheckpointStore store(hasher, 1000, 10, 2);
   const auto a = tokens_from(0, 20);
   auto b = a;
@@ -314,7 +314,7 @@ TEST(CheckpointStore, KeysNameTheWholePrefixAndChainsStayBounded) {
 }
 
 TEST(CheckpointStore, ATailLeavesTheChainOnceTheSessionMovesPastItButATurnBoundaryStays) {
-  BlockHasher hasher(HashAlgorithm::sha256, 4);
+  BlockHasher hasher(CacheConfig{}.hash, 4);
   CheckpointStore store(hasher, 1 << 20, 100, 32);
   const auto a = tokens_from(0, 40);
   const auto chain = hasher.chain("ns", a);

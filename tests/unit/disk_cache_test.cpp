@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "cache/prefix_cache.h"
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 
 namespace prefixd::cache {
 namespace {

@@ -9,7 +9,7 @@
 #include "api/tool_calls.h"
 #include "api/json_schema_validator.h"
 #include "engine/engine.h"
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 
 namespace prefixd {
 namespace {

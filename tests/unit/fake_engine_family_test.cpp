@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 
 namespace prefixd::engine {
 namespace {

@@ -134,6 +134,7 @@ TEST_F(ModelFingerprint, LoadedEngineCarriesTheFileFingerprintAndItsRuntimeSigna
   options.n_parallel = 1;
   options.n_holder_seqs = 1;
   options.n_threads = 2;
+  options.flash_attention = false;
   const auto plain = load_llama_engine(model_a().string(), options);
   EXPECT_EQ(plain->model().fingerprint, hash_model_file(model_a()));
   const std::string& signature = plain->model().runtime_signature;

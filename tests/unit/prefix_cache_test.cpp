@@ -6,7 +6,7 @@
 #include "cache/block_hash.h"
 #include "cache/prefix_cache.h"
 #include "cache/radix_tree.h"
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 
 namespace prefixd::cache {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 #include "scheduler/logprobs.h"
 
 namespace prefixd::scheduler {

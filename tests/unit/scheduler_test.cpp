@@ -6,7 +6,7 @@
 #include <set>
 #include <thread>
 
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/text_stream.h"
 

@@ -5,7 +5,7 @@
 
 #include <thread>
 
-#include "engine/fake_engine.h"
+#include "support/fake_engine.h"
 #include "scheduler/scheduler.h"
 
 namespace prefixd::scheduler {

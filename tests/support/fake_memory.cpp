@@ -1,4 +1,4 @@
-#include "engine/fake_memory.h"
+#include "support/fake_memory.h"
 
 #include <algorithm>
 #include <array>

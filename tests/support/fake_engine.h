@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine/fake_memory.h"
+#include "support/fake_memory.h"
 
 namespace prefixd::engine {
 

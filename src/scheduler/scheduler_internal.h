@@ -1,0 +1,64 @@
+// prefixd scheduler — what the scheduler's parts share about a request on its way: queued (not yet
+// holding a sequence) and active (holding one). Internal to src/scheduler.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/remote_fetch.h"
+#include "engine/engine.h"
+#include "scheduler/request.h"
+#include "scheduler/text_stream.h"
+
+namespace prefixd::scheduler {
+
+using Clock = std::chrono::steady_clock;
+
+// A request waiting for a sequence. Owned by the scheduler thread once it left the inbox.
+struct Queued {
+  std::uint64_t id = 0;
+  GenerationRequest request;
+  std::shared_ptr<RequestStream> stream;
+  Clock::time_point submitted;
+  // The shared tier's lookup of the prompt's prefix: planned once, while the request waits for it
+  // it is not admitted (and holds no sequence); once done it is adopted at acquire().
+  bool remote_planned = false;
+  std::shared_ptr<cache::RemoteFetch> fetch;
+};
+
+// A request that has been given a sequence id.
+struct Active {
+  std::uint64_t id = 0;
+  GenerationRequest request;
+  std::shared_ptr<RequestStream> stream;
+  engine::SeqId seq = 0;
+  Clock::time_point submitted;
+  Clock::time_point started;
+  Clock::time_point first_token;
+  std::vector<engine::Token> tokens;  // prompt, then every sampled token
+  std::int32_t n_past = 0;     // tokens[0, n_past) are in the KV cache of `seq`
+  std::int32_t n_prompt = 0;
+  std::int32_t max_new = 0;    // most tokens this request may sample
+  std::int32_t generated = 0;  // tokens sampled (end-of-generation excluded)
+  std::int32_t row = -1;       // batch row whose logits this request samples from, -1 if none
+  std::unique_ptr<engine::Sampler> sampler;
+  TextStream text{{}};
+  CacheReport cache;
+  bool emitted_any = false;
+  std::vector<GeneratedLogprobs> pending_logprobs;  // tokens not yet sent with a text event
+  bool waiting = false;  // the cache will hand it a prefix another request is computing (poll)
+  // The reply is delivered; the sequence is fed the template's end of turn before it goes to the
+  // cache (no events, no sampling). n_prompt then counts those tokens too.
+  bool warming = false;
+
+  bool prefilling() const { return !waiting && n_past < n_prompt; }
+  bool decoding() const { return !waiting && n_past >= n_prompt; }
+  bool uses_cache() const { return request.cache.enabled; }
+  // Whose replies and template inputs are remembered together (SessionMemory).
+  std::string session() const { return request.cache.namespace_digest + request.cache.session_key; }
+};
+
+}  // namespace prefixd::scheduler
