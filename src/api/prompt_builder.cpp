@@ -10,6 +10,9 @@
 #include "api/turn_layout.h"
 
 namespace prefixd::api {
+
+// Turn boundaries a chat request carries at most (the first user turn and the latest ones).
+constexpr std::size_t kMaxTurnBoundaries = 8;
 namespace {
 
 // The Vocabulary interface has no "EOS token" accessor, so {{ eos_token }} renders as the text of
@@ -170,7 +173,7 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const
       return vocab_.tokenize_with_literals(text.text, add_special, text.literal);
     };
     layout = turn_layout(template_, tokenize, prompt->shielded ? *prompt->shielded : request.chat, prompt->rendered,
-                         prompt->tokens);
+                         prompt->tokens, options_.turn_boundaries ? kMaxTurnBoundaries : 0);
   }
   auto built = finish(request.params, std::move(prompt->tokens),
                       template_inputs(template_.source(), request.chat.extra_context, request.tool_choice, request.tools),

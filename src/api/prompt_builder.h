@@ -33,6 +33,10 @@ struct PromptOptions {
   CacheIsolation isolation = CacheIsolation::tenant;
   // Under session isolation, the system prompt every session of a tenant shares (empty: none).
   std::string shared_prefix_text;
+  // Whether chat requests carry their turn boundaries (CacheOptions::boundaries). Only models
+  // reused at checkpoints take checkpoints there; finding them costs a render and a tokenization
+  // of the history before each, more than the whole prompt's own tokenization, on every request.
+  bool turn_boundaries = true;
 };
 
 class PromptBuilder {

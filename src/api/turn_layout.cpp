@@ -30,7 +30,7 @@ TurnLayout turn_layout(const ChatTemplate& chat_template, const RenderedTokenize
                        std::string_view prompt_text, std::span<const engine::Token> prompt, std::size_t max_boundaries) {
   TurnLayout layout;
   layout.continuation = continuation_after_reply(chat_template, tokenize, input, prompt_text);
-  if (!input.messages.is_array()) return layout;
+  if (!input.messages.is_array() || max_boundaries == 0) return layout;
   std::vector<std::size_t> user_turns;
   for (std::size_t i = 1; i < input.messages.size(); ++i) {
     const auto& message = input.messages[i];

@@ -29,7 +29,7 @@ using RenderedTokenizer = std::function<std::vector<engine::Token>(std::string_v
 // prompt. Positions are kept only where the history's own tokenization is a prefix of the
 // prompt's, so a boundary is always a position another request that shares the history reaches
 // token for token. At most `max_boundaries` (the first user turn and the latest ones) are
-// computed: each costs a render and a tokenization of the history before it.
+// computed: each costs a render and a tokenization of the history before it; 0: none.
 TurnLayout turn_layout(const ChatTemplate& chat_template, const RenderedTokenizer& tokenize, const ChatInput& input,
                        std::string_view prompt_text, std::span<const engine::Token> prompt,
                        std::size_t max_boundaries = 8);
