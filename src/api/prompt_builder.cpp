@@ -173,7 +173,7 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const
       return vocab_.tokenize_with_literals(text.text, add_special, text.literal);
     };
     layout = turn_layout(template_, tokenize, prompt->shielded ? *prompt->shielded : request.chat, prompt->rendered,
-                         prompt->tokens, options_.turn_boundaries ? kMaxTurnBoundaries : 0);
+                         prompt->tokens, options_.turn_boundaries ? kMaxTurnBoundaries : 0, history_memo_.get());
   }
   auto built = finish(request.params, std::move(prompt->tokens),
                       template_inputs(template_.source(), request.chat.extra_context, request.tool_choice, request.tools),

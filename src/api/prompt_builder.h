@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <expected>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 #include "api/chat_template.h"
 #include "api/errors.h"
 #include "api/prompt_limit.h"
+#include "api/turn_layout.h"
 #include "api/request_parser.h"
 #include "api/special_text.h"
 #include "api/template_coverage.h"
@@ -103,6 +105,8 @@ class PromptBuilder {
   SpecialTextGuard special_text_;
   PromptLimit limit_;
   SharedPrefix shared_prefix_;
+  // Turn boundaries of the histories seen (turn_layout); shared by copies, which render alike.
+  std::shared_ptr<HistoryMemo> history_memo_ = std::make_shared<HistoryMemo>();
 };
 
 }  // namespace prefixd::api

@@ -149,21 +149,25 @@ Acquisition PrefixCache::Impl::adopt_at_checkpoint(Lease& lease) {
   return got;
 }
 
-void PrefixCache::Impl::plan_stops(Lease& lease) {
-  const auto n = static_cast<std::int32_t>(lease.prompt.size());
-  std::vector<engine::Pos> stops;
-  for (engine::Pos b : lease.key.boundaries) stops.push_back(b);
+std::vector<engine::Pos> PrefixCache::Impl::checkpoint_positions(const RequestKey& key, std::int32_t n) const {
+  std::vector<engine::Pos> positions(key.boundaries.begin(), key.boundaries.end());
   // The session wall: a checkpoint there is addressed as the namespace's (it does not cover the
   // fork), so every session of the namespace may resume at the end of the shared prefix.
-  if (lease.key.shared_prefix != kNoFork && lease.key.shared_prefix > 0) stops.push_back(lease.key.shared_prefix);
+  if (key.shared_prefix != kNoFork && key.shared_prefix > 0) positions.push_back(key.shared_prefix);
   if (config_.checkpoint_every > 0) {
-    for (engine::Pos p = config_.checkpoint_every; p < n; p += config_.checkpoint_every) stops.push_back(p);
+    for (engine::Pos p = config_.checkpoint_every; p < n; p += config_.checkpoint_every) positions.push_back(p);
   }
-  stops.push_back(n - 1);  // an identical resend feeds one token
-  stops.push_back(n);      // the next turn, which extends the whole prompt, feeds only what is new
-  std::ranges::sort(stops);
-  const auto [first, last] = std::ranges::unique(stops);
-  stops.erase(first, last);
+  positions.push_back(n - 1);  // an identical resend feeds one token
+  positions.push_back(n);      // the next turn, which extends the whole prompt, feeds only what is new
+  std::ranges::sort(positions);
+  const auto [first, last] = std::ranges::unique(positions);
+  positions.erase(first, last);
+  return positions;
+}
+
+void PrefixCache::Impl::plan_stops(Lease& lease) {
+  const auto n = static_cast<std::int32_t>(lease.prompt.size());
+  std::vector<engine::Pos> stops = checkpoint_positions(lease.key, n);
   // Only positions this request computes, long enough to be worth a restore, not stored already,
   // and, for a request without a session under session isolation, that anyone could reuse.
   const std::int32_t reusable = lease.reach.own ? n : lease.reach.others;

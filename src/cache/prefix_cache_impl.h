@@ -195,6 +195,10 @@ class PrefixCache::Impl {
   // Every invariant the cache keeps; with `against_engine`, also each device entry's holder against
   // the positions the engine holds for it. Empty when none is violated.
   std::string verify(bool against_engine = false) const;
+  // Checkpoint families: the positions of an n-token prompt where checkpoints are taken — the
+  // key's boundaries, the session wall, every checkpoint_every tokens, n - 1 and n — ascending.
+  // The one policy: plan_stops takes them there and the shared-tier lookup looks for them there.
+  std::vector<engine::Pos> checkpoint_positions(const RequestKey& key, std::int32_t n) const;
 
   // With CacheConfig::verify_every_operation, checks every invariant when an operation ends (also
   // when it throws: a refused operation must leave the cache whole) and aborts on a violation, which

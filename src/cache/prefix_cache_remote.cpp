@@ -56,17 +56,9 @@ std::shared_ptr<RemoteFetch> PrefixCache::Impl::fetch_remote(const RequestKey& k
     }
   }
   if (!trimmable()) {
-    // Where a server that computed this prompt (or its earlier turns) took checkpoints: the
-    // request's boundaries, the regular stride, and the end of the prompt.
-    std::vector<engine::Pos> positions(key.boundaries.begin(), key.boundaries.end());
-    if (config_.checkpoint_every > 0) {
-      for (std::int32_t p = config_.checkpoint_every; p <= n; p += config_.checkpoint_every) positions.push_back(p);
-    }
-    positions.push_back(n);
-    std::ranges::sort(positions);
-    const auto last = std::ranges::unique(positions);
-    positions.erase(last.begin(), last.end());
-    for (const engine::Pos p : positions) {
+    // Where a server that computed this prompt (or its earlier turns) took checkpoints: the same
+    // positions this server takes them at (checkpoint_positions), the session wall among them.
+    for (const engine::Pos p : checkpoint_positions(key, n)) {
       if (p <= std::max(held.checkpoint, held.tokens) || p < config_.min_prefix || p > n) continue;
       plan.checkpoints.push_back({p, checkpoint_record_key(checkpoints_.key_of(lineage, query, chain, p))});
     }
