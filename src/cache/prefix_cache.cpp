@@ -137,7 +137,7 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
     publish();
     return;
   }
-  RadixTree& tree = trees_[ns];
+  RadixTree& tree = trees_.try_emplace(ns, config_.verify_every_operation).first->second;
   // Cells are shared by content, whoever's entry holds them; but an entry of another session
   // covers this one only when the session could reuse it (session isolation).
   const RadixTree::Match longest = tree.match(tokens, lease.session);

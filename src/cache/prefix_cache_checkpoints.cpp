@@ -200,7 +200,7 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
     }
   }
   const bool have_holder = holder_count_ > 0 && (superseded != 0 || !free_holders_.empty() || free_a_holder(ns));
-  RadixTree& tree = trees_[ns];
+  RadixTree& tree = trees_.try_emplace(ns, config_.verify_every_operation).first->second;
   const RadixTree::Match longest = attention ? tree.match(tokens, lease.session) : RadixTree::Match{};
   // The end state is kept as a checkpoint instead of an entry when an entry holds these tokens
   // already (its cells serve them), or when no holder is free. (Under session isolation that entry

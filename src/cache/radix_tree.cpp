@@ -4,15 +4,13 @@
 #include <stdexcept>
 
 namespace prefixd::cache {
-namespace {
 
-// The tree's preconditions hold in every build: a violated one is a bug in the cache, reported
-// where it happens instead of as a corrupt tree later.
-void expect(bool holds, const char* condition) {
-  if (!holds) throw std::logic_error(std::string("radix tree: expected ") + condition);
+// A violated precondition is a bug in the cache: in a checked tree it is reported where it happens
+// (a logic error, which the checked configuration turns into an abort with the condition) instead
+// of as a corrupt tree later.
+void RadixTree::expect(bool holds, const char* condition) const {
+  if (checked_ && !holds) throw std::logic_error(std::string("radix tree: expected ") + condition);
 }
-
-}  // namespace
 
 struct RadixTree::Node {
   std::vector<engine::Token> span;  // tokens on the edge from the parent to this node
@@ -27,7 +25,7 @@ struct RadixTree::Node {
   std::int32_t begin() const { return end - static_cast<std::int32_t>(span.size()); }
 };
 
-RadixTree::RadixTree() : root_(std::make_unique<Node>()) {}
+RadixTree::RadixTree(bool checked) : root_(std::make_unique<Node>()), checked_(checked) {}
 RadixTree::~RadixTree() = default;
 
 RadixTree::Match RadixTree::match(std::span<const engine::Token> query, const std::string& session,

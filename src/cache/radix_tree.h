@@ -45,7 +45,9 @@ class RadixTree {
     bool in_session = false;
   };
 
-  RadixTree();
+  // `checked`: preconditions are checked on every call (the checked configuration, see
+  // CacheConfig::verify_every_operation); a violated one throws std::logic_error.
+  explicit RadixTree(bool checked = false);
   ~RadixTree();
   RadixTree(const RadixTree&) = delete;
   RadixTree& operator=(const RadixTree&) = delete;
@@ -94,6 +96,7 @@ class RadixTree {
     std::string session;
   };
 
+  void expect(bool holds, const char* condition) const;
   EntryId pick_entry(const Node* node, const std::string* session) const;
   // The node ending exactly at `length` along `tokens`, splitting an edge if needed.
   Node* node_at(std::span<const engine::Token> tokens, std::int32_t length);
@@ -104,6 +107,7 @@ class RadixTree {
   std::unordered_map<EntryId, EntryRecord> entries_;
   std::int64_t unique_tokens_ = 0;
   std::int64_t locked_tokens_ = 0;
+  bool checked_ = false;
 };
 
 }  // namespace prefixd::cache
