@@ -8,6 +8,7 @@
 // Bounded: at most kMaxSessions of each, the oldest dropped first. Owned by the scheduler thread.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -34,6 +35,8 @@ class SessionMemory {
   // The names of `inputs` that differ from the session's previous request's (an input only one of
   // them has counts); remembers `inputs`. Empty for a session seen the first time.
   std::vector<std::string> changed_inputs(const std::string& session, const PromptInputs& inputs);
+  // The most sessions either kind of memory holds now (at most kMaxSessions).
+  std::size_t sessions() const { return std::max(replies_.size(), inputs_.size()); }
 
  private:
   struct Reply {
