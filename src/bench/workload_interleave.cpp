@@ -20,10 +20,11 @@ constexpr int kReply = 8;  // generated tokens per turn
 Workload make_interleave(const WorkloadParams& p) {
   Workload w = named_workload("interleave", "Interleaved long and short conversations", "request", 1,
                               plain_arms({"first turns", "later turns"}));
-  const int shortest = scaled(96, p.scale, 16);
-  const int longest = scaled(3200, p.scale, 64);
-  const int user_tokens = scaled(24, p.scale, 4);
-  const int reply_tokens = scaled(32, p.scale, 4);
+  // A quarter of the full sizes at scale 1, like the other workloads (BENCH_SCALE=4: 96 to 3,200).
+  const int shortest = scaled(24, p.scale, 16);
+  const int longest = scaled(800, p.scale, 64);
+  const int user_tokens = scaled(6, p.scale, 4);
+  const int reply_tokens = scaled(8, p.scale, 4);
   w.description = std::format(
       "{} conversations of {} turns on one slot, served round-robin (every conversation's first turn, then every "
       "second turn, ...), so consecutive requests never share a prompt. Their system prompts spread from {} to {} "
