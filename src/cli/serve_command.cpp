@@ -142,7 +142,12 @@ int run_serve(ServeOptions& o) {
   o.context.swa_full = o.swa_full == "on" ? engine::SwaFull::on : o.swa_full == "off" ? engine::SwaFull::off
                                                                                        : engine::SwaFull::automatic;
   o.context.fingerprint_cache = resolve_fingerprint_cache(o.fingerprint_cache, o.scheduler.cache.disk_path);
-  o.context.restores_persist = cache_on && (!cache.disk_path.empty() || !cache.remote_urls.empty());
+  // Every cache restores from the host tier (on the CPU each entry moves there as soon as the next
+  // request runs), and a restored prefix holds the window layers' cells only within the window of
+  // each segment's end: with the full window cache, a prefix that ends inside a segment would miss
+  // window cells its next tokens attend to. So automatic keeps only the window whenever the cache
+  // is on (reuse at checkpoints, exact).
+  o.context.restores_segments = cache_on;
   std::unique_ptr<engine::Engine> model = engine::load_llama_engine(o.model_path, o.context, o.server.model_alias);
   if (o.device_cells >= 0) cache.device_cells = o.device_cells;  // else the backend's default
   cache.compaction = cache::parse_compaction(o.compaction);

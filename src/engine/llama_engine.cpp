@@ -266,9 +266,10 @@ bool decide_swa_full(const ModelInfo& info, const ContextOptions& options) {
     case SwaFull::automatic:
       // libllama saves a sequence's window-layer cells only within the window of its last
       // position, so a prefix restored from host segments or disk files holds the window at its
-      // end and nothing below: with the full window cache such a restore is refused (the cache
-      // demands every cell). Keeping only the window, a restore at a checkpoint is exact.
-      if (options.restores_persist) return false;
+      // end and nothing below: with the full window cache a prefix that ends inside a restored
+      // segment would miss window cells below its end. Keeping only the window, a restore at a
+      // checkpoint is exact.
+      if (options.restores_segments) return false;
       return window_cache_cost(info, options).full <= options.swa_full_max_bytes;
   }
   return false;
@@ -290,8 +291,8 @@ void log_reuse_policy(const ModelInfo& info, const ContextOptions& options) {
         spdlog::info("prompt reuse: sliding window ({} tokens) keeping only the window ({:.1f} MiB instead of "
                      "{:.1f} MiB for the full cache): prefixes are reused at checkpoints{}",
                      info.sliding_window, cost.windowed / 1048576.0, cost.full / 1048576.0,
-                     options.swa_full == SwaFull::automatic && options.restores_persist
-                         ? " (--swa-full auto with a disk tier: only checkpoints survive a restart exactly)"
+                     options.swa_full == SwaFull::automatic && options.restores_segments
+                         ? " (--swa-full auto with the prompt cache on: only checkpoints restore exactly)"
                          : "");
       }
       break;

@@ -94,10 +94,10 @@ struct ContextOptions {
   // the full cache costs at most swa_full_max_bytes (see load_llama_engine).
   SwaFull swa_full = SwaFull::automatic;
   std::uint64_t swa_full_max_bytes = 2ull << 30;
-  // A disk or shared tier rebuilds prefixes from serialized segments, which libllama cannot
-  // restore into a full window cache: automatic then keeps only the window, whose checkpoints
-  // restore exactly (see decide_swa_full).
-  bool restores_persist = false;
+  // The prompt cache rebuilds prefixes from serialized segments (host, disk and shared tiers),
+  // which libllama cannot restore whole into a full window cache: automatic then keeps only the
+  // window, whose checkpoints restore exactly (see decide_swa_full).
+  bool restores_segments = false;
   // Text file remembering model file digests across restarts (model_fingerprint.h); empty: the
   // file is hashed at every load.
   std::string fingerprint_cache;
