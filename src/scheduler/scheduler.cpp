@@ -152,6 +152,8 @@ class Scheduler::Impl {
         });
         if (stopping_) break;
         commands.swap(commands_);
+        // Still waiting, now on this thread's side: submit() keeps counting them against the limit.
+        waiting_in_thread_ += static_cast<std::int32_t>(inbox_.size());
         std::ranges::move(inbox_, std::back_inserter(queue_));
         inbox_.clear();
         fetch_ready_ = false;
@@ -633,7 +635,9 @@ class Scheduler::Impl {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Queued> inbox_;        // submitted, not yet taken by the scheduler thread
-  std::int32_t waiting_in_thread_ = 0;  // queue_ and remote waits, as of the last admission
+  // Requests the scheduler thread holds that wait for a sequence (its queue and remote waits):
+  // recounted after each admission, raised when the inbox is taken.
+  std::int32_t waiting_in_thread_ = 0;
   bool fetch_ready_ = false;      // a lookup finished since the loop last looked
   std::deque<std::function<void()>> commands_;
   SchedulerStats stats_;
