@@ -393,6 +393,10 @@ std::int64_t PrefixCache::release_device_cells(std::int64_t cells) {
   const Impl::VerifiedAfter verified(*impl_, "release_device_cells");
   return impl_->release_device_cells(cells);
 }
+bool PrefixCache::make_room(std::int64_t running, std::int64_t need) {
+  const Impl::VerifiedAfter verified(*impl_, "make_room");
+  return impl_->make_room(running, need);
+}
 void PrefixCache::expire() {
   const Impl::VerifiedAfter verified(*impl_, "expire");
   impl_->expire();

@@ -317,6 +317,11 @@ class PrefixCache {
   // Demotes or cuts back least recently used entries until `cells` cells are freed or nothing
   // idle is left; returns the cells freed (exact).
   std::int64_t release_device_cells(std::int64_t cells);
+  // Admission: whether a prompt that needs `need` cells fits in the context beside the cells the
+  // cache holds and `running` — the cells the running requests' sequences hold or will hold for
+  // what they have now, the cells they share with the cache included (counted once here). Frees
+  // idle cells first when it would not.
+  bool make_room(std::int64_t running, std::int64_t need);
   // Drops entries unused for longer than the TTL.
   void expire();
   // Attention runs over every cell up to the highest one in use, and a busy context leaves the

@@ -16,6 +16,15 @@ std::int64_t PrefixCache::Impl::locked_cells() const {
   return total;
 }
 
+bool PrefixCache::Impl::make_room(std::int64_t running, std::int64_t need) {
+  // A running sequence's cells that are the tree's (locked) are counted in device_cells() already.
+  std::int64_t shared = 0;
+  for (const auto& [seq, lease] : leases_) shared += lease.locked;
+  const auto in_use = [&] { return device_cells() + running - shared + need; };
+  if (const std::int64_t over = in_use() - engine_.context_size(); over > 0) release_device_cells(over);
+  return in_use() <= engine_.context_size();
+}
+
 std::int64_t PrefixCache::Impl::budgeted_idle_cells() const {
   std::int64_t own = 0;
   if (auto it = entries_.find(newest_); it != entries_.end()) {

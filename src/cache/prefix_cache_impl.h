@@ -151,6 +151,7 @@ class PrefixCache::Impl {
   std::int64_t idle_cells() const { return device_cells() - locked_cells(); }
   std::int64_t budgeted_idle_cells() const;
   std::int64_t release_device_cells(std::int64_t cells);
+  bool make_room(std::int64_t running, std::int64_t need);
   void expire();
   bool compaction_due() const;
   std::int64_t compact();

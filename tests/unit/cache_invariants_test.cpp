@@ -154,6 +154,33 @@ TEST(CacheLocks, LockedCellsAreNeverReleasedAndReleaseCountsOnlyWhatItFrees) {
   EXPECT_EQ(h.cache->device_cells(), 60);
 }
 
+TEST(CacheAdmission, MakeRoomCountsSharedCellsOnceAndFreesOnlyWhatThePromptNeeds) {
+  CacheConfig config = small_config();
+  config.device_cells = 1000;
+  Harness h(128, config);
+  const auto a = tokens_from(0, 50);
+  h.cache->acquire({"ns", ""}, a, 0);
+  ASSERT_TRUE(h.feed(0, a, 0, 50));
+  h.cache->donate(0, a);
+  // A running request shares 40 of the entry's cells and computes 20 of its own.
+  const auto b = concat(tokens_from(0, 40), tokens_from(150, 20));
+  ASSERT_EQ(h.cache->acquire({"ns", ""}, b, 1).reused, 40);
+  ASSERT_TRUE(h.feed(1, b, 40, 60));
+  const std::int64_t running = 60 + 1;  // its tokens and one for the next
+  // In use: 50 entry cells + 20 of b's own + 1 = 71 of 128; the shared 40 are counted once.
+  EXPECT_TRUE(h.cache->make_room(running, 57));
+  EXPECT_EQ(h.cache->device_cells(), 50) << "a prompt that fits frees nothing";
+  // 71 + 62 = 133: five cells short; only the entry's idle tail (10 cells) can be freed.
+  EXPECT_TRUE(h.cache->make_room(running, 62));
+  EXPECT_EQ(h.cache->device_cells(), 40) << "the idle tail went; the locked prefix stays";
+  h.check_cells("after making room");
+  EXPECT_EQ(h.engine.used_cells() + 62, 122);
+  // Nothing idle is left: a prompt beyond the free cells does not fit.
+  EXPECT_FALSE(h.cache->make_room(running, 68));
+  EXPECT_EQ(h.cache->device_cells(), 40);
+  h.cache->release(1);
+}
+
 TEST(CacheInflight, ASecondRequestWaitsForThePrefixTheFirstIsComputingAndCountsAsAHit) {
   Harness h(1024, small_config());
   const auto system = tokens_from(0, 64);

@@ -1,0 +1,47 @@
+#include "cache/reuse_plan.h"
+
+#include <algorithm>
+#include <array>
+
+namespace prefixd::cache {
+
+namespace {
+
+// Cells already in the context are cheaper than a restore. For checkpoint families a kept state
+// (an entry's end, then a checkpoint) comes before rebuilding the window from an entry's cells,
+// which also copies the cells below the window that the state does not need.
+constexpr std::array kTrimSources = {Source::device, Source::running, Source::host};
+constexpr std::array kCheckpointSources = {Source::entry_state, Source::checkpoint, Source::window};
+
+}  // namespace
+
+std::span<const Source> resumable_sources(ReuseMode mode) {
+  if (mode == ReuseMode::trim) return kTrimSources;
+  return kCheckpointSources;
+}
+
+std::optional<Offer> choose(ReuseMode mode, std::span<const Offer> offers, std::int32_t min_prefix) {
+  std::optional<Offer> best;
+  // In the family's order, so that a later source must reach strictly further to win.
+  for (const Source source : resumable_sources(mode)) {
+    for (const Offer& offer : offers) {
+      if (offer.source != source || offer.reach < min_prefix) continue;
+      if (!best || offer.reach > best->reach) best = offer;
+    }
+  }
+  return best;
+}
+
+bool worth_waiting(std::int32_t common, std::int32_t computed, std::int32_t best_now, std::int32_t min_prefix) {
+  return common > best_now && common >= min_prefix && common - best_now >= common - computed;
+}
+
+Tier credited_tier(std::int32_t reach, const Provenance& from) {
+  if (reach <= 0) return Tier::none;
+  if (reach <= from.device && !from.state_restored) return Tier::device;  // copied within the context
+  if (reach > from.remote_from) return Tier::remote;
+  if (from.state_from_disk || reach > std::max(from.host, from.device)) return Tier::disk;
+  return reach > from.device ? Tier::host : Tier::device;
+}
+
+}  // namespace prefixd::cache

@@ -1,0 +1,111 @@
+// prefixd scheduler — the scheduler thread's state and its jobs, one file each:
+// scheduler.cpp (the loop, submission, commands, shutdown), scheduler_admission.cpp (queued
+// requests into sequences, the cache's answer applied), scheduler_step.cpp (batching, sampling,
+// stops, decode-failure recovery, finishing a request), scheduler_warmup.cpp (feeding the end of
+// a turn after a reply). Internal to src/scheduler.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "scheduler/remote_waits.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
+#include "scheduler/session_memory.h"
+
+namespace prefixd::scheduler {
+
+inline double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+class Scheduler::Impl {
+ public:
+  Impl(engine::Engine& engine, SchedulerOptions options);
+  ~Impl();
+
+  std::expected<std::shared_ptr<RequestStream>, SubmitError> submit(GenerationRequest request);
+  SchedulerStats stats() const;
+  cache::CacheStats cache_stats() const { return cache_->stats(); }
+  const cache::CacheConfig& cache_config() const { return cache_->config(); }
+  cache::ResetReport reset_cache(const std::optional<cache::ScopeId>& scope);
+  bool with_cache(const std::function<void(cache::PrefixCache&)>& operation);
+  // One cell is kept free for the first generated token.
+  std::int32_t max_prompt_tokens() const { return engine_.context_size() - 1; }
+
+ private:
+  using Chunk = std::pair<Active*, std::int32_t>;  // a request and the prompt tokens it adds this step
+
+  // scheduler.cpp
+  std::unexpected<SubmitError> reject(SubmitError error);
+  void run();
+  void compact_if_due();
+  void shutdown();
+
+  // scheduler_admission.cpp
+  void admit();
+  std::int64_t running_cells() const;
+  void start(Queued queued);
+  static void apply(Active& a, const cache::Acquisition& got);
+  void observe_prompt_inputs(Active& a);
+  void take_resolved_prefixes();
+  void drop_cancelled();
+  void finish_unstarted(Queued& q, FinishReason reason, std::string error);
+
+  // scheduler_step.cpp
+  void step();
+  void observe_prefill_speed(std::span<const Chunk> chunks, Clock::duration took);
+  void observe_ttft(double seconds);
+  FinishReason finish_reason_for(const Active& a) const;
+  bool sample_next(Active& a);
+  void recover_from_failed_decode(engine::DecodeStatus status);
+  void requeue(size_t index);
+  void finish(size_t index, FinishReason reason, std::string error);
+  void finish_prefills();
+  void end_sequence(Active& a, bool keep);
+
+  // scheduler_warmup.cpp
+  void remember_reply(const Active& a);
+  bool warmup_applies(const Active& a) const;
+  void start_warmup(std::unique_ptr<Active> a);
+  void finish_warmups();
+  void end_warmup(size_t index, bool keep);
+
+  engine::Engine& engine_;
+  SchedulerOptions options_;
+
+  // Owned by the scheduler thread.
+  std::unique_ptr<cache::PrefixCache> cache_;
+  std::vector<std::unique_ptr<Active>> active_;
+  std::vector<engine::BatchToken> batch_;
+  bool pack_prefills_ = false;  // several prompts may complete in one batch (see step())
+  double seconds_per_prompt_token_ = 0;  // measured (observe_prefill_speed); 0 until a prefill ran
+  SessionMemory sessions_;
+  std::deque<Queued> queue_;      // admitted in order once a sequence is free and the prompt fits
+  std::unique_ptr<RemoteWaits> remote_waits_;  // requests waiting for their shared-tier lookup
+  std::vector<engine::SeqId> free_seqs_;
+
+  // Shared with submitters; guarded by mutex_.
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Queued> inbox_;        // submitted, not yet taken by the scheduler thread
+  // Requests the scheduler thread holds that wait for a sequence (its queue and remote waits):
+  // recounted after each admission, raised when the inbox is taken.
+  std::int32_t waiting_in_thread_ = 0;
+  bool fetch_ready_ = false;      // a lookup finished since the loop last looked
+  std::deque<std::function<void()>> commands_;
+  SchedulerStats stats_;
+  std::uint64_t next_id_ = 0;
+  bool stopping_ = false;
+
+  std::thread thread_;  // last: starts after every member above is constructed
+};
+
+}  // namespace prefixd::scheduler

@@ -1,0 +1,263 @@
+// prefixd scheduler — one step: a batch of decode tokens and prefill chunks, sampling and stop
+// strings, recovery from a failed decode, and finishing a request (its reply, its sequence).
+#include "scheduler/scheduler_impl.h"
+
+#include <algorithm>
+#include <spdlog/spdlog.h>
+
+#include "scheduler/logprobs.h"
+
+namespace prefixd::scheduler {
+
+using engine::BatchToken;
+using engine::DecodeStatus;
+using engine::Token;
+
+// Builds one batch: a decode token for every generating request, then prefill chunks in turn.
+void Scheduler::Impl::step() {
+  if (active_.empty()) return;
+  batch_.clear();
+  for (auto& a : active_) a->row = -1;
+  const auto capacity = static_cast<size_t>(engine_.batch_size());
+  for (auto& a : active_) {
+    if (!a->decoding() || batch_.size() >= capacity) continue;
+    a->row = static_cast<std::int32_t>(batch_.size());
+    batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(a->n_past)], a->n_past, a->seq, true});
+  }
+  // Prefill goes to the prompts with the fewest tokens left first (shortest remaining first
+  // minimises the summed time to first token). Where a batch costs time in proportion to its
+  // tokens (the CPU), a prompt that completes in this batch is not packed with another one: the
+  // short prompt would wait for both.
+  std::vector<Active*> order;
+  for (auto& a : active_) {
+    if (a->prefilling()) order.push_back(a.get());
+  }
+  // Warm-ups (a few tokens after a delivered reply) come after every waiting prompt.
+  std::ranges::stable_sort(order, {}, [](const Active* a) { return std::pair(a->warming, a->n_prompt - a->n_past); });
+  std::vector<Chunk> chunks;
+  for (Active* a : order) {
+    if (batch_.size() >= capacity) break;
+    auto take = static_cast<std::int32_t>(
+        std::min<size_t>(capacity - batch_.size(), static_cast<size_t>(a->n_prompt - a->n_past)));
+    // A chunk ends where the cache takes a checkpoint of the sequence.
+    if (const std::int32_t stop = a->uses_cache() && !a->warming ? cache_->next_stop(a->seq) : -1; stop > a->n_past) {
+      take = std::min(take, stop - a->n_past);
+    }
+    for (std::int32_t j = 0; j < take; ++j) {
+      const std::int32_t pos = a->n_past + j;
+      // A prefill-only request needs no logits: nothing is sampled from its last token.
+      const bool last = pos == a->n_prompt - 1 && !a->warming && !a->request.prefill_only;
+      if (last) a->row = static_cast<std::int32_t>(batch_.size());
+      batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(pos)], pos, a->seq, last});
+    }
+    chunks.emplace_back(a, take);
+    if (!pack_prefills_ && !a->warming && a->n_past + take == a->n_prompt) break;
+  }
+  if (batch_.empty()) return;
+
+  const auto decode_start = Clock::now();
+  const DecodeStatus status = engine_.decode(batch_);
+  observe_prefill_speed(chunks, Clock::now() - decode_start);
+  spdlog::trace("step: {} tokens for {} requests decoded in {:.1f} ms", batch_.size(), active_.size(),
+                std::chrono::duration<double, std::milli>(Clock::now() - decode_start).count());
+  if (status != DecodeStatus::ok) {
+    recover_from_failed_decode(status);
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [a, take] : chunks) (a->warming ? stats_.warmup_tokens_total : stats_.prompt_tokens_fed_total) += take;
+  }
+  for (auto& [a, take] : chunks) {
+    a->n_past += take;
+    if (a->uses_cache()) cache_->advance(a->seq, a->n_past);
+  }
+  finish_warmups();
+  finish_prefills();
+  for (auto& a : active_) {
+    if (a->row >= 0 && a->decoding() && a->n_past == static_cast<std::int32_t>(a->tokens.size()) - 1) {
+      a->n_past += 1;  // the decode token is now in the KV cache
+    }
+  }
+  for (size_t i = 0; i < active_.size();) {
+    Active& a = *active_[i];
+    if (a.warming || a.row < 0 || a.n_past != static_cast<std::int32_t>(a.tokens.size())) {
+      ++i;
+      continue;
+    }
+    if (!sample_next(a)) {
+      if (a.sampler->grammar_stuck()) {
+        finish(i, FinishReason::error, "no token of this vocabulary continues the output under the request's grammar");
+        continue;
+      }
+      finish(i, a.text.stopped() ? FinishReason::stop : finish_reason_for(a), "");
+    } else {
+      ++i;
+    }
+  }
+}
+
+// What a prompt token costs to compute, from batches that were mostly prefill (an exponential
+// average): how long a request may wait for the shared tier before waiting costs more than
+// computing what it would bring.
+void Scheduler::Impl::observe_prefill_speed(std::span<const Chunk> chunks, Clock::duration took) {
+  std::int64_t prefill = 0;
+  for (const auto& [a, take] : chunks) prefill += take;
+  if (prefill < 32 || prefill * 2 < static_cast<std::int64_t>(batch_.size())) return;
+  const double per_token = std::chrono::duration<double>(took).count() / static_cast<double>(batch_.size());
+  seconds_per_prompt_token_ =
+      seconds_per_prompt_token_ > 0 ? 0.8 * seconds_per_prompt_token_ + 0.2 * per_token : per_token;
+}
+
+void Scheduler::Impl::observe_ttft(double seconds) {
+  std::lock_guard lock(mutex_);
+  for (size_t i = 0; i < SchedulerStats::kTtftBounds.size(); ++i) {
+    if (seconds <= SchedulerStats::kTtftBounds[i]) stats_.ttft_buckets[i] += 1;
+  }
+  stats_.ttft_count += 1;
+  stats_.ttft_sum_seconds += seconds;
+}
+
+FinishReason Scheduler::Impl::finish_reason_for(const Active& a) const {
+  return a.generated >= a.max_new ? FinishReason::length : FinishReason::stop;
+}
+
+// Samples one token for `a`; returns false when the request is complete.
+bool Scheduler::Impl::sample_next(Active& a) {
+  const Token token = a.sampler->sample(a.row);
+  const auto now = Clock::now();
+  if (a.generated == 0 && a.first_token == Clock::time_point{}) {
+    a.first_token = now;
+    observe_ttft(std::chrono::duration<double>(now - a.submitted).count());
+  }
+  if (engine_.vocab().is_end_of_generation(token)) return false;
+  a.generated += 1;
+  a.tokens.push_back(token);
+  if (a.request.logprobs >= 0) {
+    a.pending_logprobs.push_back(logprobs_of(engine_.logits(a.row), token, a.request.logprobs, engine_.vocab()));
+  }
+  std::string text = a.text.append(engine_.vocab().piece(token, false));
+  if (!text.empty()) {
+    a.emitted_any = true;
+    StreamEvent event = StreamEvent::text_event(std::move(text));
+    event.logprobs = std::exchange(a.pending_logprobs, {});
+    a.stream->push(std::move(event));
+  }
+  if (a.text.stopped()) return false;
+  if (a.generated >= a.max_new) return false;
+  if (static_cast<std::int32_t>(a.tokens.size()) >= engine_.context_size()) return false;
+  return true;
+}
+
+// No KV room: the newest request that has sent nothing goes back to the queue; otherwise the
+// newest generating request ends with `length`.
+void Scheduler::Impl::recover_from_failed_decode(DecodeStatus status) {
+  if (status == DecodeStatus::no_kv_space && cache_->release_device_cells(engine_.batch_size()) > 0) {
+    return;  // idle cached prefixes made room; the next step retries the batch
+  }
+  // Warm-ups are an optimisation for a later request: they give way first.
+  bool dropped = false;
+  for (size_t i = active_.size(); i-- > 0;) {
+    if (active_[i]->warming) {
+      end_warmup(i, false);
+      dropped = true;
+    }
+  }
+  if (dropped && status == DecodeStatus::no_kv_space) return;
+  if (status != DecodeStatus::no_kv_space || active_.size() == 0) {
+    spdlog::error("decode failed ({}); failing {} running requests", static_cast<int>(status), active_.size());
+    while (!active_.empty()) finish(active_.size() - 1, FinishReason::error, "the model failed to decode the batch");
+    return;
+  }
+  for (size_t i = active_.size(); i-- > 0;) {
+    if (!active_[i]->emitted_any && active_[i]->generated == 0 && active_.size() > 1) {
+      requeue(i);
+      return;
+    }
+  }
+  const size_t victim = active_.size() - 1;
+  if (active_[victim]->generated > 0) {
+    finish(victim, FinishReason::length, "");
+  } else {
+    finish(victim, FinishReason::error, "the context is full");
+  }
+}
+
+void Scheduler::Impl::requeue(size_t index) {
+  std::unique_ptr<Active> a = std::move(active_[index]);
+  active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(index));
+  end_sequence(*a, false);
+  free_seqs_.push_back(a->seq);
+  queue_.push_front(Queued{a->id, std::move(a->request), std::move(a->stream), a->submitted});
+  std::lock_guard lock(mutex_);
+  stats_.running = static_cast<std::int32_t>(active_.size());
+}
+
+void Scheduler::Impl::finish(size_t index, FinishReason reason, std::string error) {
+  std::unique_ptr<Active> a = std::move(active_[index]);
+  active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(index));
+  const auto now = Clock::now();
+  if (std::string rest = a->text.finish();
+      (!rest.empty() || !a->pending_logprobs.empty()) && reason != FinishReason::cancelled) {
+    StreamEvent event = StreamEvent::text_event(std::move(rest));
+    event.logprobs = std::exchange(a->pending_logprobs, {});
+    a->stream->push(std::move(event));
+  }
+  const bool warm = reason != FinishReason::error && reason != FinishReason::cancelled && warmup_applies(*a);
+  if (reason != FinishReason::error && reason != FinishReason::cancelled) remember_reply(*a);
+  if (!warm) end_sequence(*a, reason != FinishReason::error);
+
+  StreamEvent done;
+  done.kind = StreamEvent::Kind::done;
+  done.finish = reason;
+  done.error = std::move(error);
+  done.usage = Usage{a->n_prompt, a->generated, a->cache.cached_tokens};
+  done.cache = a->cache;
+  done.timings.queued_ms = ms_between(a->submitted, a->started);
+  const auto first = a->generated > 0 || a->first_token != Clock::time_point{} ? a->first_token : now;
+  done.timings.prefill_ms = ms_between(a->started, first);
+  done.timings.decode_ms = ms_between(first, now);
+  spdlog::debug("request {} finished ({}): prompt {} (cached {}, fed {}), generated {}, prefill {:.1f} ms, decode {:.1f} ms",
+                a->id, finish_reason_name(reason), a->n_prompt, a->cache.cached_tokens, a->cache.fed_tokens,
+                a->generated, done.timings.prefill_ms, done.timings.decode_ms);
+  {
+    std::lock_guard lock(mutex_);
+    if (!warm) free_seqs_.push_back(a->seq);
+    stats_.prompt_tokens_total += a->n_prompt;
+    stats_.generated_tokens_total += a->generated;
+    // A warm-up keeps the sequence running; counted before the reply is delivered, so a client
+    // that sees the reply and then the stats sees it.
+    stats_.running = static_cast<std::int32_t>(active_.size()) + (warm ? 1 : 0);
+  }
+  a->stream->push(std::move(done));
+  if (warm) start_warmup(std::move(a));
+}
+
+// Prefill-only requests whose whole prompt is in their sequence end now; finish() donates it.
+void Scheduler::Impl::finish_prefills() {
+  for (size_t i = 0; i < active_.size();) {
+    const Active& a = *active_[i];
+    if (a.request.prefill_only && !a.waiting && a.n_past == a.n_prompt) {
+      finish(i, FinishReason::length, "");
+    } else {
+      ++i;
+    }
+  }
+}
+
+// Gives the request's sequence back: its K/V to the cache when `keep`, else dropped.
+void Scheduler::Impl::end_sequence(Active& a, bool keep) {
+  if (!a.uses_cache()) {
+    engine_.remove_sequence(a.seq, 0, -1);
+  } else if (keep && !a.waiting) {
+    const auto kept = static_cast<size_t>(std::min<std::int32_t>(a.n_past, static_cast<std::int32_t>(a.tokens.size())));
+    const auto donate_start = Clock::now();
+    cache_->donate(a.seq, std::span<const Token>(a.tokens).first(kept));
+    spdlog::trace("request {}: cache donate took {:.1f} ms", a.id,
+                  std::chrono::duration<double, std::milli>(Clock::now() - donate_start).count());
+  } else {
+    cache_->release(a.seq);
+  }
+}
+
+}  // namespace prefixd::scheduler
