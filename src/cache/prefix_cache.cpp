@@ -25,41 +25,6 @@ const char* compaction_name(Compaction compaction) { return kCompactionNames.at(
 const char* outcome_name(Outcome outcome) { return kOutcomeNames.at(static_cast<size_t>(outcome)); }
 const char* tier_name(Tier tier) { return kTierNames.at(static_cast<size_t>(tier)); }
 
-Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq,
-                                       RemoteFetch* fetched) {
-  if (!config_.enabled) {
-    Acquisition bypass{Outcome::bypass};
-    record(bypass, key.scope);
-    publish();
-    return bypass;
-  }
-  refresh_window_entries();
-  Lease& lease = leases_[seq];
-  const std::uint64_t order = ++next_order_;
-  lease = Lease{seq, order, key, lineage_of(key, order), reach_of(key), session_id(key), {prompt.begin(), prompt.end()}};
-  if (fetched != nullptr) lease.remote_from = adopt_remote(*fetched, lease);
-  Acquisition got;
-  if (trimmable()) {
-    got = find_and_adopt(lease);
-  } else {
-    got = adopt_at_checkpoint(lease);
-    plan_stops(lease);
-  }
-  if (!got.waiting) record(got, key.scope);
-  trace("acquire seq={} ns={} session='{}' prompt={} -> {} reused={} tier={}{}", seq, short_hex(key.namespace_digest),
-        key.session, prompt.size(), outcome_name(got.outcome), got.reused, tier_name(got.tier),
-        got.waiting ? " (waiting)" : "");
-  publish();
-  return got;
-}
-
-Acquisition PrefixCache::Impl::bypass(const ScopeId& scope) {
-  Acquisition got{Outcome::bypass};
-  record(got, scope);
-  publish();
-  return got;
-}
-
 void PrefixCache::Impl::advance(SeqId seq, std::int32_t computed) {
   auto it = leases_.find(seq);
   if (it == leases_.end()) return;
@@ -86,29 +51,6 @@ std::int32_t PrefixCache::Impl::next_stop(SeqId seq) const {
   auto it = leases_.find(seq);
   if (it == leases_.end() || it->second.stops.empty()) return -1;
   return it->second.stops.front();
-}
-
-std::vector<Resolved> PrefixCache::Impl::poll() {
-  std::vector<Resolved> out;
-  std::vector<Lease*> waiting;
-  for (auto& [seq, lease] : leases_) {
-    if (lease.waits_for) waiting.push_back(&lease);
-  }
-  std::ranges::sort(waiting, [](const Lease* a, const Lease* b) { return a->order < b->order; });
-  if (!waiting.empty()) refresh_window_entries();
-  for (Lease* lease : waiting) {
-    auto target = leases_.find(*lease->waits_for);
-    const bool ready = target == leases_.end() || target->second.computed >= lease->wait_until;
-    if (!ready) continue;
-    lease->waits_for.reset();
-    const Acquisition got = find_and_adopt(*lease);
-    if (got.waiting) continue;
-    record(got, lease->key.scope);
-    trace("resolved seq={} -> {} reused={}", lease->seq, outcome_name(got.outcome), got.reused);
-    out.push_back(Resolved{lease->seq, got});
-  }
-  if (!out.empty()) publish();
-  return out;
 }
 
 void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
@@ -209,97 +151,6 @@ void PrefixCache::Impl::release(SeqId seq) {
 std::int32_t PrefixCache::Impl::locked_by(SeqId seq) const {
   auto it = leases_.find(seq);
   return it == leases_.end() ? 0 : it->second.locked;
-}
-
-// The best source for `lease`'s prompt now, adopted into its sequence; or a wait for an older
-// running request that is computing a longer prefix.
-Acquisition PrefixCache::Impl::find_and_adopt(Lease& lease) {
-  Acquisition got;
-  const auto n = static_cast<std::int32_t>(lease.prompt.size());
-  if (!can_reuse() || n < 2) return got;
-  const auto query = std::span<const Token>(lease.prompt).first(static_cast<size_t>(n - 1));  // one-token guard
-  const std::string& ns = lease.lineage.ns;
-
-  RadixTree::Match device;
-  if (auto tree = trees_.find(ns); tree != trees_.end()) {
-    device = config_.apc_enabled ? tree->second.match(query, lease.session, lease.reach)
-                                 : tree->second.match_whole(query, lease.session, lease.reach);
-  }
-  // In flight: an older running request of the namespace holds (or will hold) a prefix.
-  const Lease* peer = nullptr;
-  std::int32_t peer_common = 0, peer_now = 0;
-  for (const auto& [seq, other] : leases_) {
-    if (other.order >= lease.order || other.lineage.ns != ns || !holds_its_start(seq)) continue;
-    const std::int32_t common = shared_with(lease, other, common_prefix(query, other.prompt));
-    if (common > peer_common || (common == peer_common && std::min(common, other.computed) > peer_now)) {
-      peer = &other;
-      peer_common = common;
-      peer_now = std::min(common, other.computed);
-    }
-  }
-  std::int32_t host_only = 0;
-  const HostTier::Plan host_plan =
-      plan_with_disk(lease.lineage, query, device.length, std::max(device.length, peer_now), host_only);
-  const std::int32_t best_now = std::max({device.length, peer_now, host_plan.length});
-  // Waiting is worth it when the peer has less left to compute before the hand-over than this
-  // request would compute itself without it (the peer's remaining work runs anyway).
-  if (peer != nullptr && peer_common > best_now && peer_common >= config_.min_prefix &&
-      peer_common - best_now >= peer_common - peer->computed) {
-    lease.waits_for = peer->seq;
-    lease.wait_until = peer_common;
-    got.waiting = true;
-    return got;
-  }
-  const bool from_device = device.length >= config_.min_prefix && device.length >= peer_now &&
-                           device.length >= host_plan.length;
-  const bool from_peer = !from_device && peer != nullptr && peer_now >= config_.min_prefix && peer_now >= host_plan.length;
-  const bool from_host = !from_device && !from_peer && host_plan.length >= config_.min_prefix;
-  // What the context holds is adopted first (a host restore also takes the device's part of the
-  // prefix from its cells); then idle cells this request does not use are demoted, before a
-  // restore, so the restored cells can take the freed ones.
-  if (from_device || (from_host && device.length > 0)) {
-    DeviceEntry& entry = entries_.at(device.entry);
-    engine_.copy_sequence(entry.holder, lease.seq, 0, device.length);
-    entry.last_used = Clock::now();
-    lock(lease, device.length);
-    const bool whole = device.length == static_cast<std::int32_t>(entry.tokens.size()) || device.length == n - 1;
-    got = Acquisition{whole ? Outcome::hit_extend : Outcome::partial, device.length, Tier::device, device.in_session};
-  } else if (from_peer) {
-    engine_.copy_sequence(peer->seq, lease.seq, 0, peer_now);
-    lock(lease, std::min(peer_now, peer->locked));
-    const bool whole = peer_now == static_cast<std::int32_t>(peer->prompt.size()) || peer_now == n - 1;
-    got = Acquisition{whole ? Outcome::hit_extend : Outcome::partial, peer_now, Tier::device,
-                      lease.reach.own && peer->session == lease.session};
-    stats_.inflight_shares += 1;
-    scope_counters_[lease.key.scope].inflight_shares += 1;
-  }
-  enforce_running_budget();
-  if (from_host) {
-    const std::int32_t from = got.reused;
-    const std::int32_t held = host_.restore(host_plan, lease.seq, from, stats_.failed_restores, pin_);
-    if (held >= config_.min_prefix && held > from) {
-      const bool disk = held > std::max(host_only, from);
-      const bool remote = held > lease.remote_from;
-      // Under session isolation a restore past the shared prefix can only be the session's own.
-      got = Acquisition{Outcome::hit_restore, held, remote ? Tier::remote : disk ? Tier::disk : Tier::host,
-                        lease.reach.own && held > lease.reach.others};
-    } else {
-      got = Acquisition{};
-      unlock(lease);
-      engine_.remove_sequence(lease.seq, 0, -1);
-    }
-  }
-  if (got.reused > 0 && !holds_its_start(lease.seq, got.reused)) {
-    // A source lost cells between the checks and the copy: never compute on a broken prefix.
-    const engine::PosRange cells = engine_.sequence_positions(lease.seq);
-    spdlog::warn("cache: a reused prefix of {} tokens ({}, {}) held positions {}..{} only; the request runs cold",
-                 got.reused, outcome_name(got.outcome), tier_name(got.tier), cells.min, cells.max);
-    unlock(lease);
-    engine_.remove_sequence(lease.seq, 0, -1);
-    got = Acquisition{};
-  }
-  lease.computed = got.reused;
-  return got;
 }
 
 void PrefixCache::Impl::lock(Lease& lease, std::int32_t length) {

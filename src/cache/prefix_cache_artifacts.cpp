@@ -45,16 +45,16 @@ std::vector<Record> PrefixCache::Impl::gather_segments(const RequestKey& key, co
   for (const Piece& piece : rebuild.pieces) {
     const HostTier::Cut& cut = piece.cut;
     engine::Bytes payload;
-    if (piece.source == Source::host) {
+    if (piece.source == PieceFrom::host) {
       payload = host_.store().peek(cut.key)->state;
-    } else if (piece.source == Source::host_covering) {
+    } else if (piece.source == PieceFrom::host_covering) {
       // Only the cut's positions of the longer segment: restored aside, cut back, saved again.
       if (engine_.restore_sequence(host_.store().peek(piece.stored)->state, scratch_)) {
         engine_.remove_sequence(scratch_, cut.stop, -1);
         payload = engine_.save_sequence(scratch_);
       }
       engine_.remove_sequence(scratch_, 0, -1);
-    } else if (piece.source == Source::disk) {
+    } else if (piece.source == PieceFrom::disk) {
       if (std::optional<Record> r = disk_->read(cut.key); r && r->meta.begin == cut.begin) payload = std::move(r->payload);
     } else {
       payload = host_.serialize(holder, cut.begin, cut.stop);

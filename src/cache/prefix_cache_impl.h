@@ -231,13 +231,34 @@ class PrefixCache::Impl {
   // has (`order` is unique), so nothing it leaves past the prefix can ever be found.
   Lineage lineage_of(const RequestKey& key, std::uint64_t order) const;
 
-  // The best source for `lease`'s prompt now, adopted into its sequence; or a wait for an older
-  // running request that is computing a longer prefix.
-  Acquisition find_and_adopt(Lease& lease);
+  // The reuse planner's offers for `lease`'s prompt, the chosen one adopted into its sequence
+  // (prefix_cache_acquire.cpp; the policy is reuse_plan.h). Trim families: cells, or a wait for an
+  // older running request that is computing a longer prefix; checkpoint families: an exact state.
+  Acquisition adopt_cells(Lease& lease);
+  Acquisition adopt_state(Lease& lease);
+  // The running request whose computed cells give the prompt the longest prefix now; with
+  // `may_wait`, the older one sharing the most tokens with it (which a trim family may wait for).
+  struct RunningOffer {
+    const Lease* lease = nullptr;
+    std::int32_t common = 0;  // tokens it shares with the prompt (within the request's reach)
+    std::int32_t now = 0;     // of which it has computed
+  };
+  RunningOffer running_offer(const Lease& lease, std::span<const Token> query, bool may_wait) const;
+  // What the tiers offer a checkpoint family's prompt.
+  struct StateOffers {
+    RadixTree::Match whole;              // an entry wholly within the prompt (its end state, if kept)
+    RadixTree::Match device;             // the longest entry sharing cells with the prompt
+    RunningOffer running;                // a running request's cells (models with attention layers)
+    std::int32_t host_only = 0;          // how far the host tier reached before disk promotion
+    CheckpointStore::Found checkpoint;   // the latest checkpoint the attention cells can reach
+    std::int32_t in_memory = 0;          // the longest state the device and checkpoint store kept
+    bool promoted = false;               // a checkpoint was promoted from disk for this prompt
+  };
+  Acquisition resume_at_checkpoint(Lease& lease, const StateOffers& at);
+  void copy_from_entry(Lease& lease, EntryId id, std::int32_t length);
+  void copy_from_running(Lease& lease, const Lease& other, std::int32_t length);
 
-  // Checkpoint families (prefix_cache_checkpoints.cpp): resume at the longest prefix whose state
-  // exists exactly — an entry's end, or a checkpoint with the attention cells before it.
-  Acquisition adopt_at_checkpoint(Lease& lease);
+  // Checkpoint families (prefix_cache_checkpoints.cpp).
   void plan_stops(Lease& lease);
   void donate_with_state(Lease& lease, SeqId seq, std::span<const Token> tokens);
   // Moves the state `holder` keeps after `tokens` into the checkpoint store.
@@ -276,10 +297,10 @@ class PrefixCache::Impl {
   // grid, using the tiers down to `deepest` (prefix_cache_paths.cpp). A pure query.
   // host_covering: a longer host segment at the same place starts with the cut's tokens (a tail
   // that a later save of a longer path covered, HostTier::drop_covered_siblings); `stored` is its key.
-  enum class Source { host, device, disk, device_head, host_covering };
+  enum class PieceFrom { host, device, disk, device_head, host_covering };
   struct Piece {
     HostTier::Cut cut;
-    Source source;
+    PieceFrom source;
     Digest stored{};
   };
   struct Rebuild {

@@ -23,11 +23,11 @@ PrefixCache::Impl::Rebuild PrefixCache::Impl::rebuildable(const RequestKey& key,
   for (const HostTier::Cut& cut : host_.cuts(lineage, tokens, 0)) {
     const HostSegment* segment = deepest >= Tier::host ? host_.store().peek(cut.key) : nullptr;
     if (segment != nullptr && segment->begin == cut.begin) {
-      out.pieces.push_back({cut, Source::host});
+      out.pieces.push_back({cut, PieceFrom::host});
       continue;
     }
     if (on_device >= cut.stop) {
-      out.pieces.push_back({cut, Source::device});
+      out.pieces.push_back({cut, PieceFrom::device});
       continue;
     }
     // A tail whose tokens begin a longer stored sibling: a lookup finds it there (token comparison).
@@ -41,13 +41,13 @@ PrefixCache::Impl::Rebuild PrefixCache::Impl::rebuildable(const RequestKey& key,
                std::ranges::equal(part, std::span<const Token>(s->token_ids).first(part.size()));
       });
       if (covering != siblings.end()) {
-        out.pieces.push_back({cut, Source::host_covering, *covering});
+        out.pieces.push_back({cut, PieceFrom::host_covering, *covering});
         break;  // a tail ends the path
       }
     }
     if (deepest >= Tier::disk && disk_) {
       if (const std::optional<RecordMeta> meta = disk_->meta(cut.key); meta && meta->begin == cut.begin) {
-        out.pieces.push_back({cut, Source::disk});
+        out.pieces.push_back({cut, PieceFrom::disk});
         continue;
       }
     }
@@ -57,12 +57,12 @@ PrefixCache::Impl::Rebuild PrefixCache::Impl::rebuildable(const RequestKey& key,
         wall && wall->begin == cut.begin && on_device < wall->stop) {
       const HostSegment* segment = deepest >= Tier::host ? host_.store().peek(wall->key) : nullptr;
       if (segment != nullptr && segment->begin == wall->begin) {
-        out.pieces.push_back({*wall, Source::host});
+        out.pieces.push_back({*wall, PieceFrom::host});
         break;
       }
       if (deepest >= Tier::disk && disk_) {
         if (const std::optional<RecordMeta> meta = disk_->meta(wall->key); meta && meta->begin == wall->begin) {
-          out.pieces.push_back({*wall, Source::disk});
+          out.pieces.push_back({*wall, PieceFrom::disk});
           break;
         }
       }
@@ -71,7 +71,7 @@ PrefixCache::Impl::Rebuild PrefixCache::Impl::rebuildable(const RequestKey& key,
     if (on_device > cut.begin) {
       const auto head = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(on_device - cut.begin));
       out.pieces.push_back({HostTier::Cut{cut.begin, on_device, cut.parent, hasher_.next(cut.parent, head)},
-                            Source::device_head});
+                            PieceFrom::device_head});
     }
     break;
   }
