@@ -386,4 +386,11 @@ DiskStats DiskStore::stats() const {
   return out;
 }
 
+void DiskStore::for_each_segment(const std::function<void(const RecordMeta&)>& visit) const {
+  std::lock_guard lock(mutex_);
+  for (const auto& [key, entry] : entries_) {
+    if (entry.meta.kind == RecordKind::segment) visit(entry.meta);
+  }
+}
+
 }  // namespace prefixd::cache

@@ -73,18 +73,17 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
   if (!lease.reach.own) tokens = tokens.first(std::min<size_t>(tokens.size(), static_cast<size_t>(lease.reach.others)));
   const auto n = static_cast<std::int32_t>(tokens.size());
   const std::string& ns = lease.lineage.ns;
-  if (!can_reuse() || n < config_.min_prefix || holder_count_ == 0 || !holds_its_start(seq, n)) {
+  if (!can_reuse() || n < config_.min_prefix || device_.holder_count() == 0 || !holds_its_start(seq, n)) {
     engine_.remove_sequence(seq, 0, -1);
     enforce_device_budget();
     publish();
     return;
   }
-  RadixTree& tree = trees_.try_emplace(ns, config_.verify_every_operation).first->second;
   // Cells are shared by content, whoever's entry holds them; but an entry of another session
   // covers this one only when the session could reuse it (session isolation).
-  const RadixTree::Match longest = tree.match(tokens, lease.session);
-  if (const RadixTree::Match reachable = tree.match(tokens, lease.session, lease.reach); reachable.length == n) {
-    entries_.at(reachable.entry).last_used = Clock::now();
+  const RadixTree::Match longest = device_.match(ns, tokens, lease.session);
+  if (const RadixTree::Match reachable = device_.match(ns, tokens, lease.session, lease.reach); reachable.length == n) {
+    device_.entry(reachable.entry).last_used = Clock::now();
     engine_.remove_sequence(seq, 0, -1);
     trace("donate seq={}: covered by entry {}", seq, reachable.entry);
     after_tree_change(ns);
@@ -94,47 +93,40 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
   // tree takes the tree's cells (unless they already are the tree's: locked when adopted).
   if (longest.length > canonical) {
     engine_.remove_sequence(seq, 0, longest.length);
-    engine_.copy_sequence(entries_.at(longest.entry).holder, seq, 0, longest.length);
+    engine_.copy_sequence(device_.entry(longest.entry).holder, seq, 0, longest.length);
   }
   // The same session's entry that this sequence extends (the previous turn) gives its holder.
   EntryId superseded = 0;
-  if (const RadixTree::Match whole = tree.match_whole(tokens, lease.session, lease.reach); whole.length > 0 && whole.in_session) {
+  if (const RadixTree::Match whole = device_.match_whole(ns, tokens, lease.session, lease.reach);
+      whole.length > 0 && whole.in_session) {
     superseded = whole.entry;
   }
   SeqId holder = -1;
   if (superseded != 0) {
-    holder = entries_.at(superseded).holder;
-  } else if (free_holders_.empty() && !free_a_holder(ns)) {
+    holder = device_.entry(superseded).holder;
+  } else if (!device_.holder_free() && !free_a_holder(ns)) {
     engine_.remove_sequence(seq, 0, -1);
     trace("donate seq={}: every holder is in use by locked entries; dropped", seq);
     after_tree_change(ns);
     return;
   } else {
-    holder = free_holders_.back();
-    free_holders_.pop_back();
+    holder = device_.take_holder();
   }
   // Everything the superseded entry held lies inside [0, longest.length) of `seq` now.
   engine_.remove_sequence(holder, 0, -1);
   engine_.copy_sequence(seq, holder, 0, n);
   engine_.remove_sequence(seq, 0, -1);
-  const EntryId id = ++next_id_;
-  DeviceEntry& entry = entries_[id];
-  entry = DeviceEntry{id, lease.lineage, lease.session, {tokens.begin(), tokens.end()}, holder, Clock::now()};
-  entry.scope = lease.key.scope;
-  tree.insert(id, entry.tokens, entry.session);
-  if (superseded != 0) {
-    tree.erase(superseded);
-    entries_.erase(superseded);
-  }
-  newest_ = id;
-  donated_since_compaction_ = true;
+  DeviceEntry added{0, lease.lineage, lease.session, {tokens.begin(), tokens.end()}, holder, Clock::now()};
+  added.scope = lease.key.scope;
+  const DeviceEntry& entry = device_.add(std::move(added), superseded);
+  const EntryId id = entry.id;
   trace("donate seq={}: entry {} holds {} tokens in sequence {}", seq, id, n, holder);
   remember_session(lease.key, entry.tokens);
   after_tree_change(ns);
   // After the pin co-owns the new entry's cells (publish): serializing them copies them to the
   // scratch sequence, which must not take over cells only the holder owns.
-  if (auto kept = entries_.find(id); kept != entries_.end()) {
-    write_behind(kept->second.lineage, kept->second.tokens, kept->second.holder, kept->second.scope);
+  if (const DeviceEntry* kept = device_.find(id)) {
+    backing_.write_behind(kept->lineage, kept->tokens, kept->holder, kept->scope);
   }
 }
 
@@ -156,16 +148,12 @@ std::int32_t PrefixCache::Impl::locked_by(SeqId seq) const {
 void PrefixCache::Impl::lock(Lease& lease, std::int32_t length) {
   unlock(lease);
   if (length <= 0) return;
-  trees_.at(lease.lineage.ns).lock(lease.prompt, length);
+  device_.lock(lease.lineage.ns, lease.prompt, length);
   lease.locked = length;
 }
 
 void PrefixCache::Impl::unlock(Lease& lease) {
-  if (lease.locked > 0) {
-    if (auto tree = trees_.find(lease.lineage.ns); tree != trees_.end()) {
-      tree->second.unlock(lease.prompt, lease.locked);
-    }
-  }
+  if (lease.locked > 0) device_.unlock(lease.lineage.ns, lease.prompt, lease.locked);
   lease.locked = 0;
 }
 
@@ -179,12 +167,9 @@ void PrefixCache::Impl::after_tree_change(const std::string& ns) {
 }
 
 void PrefixCache::Impl::repin(const std::string& ns) {
-  auto tree = trees_.find(ns);
-  if (tree == trees_.end()) return;
-  if (tree->second.size() == 0) {
-    trees_.erase(tree);
-    return;
-  }
+  device_.erase_if_empty(ns);
+  const RadixTree* tree = device_.tree(ns);
+  if (tree == nullptr) return;
   // A running sequence of a checkpoint family cannot give up a prefix of its cells: it keeps its
   // own until it ends (they are committed to it, not counted as the cache's).
   if (!trimmable()) return;
@@ -193,10 +178,10 @@ void PrefixCache::Impl::repin(const std::string& ns) {
     const auto held = std::span<const Token>(lease.prompt).first(static_cast<size_t>(lease.computed));
     // The sequence computed these tokens itself: taking the tree's cells for them changes no
     // reuse, whoever's entry they are (no reach).
-    const RadixTree::Match m = tree->second.match(held, lease.session);
+    const RadixTree::Match m = tree->match(held, lease.session);
     if (m.length <= lease.locked) continue;
     engine_.remove_sequence(seq, 0, m.length);
-    engine_.copy_sequence(entries_.at(m.entry).holder, seq, 0, m.length);
+    engine_.copy_sequence(device_.entry(m.entry).holder, seq, 0, m.length);
     lock(lease, m.length);
   }
 }
@@ -299,5 +284,11 @@ ResetReport PrefixCache::forget(const RequestKey& key, std::span<const Token> to
   return impl_->forget(key, tokens, keep);
 }
 CacheStats PrefixCache::stats() const { return impl_->stats(); }
+
+CacheSummary PrefixCache::summary(std::optional<std::uint64_t> since) { return impl_->summary(since); }
+
+std::vector<Digest> PrefixCache::chain_of(const RequestKey& key, std::span<const engine::Token> prompt) const {
+  return impl_->chain_of(key, prompt);
+}
 
 }  // namespace prefixd::cache

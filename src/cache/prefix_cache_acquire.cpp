@@ -19,7 +19,13 @@ Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const To
   Lease& lease = leases_[seq];
   const std::uint64_t order = ++next_order_;
   lease = Lease{seq, order, key, lineage_of(key, order), reach_of(key), session_id(key), {prompt.begin(), prompt.end()}};
-  if (fetched != nullptr) lease.remote_from = adopt_remote(*fetched, lease);
+  if (fetched != nullptr) {
+    // The shared tier's verified values go into the host tier and the checkpoint store first.
+    HostStore::Evicted evicted;
+    const auto guarded = prompt.first(prompt.size() - std::min<size_t>(prompt.size(), 1));  // one-token guard
+    lease.remote_from = backing_.adopt_fetched(*fetched, lease.lineage, guarded, lease.session, key.scope, evicted);
+    add_evictions(evicted);
+  }
   Acquisition got;
   if (trimmable()) {
     got = adopt_cells(lease);
@@ -82,9 +88,7 @@ PrefixCache::Impl::RunningOffer PrefixCache::Impl::running_offer(const Lease& le
 }
 
 void PrefixCache::Impl::copy_from_entry(Lease& lease, EntryId id, std::int32_t length) {
-  DeviceEntry& entry = entries_.at(id);
-  engine_.copy_sequence(entry.holder, lease.seq, 0, length);
-  entry.last_used = Clock::now();
+  device_.copy_into(id, lease.seq, length);
   lock(lease, length);
 }
 
@@ -100,11 +104,9 @@ Acquisition PrefixCache::Impl::adopt_cells(Lease& lease) {
   if (!can_reuse() || n < 2) return {};
   const auto query = std::span<const Token>(lease.prompt).first(static_cast<size_t>(n - 1));  // one-token guard
 
-  RadixTree::Match device;
-  if (auto tree = trees_.find(lease.lineage.ns); tree != trees_.end()) {
-    device = config_.apc_enabled ? tree->second.match(query, lease.session, lease.reach)
-                                 : tree->second.match_whole(query, lease.session, lease.reach);
-  }
+  const std::string& ns = lease.lineage.ns;
+  const RadixTree::Match device = config_.apc_enabled ? device_.match(ns, query, lease.session, lease.reach)
+                                                      : device_.match_whole(ns, query, lease.session, lease.reach);
   const RunningOffer running = running_offer(lease, query, /*may_wait=*/true);
   std::int32_t host_only = 0;
   const HostTier::Plan host_plan =
@@ -124,7 +126,7 @@ Acquisition PrefixCache::Impl::adopt_cells(Lease& lease) {
   // A host restore also takes the device's part of the prefix from its cells.
   if (chosen && (source == Source::device || (source == Source::host && device.length > 0))) {
     copy_from_entry(lease, device.entry, device.length);
-    const bool whole = device.length == static_cast<std::int32_t>(entries_.at(device.entry).tokens.size()) ||
+    const bool whole = device.length == static_cast<std::int32_t>(device_.entry(device.entry).tokens.size()) ||
                        device.length == n - 1;
     got = Acquisition{whole ? Outcome::hit_extend : Outcome::partial, device.length, Tier::device, device.in_session};
   } else if (chosen && source == Source::running) {
@@ -171,11 +173,9 @@ Acquisition PrefixCache::Impl::adopt_state(Lease& lease) {
   // An entry whose state is kept at its end, and that the prompt extends; and the longest entry
   // whose cells serve the attention layers before a checkpoint.
   StateOffers at;
-  if (auto tree = trees_.find(lineage.ns); tree != trees_.end()) {
-    at.whole = tree->second.match_whole(query, lease.session, lease.reach);
-    at.device = tree->second.match(query, lease.session, lease.reach);
-  }
-  if (at.whole.length > 0 && !entries_.at(at.whole.entry).state_at_end) at.whole = {};
+  at.whole = device_.match_whole(lineage.ns, query, lease.session, lease.reach);
+  at.device = device_.match(lineage.ns, query, lease.session, lease.reach);
+  if (at.whole.length > 0 && !device_.entry(at.whole.entry).state_at_end) at.whole = {};
   // A checkpoint, with the attention cells before it from the device tier, another running
   // sequence (whose cells before what it has computed are final), or the host tier.
   const bool attention = engine::has_attention_cells(engine_.model());
@@ -187,13 +187,13 @@ Acquisition PrefixCache::Impl::adopt_state(Lease& lease) {
   }
   at.checkpoint = checkpoints_.find(lineage, query, lease.chain, limit);
   at.in_memory = std::max(at.whole.length, at.checkpoint.position);
-  at.promoted = promote_checkpoint(lineage, query, lease.chain, at.in_memory, limit, lease.session, lease.key.scope);
+  at.promoted = backing_.promote_checkpoint(lineage, query, lease.chain, at.in_memory, limit, lease.session, lease.key.scope);
   if (at.promoted) at.checkpoint = checkpoints_.find(lineage, query, lease.chain, limit);
   // A window-only model: an entry whose holder still has the window before the matched length
   // is the state there, as a checkpoint would be (the window is known unbroken from window_from).
   std::int32_t window_reach = 0;
   if (window_only() && at.device.length > 0 &&
-      window_run(entries_.at(at.device.entry).holder, entries_.at(at.device.entry).window_from) <=
+      window_run(device_.entry(at.device.entry).holder, device_.entry(at.device.entry).window_from) <=
           at.device.length - engine_.model().sliding_window + 1) {
     window_reach = at.device.length;
   }
@@ -204,12 +204,12 @@ Acquisition PrefixCache::Impl::adopt_state(Lease& lease) {
   Acquisition got;
   if (chosen && chosen->source == Source::window) {
     copy_from_entry(lease, at.device.entry, window_reach);
-    lease.window_from = entries_.at(at.device.entry).window_from;
+    lease.window_from = device_.entry(at.device.entry).window_from;
     got = Acquisition{Outcome::partial, window_reach, Tier::device, at.device.in_session};
     enforce_running_budget();
   } else if (chosen && chosen->source == Source::entry_state) {
     copy_from_entry(lease, at.whole.entry, at.whole.length);
-    lease.window_from = entries_.at(at.whole.entry).window_from;
+    lease.window_from = device_.entry(at.whole.entry).window_from;
     got = Acquisition{Outcome::hit_extend, at.whole.length, Tier::device, at.whole.in_session};
     enforce_running_budget();
   } else if (chosen && chosen->source == Source::checkpoint) {

@@ -61,14 +61,13 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   }
   const bool attention = has_attention(engine_);
   EntryId superseded = 0;
-  if (auto it = trees_.find(ns); it != trees_.end()) {
-    if (const RadixTree::Match w = it->second.match_whole(tokens, lease.session, lease.reach); w.length > 0 && w.in_session) {
-      superseded = w.entry;
-    }
+  if (const RadixTree::Match w = device_.match_whole(ns, tokens, lease.session, lease.reach);
+      w.length > 0 && w.in_session) {
+    superseded = w.entry;
   }
-  const bool have_holder = holder_count_ > 0 && (superseded != 0 || !free_holders_.empty() || free_a_holder(ns));
-  RadixTree& tree = trees_.try_emplace(ns, config_.verify_every_operation).first->second;
-  const RadixTree::Match longest = attention ? tree.match(tokens, lease.session) : RadixTree::Match{};
+  const bool have_holder =
+      device_.holder_count() > 0 && (superseded != 0 || device_.holder_free() || free_a_holder(ns));
+  const RadixTree::Match longest = attention ? device_.match(ns, tokens, lease.session) : RadixTree::Match{};
   // The end state is kept as a checkpoint instead of an entry when an entry holds these tokens
   // already (its cells serve them), or when no holder is free. (Under session isolation that entry
   // may be another session's, which this session's next turn cannot reuse past the shared prefix:
@@ -95,7 +94,7 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
   // only and its end state becomes a checkpoint.
   engine::Pos holder_from = seq_from;
   if (window_only() && shared > 0 && seq_from <= shared) {
-    const engine::Pos tree_from = entries_.at(longest.entry).window_from;
+    const engine::Pos tree_from = device_.entry(longest.entry).window_from;
     holder_from = tree_from < shared ? tree_from : shared;
   }
   // (A token at position p attends to positions p - window + 1 to p.)
@@ -104,34 +103,24 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
     keep_checkpoint(lineage, tokens, hasher_.chain(lineage, tokens), engine_.save_checkpoint(seq), lease.session,
                     CheckpointKind::sequence_end, seq_from, lease.key.scope);
   }
-  if (shared > 0) engine_.copy_sequence(entries_.at(longest.entry).holder, scratch_, 0, shared);
-  SeqId holder = -1;
-  if (superseded != 0) {
-    holder = entries_.at(superseded).holder;
-  } else {
-    holder = free_holders_.back();
-    free_holders_.pop_back();
-  }
+  const SeqId scratch = device_.scratch();
+  if (shared > 0) engine_.copy_sequence(device_.entry(longest.entry).holder, scratch, 0, shared);
+  const SeqId holder = superseded != 0 ? device_.entry(superseded).holder : device_.take_holder();
   engine_.remove_sequence(holder, 0, -1);
-  if (shared > 0) engine_.copy_sequence(scratch_, holder, 0, shared);
+  if (shared > 0) engine_.copy_sequence(scratch, holder, 0, shared);
   engine_.copy_sequence(seq, holder, shared, n);
-  engine_.remove_sequence(scratch_, 0, -1);
+  engine_.remove_sequence(scratch, 0, -1);
   engine_.remove_sequence(seq, 0, -1);
-  const EntryId id = ++next_id_;
-  DeviceEntry& entry = entries_[id];
-  entry = DeviceEntry{id,           lineage,      lease.session, {tokens.begin(), tokens.end()}, holder,
-                      Clock::now(), state_at_end, holder_from, lease.key.scope};
-  tree.insert(id, entry.tokens, entry.session);
-  if (superseded != 0) {
-    tree.erase(superseded);
-    entries_.erase(superseded);
-  }
-  newest_ = id;
+  const DeviceEntry& entry =
+      device_.add(DeviceEntry{0, lineage, lease.session, {tokens.begin(), tokens.end()}, holder, Clock::now(),
+                              state_at_end, holder_from, lease.key.scope},
+                  superseded);
+  const EntryId id = entry.id;
   trace("donate seq={}: entry {} holds {} tokens and their state in sequence {}", seq, id, n, holder);
-  write_behind(lineage, entry.tokens, holder, entry.scope);
+  backing_.write_behind(lineage, entry.tokens, holder, entry.scope);
   remember_session(lease.key, entry.tokens);
-  if (disk_ && entry.state_at_end) {
-    checkpoint_to_disk(ns, checkpoints_.key_of(lineage, entry.tokens, hasher_.chain(lineage, entry.tokens), n), n,
+  if (backing_.disk() != nullptr && entry.state_at_end) {
+    backing_.checkpoint_behind(ns, checkpoints_.key_of(lineage, entry.tokens, hasher_.chain(lineage, entry.tokens), n), n,
                        engine_.save_checkpoint(holder), entry.window_from, entry.scope);
   }
   after_tree_change(ns);
@@ -140,7 +129,8 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
 void PrefixCache::Impl::refresh_window_entries() {
   if (engine_.model().family != engine::ModelFamily::sliding_window) return;
   std::vector<EntryId> broken;
-  for (auto& [id, e] : entries_) {
+  for (const auto& [id, entry] : device_.entries()) {
+    DeviceEntry& e = device_.entry(id);  // updated in place; no entry is added or removed here
     if (trimmable()) {
       if (!holds_its_start(e.holder, static_cast<std::int32_t>(e.tokens.size()))) broken.push_back(id);
       continue;
@@ -150,7 +140,7 @@ void PrefixCache::Impl::refresh_window_entries() {
     if (e.window_from > n - engine_.model().sliding_window + 1) e.state_at_end = false;
   }
   for (EntryId id : broken) {
-    DeviceEntry& e = entries_.at(id);
+    DeviceEntry& e = device_.entry(id);
     const std::string ns = e.lineage.ns;
     trace("entry {} lost the start of its window cells; dropped", id);
     stats_.device_evictions += 1;
@@ -158,7 +148,7 @@ void PrefixCache::Impl::refresh_window_entries() {
     for (auto& [seq, lease] : leases_) {
       if (lease.lineage.ns == ns && lease.locked > 0) unlock(lease);
     }
-    drop(e);
+    device_.drop(e);
     repin(ns);
   }
 }
@@ -168,6 +158,23 @@ void PrefixCache::Impl::checkpoint_entry_end(const DeviceEntry& e) {
   const std::vector<Digest> chain = hasher_.chain(e.lineage, e.tokens);
   keep_checkpoint(e.lineage, e.tokens, chain, engine_.save_checkpoint(e.holder), e.session, CheckpointKind::sequence_end,
                   e.window_from, e.scope);
+}
+
+HostTier::Plan PrefixCache::Impl::plan_with_disk(const Lineage& lineage, std::span<const Token> query,
+                                                std::int32_t on_device, std::int32_t beat, std::int32_t& host_only) {
+  HostStore::Evicted evicted;
+  HostTier::Plan plan = backing_.plan_with_disk(lineage, query, on_device, beat, host_only, evicted);
+  add_evictions(evicted);
+  return plan;
+}
+
+bool PrefixCache::Impl::keep_checkpoint(const Lineage& lineage, std::span<const Token> prefix,
+                                        std::span<const Digest> chain, engine::Bytes state, const std::string& session,
+                                        CheckpointKind kind, engine::Pos window_from, const ScopeId& scope) {
+  const auto position = static_cast<engine::Pos>(prefix.size());
+  backing_.checkpoint_behind(lineage.ns, checkpoints_.key_of(lineage, prefix, chain, position), position, state,
+                             window_from, scope);
+  return checkpoints_.save(lineage, prefix, chain, std::move(state), session, kind, window_from, scope);
 }
 
 }  // namespace prefixd::cache

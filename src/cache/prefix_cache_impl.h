@@ -1,10 +1,14 @@
 // prefixd cache — the PrefixCache's internals, shared by its implementation files:
-// prefix_cache.cpp (a request's life: acquire, in-flight hand-over, donate, release),
-// prefix_cache_eviction.cpp (budgets, demotion, eviction, compaction, reset),
-// prefix_cache_stats.cpp (counters, published snapshot, self-check), prefix_cache_scopes.cpp
-// (lineages under session isolation, holdings per scope, a scope's reset) and prefix_cache_paths.cpp
-// (what the tiers hold of a key's path, and forgetting it). Nothing outside src/cache includes
-// this file.
+// prefix_cache.cpp (a request's life after acquire: progress, donate, release),
+// prefix_cache_acquire.cpp (the reuse planner's offers gathered and the chosen one carried out;
+// its policy is reuse_plan.h), prefix_cache_checkpoints.cpp (checkpoint families: where states are
+// taken, donating with a state), prefix_cache_eviction.cpp (budgets, demotion, eviction,
+// compaction, reset), prefix_cache_stats.cpp (counters, published snapshot, self-check),
+// prefix_cache_scopes.cpp (lineages under session isolation, holdings per scope, a scope's
+// reset), prefix_cache_paths.cpp (what the tiers hold of a key's path, and forgetting it),
+// prefix_cache_remote.cpp (the shared-tier lookup plan), prefix_cache_artifacts.cpp and
+// prefix_cache_summary.cpp. The disk and the shared tier themselves are BackingTiers
+// (backing_tiers.h). Nothing outside src/cache includes this file.
 #pragma once
 
 #include <algorithm>
@@ -20,12 +24,17 @@
 #include <vector>
 #include <spdlog/spdlog.h>
 
+#include "cache/backing_tiers.h"
 #include "cache/checkpoint_store.h"
+#include "cache/device_tier.h"
 #include "cache/disk_store.h"
+#include "cache/holdings_summary.h"
 #include "cache/host_tier.h"
+#include "cache/key_paths.h"
 #include "cache/prefix_cache.h"
 #include "cache/radix_tree.h"
 #include "cache/remote_tier.h"
+#include "cache/request_key.h"
 #include "util/hex.h"
 
 namespace prefixd::cache {
@@ -35,10 +44,6 @@ using engine::SeqId;
 using engine::Token;
 
 inline std::string short_hex(std::string_view bytes) { return util::to_hex(bytes.substr(0, 4)); }
-
-inline std::int32_t common_prefix(std::span<const Token> a, std::span<const Token> b) {
-  return static_cast<std::int32_t>(std::ranges::mismatch(a, b).in1 - a.begin());
-}
 
 inline CacheConfig resolve(CacheConfig config, const engine::Engine& engine) {
   const bool gpu = engine.model().on_accelerator;
@@ -53,37 +58,6 @@ inline CacheConfig resolve(CacheConfig config, const engine::Engine& engine) {
   config.checkpoint_every = std::max(0, config.checkpoint_every);
   return config;
 }
-
-// The session a request's per-session state is kept under: its scope and its session, so that two
-// tenants' sessions of the same name never meet (checkpoint chains, the latest sequence, the
-// device tree's per-session counts). "" for a request without a session.
-inline std::string session_id(const RequestKey& key) {
-  if (key.session.empty()) return {};
-  return digest_string(key.scope) + key.session;
-}
-
-// What a request may reuse of other sessions' entries (RequestKey::shared_prefix).
-inline Reach reach_of(const RequestKey& key) {
-  if (key.shared_prefix == kNoFork) return {};
-  return Reach{.others = key.shared_prefix, .own = !key.session.empty()};
-}
-
-// A finished sequence kept in the llama context under a holder sequence id.
-struct DeviceEntry {
-  EntryId id = 0;
-  Lineage lineage;      // its namespace (the tree it is in) and how its segments are addressed
-  std::string session;  // session_id() of the request that left it
-  std::vector<Token> tokens;
-  SeqId holder = -1;
-  Clock::time_point last_used;
-  // Checkpoint families: the holder keeps the state after exactly `tokens` (false once the entry
-  // was cut back: then only its attention cells serve, up to a checkpoint).
-  bool state_at_end = true;
-  // Window-only sliding-window models: the holder's window cells run unbroken from here to its
-  // end (cells below, copied with a shared prefix, may be there too but are not counted on).
-  engine::Pos window_from = 0;
-  ScopeId scope{};
-};
 
 // A running request's sequence, from acquire() to donate() or release().
 struct Lease {
@@ -120,14 +94,15 @@ class PrefixCache::Impl {
               std::max<std::int64_t>(0, config_.host_max_segments), scratch),
         checkpoints_(hasher_, config_.checkpoint_capacity_bytes, config_.checkpoint_max_entries,
                      config_.checkpoints_per_session),
+        backing_(engine, config_, hasher_, host_, checkpoints_),
         mode_(engine::memory_is_trimmable(engine.model()) ? ReuseMode::trim : ReuseMode::checkpoints),
-        holder_count_(static_cast<std::int64_t>(holders.size())), free_holders_(std::move(holders)), scratch_(scratch),
+        device_(engine, std::move(holders), scratch, mode_ == ReuseMode::trim, config_.verify_every_operation),
+        paths_(engine, config_, hasher_, host_, checkpoints_, backing_, device_, mode_ == ReuseMode::trim),
+        summary_(hasher_, device_, host_, backing_),
         pin_(pin) {
-    std::reverse(free_holders_.begin(), free_holders_.end());
     std::random_device random;
     for (auto& byte : nonce_) byte = static_cast<std::uint8_t>(random());
-    open_disk();
-    open_remote();
+    stats_.disk.enabled = backing_.disk() != nullptr;
     publish();
   }
 
@@ -146,10 +121,10 @@ class PrefixCache::Impl {
   std::int32_t locked_by(SeqId seq) const;
 
   // Cells, budgets, eviction, compaction (prefix_cache_eviction.cpp).
-  std::int64_t device_cells() const;
-  std::int64_t locked_cells() const;
+  std::int64_t device_cells() const { return device_.cells(); }
+  std::int64_t locked_cells() const { return device_.locked_cells(); }
   std::int64_t idle_cells() const { return device_cells() - locked_cells(); }
-  std::int64_t budgeted_idle_cells() const;
+  std::int64_t budgeted_idle_cells() const { return device_.budgeted_idle_cells(); }
   std::int64_t release_device_cells(std::int64_t cells);
   bool make_room(std::int64_t running, std::int64_t need);
   void expire();
@@ -159,20 +134,16 @@ class PrefixCache::Impl {
   ResetReport reset_scope(const ScopeId& scope);  // prefix_cache_scopes.cpp
 
   // The disk tier (prefix_cache_disk.cpp).
-  void flush_disk() {
-    if (disk_) disk_->flush();
-  }
+  void flush_disk() { backing_.flush_disk(); }
 
   // The shared tier (prefix_cache_remote.cpp).
   std::shared_ptr<RemoteFetch> fetch_remote(const RequestKey& key, std::span<const Token> prompt,
                                             double seconds_per_token, std::function<void()> on_done);
   void abandon_remote();
-  void flush_remote() {
-    if (remote_) remote_->flush();
-  }
+  void flush_remote() { backing_.flush_remote(); }
   std::optional<RemoteStats> remote_stats() const {
-    if (!remote_) return std::nullopt;
-    return remote_->stats();
+    if (backing_.remote() == nullptr) return std::nullopt;
+    return backing_.remote()->stats();
   }
 
   // Artifacts (prefix_cache_artifacts.cpp).
@@ -187,8 +158,8 @@ class PrefixCache::Impl {
   HeldPrefix held(const RequestKey& key, std::span<const Token> tokens) const;
   ResetReport forget(const RequestKey& key, std::span<const Token> tokens, engine::Pos keep);
 
-  // The holdings summary (prefix_cache_summary.cpp).
-  CacheSummary summary(std::optional<std::uint64_t> since);
+  // The holdings summary (holdings_summary.h); a prompt's chain (prefix_cache_scopes.cpp).
+  CacheSummary summary(std::optional<std::uint64_t> since) { return summary_.summary(since); }
   std::vector<Digest> chain_of(const RequestKey& key, std::span<const Token> prompt) const;
 
   // Counters and the published snapshot (prefix_cache_stats.cpp).
@@ -224,7 +195,6 @@ class PrefixCache::Impl {
 
 
  private:
-  std::uint64_t device_bytes() const;
 
   // How `key`'s prompt is addressed: its namespace, forked at its shared prefix under a salt of
   // its session (session isolation); a request without a session gets a salt no other request
@@ -265,73 +235,16 @@ class PrefixCache::Impl {
   void checkpoint_entry_end(const DeviceEntry& e);
   bool trimmable() const { return mode_ == ReuseMode::trim; }
 
-  // The disk tier (prefix_cache_disk.cpp). Every write is behind: records are serialized here on
-  // the engine thread and written by the store's own thread.
-  void open_disk();
-  // The host tier's plan for `query`, after promoting from disk the segments that take it past
-  // `beat` (what the device tier or a running request gives already). `host_only`: the length
-  // the host tier alone reached.
+  // The host tier's plan for `query` after the disk's promotions (BackingTiers::plan_with_disk),
+  // with what they evicted counted.
   HostTier::Plan plan_with_disk(const Lineage& lineage, std::span<const Token> query, std::int32_t on_device,
                                 std::int32_t beat, std::int32_t& host_only);
-  // Queues the attention segments of positions [0, tokens.size()) of `holder` that the disk does
-  // not hold yet.
-  void write_behind(const Lineage& lineage, std::span<const Token> tokens, SeqId holder, const ScopeId& scope);
-  // A segment leaving the host tier: to disk unless it is there.
-  void spill(const Digest& key, const HostSegment& segment);
-  // Stores a checkpoint in the checkpoint store and behind it on disk.
+  // Stores a checkpoint in the checkpoint store and behind it on disk and in the shared tier.
   bool keep_checkpoint(const Lineage& lineage, std::span<const Token> prefix, std::span<const Digest> chain,
                        engine::Bytes state, const std::string& session, CheckpointKind kind, engine::Pos window_from,
                        const ScopeId& scope);
-  void checkpoint_to_disk(const std::string& ns, const Digest& key, engine::Pos position,
-                          std::span<const std::uint8_t> state, engine::Pos window_from, const ScopeId& scope);
-  // The shared tier (prefix_cache_remote.cpp): opened when URLs are configured (throws
-  // std::invalid_argument for a bad one); a done fetch's verified values adopted into the host tier
-  // and the checkpoint store for `lease` (returns the position past which they serve, kNoFork when
-  // nothing was adopted); writes queued behind; a record's name in the shared tier (nullopt: not
-  // shared, or no shared tier).
-  void open_remote();
-  std::int32_t adopt_remote(RemoteFetch& fetch, const Lease& lease);
-  void remote_write(std::vector<RemoteTier::Write> writes);
-  std::optional<std::string> remote_name_of(const Record& record) const;
-  // Where the segments that rebuild the longest prefix of `tokens` exactly lie, on the host tier's
-  // grid, using the tiers down to `deepest` (prefix_cache_paths.cpp). A pure query.
-  // host_covering: a longer host segment at the same place starts with the cut's tokens (a tail
-  // that a later save of a longer path covered, HostTier::drop_covered_siblings); `stored` is its key.
-  enum class PieceFrom { host, device, disk, device_head, host_covering };
-  struct Piece {
-    HostTier::Cut cut;
-    PieceFrom source;
-    Digest stored{};
-  };
-  struct Rebuild {
-    std::vector<Piece> pieces;  // in position order; they tile [0, reach())
-    RadixTree::Match device;    // the device tree's match (`key`'s reach)
-    std::int32_t reach() const { return pieces.empty() ? 0 : pieces.back().cut.stop; }
-  };
-  Rebuild rebuildable(const RequestKey& key, const Lineage& lineage, std::span<const Token> tokens, Tier deepest) const;
-  // Checkpoint families: where the state after a prefix of `tokens` no longer than `limit` is
-  // kept — at a device entry's end, in the checkpoint store, on disk (disk only with `with_disk`).
-  struct KeptState {
-    std::int32_t entry_end = 0;
-    EntryId entry = 0;
-    CheckpointStore::Found memory;
-    std::int32_t disk = 0;
-    std::int32_t best() const { return std::max({entry_end, memory.position, disk}); }
-    std::int32_t checkpoint() const { return std::max(memory.position, disk); }
-  };
-  KeptState kept_state(const RequestKey& key, const Lineage& lineage, std::span<const Token> tokens,
-                       std::span<const Digest> chain, std::int32_t limit, bool with_disk) const;
-  // Positions in (have, limit] of `query` whose checkpoint the disk holds and the store does not,
-  // at least min_prefix, highest first.
-  std::vector<engine::Pos> disk_checkpoints(const Lineage& lineage, std::span<const Token> query,
-                                           std::span<const Digest> chain, std::int32_t have, std::int32_t limit) const;
-  // The segments that rebuild the longest prefix of `tokens` from the device, host and disk tiers
-  // (rebuildable()), serialized or read, in position order (their tokens tile [0, reach)).
-  std::vector<Record> gather_segments(const RequestKey& key, const Lineage& lineage, std::span<const Token> tokens);
   // Notes the tokens a session's latest sequence left, for save_session_artifact (bounded).
   void remember_session(const RequestKey& key, std::span<const Token> tokens);
-  bool promote_checkpoint(const Lineage& lineage, std::span<const Token> query, std::span<const Digest> chain,
-                          std::int32_t have, std::int32_t limit, const std::string& session, const ScopeId& scope);
   // A sliding-window model with the full window cache still lets a running sequence overwrite its
   // own cells that fell out of its window (libllama reuses them when only that sequence owns
   // them, then drops every position below from the sequence, keeping [min, max] unbroken): such a
@@ -366,17 +279,6 @@ class PrefixCache::Impl {
   void after_tree_change(const std::string& ns);
   void repin(const std::string& ns);
 
-  template <typename Pred>
-  DeviceEntry* least_recently_used(Pred eligible) {
-    DeviceEntry* victim = nullptr;
-    for (auto& [id, e] : entries_) {
-      if (!eligible(e) || !trees_.contains(e.lineage.ns)) continue;
-      if (trees_.at(e.lineage.ns).keep_length(id) >= static_cast<std::int32_t>(e.tokens.size())) continue;  // frees nothing
-      if (victim == nullptr || e.last_used < victim->last_used) victim = &e;
-    }
-    return victim;
-  }
-
   // While a request runs the newest entry has no exemption: idle cells above the budget would make
   // every token it computes attend over them (on the CPU, budget 0: llama-server's single slot
   // likewise keeps its previous prompt only when the next one extends it).
@@ -393,12 +295,6 @@ class PrefixCache::Impl {
   void demote(DeviceEntry& e);
   void save_to_host(const DeviceEntry& e);
 
-  // Cuts an entry back to `at_least` tokens or to what others use of it (locked cells, or a prefix
-  // another entry holds), whichever is longer: dropped whole when that is nothing or another entry
-  // holds it all.
-  void cut_back(DeviceEntry& e, std::int32_t at_least = 0);
-
-  void drop(DeviceEntry& e);
   void add_evictions(const HostStore::Evicted& evicted);
   void record(const Acquisition& got, const ScopeId& scope);  // counts an outcome once, when it is final
   // Per-scope holdings of the device tier and the stores, with the scope counters, for publish().
@@ -419,23 +315,17 @@ class PrefixCache::Impl {
   BlockHasher hasher_;
   HostTier host_;
   CheckpointStore checkpoints_;
+  BackingTiers backing_;  // the disk and the shared tier
   ReuseMode mode_;
-  std::int64_t holder_count_;
-  std::vector<SeqId> free_holders_;
-  SeqId scratch_;
+  DeviceTier device_;
+  KeyPaths paths_;  // what the tiers hold of a key's path; artifacts
+  HoldingsSummary summary_;
   SeqId pin_;  // co-owns the cells of every entry and running prefix (window models), or -1
-  std::unordered_map<EntryId, DeviceEntry> entries_;
-  std::unordered_map<std::string, RadixTree> trees_;  // by namespace digest
   std::map<SeqId, Lease> leases_;
-  EntryId next_id_ = 0;
-  EntryId newest_ = 0;  // the most recently donated entry: outside the idle-cell budget
   std::uint64_t next_order_ = 0;
-  bool donated_since_compaction_ = false;
   CacheStats stats_;  // counters; the rest of a snapshot is derived in publish()
   std::map<ScopeId, ScopeStats> scope_counters_;  // the counter fields of each scope's stats
   Digest nonce_{};    // random per cache: salts of requests without a session
-  std::unique_ptr<DiskStore> disk_;  // null without a disk path
-  std::unique_ptr<RemoteTier> remote_;  // null without a shared tier
   struct SessionPrompt {
     RequestKey key;
     std::vector<Token> tokens;
@@ -443,17 +333,7 @@ class PrefixCache::Impl {
   };
   std::unordered_map<std::string, SessionPrompt> session_prompts_;  // by session_id(); the newest 1024
   std::uint64_t session_order_ = 0;
-  Digest model_key_{};
 
-  // summary()'s memo: block chains per segment key and per device entry, how many of them list
-  // each block (the set is the keys), and the set's version.
-  struct SummaryMemo {
-    std::unordered_map<Digest, std::vector<Digest>, DigestHash> segments;
-    std::map<std::pair<EntryId, std::size_t>, std::vector<Digest>> entries;
-    std::unordered_map<Digest, std::int64_t, DigestHash> blocks;
-    std::uint64_t version = 0;
-  };
-  SummaryMemo summary_memo_;
 
   mutable std::mutex published_mutex_;
   CacheStats published_;

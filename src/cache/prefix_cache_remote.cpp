@@ -1,32 +1,17 @@
-// prefixd cache — the shared tier's place in a request's life.
-//
-// Writes: whatever is written behind to disk is also written behind to the shared tier (the same
-// records: segments of every donated prefix, the session wall's segment, every checkpoint), under
-// names any server computes from a prompt (remote_fetch.h); a name this server wrote or read lately
-// is not sent again. Reads: before a request is admitted the scheduler asks for a plan (the values
-// that could take the prompt past what the device, host and disk tiers rebuild) and has it run on
-// the tier's reader thread; when it is done (or its deadline passed: then without it) the request
-// is acquired, and the verified values are adopted into the host tier and the checkpoint store
-// first. The engine thread never waits for the network.
+// prefixd cache — the shared tier's lookup plan. Before a request is admitted the scheduler asks
+// for a plan (the values that could take the prompt past what the device, host and disk tiers
+// rebuild) and has it run on the tier's reader thread; when it is done (or its deadline passed:
+// then without it) the request is acquired and BackingTiers::adopt_fetched adopts the verified
+// values into the host tier and the checkpoint store first. The engine thread never waits for the
+// network. Writes go behind with the disk's (BackingTiers::write_behind).
 #include "cache/prefix_cache_impl.h"
 
 namespace prefixd::cache {
 
-void PrefixCache::Impl::open_remote() {
-  if (config_.remote_urls.empty() || !config_.enabled) return;
-  model_key_ = model_key(engine_.model().fingerprint, engine_.model().runtime_signature);
-  RemoteTierConfig remote;
-  remote.urls = config_.remote_urls;
-  remote.timeout = std::chrono::milliseconds(std::max(1, config_.remote_timeout_ms));
-  remote.queue_capacity_bytes = config_.remote_queue_bytes;
-  auto tier = RemoteTier::create(std::move(remote), model_key_);
-  if (!tier) throw std::invalid_argument("--cache-remote: " + tier.error());
-  remote_ = std::move(*tier);
-}
-
 std::shared_ptr<RemoteFetch> PrefixCache::Impl::fetch_remote(const RequestKey& key, std::span<const Token> prompt,
                                                              double seconds_per_token, std::function<void()> on_done) {
-  if (!remote_ || !config_.enabled || prompt.size() < 2) return nullptr;
+  RemoteTier* remote = backing_.remote();
+  if (remote == nullptr || !config_.enabled || prompt.size() < 2) return nullptr;
   const auto n = static_cast<std::int32_t>(prompt.size()) - 1;  // the one-token guard
   const auto query = prompt.first(static_cast<size_t>(n));
   const std::int32_t seg = host_.segment_tokens();
@@ -38,7 +23,7 @@ std::shared_ptr<RemoteFetch> PrefixCache::Impl::fetch_remote(const RequestKey& k
 
   RemoteFetchPlan plan;
   plan.hasher = hasher_;
-  plan.model = model_key_;
+  plan.model = backing_.model_key();
   plan.segment_tokens = seg;
   plan.segments = attention;
   plan.local_reach = attention ? std::max(held.disk, trimmable() ? held.tokens : 0) : 0;
@@ -70,68 +55,14 @@ std::shared_ptr<RemoteFetch> PrefixCache::Impl::fetch_remote(const RequestKey& k
   const double per_token = seconds_per_token > 0 ? seconds_per_token : 1e-3;
   const auto recompute = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(per_token * static_cast<double>(std::max(0, could_bring))));
-  plan.deadline = Clock::now() + std::max<Clock::duration>(remote_->config().timeout, recompute);
+  plan.deadline = Clock::now() + std::max<Clock::duration>(remote->config().timeout, recompute);
   auto fetch = std::make_shared<RemoteFetch>(std::move(plan), std::move(on_done));
-  remote_->fetch(fetch);
+  remote->fetch(fetch);
   return fetch;
 }
 
-std::int32_t PrefixCache::Impl::adopt_remote(RemoteFetch& fetch, const Lease& lease) {
-  if (!remote_ || !fetch.done()) return kNoFork;
-  RemoteFetchResult result = fetch.take_result();
-  if (result.segments.empty() && !result.checkpoint) return kNoFork;
-  const RemoteFetchPlan& plan = fetch.plan();
-  const auto n = static_cast<std::int32_t>(lease.prompt.size()) - 1;
-  const auto query = std::span<const Token>(lease.prompt).first(static_cast<size_t>(std::max(0, n)));
-  if (!std::ranges::equal(query, plan.query)) return kNoFork;
-  // What the host tier holds of the prompt now is kept while the fetched segments go in.
-  const HostTier::Plan before = host_.plan(lease.lineage, query);
-  std::vector<Digest> keep = before.ancestors;
-  keep.insert(keep.end(), before.keys.begin(), before.keys.end());
-  HostStore::Evicted evicted;
-  std::int64_t segments = 0, checkpoints = 0;
-  for (Record& record : result.segments) {
-    const Digest key = record.meta.key;
-    const auto tokens = static_cast<std::int32_t>(record.meta.tokens.size());
-    HostSegment segment{record.meta.begin, tokens, record.meta.parent, std::move(record.meta.tokens),
-                        std::move(record.payload), {}, lease.key.scope};
-    if (!host_.adopt(key, std::move(segment), evicted, keep)) break;
-    keep.push_back(key);
-    segments += 1;
-  }
-  add_evictions(evicted);
-  if (result.checkpoint) {
-    const engine::Pos p = result.checkpoint->meta.begin;
-    const std::vector<Digest> chain = hasher_.chain(lease.lineage, query);
-    if (checkpoints_.save(lease.lineage, query.first(static_cast<size_t>(p)), chain,
-                          std::move(result.checkpoint->payload), lease.session, CheckpointKind::boundary,
-                          result.checkpoint->meta.window_from, lease.key.scope)) {
-      checkpoints += 1;
-    }
-  }
-  remote_->count_promoted(segments, checkpoints);
-  trace("remote: adopted {} segments (reach {}) and {} checkpoints past the local reach {}", segments, result.reach,
-        checkpoints, plan.local_reach);
-  return segments + checkpoints > 0 ? plan.local_reach : kNoFork;
-}
-
 void PrefixCache::Impl::abandon_remote() {
-  if (remote_) remote_->count_timeout();
-}
-
-void PrefixCache::Impl::remote_write(std::vector<RemoteTier::Write> writes) {
-  if (remote_ && !writes.empty()) remote_->enqueue(std::move(writes));
-}
-
-std::optional<std::string> PrefixCache::Impl::remote_name_of(const Record& record) const {
-  if (!remote_) return std::nullopt;
-  if (record.meta.kind == RecordKind::checkpoint) return remote_checkpoint_name(record.meta.key);
-  if (static_cast<std::int32_t>(record.meta.tokens.size()) == host_.segment_tokens()) {
-    return remote_segment_name(record.meta.key);
-  }
-  const std::optional<Digest> index = tail_index(hasher_, record.meta.parent, record.meta.tokens);
-  if (!index) return std::nullopt;
-  return remote_tail_name(*index);
+  if (RemoteTier* remote = backing_.remote()) remote->count_timeout();
 }
 
 }  // namespace prefixd::cache

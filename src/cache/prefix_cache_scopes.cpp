@@ -1,6 +1,7 @@
 // prefixd cache — scopes and session walls (scope.h, RequestKey::shared_prefix): how a request's
 // prompt is addressed under session isolation, what each scope holds, and removing one scope from
 // every tier.
+#include <limits>
 #include <set>
 
 #include "cache/prefix_cache_impl.h"
@@ -22,18 +23,25 @@ Lineage PrefixCache::Impl::lineage_of(const RequestKey& key, std::uint64_t order
   return lineage;
 }
 
+std::vector<Digest> PrefixCache::Impl::chain_of(const RequestKey& key, std::span<const Token> prompt) const {
+  // A request without a session under session isolation gets a salt of its own (lineage_of): no
+  // order a lease is ever given, so nothing held matches past its shared prefix, as for the
+  // request itself.
+  return hasher_.chain(lineage_of(key, std::numeric_limits<std::uint64_t>::max()), prompt);
+}
+
 std::map<ScopeId, ScopeStats> PrefixCache::Impl::scope_snapshot() const {
   std::map<ScopeId, ScopeStats> out = scope_counters_;
   // Device: a tree's cells are its scope's (a namespace has one scope).
   std::unordered_map<std::string, ScopeId> tree_scope;
-  for (const auto& [id, e] : entries_) {
+  for (const auto& [id, e] : device_.entries()) {
     out[e.scope].device_entries += 1;
     tree_scope.emplace(e.lineage.ns, e.scope);
   }
   if (engine::has_attention_cells(engine_.model())) {
     for (const auto& [ns, scope] : tree_scope) {
       ScopeStats& scoped = out[scope];
-      scoped.device_cells += trees_.at(ns).unique_tokens();
+      scoped.device_cells += device_.cells_of(ns);
       scoped.device_bytes = static_cast<std::uint64_t>(scoped.device_cells) * engine_.model().kv_bytes_per_token;
     }
   }
@@ -46,23 +54,13 @@ ResetReport PrefixCache::Impl::reset_scope(const ScopeId& scope) {
   ResetReport report;
   // A namespace belongs to one scope: the scope's trees go whole.
   std::set<std::string> namespaces;
-  for (const auto& [id, e] : entries_) {
+  for (const auto& [id, e] : device_.entries()) {
     if (e.scope == scope) namespaces.insert(e.lineage.ns);
   }
   const bool cells = engine::has_attention_cells(engine_.model());
   for (const std::string& ns : namespaces) {
-    if (auto tree = trees_.find(ns); tree != trees_.end() && cells) {
-      report.bytes += static_cast<std::uint64_t>(tree->second.unique_tokens()) * engine_.model().kv_bytes_per_token;
-    }
-    std::erase_if(entries_, [&](const auto& item) {
-      const DeviceEntry& e = item.second;
-      if (e.lineage.ns != ns) return false;
-      engine_.remove_sequence(e.holder, 0, -1);
-      free_holders_.push_back(e.holder);
-      report.entries += 1;
-      return true;
-    });
-    trees_.erase(ns);
+    if (cells) report.bytes += static_cast<std::uint64_t>(device_.cells_of(ns)) * engine_.model().kv_bytes_per_token;
+    report.entries += device_.drop_namespace(ns);
     for (auto& [seq, lease] : leases_) {
       if (lease.lineage.ns == ns) lease.locked = 0;  // their cells are their own now
     }
@@ -72,8 +70,8 @@ ResetReport PrefixCache::Impl::reset_scope(const ScopeId& scope) {
     report.bytes += held.bytes;
   }
   std::erase_if(session_prompts_, [&](const auto& item) { return item.second.key.scope == scope; });
-  if (disk_) {
-    const ScopeUsage held = disk_->clear_scope(scope);
+  if (backing_.disk() != nullptr) {
+    const ScopeUsage held = backing_.disk()->clear_scope(scope);
     report.entries += held.entries;
     report.bytes += held.bytes;
   }

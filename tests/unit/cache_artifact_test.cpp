@@ -106,5 +106,26 @@ TEST_F(CacheArtifacts, ACheckpointFamilyArtifactEndsAtAKeptState) {
   EXPECT_EQ(cache->verify(), "");
 }
 
+TEST_F(CacheArtifacts, AnotherModelsArtifactIsRefusedWithoutADiskOrSharedTier) {
+  std::filesystem::create_directories(dir);
+  {
+    auto cache = make(/*disk=*/false);
+    serve(*cache, key, prompt);
+    cache->save_artifact(key, prompt, artifact(), manifest);
+    EXPECT_EQ(read_artifact_header(artifact()).model, cache->summary().model_key)
+        << "an artifact names the model that made it, whatever tiers the server has";
+  }
+  engine.reset();
+  family = engine::ModelFamily::recurrent;  // another fingerprint
+  auto other = make(/*disk=*/false);
+  try {
+    other->load_artifact(artifact(), {}, [](const Artifact&) { FAIL() << "admitted"; });
+    FAIL() << "another model's artifact was loaded";
+  } catch (const ArtifactError& e) {
+    EXPECT_EQ(e.kind(), ArtifactError::Kind::model);
+  }
+  EXPECT_EQ(other->held(key, prompt).tokens, 0);
+}
+
 }  // namespace
 }  // namespace prefixd::cache

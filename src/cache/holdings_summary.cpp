@@ -16,9 +16,11 @@
 // dropped on the next call.
 #include <algorithm>
 
-#include "cache/prefix_cache_impl.h"
+#include "cache/holdings_summary.h"
 
 namespace prefixd::cache {
+
+using engine::Token;
 
 namespace {
 
@@ -39,15 +41,12 @@ std::vector<Digest> segment_blocks(const BlockHasher& hasher, std::int32_t segme
 
 }  // namespace
 
-void DiskStore::for_each_segment(const std::function<void(const RecordMeta&)>& visit) const {
-  std::lock_guard lock(mutex_);
-  for (const auto& [key, entry] : entries_) {
-    if (entry.meta.kind == RecordKind::segment) visit(entry.meta);
-  }
-}
+HoldingsSummary::HoldingsSummary(const BlockHasher& hasher, const DeviceTier& device, HostTier& host,
+                                 const BackingTiers& backing)
+    : hasher_(hasher), device_(device), host_(host), backing_(backing) {}
 
-CacheSummary PrefixCache::Impl::summary(std::optional<std::uint64_t> since) {
-  SummaryMemo& memo = summary_memo_;
+CacheSummary HoldingsSummary::summary(std::optional<std::uint64_t> since) {
+  Memo& memo = memo_;
   const std::int32_t segment_tokens = host_.segment_tokens();
   // The set changes only when a block's count goes from 0 to 1 or back; nothing is sorted here
   // (the engine thread waits for this call): a caller that wants order sorts its copy.
@@ -62,7 +61,7 @@ CacheSummary PrefixCache::Impl::summary(std::optional<std::uint64_t> since) {
   };
 
   decltype(memo.entries) entries;
-  for (const auto& [id, e] : entries_) {
+  for (const auto& [id, e] : device_.entries()) {
     const std::pair key{id, e.tokens.size()};
     if (auto found = memo.entries.find(key); found != memo.entries.end()) {
       entries.emplace(key, std::move(found->second));
@@ -85,8 +84,8 @@ CacheSummary PrefixCache::Impl::summary(std::optional<std::uint64_t> since) {
   for (const auto& [parent, key] : host_.store().parent_links()) {
     if (const HostSegment* s = host_.store().peek(key)) keep_segment(key, parent, s->token_ids);
   }
-  if (disk_) {
-    disk_->for_each_segment([&](const RecordMeta& meta) { keep_segment(meta.key, meta.parent, meta.tokens); });
+  if (backing_.disk() != nullptr) {
+    backing_.disk()->for_each_segment([&](const RecordMeta& meta) { keep_segment(meta.key, meta.parent, meta.tokens); });
   }
   // Removals last, so a prefix that moved between tiers since the last call is no change.
   for (const auto& [key, chain] : memo.entries) count(chain, -1);   // entries gone or cut back
@@ -97,7 +96,7 @@ CacheSummary PrefixCache::Impl::summary(std::optional<std::uint64_t> since) {
 
   CacheSummary out;
   out.version = memo.version;
-  out.model_key = model_key(engine_.model().fingerprint, engine_.model().runtime_signature);
+  out.model_key = backing_.model_key();
   if (since == memo.version) {
     out.unchanged = true;
   } else {
@@ -105,19 +104,6 @@ CacheSummary PrefixCache::Impl::summary(std::optional<std::uint64_t> since) {
     for (const auto& [block, n] : memo.blocks) out.blocks.push_back(block);
   }
   return out;
-}
-
-std::vector<Digest> PrefixCache::Impl::chain_of(const RequestKey& key, std::span<const Token> prompt) const {
-  // A request without a session under session isolation gets a salt of its own (lineage_of): no
-  // order a lease is ever given, so nothing held matches past its shared prefix, as for the
-  // request itself.
-  return hasher_.chain(lineage_of(key, std::numeric_limits<std::uint64_t>::max()), prompt);
-}
-
-CacheSummary PrefixCache::summary(std::optional<std::uint64_t> since) { return impl_->summary(since); }
-
-std::vector<Digest> PrefixCache::chain_of(const RequestKey& key, std::span<const engine::Token> prompt) const {
-  return impl_->chain_of(key, prompt);
 }
 
 }  // namespace prefixd::cache

@@ -1,26 +1,31 @@
-// prefixd cache — the disk tier's place in a request's life.
-//
-// Writes: every donated prefix's attention segments (and, for checkpoint families, every
-// checkpoint taken) are serialized on the engine thread and queued; the store writes them on its
-// own thread. Segments the host tier evicts are queued too unless the disk has them. A full queue
-// drops the job (counted): the engine thread never waits for the disk.
-// Reads: a lookup that the device and host tiers leave short walks the disk's index (headers in
-// memory, no I/O) and reads only when the disk reaches further; the files read are verified and
-// promoted to the host tier (segments) or the checkpoint store, and restored from there.
-#include "cache/prefix_cache_impl.h"
+#include "cache/backing_tiers.h"
+
+#include <algorithm>
 
 namespace prefixd::cache {
 
-void PrefixCache::Impl::open_disk() {
-  if (config_.disk_path.empty() || !config_.enabled) return;
-  model_key_ = model_key(engine_.model().fingerprint, engine_.model().runtime_signature);
-  disk_ = std::make_unique<DiskStore>(DiskStore::Options{
-      config_.disk_path, config_.disk_capacity_bytes, config_.disk_queue_bytes, model_key_});
-  host_.store().set_spill([this](const Digest& key, const HostSegment& segment) { spill(key, segment); });
-  stats_.disk.enabled = true;
+BackingTiers::BackingTiers(const engine::Engine& engine, const CacheConfig& config, const BlockHasher& hasher,
+                           HostTier& host, CheckpointStore& checkpoints)
+    : engine_(engine), config_(config), hasher_(hasher), host_(host), checkpoints_(checkpoints),
+      model_key_(cache::model_key(engine.model().fingerprint, engine.model().runtime_signature)) {
+  if (!config_.enabled) return;
+  if (!config_.disk_path.empty()) {
+    disk_ = std::make_unique<DiskStore>(DiskStore::Options{config_.disk_path, config_.disk_capacity_bytes,
+                                                           config_.disk_queue_bytes, model_key_});
+    host_.store().set_spill([this](const Digest& key, const HostSegment& segment) { spill(key, segment); });
+  }
+  if (!config_.remote_urls.empty()) {
+    RemoteTierConfig remote;
+    remote.urls = config_.remote_urls;
+    remote.timeout = std::chrono::milliseconds(std::max(1, config_.remote_timeout_ms));
+    remote.queue_capacity_bytes = config_.remote_queue_bytes;
+    auto tier = RemoteTier::create(std::move(remote), model_key_);
+    if (!tier) throw std::invalid_argument("--cache-remote: " + tier.error());
+    remote_ = std::move(*tier);
+  }
 }
 
-void PrefixCache::Impl::spill(const Digest& key, const HostSegment& segment) {
+void BackingTiers::spill(const Digest& key, const HostSegment& segment) {
   if (!disk_ || disk_->has(key)) return;
   Record record;
   record.meta = RecordMeta{RecordKind::segment, model_key_, {}, key, segment.parent, segment.begin};
@@ -32,7 +37,7 @@ void PrefixCache::Impl::spill(const Digest& key, const HostSegment& segment) {
   disk_->enqueue(DiskStore::Job{{std::move(record)}, {}});
 }
 
-void PrefixCache::Impl::write_behind(const Lineage& lineage, std::span<const Token> tokens, SeqId holder,
+void BackingTiers::write_behind(const Lineage& lineage, std::span<const engine::Token> tokens, engine::SeqId holder,
                                      const ScopeId& scope) {
   if ((!disk_ && !remote_) || !engine::has_attention_cells(engine_.model()) || tokens.empty()) return;
   DiskStore::Job job;
@@ -78,8 +83,25 @@ void PrefixCache::Impl::write_behind(const Lineage& lineage, std::span<const Tok
   if (!job.records.empty()) disk_->enqueue(std::move(job));
 }
 
-HostTier::Plan PrefixCache::Impl::plan_with_disk(const Lineage& lineage, std::span<const Token> query,
-                                                std::int32_t on_device, std::int32_t beat, std::int32_t& host_only) {
+void BackingTiers::checkpoint_behind(const std::string& ns, const Digest& key, engine::Pos position,
+                                           std::span<const std::uint8_t> state, engine::Pos window_from,
+                                           const ScopeId& scope) {
+  const Digest record_key = checkpoint_record_key(key);
+  const bool to_disk = disk_ && !disk_->has(record_key);
+  const std::string name = remote_checkpoint_name(record_key);
+  const bool to_remote = remote_ && !remote_->known(name);
+  if (state.empty() || (!to_disk && !to_remote)) return;
+  Record record;
+  record.meta = RecordMeta{RecordKind::checkpoint, model_key_, digest_from(ns), record_key, {}, position, window_from};
+  record.meta.scope = scope;
+  record.payload.assign(state.begin(), state.end());
+  if (to_remote) remote_write({RemoteTier::Write{name, to_disk ? record : std::move(record)}});
+  if (to_disk) disk_->enqueue(DiskStore::Job{{std::move(record)}, {}});
+}
+
+HostTier::Plan BackingTiers::plan_with_disk(const Lineage& lineage, std::span<const engine::Token> query,
+                                           std::int32_t on_device, std::int32_t beat, std::int32_t& host_only,
+                                           HostStore::Evicted& evicted) {
   HostTier::Plan plan = host_.plan(lineage, query, on_device);
   host_only = plan.length;
   const std::int32_t seg = host_.segment_tokens();
@@ -135,7 +157,6 @@ HostTier::Plan PrefixCache::Impl::plan_with_disk(const Lineage& lineage, std::sp
   // Read, verify and promote, in position order; stop at the first that fails.
   std::vector<Digest> keep = plan.ancestors;
   keep.insert(keep.end(), plan.keys.begin(), plan.keys.end());
-  HostStore::Evicted evicted;
   std::vector<Digest> keys;
   for (const Step& step : steps) keys.push_back(step.key);
   disk_->prefetch(keys);
@@ -153,41 +174,29 @@ HostTier::Plan PrefixCache::Impl::plan_with_disk(const Lineage& lineage, std::sp
                         record->meta.scope};
     if (!host_.adopt(step.key, std::move(segment), evicted, keep)) break;
     keep.push_back(step.key);
-    stats_.disk.promoted_segments += 1;
+    promoted_segments_ += 1;
   }
-  add_evictions(evicted);
   trace("disk: promoted up to position {} (host alone {})", reach, host_only);
   return host_.plan(lineage, query, on_device);
 }
 
-bool PrefixCache::Impl::keep_checkpoint(const Lineage& lineage, std::span<const Token> prefix,
-                                        std::span<const Digest> chain, engine::Bytes state, const std::string& session,
-                                        CheckpointKind kind, engine::Pos window_from, const ScopeId& scope) {
-  if (disk_ || remote_) {
-    const auto position = static_cast<engine::Pos>(prefix.size());
-    checkpoint_to_disk(lineage.ns, checkpoints_.key_of(lineage, prefix, chain, position), position, state, window_from,
-                       scope);
+std::vector<engine::Pos> BackingTiers::disk_checkpoints(const Lineage& lineage, std::span<const engine::Token> query,
+                                                             std::span<const Digest> chain, std::int32_t have,
+                                                             std::int32_t limit) const {
+  std::vector<engine::Pos> out;
+  if (!disk_) return out;
+  const std::vector<engine::Pos> positions = disk_->checkpoint_positions(digest_from(lineage.ns));
+  for (auto p = positions.rbegin(); p != positions.rend(); ++p) {
+    if (*p > limit || *p > static_cast<engine::Pos>(query.size())) continue;
+    if (*p <= have || *p < config_.min_prefix) break;
+    const Digest key = checkpoints_.key_of(lineage, query, chain, *p);
+    if (checkpoints_.contains(key) || !disk_->meta(checkpoint_record_key(key))) continue;
+    if (out.empty() || out.back() != *p) out.push_back(*p);
   }
-  return checkpoints_.save(lineage, prefix, chain, std::move(state), session, kind, window_from, scope);
+  return out;
 }
 
-void PrefixCache::Impl::checkpoint_to_disk(const std::string& ns, const Digest& key, engine::Pos position,
-                                           std::span<const std::uint8_t> state, engine::Pos window_from,
-                                           const ScopeId& scope) {
-  const Digest record_key = checkpoint_record_key(key);
-  const bool to_disk = disk_ && !disk_->has(record_key);
-  const std::string name = remote_checkpoint_name(record_key);
-  const bool to_remote = remote_ && !remote_->known(name);
-  if (state.empty() || (!to_disk && !to_remote)) return;
-  Record record;
-  record.meta = RecordMeta{RecordKind::checkpoint, model_key_, digest_from(ns), record_key, {}, position, window_from};
-  record.meta.scope = scope;
-  record.payload.assign(state.begin(), state.end());
-  if (to_remote) remote_write({RemoteTier::Write{name, to_disk ? record : std::move(record)}});
-  if (to_disk) disk_->enqueue(DiskStore::Job{{std::move(record)}, {}});
-}
-
-bool PrefixCache::Impl::promote_checkpoint(const Lineage& lineage, std::span<const Token> query,
+bool BackingTiers::promote_checkpoint(const Lineage& lineage, std::span<const engine::Token> query,
                                            std::span<const Digest> chain, std::int32_t have, std::int32_t limit,
                                            const std::string& session, const ScopeId& scope) {
   for (const engine::Pos p : disk_checkpoints(lineage, query, chain, have, limit)) {
@@ -199,11 +208,63 @@ bool PrefixCache::Impl::promote_checkpoint(const Lineage& lineage, std::span<con
                            record->meta.window_from, scope)) {
       return false;
     }
-    stats_.disk.promoted_checkpoints += 1;
+    promoted_checkpoints_ += 1;
     trace("disk: promoted the checkpoint at {}", p);
     return true;
   }
   return false;
+}
+
+std::int32_t BackingTiers::adopt_fetched(RemoteFetch& fetch, const Lineage& lineage,
+                                        std::span<const engine::Token> query, const std::string& session,
+                                        const ScopeId& scope, HostStore::Evicted& evicted) {
+  if (!remote_ || !fetch.done()) return kNoFork;
+  RemoteFetchResult result = fetch.take_result();
+  if (result.segments.empty() && !result.checkpoint) return kNoFork;
+  const RemoteFetchPlan& plan = fetch.plan();
+  if (!std::ranges::equal(query, plan.query)) return kNoFork;
+  // What the host tier holds of the prompt now is kept while the fetched segments go in.
+  const HostTier::Plan before = host_.plan(lineage, query);
+  std::vector<Digest> keep = before.ancestors;
+  keep.insert(keep.end(), before.keys.begin(), before.keys.end());
+  std::int64_t segments = 0, checkpoints = 0;
+  for (Record& record : result.segments) {
+    const Digest key = record.meta.key;
+    const auto tokens = static_cast<std::int32_t>(record.meta.tokens.size());
+    HostSegment segment{record.meta.begin, tokens, record.meta.parent, std::move(record.meta.tokens),
+                        std::move(record.payload), {}, scope};
+    if (!host_.adopt(key, std::move(segment), evicted, keep)) break;
+    keep.push_back(key);
+    segments += 1;
+  }
+  if (result.checkpoint) {
+    const engine::Pos p = result.checkpoint->meta.begin;
+    const std::vector<Digest> chain = hasher_.chain(lineage, query);
+    if (checkpoints_.save(lineage, query.first(static_cast<size_t>(p)), chain,
+                          std::move(result.checkpoint->payload), session, CheckpointKind::boundary,
+                          result.checkpoint->meta.window_from, scope)) {
+      checkpoints += 1;
+    }
+  }
+  remote_->count_promoted(segments, checkpoints);
+  trace("remote: adopted {} segments (reach {}) and {} checkpoints past the local reach {}", segments, result.reach,
+        checkpoints, plan.local_reach);
+  return segments + checkpoints > 0 ? plan.local_reach : kNoFork;
+}
+
+void BackingTiers::remote_write(std::vector<RemoteTier::Write> writes) {
+  if (remote_ && !writes.empty()) remote_->enqueue(std::move(writes));
+}
+
+std::optional<std::string> BackingTiers::remote_name_of(const Record& record) const {
+  if (!remote_) return std::nullopt;
+  if (record.meta.kind == RecordKind::checkpoint) return remote_checkpoint_name(record.meta.key);
+  if (static_cast<std::int32_t>(record.meta.tokens.size()) == host_.segment_tokens()) {
+    return remote_segment_name(record.meta.key);
+  }
+  const std::optional<Digest> index = tail_index(hasher_, record.meta.parent, record.meta.tokens);
+  if (!index) return std::nullopt;
+  return remote_tail_name(*index);
 }
 
 }  // namespace prefixd::cache

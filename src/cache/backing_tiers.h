@@ -1,0 +1,102 @@
+// prefixd cache — the tiers behind host RAM, as a request's life sees them: the disk tier and
+// the shared tier (either may be absent).
+//
+// Writes are behind: records are serialized on the engine thread and written by each tier's own
+// thread; a full queue drops the job (counted), so the engine thread never waits for a disk or a
+// network. Reads promote: the disk files and shared-tier values a lookup reaches are verified and
+// adopted into the host tier (segments) or the checkpoint store, and the reuse planner restores
+// from there. The model key (the loaded model and its runtime settings) names every record and
+// artifact this server writes and is checked on every one it reads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+#include <spdlog/spdlog.h>
+
+#include "cache/checkpoint_store.h"
+#include "cache/disk_store.h"
+#include "cache/host_tier.h"
+#include "cache/prefix_cache.h"
+#include "cache/remote_tier.h"
+#include "cache/request_key.h"
+
+namespace prefixd::cache {
+
+class BackingTiers {
+ public:
+  // Opens the disk tier when `config` names a path and the shared tier when it names URLs (throws
+  // std::invalid_argument for a bad URL); `host` and `checkpoints` receive what reads promote and
+  // must outlive this object.
+  BackingTiers(const engine::Engine& engine, const CacheConfig& config, const BlockHasher& hasher, HostTier& host,
+               CheckpointStore& checkpoints);
+  BackingTiers(const BackingTiers&) = delete;
+  BackingTiers& operator=(const BackingTiers&) = delete;
+
+  DiskStore* disk() const { return disk_.get(); }
+  RemoteTier* remote() const { return remote_.get(); }
+  const Digest& model_key() const { return model_key_; }
+  std::int64_t promoted_segments() const { return promoted_segments_; }
+  std::int64_t promoted_checkpoints() const { return promoted_checkpoints_; }
+
+  // Queues the attention segments of positions [0, tokens.size()) of `holder` that the disk or
+  // the shared tier lacks, and the session wall's segment (HostTier::wall_cut).
+  void write_behind(const Lineage& lineage, std::span<const engine::Token> tokens, engine::SeqId holder,
+                    const ScopeId& scope);
+  // Queues a checkpoint's state under the checkpoint store's `key` for it.
+  void checkpoint_behind(const std::string& ns, const Digest& key, engine::Pos position,
+                         std::span<const std::uint8_t> state, engine::Pos window_from, const ScopeId& scope);
+
+  // The host tier's plan for `query`, after promoting from disk the segments that take it past
+  // `beat` (what the device tier or a running request gives already). `host_only`: how far the
+  // host tier alone reached; `evicted`: what the promotions pushed out of it.
+  HostTier::Plan plan_with_disk(const Lineage& lineage, std::span<const engine::Token> query, std::int32_t on_device,
+                                std::int32_t beat, std::int32_t& host_only, HostStore::Evicted& evicted);
+  // Positions in (have, limit] of `query` whose checkpoint the disk holds and the store does not,
+  // at least min_prefix, highest first.
+  std::vector<engine::Pos> disk_checkpoints(const Lineage& lineage, std::span<const engine::Token> query,
+                                           std::span<const Digest> chain, std::int32_t have, std::int32_t limit) const;
+  // Promotes the highest of disk_checkpoints() that reads back whole into the checkpoint store.
+  bool promote_checkpoint(const Lineage& lineage, std::span<const engine::Token> query, std::span<const Digest> chain,
+                          std::int32_t have, std::int32_t limit, const std::string& session, const ScopeId& scope);
+  // A done shared-tier fetch for `query`: its verified values adopted into the host tier and the
+  // checkpoint store. Returns the position past which they serve (kNoFork: nothing adopted).
+  std::int32_t adopt_fetched(RemoteFetch& fetch, const Lineage& lineage, std::span<const engine::Token> query,
+                             const std::string& session, const ScopeId& scope, HostStore::Evicted& evicted);
+
+  void flush_disk() {
+    if (disk_) disk_->flush();
+  }
+  void flush_remote() {
+    if (remote_) remote_->flush();
+  }
+
+ private:
+  // A segment leaving the host tier: to disk unless it is there.
+  void spill(const Digest& key, const HostSegment& segment);
+  void remote_write(std::vector<RemoteTier::Write> writes);
+  // A record's name in the shared tier (nullopt: not shared, or no shared tier).
+  std::optional<std::string> remote_name_of(const Record& record) const;
+
+  template <typename... Args>
+  void trace(fmt::format_string<Args...> format, Args&&... args) const {
+    if (config_.trace) spdlog::info("cache trace: {}", fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  const engine::Engine& engine_;
+  const CacheConfig& config_;
+  const BlockHasher& hasher_;
+  HostTier& host_;
+  CheckpointStore& checkpoints_;
+  Digest model_key_{};
+  std::unique_ptr<DiskStore> disk_;     // null without a disk path
+  std::unique_ptr<RemoteTier> remote_;  // null without a shared tier
+  std::int64_t promoted_segments_ = 0;
+  std::int64_t promoted_checkpoints_ = 0;
+};
+
+}  // namespace prefixd::cache

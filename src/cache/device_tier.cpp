@@ -1,0 +1,268 @@
+#include "cache/device_tier.h"
+
+#include <algorithm>
+#include <spdlog/spdlog.h>
+
+namespace prefixd::cache {
+
+DeviceTier::DeviceTier(engine::Engine& engine, std::vector<engine::SeqId> holders, engine::SeqId scratch,
+                       bool trimmable, bool checked)
+    : engine_(engine), holder_count_(static_cast<std::int64_t>(holders.size())), free_holders_(std::move(holders)),
+      scratch_(scratch), trimmable_(trimmable), checked_(checked),
+      attention_(engine::has_attention_cells(engine.model())),
+      kv_bytes_per_token_(engine.model().kv_bytes_per_token) {
+  std::reverse(free_holders_.begin(), free_holders_.end());  // the lowest id is taken first
+}
+
+DeviceEntry* DeviceTier::find(EntryId id) {
+  auto it = entries_.find(id);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+RadixTree* DeviceTier::tree(const std::string& ns) {
+  auto it = trees_.find(ns);
+  return it == trees_.end() ? nullptr : &it->second;
+}
+
+const RadixTree* DeviceTier::tree(const std::string& ns) const {
+  auto it = trees_.find(ns);
+  return it == trees_.end() ? nullptr : &it->second;
+}
+
+RadixTree::Match DeviceTier::match(const std::string& ns, std::span<const engine::Token> query,
+                                   const std::string& session, const Reach& reach) const {
+  const RadixTree* t = tree(ns);
+  return t == nullptr ? RadixTree::Match{} : t->match(query, session, reach);
+}
+
+RadixTree::Match DeviceTier::match_whole(const std::string& ns, std::span<const engine::Token> query,
+                                         const std::string& session, const Reach& reach) const {
+  const RadixTree* t = tree(ns);
+  return t == nullptr ? RadixTree::Match{} : t->match_whole(query, session, reach);
+}
+
+void DeviceTier::copy_into(EntryId id, engine::SeqId seq, std::int32_t length) {
+  DeviceEntry& e = entries_.at(id);
+  engine_.copy_sequence(e.holder, seq, 0, length);
+  e.last_used = DeviceClock::now();
+}
+
+void DeviceTier::lock(const std::string& ns, std::span<const engine::Token> tokens, std::int32_t length) {
+  trees_.at(ns).lock(tokens, length);
+}
+
+void DeviceTier::unlock(const std::string& ns, std::span<const engine::Token> tokens, std::int32_t length) {
+  if (RadixTree* t = tree(ns)) t->unlock(tokens, length);
+}
+
+engine::SeqId DeviceTier::take_holder() {
+  const engine::SeqId holder = free_holders_.back();
+  free_holders_.pop_back();
+  engine_.remove_sequence(holder, 0, -1);
+  return holder;
+}
+
+DeviceEntry& DeviceTier::add(DeviceEntry entry, EntryId superseded) {
+  const EntryId id = ++next_id_;
+  entry.id = id;
+  RadixTree& t = trees_.try_emplace(entry.lineage.ns, checked_).first->second;
+  DeviceEntry& e = entries_[id] = std::move(entry);
+  t.insert(id, e.tokens, e.session);
+  if (superseded != 0) {
+    t.erase(superseded);
+    entries_.erase(superseded);  // its holder is the new entry's
+  }
+  newest_ = id;
+  donated_since_compaction_ = true;
+  return e;
+}
+
+void DeviceTier::drop(DeviceEntry& e) {
+  engine_.remove_sequence(e.holder, 0, -1);
+  free_holders_.push_back(e.holder);
+  if (RadixTree* t = tree(e.lineage.ns)) t->erase(e.id);
+  entries_.erase(e.id);
+}
+
+void DeviceTier::cut_back(DeviceEntry& e, std::int32_t at_least) {
+  RadixTree& t = trees_.at(e.lineage.ns);
+  const std::int32_t keep = std::max(at_least, t.keep_length(e.id));
+  if (keep == 0 || t.shared_with_another(e.id, keep) || !attention_) {
+    drop(e);
+    return;
+  }
+  if (keep >= static_cast<std::int32_t>(e.tokens.size())) return;  // others use all of it
+  if (!trimmable_ && e.state_at_end) {
+    // A recurrent state cannot be cut back: without it, the attention cells can be.
+    engine_.drop_checkpoint_state(e.holder);
+    e.state_at_end = false;
+    e.window_from = keep;  // no window cells are left
+  }
+  engine_.remove_sequence(e.holder, keep, -1);
+  e.window_from = std::min<engine::Pos>(e.window_from, keep);
+  t.truncate(e.id, keep);
+  e.tokens.resize(static_cast<size_t>(keep));
+}
+
+std::int64_t DeviceTier::drop_namespace(const std::string& ns) {
+  std::int64_t dropped = 0;
+  std::erase_if(entries_, [&](const auto& item) {
+    const DeviceEntry& e = item.second;
+    if (e.lineage.ns != ns) return false;
+    engine_.remove_sequence(e.holder, 0, -1);
+    free_holders_.push_back(e.holder);
+    dropped += 1;
+    return true;
+  });
+  trees_.erase(ns);
+  return dropped;
+}
+
+void DeviceTier::clear() {
+  for (auto& [id, e] : entries_) {
+    engine_.remove_sequence(e.holder, 0, -1);
+    free_holders_.push_back(e.holder);
+  }
+  entries_.clear();
+  trees_.clear();
+}
+
+void DeviceTier::erase_if_empty(const std::string& ns) {
+  if (auto it = trees_.find(ns); it != trees_.end() && it->second.size() == 0) trees_.erase(it);
+}
+
+DeviceEntry* DeviceTier::least_recently_used(const std::function<bool(const DeviceEntry&)>& eligible) {
+  DeviceEntry* victim = nullptr;
+  for (auto& [id, e] : entries_) {
+    if (!eligible(e) || !trees_.contains(e.lineage.ns)) continue;
+    if (trees_.at(e.lineage.ns).keep_length(id) >= static_cast<std::int32_t>(e.tokens.size())) continue;  // frees nothing
+    if (victim == nullptr || e.last_used < victim->last_used) victim = &e;
+  }
+  return victim;
+}
+
+DeviceEntry* DeviceTier::least_recently_used_droppable() {
+  DeviceEntry* victim = nullptr;
+  for (auto& [id, e] : entries_) {
+    const RadixTree& t = trees_.at(e.lineage.ns);
+    const std::int32_t keep = t.keep_length(id);
+    if (keep > 0 && !t.shared_with_another(id, keep)) continue;
+    if (victim == nullptr || e.last_used < victim->last_used) victim = &e;
+  }
+  return victim;
+}
+
+std::int64_t DeviceTier::cells() const {
+  if (!attention_) return 0;  // holders keep states, not cells
+  std::int64_t total = 0;
+  for (const auto& [ns, t] : trees_) total += t.unique_tokens();
+  return total;
+}
+
+std::int64_t DeviceTier::locked_cells() const {
+  if (!attention_) return 0;
+  std::int64_t total = 0;
+  for (const auto& [ns, t] : trees_) total += t.locked_tokens();
+  return total;
+}
+
+std::int64_t DeviceTier::budgeted_idle_cells() const {
+  std::int64_t own = 0;
+  if (auto it = entries_.find(newest_); it != entries_.end()) {
+    const DeviceEntry& e = it->second;
+    own = static_cast<std::int64_t>(e.tokens.size()) - trees_.at(e.lineage.ns).locked_length(e.id);
+  }
+  return cells() - locked_cells() - own;
+}
+
+std::int64_t DeviceTier::cells_of(const std::string& ns) const {
+  const RadixTree* t = tree(ns);
+  return attention_ && t != nullptr ? t->unique_tokens() : 0;
+}
+
+DeviceTier::Compacted DeviceTier::compact() {
+  donated_since_compaction_ = false;
+  struct Item {
+    DeviceEntry* entry;
+    const Item* base = nullptr;
+    std::int32_t shared = 0;
+    engine::Bytes tail;
+  };
+  std::vector<Item> items;
+  for (auto& [id, e] : entries_) items.push_back(Item{&e});
+  std::ranges::sort(items, [](const Item& a, const Item& b) { return a.entry->id < b.entry->id; });
+  Compacted out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    Item& item = items[i];
+    for (size_t j = 0; j < i; ++j) {
+      if (items[j].entry->lineage.ns != item.entry->lineage.ns) continue;
+      const std::int32_t common = common_prefix(items[j].entry->tokens, item.entry->tokens);
+      if (common > item.shared) {
+        item.shared = common;
+        item.base = &items[j];
+      }
+    }
+    const auto n = static_cast<std::int32_t>(item.entry->tokens.size());
+    if (item.shared < n) {
+      engine_.copy_sequence(item.entry->holder, scratch_, item.shared, n);
+      item.tail = engine_.save_sequence(scratch_);
+      engine_.remove_sequence(scratch_, 0, -1);
+      if (item.tail.empty()) return {};  // nothing has been changed yet
+    }
+    out.cells += n - item.shared;
+  }
+  engine_.clear();
+  std::vector<EntryId> lost;
+  std::vector<bool> ok(items.size(), true);
+  for (size_t i = 0; i < items.size(); ++i) {
+    Item& item = items[i];
+    const auto n = static_cast<std::int32_t>(item.entry->tokens.size());
+    const size_t base = item.base == nullptr ? i : static_cast<size_t>(item.base - items.data());
+    ok[i] = base == i || ok[base];
+    if (ok[i] && item.base != nullptr) engine_.copy_sequence(item.base->entry->holder, item.entry->holder, 0, item.shared);
+    if (ok[i] && item.shared < n) {
+      // The cells were all in use a moment ago, so they fit again; this is a safety net.
+      ok[i] = engine_.restore_sequence(item.tail, scratch_);
+      if (ok[i]) engine_.copy_sequence(scratch_, item.entry->holder, item.shared, n);
+      engine_.remove_sequence(scratch_, 0, -1);
+    }
+    if (!ok[i]) lost.push_back(item.entry->id);
+  }
+  for (EntryId id : lost) drop(entries_.at(id));
+  out.lost = static_cast<std::int64_t>(lost.size());
+  return out;
+}
+
+std::string DeviceTier::verify(bool against_engine) const {
+  std::string problems;
+  // Trimmable models: a holder holds exactly its entry's positions. (A checkpoint family's holder
+  // may keep only attention cells while its state lives in a checkpoint; libllama then reports the
+  // recurrent part's positions, so the check would not say anything about the cells.)
+  if (against_engine && trimmable_) {
+    for (const auto& [id, e] : entries_) {
+      const engine::PosRange held = engine_.sequence_positions(e.holder);
+      if (held.max + 1 != static_cast<engine::Pos>(e.tokens.size())) {
+        problems += "entry " + std::to_string(id) + " holds positions to " + std::to_string(held.max) +
+                    " in the engine, not to " + std::to_string(e.tokens.size() - 1) + "; ";
+      }
+    }
+  }
+  std::int64_t entries = 0;
+  for (const auto& [ns, t] : trees_) {
+    entries += static_cast<std::int64_t>(t.size());
+    if (t.locked_tokens() > t.unique_tokens()) problems += "more locked than held tokens; ";
+  }
+  if (entries != static_cast<std::int64_t>(entries_.size())) problems += "tree entries differ from device entries; ";
+  for (const auto& [id, e] : entries_) {
+    const auto it = trees_.find(e.lineage.ns);
+    if (it == trees_.end() || !it->second.contains(id) ||
+        it->second.length(id) != static_cast<std::int32_t>(e.tokens.size())) {
+      problems += "entry " + std::to_string(id) + " is not in its tree as stored; ";
+    }
+    if (trimmable_ && !e.state_at_end) problems += "a trimmable entry lost its state; ";
+  }
+  if (static_cast<std::int64_t>(entries_.size() + free_holders_.size()) != holder_count_) problems += "holders leaked; ";
+  return problems;
+}
+
+}  // namespace prefixd::cache

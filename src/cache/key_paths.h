@@ -1,0 +1,98 @@
+// prefixd cache — a key's path through the tiers: where the segments and states that rebuild a
+// prefix of a token sequence lie (the lookup a request makes, without adopting anything), what
+// each tier holds of it, the artifact that carries it, and removing what the stores hold of it
+// past a position.
+//
+// A path's holdings are found by content, as a lookup finds them: the device tree's entries that
+// share its tokens, the host segments and disk files addressed by its block-hash chain (forked
+// under the key's session salt past a session wall), and the checkpoints keyed by its prefixes.
+// The queries write to no tier; build_artifact may promote a checkpoint from disk, adopt_artifact
+// adopts what an artifact carries, forget_stored only removes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/artifact.h"
+#include "cache/backing_tiers.h"
+#include "cache/checkpoint_store.h"
+#include "cache/device_tier.h"
+#include "cache/host_tier.h"
+
+namespace prefixd::cache {
+
+class KeyPaths {
+ public:
+  KeyPaths(engine::Engine& engine, const CacheConfig& config, const BlockHasher& hasher, HostTier& host,
+           CheckpointStore& checkpoints, BackingTiers& backing, DeviceTier& device, bool trimmable);
+
+  // Where the segments that rebuild the longest prefix of `tokens` exactly lie, on the host tier's
+  // grid, using the tiers down to `deepest`.
+  // host_covering: a longer host segment at the same place starts with the cut's tokens (a tail
+  // that a later save of a longer path covered, HostTier::drop_covered_siblings); `stored` is its key.
+  enum class PieceFrom { host, device, disk, device_head, host_covering };
+  struct Piece {
+    HostTier::Cut cut;
+    PieceFrom source;
+    Digest stored{};
+  };
+  struct Rebuild {
+    std::vector<Piece> pieces;  // in position order; they tile [0, reach())
+    RadixTree::Match device;    // the device tree's match (`key`'s reach)
+    std::int32_t reach() const { return pieces.empty() ? 0 : pieces.back().cut.stop; }
+  };
+  Rebuild rebuildable(const RequestKey& key, const Lineage& lineage, std::span<const engine::Token> tokens,
+                      Tier deepest) const;
+
+  // Checkpoint families: where the state after a prefix of `tokens` no longer than `limit` is
+  // kept — at a device entry's end, in the checkpoint store, on disk (disk only with `with_disk`).
+  struct KeptState {
+    std::int32_t entry_end = 0;
+    EntryId entry = 0;
+    CheckpointStore::Found memory;
+    std::int32_t disk = 0;
+    std::int32_t best() const { return std::max({entry_end, memory.position, disk}); }
+    std::int32_t checkpoint() const { return std::max(memory.position, disk); }
+  };
+  KeptState kept_state(const RequestKey& key, const Lineage& lineage, std::span<const engine::Token> tokens,
+                       std::span<const Digest> chain, std::int32_t limit, bool with_disk) const;
+
+  // What each tier holds of `tokens` under `lineage` (PrefixCache::held).
+  HeldPrefix held(const RequestKey& key, const Lineage& lineage, std::span<const engine::Token> tokens) const;
+
+  // The segments that rebuild the longest prefix of `tokens` from the device, host and disk tiers
+  // (rebuildable()), serialized or read, in position order (their tokens tile [0, reach)).
+  std::vector<Record> gather_segments(const RequestKey& key, const Lineage& lineage,
+                                      std::span<const engine::Token> tokens);
+
+  // The artifact of the longest prefix of `tokens` the tiers rebuild exactly (for checkpoint
+  // families, ending where a state is kept). Throws ArtifactError(nothing_cached) below min_prefix.
+  Artifact build_artifact(const RequestKey& key, const Lineage& lineage, std::span<const engine::Token> tokens,
+                          const std::string& manifest);
+  // Checks that every record of `artifact` sits where its tokens put it on this server's grid,
+  // under its own key (throws ArtifactError(corrupt) otherwise), calls `admit` (a throw there
+  // leaves every tier unchanged), then adopts the records into the host tier, the checkpoint store
+  // and behind them the disk. `evicted`: what the adoption pushed out of the host tier.
+  ArtifactInfo adopt_artifact(Artifact& artifact, const ScopeId& scope,
+                              const std::function<void(const Artifact&)>& admit, HostStore::Evicted& evicted);
+
+  // Removes what the host tier, the checkpoint store and the disk hold of `tokens` past `keep`
+  // (segments on the path, then those extending a removed one), adding to `report`.
+  void forget_stored(const Lineage& lineage, std::span<const engine::Token> tokens, std::span<const Digest> chain,
+                     engine::Pos keep, ResetReport& report);
+
+ private:
+  engine::Engine& engine_;
+  const CacheConfig& config_;
+  const BlockHasher& hasher_;
+  HostTier& host_;
+  CheckpointStore& checkpoints_;
+  BackingTiers& backing_;
+  DeviceTier& device_;
+  bool trimmable_;
+};
+
+}  // namespace prefixd::cache
