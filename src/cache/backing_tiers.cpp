@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cache/trace.h"
+
 namespace prefixd::cache {
 
 BackingTiers::BackingTiers(const engine::Engine& engine, const CacheConfig& config, const BlockHasher& hasher,
@@ -81,6 +83,15 @@ void BackingTiers::write_behind(const Lineage& lineage, std::span<const engine::
   std::reverse(keys.begin(), keys.end());
   disk_->touch(keys);  // deepest first: the prefix stays newer than what extends it
   if (!job.records.empty()) disk_->enqueue(std::move(job));
+}
+
+bool BackingTiers::keep_checkpoint(const Lineage& lineage, std::span<const engine::Token> prefix,
+                                        std::span<const Digest> chain, engine::Bytes state, const std::string& session,
+                                        CheckpointKind kind, engine::Pos window_from, const ScopeId& scope) {
+  const auto position = static_cast<engine::Pos>(prefix.size());
+  checkpoint_behind(lineage.ns, checkpoints_.key_of(lineage, prefix, chain, position), position, state,
+                    window_from, scope);
+  return checkpoints_.save(lineage, prefix, chain, std::move(state), session, kind, window_from, scope);
 }
 
 void BackingTiers::checkpoint_behind(const std::string& ns, const Digest& key, engine::Pos position,
@@ -176,7 +187,7 @@ HostTier::Plan BackingTiers::plan_with_disk(const Lineage& lineage, std::span<co
     keep.push_back(step.key);
     promoted_segments_ += 1;
   }
-  trace("disk: promoted up to position {} (host alone {})", reach, host_only);
+  trace(config_, "disk: promoted up to position {} (host alone {})", reach, host_only);
   return host_.plan(lineage, query, on_device);
 }
 
@@ -209,10 +220,58 @@ bool BackingTiers::promote_checkpoint(const Lineage& lineage, std::span<const en
       return false;
     }
     promoted_checkpoints_ += 1;
-    trace("disk: promoted the checkpoint at {}", p);
+    trace(config_, "disk: promoted the checkpoint at {}", p);
     return true;
   }
   return false;
+}
+
+std::shared_ptr<RemoteFetch> BackingTiers::fetch(const Lineage& lineage, std::span<const engine::Token> query,
+                                                const HeldPrefix& held, std::span<const engine::Pos> checkpoint_positions,
+                                                bool trimmable, double seconds_per_token, std::function<void()> on_done) {
+  if (!remote_) return nullptr;
+  const auto n = static_cast<std::int32_t>(query.size());
+  const std::int32_t seg = host_.segment_tokens();
+  const std::int32_t block = hasher_.block_size();
+  const bool attention = engine::has_attention_cells(engine_.model()) && config_.host_capacity_bytes > 0;
+  const std::vector<Digest> chain = hasher_.chain(lineage, query);
+
+  RemoteFetchPlan plan;
+  plan.hasher = hasher_;
+  plan.model = model_key_;
+  plan.segment_tokens = seg;
+  plan.segments = attention;
+  plan.local_reach = attention ? std::max(held.disk, trimmable ? held.tokens : 0) : 0;
+  if (attention && n - plan.local_reach >= block) {
+    plan.start = plan.local_reach / seg * seg;
+    for (std::int32_t g = plan.start; g + seg <= n; g += seg) {
+      plan.grid_keys.push_back(chain[static_cast<size_t>((g + seg) / block) - 1]);
+      plan.grid_parents.push_back(hasher_.parent(lineage, chain, g, g + seg));
+    }
+    for (std::int32_t g = plan.start; g < n; g += seg) {
+      std::vector<RemoteFetchPlan::TailParent> parents{{hasher_.parent(lineage, chain, g, n), n - g}};
+      // Before a fork, the namespace's own segments too (a wall segment), capped at the fork.
+      if (lineage.forks_within(g + 1, n)) parents.push_back({hasher_.parent(lineage, chain, g, g + 1), lineage.fork - g});
+      plan.tail_parents.push_back(std::move(parents));
+    }
+  }
+  if (!trimmable) {
+    for (const engine::Pos p : checkpoint_positions) {
+      if (p <= std::max(held.checkpoint, held.tokens) || p < config_.min_prefix || p > n) continue;
+      plan.checkpoints.push_back({p, checkpoint_record_key(checkpoints_.key_of(lineage, query, chain, p))});
+    }
+  }
+  if (plan.grid_keys.empty() && plan.tail_parents.empty() && plan.checkpoints.empty()) return nullptr;
+  plan.query.assign(query.begin(), query.end());
+  // Wait until the timeout, or as long as computing what the lookup could bring would take.
+  const std::int32_t could_bring = n - std::min(plan.local_reach, std::max(held.checkpoint, held.tokens));
+  const double per_token = seconds_per_token > 0 ? seconds_per_token : 1e-3;
+  const auto recompute = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(per_token * static_cast<double>(std::max(0, could_bring))));
+  plan.deadline = std::chrono::steady_clock::now() + std::max<std::chrono::steady_clock::duration>(remote_->config().timeout, recompute);
+  auto fetch = std::make_shared<RemoteFetch>(std::move(plan), std::move(on_done));
+  remote_->fetch(fetch);
+  return fetch;
 }
 
 std::int32_t BackingTiers::adopt_fetched(RemoteFetch& fetch, const Lineage& lineage,
@@ -247,7 +306,7 @@ std::int32_t BackingTiers::adopt_fetched(RemoteFetch& fetch, const Lineage& line
     }
   }
   remote_->count_promoted(segments, checkpoints);
-  trace("remote: adopted {} segments (reach {}) and {} checkpoints past the local reach {}", segments, result.reach,
+  trace(config_, "remote: adopted {} segments (reach {}) and {} checkpoints past the local reach {}", segments, result.reach,
         checkpoints, plan.local_reach);
   return segments + checkpoints > 0 ? plan.local_reach : kNoFork;
 }

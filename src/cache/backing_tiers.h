@@ -10,13 +10,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
-#include <spdlog/spdlog.h>
 
 #include "cache/checkpoint_store.h"
 #include "cache/disk_store.h"
@@ -47,6 +47,10 @@ class BackingTiers {
   // the shared tier lacks, and the session wall's segment (HostTier::wall_cut).
   void write_behind(const Lineage& lineage, std::span<const engine::Token> tokens, engine::SeqId holder,
                     const ScopeId& scope);
+  // Stores a checkpoint in the checkpoint store and queues it behind (checkpoint_behind).
+  bool keep_checkpoint(const Lineage& lineage, std::span<const engine::Token> prefix, std::span<const Digest> chain,
+                       engine::Bytes state, const std::string& session, CheckpointKind kind, engine::Pos window_from,
+                       const ScopeId& scope);
   // Queues a checkpoint's state under the checkpoint store's `key` for it.
   void checkpoint_behind(const std::string& ns, const Digest& key, engine::Pos position,
                          std::span<const std::uint8_t> state, engine::Pos window_from, const ScopeId& scope);
@@ -63,6 +67,13 @@ class BackingTiers {
   // Promotes the highest of disk_checkpoints() that reads back whole into the checkpoint store.
   bool promote_checkpoint(const Lineage& lineage, std::span<const engine::Token> query, std::span<const Digest> chain,
                           std::int32_t have, std::int32_t limit, const std::string& session, const ScopeId& scope);
+  // The shared tier's lookup of `query`, started on its reader thread: the values that could take
+  // the prompt past what the local tiers hold (`held`), on the host tier's grid and, for checkpoint
+  // families, at `checkpoint_positions`. Its deadline: the tier's timeout, or as long as computing
+  // what it could bring would take (`seconds_per_token`). nullptr: nothing to look up.
+  std::shared_ptr<RemoteFetch> fetch(const Lineage& lineage, std::span<const engine::Token> query,
+                                     const HeldPrefix& held, std::span<const engine::Pos> checkpoint_positions,
+                                     bool trimmable, double seconds_per_token, std::function<void()> on_done);
   // A done shared-tier fetch for `query`: its verified values adopted into the host tier and the
   // checkpoint store. Returns the position past which they serve (kNoFork: nothing adopted).
   std::int32_t adopt_fetched(RemoteFetch& fetch, const Lineage& lineage, std::span<const engine::Token> query,
@@ -81,11 +92,6 @@ class BackingTiers {
   void remote_write(std::vector<RemoteTier::Write> writes);
   // A record's name in the shared tier (nullopt: not shared, or no shared tier).
   std::optional<std::string> remote_name_of(const Record& record) const;
-
-  template <typename... Args>
-  void trace(fmt::format_string<Args...> format, Args&&... args) const {
-    if (config_.trace) spdlog::info("cache trace: {}", fmt::format(format, std::forward<Args>(args)...));
-  }
 
   const engine::Engine& engine_;
   const CacheConfig& config_;

@@ -10,6 +10,7 @@ DeviceTier::DeviceTier(engine::Engine& engine, std::vector<engine::SeqId> holder
     : engine_(engine), holder_count_(static_cast<std::int64_t>(holders.size())), free_holders_(std::move(holders)),
       scratch_(scratch), trimmable_(trimmable), checked_(checked),
       attention_(engine::has_attention_cells(engine.model())),
+      sliding_(engine.model().family == engine::ModelFamily::sliding_window),
       kv_bytes_per_token_(engine.model().kv_bytes_per_token) {
   std::reverse(free_holders_.begin(), free_holders_.end());  // the lowest id is taken first
 }
@@ -263,6 +264,18 @@ std::string DeviceTier::verify(bool against_engine) const {
   }
   if (static_cast<std::int64_t>(entries_.size() + free_holders_.size()) != holder_count_) problems += "holders leaked; ";
   return problems;
+}
+
+bool DeviceTier::holds_its_start(engine::SeqId seq, std::int32_t length) const {
+  if (!sliding_ || !trimmable_) return true;
+  const engine::PosRange cells = engine_.sequence_positions(seq);
+  if (cells.empty()) return length <= 0;
+  return cells.min == 0 && (length < 0 || cells.max == length - 1);
+}
+
+engine::Pos DeviceTier::window_run(engine::SeqId seq, engine::Pos tracked) const {
+  if (!window_only()) return 0;
+  return std::max(tracked, engine_.sequence_positions(seq).min);
 }
 
 }  // namespace prefixd::cache

@@ -119,6 +119,19 @@ class DeviceTier {
   // positions the engine holds for it. Empty when none is violated.
   std::string verify(bool against_engine) const;
 
+  // Sliding-window models. With the full window cache, libllama still lets a running sequence
+  // overwrite its own cells that fell out of its window (when only that sequence owns them), then
+  // drops every position below from it, keeping [min, max] unbroken; it also lets any decoding
+  // sequence take over a cell only one sequence owns outside that owner's window. So a sequence
+  // (or a holder) may no longer hold its prefix from position 0.
+  // `length`: the positions [0, length) `seq` should hold (-1: whatever its last one is).
+  bool holds_its_start(engine::SeqId seq, std::int32_t length = -1) const;
+  // Without the full window cache (a checkpoint family): only the window's cells are kept.
+  bool window_only() const { return sliding_ && !trimmable_; }
+  // Where `seq`'s unbroken run of window cells starts: `tracked`, or higher when libllama dropped
+  // the cells below (0 unless window_only()).
+  engine::Pos window_run(engine::SeqId seq, engine::Pos tracked) const;
+
  private:
   engine::Engine& engine_;
   std::int64_t holder_count_;
@@ -127,6 +140,7 @@ class DeviceTier {
   bool trimmable_;
   bool checked_;
   bool attention_;  // the model has attention cells (else holders keep states only)
+  bool sliding_;    // a sliding-window model
   std::uint64_t kv_bytes_per_token_;
   std::unordered_map<EntryId, DeviceEntry> entries_;
   std::unordered_map<std::string, RadixTree> trees_;  // by namespace digest

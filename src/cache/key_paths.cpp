@@ -8,19 +8,16 @@ namespace prefixd::cache {
 using engine::SeqId;
 using engine::Token;
 
-KeyPaths::KeyPaths(engine::Engine& engine, const CacheConfig& config, const BlockHasher& hasher, HostTier& host,
-                   CheckpointStore& checkpoints, BackingTiers& backing, DeviceTier& device, bool trimmable)
-    : engine_(engine), config_(config), hasher_(hasher), host_(host), checkpoints_(checkpoints), backing_(backing),
-      device_(device), trimmable_(trimmable) {}
+KeyPaths::KeyPaths(const Tiers& tiers) : tiers_(tiers) {}
 
 KeyPaths::Rebuild KeyPaths::rebuildable(const RequestKey& key, const Lineage& lineage,
                                                          std::span<const Token> tokens, Tier deepest) const {
   Rebuild out;
-  if (!engine::has_attention_cells(engine_.model()) || tokens.empty()) return out;
-  out.device = device_.match(lineage.ns, tokens, session_id(key), reach_of(key));
+  if (!engine::has_attention_cells(tiers_.engine.model()) || tokens.empty()) return out;
+  out.device = tiers_.device.match(lineage.ns, tokens, session_id(key), reach_of(key));
   const std::int32_t on_device = out.device.length;
-  for (const HostTier::Cut& cut : host_.cuts(lineage, tokens, 0)) {
-    const HostSegment* segment = deepest >= Tier::host ? host_.store().peek(cut.key) : nullptr;
+  for (const HostTier::Cut& cut : tiers_.host.cuts(lineage, tokens, 0)) {
+    const HostSegment* segment = deepest >= Tier::host ? tiers_.host.store().peek(cut.key) : nullptr;
     if (segment != nullptr && segment->begin == cut.begin) {
       out.pieces.push_back({cut, PieceFrom::host});
       continue;
@@ -30,9 +27,9 @@ KeyPaths::Rebuild KeyPaths::rebuildable(const RequestKey& key, const Lineage& li
       continue;
     }
     // A tail whose tokens begin a longer stored sibling: a lookup finds it there (token comparison).
-    if (deepest >= Tier::host && cut.stop - cut.begin < host_.segment_tokens()) {
+    if (deepest >= Tier::host && cut.stop - cut.begin < tiers_.host.segment_tokens()) {
       const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
-      const HostStore& store = host_.store();
+      const HostStore& store = tiers_.host.store();
       const std::vector<Digest> siblings = store.children(cut.parent, part.front());
       const auto covering = std::ranges::find_if(siblings, [&](const Digest& k) {
         const HostSegment* s = store.peek(k);
@@ -44,23 +41,23 @@ KeyPaths::Rebuild KeyPaths::rebuildable(const RequestKey& key, const Lineage& li
         break;  // a tail ends the path
       }
     }
-    if (deepest >= Tier::disk && backing_.disk() != nullptr) {
-      if (const std::optional<RecordMeta> meta = backing_.disk()->meta(cut.key); meta && meta->begin == cut.begin) {
+    if (deepest >= Tier::disk && tiers_.backing.disk() != nullptr) {
+      if (const std::optional<RecordMeta> meta = tiers_.backing.disk()->meta(cut.key); meta && meta->begin == cut.begin) {
         out.pieces.push_back({cut, PieceFrom::disk});
         continue;
       }
     }
     // Nothing holds the whole segment. Where it straddles the session wall, the wall segment
     // holds its part before the wall (HostTier::wall_cut), unless the device's cells reach as far.
-    if (const std::optional<HostTier::Cut> wall = host_.wall_cut(lineage, tokens);
+    if (const std::optional<HostTier::Cut> wall = tiers_.host.wall_cut(lineage, tokens);
         wall && wall->begin == cut.begin && on_device < wall->stop) {
-      const HostSegment* segment = deepest >= Tier::host ? host_.store().peek(wall->key) : nullptr;
+      const HostSegment* segment = deepest >= Tier::host ? tiers_.host.store().peek(wall->key) : nullptr;
       if (segment != nullptr && segment->begin == wall->begin) {
         out.pieces.push_back({*wall, PieceFrom::host});
         break;
       }
-      if (deepest >= Tier::disk && backing_.disk() != nullptr) {
-        if (const std::optional<RecordMeta> meta = backing_.disk()->meta(wall->key); meta && meta->begin == wall->begin) {
+      if (deepest >= Tier::disk && tiers_.backing.disk() != nullptr) {
+        if (const std::optional<RecordMeta> meta = tiers_.backing.disk()->meta(wall->key); meta && meta->begin == wall->begin) {
           out.pieces.push_back({*wall, PieceFrom::disk});
           break;
         }
@@ -69,7 +66,7 @@ KeyPaths::Rebuild KeyPaths::rebuildable(const RequestKey& key, const Lineage& li
     // The device's cells may hold its start (a shorter tail).
     if (on_device > cut.begin) {
       const auto head = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(on_device - cut.begin));
-      out.pieces.push_back({HostTier::Cut{cut.begin, on_device, cut.parent, hasher_.next(cut.parent, head)},
+      out.pieces.push_back({HostTier::Cut{cut.begin, on_device, cut.parent, tiers_.hasher.next(cut.parent, head)},
                             PieceFrom::device_head});
     }
     break;
@@ -84,15 +81,15 @@ KeyPaths::KeptState KeyPaths::kept_state(const RequestKey& key, const Lineage& l
   limit = std::min(limit, static_cast<std::int32_t>(tokens.size()));
   if (limit <= 0) return out;
   const RadixTree::Match whole =
-      device_.match_whole(lineage.ns, tokens.first(static_cast<size_t>(limit)), session_id(key), reach_of(key));
-  if (whole.length > 0 && device_.entry(whole.entry).state_at_end) {
+      tiers_.device.match_whole(lineage.ns, tokens.first(static_cast<size_t>(limit)), session_id(key), reach_of(key));
+  if (whole.length > 0 && tiers_.device.entry(whole.entry).state_at_end) {
     out.entry_end = whole.length;
     out.entry = whole.entry;
   }
-  out.memory = checkpoints_.find(lineage, tokens, chain, limit);
+  out.memory = tiers_.checkpoints.find(lineage, tokens, chain, limit);
   if (with_disk) {
     const std::vector<engine::Pos> on_disk =
-        backing_.disk_checkpoints(lineage, tokens, chain, std::max(out.entry_end, out.memory.position), limit);
+        tiers_.backing.disk_checkpoints(lineage, tokens, chain, std::max(out.entry_end, out.memory.position), limit);
     if (!on_disk.empty()) out.disk = on_disk.front();
   }
   return out;
@@ -101,34 +98,34 @@ KeyPaths::KeptState KeyPaths::kept_state(const RequestKey& key, const Lineage& l
 HeldPrefix KeyPaths::held(const RequestKey& key, const Lineage& lineage, std::span<const engine::Token> tokens) const {
   HeldPrefix out;
   if (tokens.empty()) return out;
-  const bool attention = engine::has_attention_cells(engine_.model());
+  const bool attention = engine::has_attention_cells(tiers_.engine.model());
   if (attention) {
     out.device = rebuildable(key, lineage, tokens, Tier::device).reach();
     out.host = rebuildable(key, lineage, tokens, Tier::host).reach();
     out.disk = rebuildable(key, lineage, tokens, Tier::disk).reach();
   }
   out.tokens = out.disk;
-  if (!trimmable_) {
-    const std::vector<Digest> chain = hasher_.chain(lineage, tokens);
+  if (!tiers_.trimmable()) {
+    const std::vector<Digest> chain = tiers_.hasher.chain(lineage, tokens);
     const KeptState kept =
         kept_state(key, lineage, tokens, chain, attention ? out.disk : static_cast<std::int32_t>(tokens.size()), true);
     out.tokens = kept.best();
     out.checkpoint = kept.checkpoint();
   }
-  if (out.tokens < config_.min_prefix) out.tokens = 0;
+  if (out.tokens < tiers_.config.min_prefix) out.tokens = 0;
   return out;
 }
 
 std::vector<Record> KeyPaths::gather_segments(const RequestKey& key, const Lineage& lineage,
                                                        std::span<const Token> tokens) {
   std::vector<Record> out;
-  if (!engine::has_attention_cells(engine_.model()) || tokens.empty()) return out;
+  if (!engine::has_attention_cells(tiers_.engine.model()) || tokens.empty()) return out;
   const Rebuild rebuild = rebuildable(key, lineage, tokens, Tier::disk);
-  const SeqId holder = rebuild.device.length > 0 ? device_.entry(rebuild.device.entry).holder : -1;
+  const SeqId holder = rebuild.device.length > 0 ? tiers_.device.entry(rebuild.device.entry).holder : -1;
   const Digest ns_digest = digest_from(lineage.ns);
   auto record_of = [&](const HostTier::Cut& cut, engine::Bytes payload) {
     Record r;
-    r.meta = RecordMeta{RecordKind::segment, backing_.model_key(), ns_digest, cut.key, cut.parent, cut.begin};
+    r.meta = RecordMeta{RecordKind::segment, tiers_.backing.model_key(), ns_digest, cut.key, cut.parent, cut.begin};
     r.meta.scope = key.scope;
     const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
     r.meta.tokens.assign(part.begin(), part.end());
@@ -139,18 +136,18 @@ std::vector<Record> KeyPaths::gather_segments(const RequestKey& key, const Linea
     const HostTier::Cut& cut = piece.cut;
     engine::Bytes payload;
     if (piece.source == PieceFrom::host) {
-      payload = host_.store().peek(cut.key)->state;
+      payload = tiers_.host.store().peek(cut.key)->state;
     } else if (piece.source == PieceFrom::host_covering) {
       // Only the cut's positions of the longer segment: restored aside, cut back, saved again.
-      if (engine_.restore_sequence(host_.store().peek(piece.stored)->state, device_.scratch())) {
-        engine_.remove_sequence(device_.scratch(), cut.stop, -1);
-        payload = engine_.save_sequence(device_.scratch());
+      if (tiers_.engine.restore_sequence(tiers_.host.store().peek(piece.stored)->state, tiers_.device.scratch())) {
+        tiers_.engine.remove_sequence(tiers_.device.scratch(), cut.stop, -1);
+        payload = tiers_.engine.save_sequence(tiers_.device.scratch());
       }
-      engine_.remove_sequence(device_.scratch(), 0, -1);
+      tiers_.engine.remove_sequence(tiers_.device.scratch(), 0, -1);
     } else if (piece.source == PieceFrom::disk) {
-      if (std::optional<Record> r = backing_.disk()->read(cut.key); r && r->meta.begin == cut.begin) payload = std::move(r->payload);
+      if (std::optional<Record> r = tiers_.backing.disk()->read(cut.key); r && r->meta.begin == cut.begin) payload = std::move(r->payload);
     } else {
-      payload = host_.serialize(holder, cut.begin, cut.stop);
+      payload = tiers_.host.serialize(holder, cut.begin, cut.stop);
     }
     if (payload.empty()) break;  // a serialization or a read failed: the prefix ends here
     out.push_back(record_of(cut, std::move(payload)));
@@ -162,10 +159,10 @@ Artifact KeyPaths::build_artifact(const RequestKey& key, const Lineage& lineage,
                                   const std::string& manifest) {
   const auto nothing = [&] {
     return ArtifactError(ArtifactError::Kind::nothing_cached,
-                         "no prefix of at least " + std::to_string(config_.min_prefix) + " tokens of it is cached");
+                         "no prefix of at least " + std::to_string(tiers_.config.min_prefix) + " tokens of it is cached");
   };
-  const bool attention = engine::has_attention_cells(engine_.model());
-  Artifact artifact{backing_.model_key(), digest_from(key.namespace_digest), key.scope, lineage.fork, lineage.salt};
+  const bool attention = engine::has_attention_cells(tiers_.engine.model());
+  Artifact artifact{tiers_.backing.model_key(), digest_from(key.namespace_digest), key.scope, lineage.fork, lineage.salt};
   artifact.manifest = manifest;
   // The longest prefix the tiers rebuild exactly (held()); for checkpoint families, cut to the
   // highest position at or below it whose state is kept: a device entry's end, a checkpoint in
@@ -173,11 +170,11 @@ Artifact KeyPaths::build_artifact(const RequestKey& key, const Lineage& lineage,
   const engine::Pos reach = rebuildable(key, lineage, tokens, Tier::disk).reach();
   engine::Pos end = reach;
   Record checkpoint;
-  if (!trimmable_) {
+  if (!tiers_.trimmable()) {
     const auto limit = attention ? reach : static_cast<engine::Pos>(tokens.size());
-    const std::vector<Digest> chain = hasher_.chain(lineage, tokens);
+    const std::vector<Digest> chain = tiers_.hasher.chain(lineage, tokens);
     KeptState kept = kept_state(key, lineage, tokens, chain, limit, false);
-    if (backing_.promote_checkpoint(lineage, tokens, chain, kept.best(), limit, "", key.scope)) {
+    if (tiers_.backing.promote_checkpoint(lineage, tokens, chain, kept.best(), limit, "", key.scope)) {
       kept = kept_state(key, lineage, tokens, chain, limit, false);
     }
     end = kept.best();
@@ -186,22 +183,22 @@ Artifact KeyPaths::build_artifact(const RequestKey& key, const Lineage& lineage,
       checkpoint.payload = kept.memory.checkpoint->state;
       window_from = kept.memory.checkpoint->window_from;
     } else if (end > 0) {
-      const DeviceEntry& entry = device_.entry(kept.entry);
-      checkpoint.payload = engine_.save_checkpoint(entry.holder);
+      const DeviceEntry& entry = tiers_.device.entry(kept.entry);
+      checkpoint.payload = tiers_.engine.save_checkpoint(entry.holder);
       window_from = entry.window_from;
     }
     if (checkpoint.payload.empty()) end = 0;
-    checkpoint.meta = RecordMeta{RecordKind::checkpoint, backing_.model_key(), artifact.ns,
-                                 checkpoint_record_key(checkpoints_.key_of(lineage, tokens, chain, end)), {}, end,
+    checkpoint.meta = RecordMeta{RecordKind::checkpoint, tiers_.backing.model_key(), artifact.ns,
+                                 checkpoint_record_key(tiers_.checkpoints.key_of(lineage, tokens, chain, end)), {}, end,
                                  window_from};
     checkpoint.meta.scope = key.scope;
   }
   std::vector<Record> records = gather_segments(key, lineage, tokens.first(static_cast<size_t>(end)));
   const engine::Pos covered =
       records.empty() ? 0 : records.back().meta.begin + static_cast<engine::Pos>(records.back().meta.tokens.size());
-  if (attention && covered != end) end = trimmable_ ? covered : 0;  // a serialization or a read failed
-  if (end < config_.min_prefix) throw nothing();
-  if (!trimmable_) records.push_back(std::move(checkpoint));
+  if (attention && covered != end) end = tiers_.trimmable() ? covered : 0;  // a serialization or a read failed
+  if (end < tiers_.config.min_prefix) throw nothing();
+  if (!tiers_.trimmable()) records.push_back(std::move(checkpoint));
   artifact.tokens.assign(tokens.begin(), tokens.begin() + end);
   artifact.records = std::move(records);
   return artifact;
@@ -212,14 +209,14 @@ ArtifactInfo KeyPaths::adopt_artifact(Artifact& artifact, const ScopeId& scope,
   const Lineage lineage{digest_string(artifact.ns), artifact.fork, artifact.salt};
   const std::span<const Token> tokens(artifact.tokens);
   // Each record must sit where its tokens put it on this server's grid, under its own key.
-  const std::vector<HostTier::Cut> cuts = host_.cuts(lineage, tokens, 0);
-  const std::vector<Digest> chain = hasher_.chain(lineage, tokens);
+  const std::vector<HostTier::Cut> cuts = tiers_.host.cuts(lineage, tokens, 0);
+  const std::vector<Digest> chain = tiers_.hasher.chain(lineage, tokens);
   std::size_t next_cut = 0;
-  const std::optional<HostTier::Cut> wall = host_.wall_cut(lineage, tokens);
+  const std::optional<HostTier::Cut> wall = tiers_.host.wall_cut(lineage, tokens);
   bool after_wall = false;  // nothing follows the wall segment
   for (const Record& r : artifact.records) {
     if (r.meta.kind == RecordKind::checkpoint) {
-      if (trimmable_ || r.meta.key != checkpoint_record_key(checkpoints_.key_of(lineage, tokens, chain, r.meta.begin))) {
+      if (tiers_.trimmable() || r.meta.key != checkpoint_record_key(tiers_.checkpoints.key_of(lineage, tokens, chain, r.meta.begin))) {
         throw ArtifactError(ArtifactError::Kind::corrupt, "a checkpoint of the artifact does not belong to its prefix");
       }
       continue;
@@ -227,7 +224,7 @@ ArtifactInfo KeyPaths::adopt_artifact(Artifact& artifact, const ScopeId& scope,
     const auto n = static_cast<engine::Pos>(r.meta.tokens.size());
     // The wall segment (HostTier::wall_cut) ends a prefix saved for another session than the wall's.
     if (wall && wall->begin == r.meta.begin && r.meta.parent == wall->parent && r.meta.key == wall->key &&
-        hasher_.next(wall->parent, r.meta.tokens) == wall->key &&
+        tiers_.hasher.next(wall->parent, r.meta.tokens) == wall->key &&
         next_cut < cuts.size() && cuts[next_cut].begin == r.meta.begin && !after_wall) {
       after_wall = true;
       ++next_cut;
@@ -236,8 +233,8 @@ ArtifactInfo KeyPaths::adopt_artifact(Artifact& artifact, const ScopeId& scope,
     const bool whole = !after_wall && next_cut < cuts.size() && cuts[next_cut].begin == r.meta.begin &&
                        r.meta.parent == cuts[next_cut].parent;
     const Digest expected = !whole ? Digest{}
-                            : n == host_.segment_tokens() ? cuts[next_cut].key
-                                                          : hasher_.next(cuts[next_cut].parent, r.meta.tokens);
+                            : n == tiers_.host.segment_tokens() ? cuts[next_cut].key
+                                                          : tiers_.hasher.next(cuts[next_cut].parent, r.meta.tokens);
     if (!whole || r.meta.key != expected) {
       throw ArtifactError(ArtifactError::Kind::corrupt,
                           "the artifact's segments do not match this server's segment grid (made with another "
@@ -253,9 +250,9 @@ ArtifactInfo KeyPaths::adopt_artifact(Artifact& artifact, const ScopeId& scope,
   std::vector<Digest> keep;
   DiskStore::Job job;
   for (Record& r : artifact.records) {
-    if (backing_.disk() != nullptr && !backing_.disk()->has(r.meta.key)) job.records.push_back(r);
+    if (tiers_.backing.disk() != nullptr && !tiers_.backing.disk()->has(r.meta.key)) job.records.push_back(r);
     if (r.meta.kind == RecordKind::checkpoint) {
-      if (checkpoints_.save(lineage, tokens, chain, std::move(r.payload), "", CheckpointKind::boundary,
+      if (tiers_.checkpoints.save(lineage, tokens, chain, std::move(r.payload), "", CheckpointKind::boundary,
                             r.meta.window_from, scope)) {
         info.checkpoints += 1;
       }
@@ -263,14 +260,14 @@ ArtifactInfo KeyPaths::adopt_artifact(Artifact& artifact, const ScopeId& scope,
     }
     const auto n = static_cast<std::int32_t>(r.meta.tokens.size());
     HostSegment segment{r.meta.begin, n, r.meta.parent, std::move(r.meta.tokens), std::move(r.payload), {}, scope};
-    if (!host_.adopt(r.meta.key, std::move(segment), evicted, keep)) break;
+    if (!tiers_.host.adopt(r.meta.key, std::move(segment), evicted, keep)) break;
     keep.push_back(r.meta.key);
     info.segments += 1;
   }
   // Deepest first, so a segment ends up less recently used than the prefix it extends (the host
   // tier's LRU order; inserting in position order made it the other way round).
-  for (auto key = keep.rbegin(); key != keep.rend(); ++key) host_.store().touch(*key);
-  if (backing_.disk() != nullptr && !job.records.empty()) backing_.disk()->enqueue(std::move(job));
+  for (auto key = keep.rbegin(); key != keep.rend(); ++key) tiers_.host.store().touch(*key);
+  if (tiers_.backing.disk() != nullptr && !job.records.empty()) tiers_.backing.disk()->enqueue(std::move(job));
   return info;
 }
 
@@ -283,26 +280,26 @@ void KeyPaths::forget_stored(const Lineage& lineage, std::span<const engine::Tok
   // continuation of the path past its end). A segment that starts before `keep` holds positions
   // another key or module still needs (`keep` is what the path shares with them): it stays whole,
   // and so do the segments hanging off it that leave the path.
-  const std::int32_t seg = host_.segment_tokens();
+  const std::int32_t seg = tiers_.host.segment_tokens();
   const std::int32_t first_gone = (keep + seg - 1) / seg * seg;
   // What a span of the path from grid line `g` hangs off: unforked, and forked when it covers the
   // fork (both may exist: a span ending before the fork, one ending after it).
   auto parents_at = [&](std::int32_t g) {
-    std::vector<Digest> out{hasher_.parent(lineage, chain, g, g + 1), hasher_.parent(lineage, chain, g, g + seg)};
+    std::vector<Digest> out{tiers_.hasher.parent(lineage, chain, g, g + 1), tiers_.hasher.parent(lineage, chain, g, g + seg)};
     if (out[0] == out[1]) out.pop_back();
     return out;
   };
   // Keys whose segments extend a removed whole grid segment `key`.
   auto extensions_of = [&](const Digest& key_of_removed) {
     std::vector<Digest> out{key_of_removed};
-    if (lineage.fork != kNoFork) out.push_back(hasher_.forked(key_of_removed, lineage.salt));
+    if (lineage.fork != kNoFork) out.push_back(tiers_.hasher.forked(key_of_removed, lineage.salt));
     return out;
   };
   auto on_path = [&](std::int32_t g, std::span<const Token> segment_tokens) {
     return g + common_prefix(segment_tokens, tokens.subspan(static_cast<size_t>(g))) > keep;
   };
   {
-    HostStore& store = host_.store();
+    HostStore& store = tiers_.host.store();
     const std::uint64_t before = store.bytes();
     std::vector<Digest> gone;
     std::unordered_set<Digest, DigestHash> seen;
@@ -338,15 +335,15 @@ void KeyPaths::forget_stored(const Lineage& lineage, std::span<const engine::Tok
 
   // Checkpoints of the path past `keep`, in memory and on disk.
   std::vector<Digest> checkpoint_keys;
-  for (engine::Pos p : checkpoints_.positions(ns)) {
-    if (p > keep && p <= n) checkpoint_keys.push_back(checkpoints_.key_of(lineage, tokens, chain, p));
+  for (engine::Pos p : tiers_.checkpoints.positions(ns)) {
+    if (p > keep && p <= n) checkpoint_keys.push_back(tiers_.checkpoints.key_of(lineage, tokens, chain, p));
   }
-  const ScopeUsage checkpoints = checkpoints_.discard(checkpoint_keys);
+  const ScopeUsage checkpoints = tiers_.checkpoints.discard(checkpoint_keys);
   report.entries += checkpoints.entries;
   report.bytes += checkpoints.bytes;
 
   // Disk files: the same walk over the index, then the path's checkpoint files.
-  if (backing_.disk() != nullptr) {
+  if (tiers_.backing.disk() != nullptr) {
     std::vector<Digest> gone;
     std::unordered_set<Digest, DigestHash> seen;
     auto add = [&](const Digest& k) {
@@ -354,23 +351,23 @@ void KeyPaths::forget_stored(const Lineage& lineage, std::span<const engine::Tok
     };
     for (std::int32_t g = first_gone; g < n; g += seg) {
       for (const Digest& parent : parents_at(g)) {
-        for (const Digest& k : backing_.disk()->children(parent, tokens[static_cast<size_t>(g)])) {
-          const std::optional<RecordMeta> meta = backing_.disk()->meta(k);
+        for (const Digest& k : tiers_.backing.disk()->children(parent, tokens[static_cast<size_t>(g)])) {
+          const std::optional<RecordMeta> meta = tiers_.backing.disk()->meta(k);
           if (meta && meta->begin == g && on_path(g, meta->tokens)) add(k);
         }
       }
     }
     for (size_t i = 0; i < gone.size(); ++i) {
-      const std::optional<RecordMeta> meta = backing_.disk()->meta(gone[i]);
+      const std::optional<RecordMeta> meta = tiers_.backing.disk()->meta(gone[i]);
       if (!meta || static_cast<std::int32_t>(meta->tokens.size()) != seg) continue;
       for (const Digest& parent : extensions_of(gone[i])) {
-        for (const Digest& k : backing_.disk()->children(parent)) add(k);
+        for (const Digest& k : tiers_.backing.disk()->children(parent)) add(k);
       }
     }
-    for (engine::Pos p : backing_.disk()->checkpoint_positions(digest_from(ns))) {
-      if (p > keep && p <= n) add(checkpoint_record_key(checkpoints_.key_of(lineage, tokens, chain, p)));
+    for (engine::Pos p : tiers_.backing.disk()->checkpoint_positions(digest_from(ns))) {
+      if (p > keep && p <= n) add(checkpoint_record_key(tiers_.checkpoints.key_of(lineage, tokens, chain, p)));
     }
-    const ScopeUsage files = backing_.disk()->erase(gone);
+    const ScopeUsage files = tiers_.backing.disk()->erase(gone);
     report.entries += files.entries;
     report.bytes += files.bytes;
   }

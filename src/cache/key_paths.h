@@ -21,13 +21,13 @@
 #include "cache/checkpoint_store.h"
 #include "cache/device_tier.h"
 #include "cache/host_tier.h"
+#include "cache/tiers.h"
 
 namespace prefixd::cache {
 
 class KeyPaths {
  public:
-  KeyPaths(engine::Engine& engine, const CacheConfig& config, const BlockHasher& hasher, HostTier& host,
-           CheckpointStore& checkpoints, BackingTiers& backing, DeviceTier& device, bool trimmable);
+  explicit KeyPaths(const Tiers& tiers);
 
   // Where the segments that rebuild the longest prefix of `tokens` exactly lie, on the host tier's
   // grid, using the tiers down to `deepest`.
@@ -85,14 +85,7 @@ class KeyPaths {
                      engine::Pos keep, ResetReport& report);
 
  private:
-  engine::Engine& engine_;
-  const CacheConfig& config_;
-  const BlockHasher& hasher_;
-  HostTier& host_;
-  CheckpointStore& checkpoints_;
-  BackingTiers& backing_;
-  DeviceTier& device_;
-  bool trimmable_;
+  Tiers tiers_;
 };
 
 }  // namespace prefixd::cache

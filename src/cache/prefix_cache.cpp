@@ -37,9 +37,9 @@ void PrefixCache::Impl::advance(SeqId seq, std::int32_t computed) {
     if (lease.stops.front() == lease.computed) {
       const auto prefix = std::span<const Token>(lease.prompt).first(static_cast<size_t>(lease.computed));
       const bool end = lease.computed + 1 >= static_cast<std::int32_t>(lease.prompt.size());
-      saved |= keep_checkpoint(lease.lineage, prefix, lease.chain, engine_.save_checkpoint(seq), lease.session,
+      saved |= backing_.keep_checkpoint(lease.lineage, prefix, lease.chain, engine_.save_checkpoint(seq), lease.session,
                                end ? CheckpointKind::prompt_end : CheckpointKind::boundary,
-                               window_run(seq, lease.window_from), lease.key.scope);
+                               device_.window_run(seq, lease.window_from), lease.key.scope);
       trace("checkpoint seq={} at {}", seq, lease.computed);
     }
     lease.stops.erase(lease.stops.begin());
@@ -66,77 +66,28 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
     donate_with_state(lease, seq, tokens);
     return;
   }
-  const std::int32_t canonical = lease.locked;  // positions already holding the tree's cells
-  unlock(lease);
-  // A request without a session under session isolation keeps only the shared prefix: nobody could
-  // ever reuse the rest.
-  if (!lease.reach.own) tokens = tokens.first(std::min<size_t>(tokens.size(), static_cast<size_t>(lease.reach.others)));
-  const auto n = static_cast<std::int32_t>(tokens.size());
-  const std::string& ns = lease.lineage.ns;
-  if (!can_reuse() || n < config_.min_prefix || device_.holder_count() == 0 || !holds_its_start(seq, n)) {
-    engine_.remove_sequence(seq, 0, -1);
-    enforce_device_budget();
+  const SequenceKeeper::Kept kept = keeper_.keep_cells(lease, seq, tokens);
+  if (!kept.tree_changed) {
+    budget_.enforce_idle();
     publish();
     return;
   }
-  // Cells are shared by content, whoever's entry holds them; but an entry of another session
-  // covers this one only when the session could reuse it (session isolation).
-  const RadixTree::Match longest = device_.match(ns, tokens, lease.session);
-  if (const RadixTree::Match reachable = device_.match(ns, tokens, lease.session, lease.reach); reachable.length == n) {
-    device_.entry(reachable.entry).last_used = Clock::now();
-    engine_.remove_sequence(seq, 0, -1);
-    trace("donate seq={}: covered by entry {}", seq, reachable.entry);
-    after_tree_change(ns);
-    return;
-  }
-  // Shared in the tree means shared in the KV: the prefix this sequence has in common with the
-  // tree takes the tree's cells (unless they already are the tree's: locked when adopted).
-  if (longest.length > canonical) {
-    engine_.remove_sequence(seq, 0, longest.length);
-    engine_.copy_sequence(device_.entry(longest.entry).holder, seq, 0, longest.length);
-  }
-  // The same session's entry that this sequence extends (the previous turn) gives its holder.
-  EntryId superseded = 0;
-  if (const RadixTree::Match whole = device_.match_whole(ns, tokens, lease.session, lease.reach);
-      whole.length > 0 && whole.in_session) {
-    superseded = whole.entry;
-  }
-  SeqId holder = -1;
-  if (superseded != 0) {
-    holder = device_.entry(superseded).holder;
-  } else if (!device_.holder_free() && !free_a_holder(ns)) {
-    engine_.remove_sequence(seq, 0, -1);
-    trace("donate seq={}: every holder is in use by locked entries; dropped", seq);
-    after_tree_change(ns);
-    return;
-  } else {
-    holder = device_.take_holder();
-  }
-  // Everything the superseded entry held lies inside [0, longest.length) of `seq` now.
-  engine_.remove_sequence(holder, 0, -1);
-  engine_.copy_sequence(seq, holder, 0, n);
-  engine_.remove_sequence(seq, 0, -1);
-  DeviceEntry added{0, lease.lineage, lease.session, {tokens.begin(), tokens.end()}, holder, Clock::now()};
-  added.scope = lease.key.scope;
-  const DeviceEntry& entry = device_.add(std::move(added), superseded);
-  const EntryId id = entry.id;
-  trace("donate seq={}: entry {} holds {} tokens in sequence {}", seq, id, n, holder);
-  remember_session(lease.key, entry.tokens);
-  after_tree_change(ns);
+  if (kept.remember) remember_session(lease.key, device_.entry(kept.entry).tokens);
+  after_tree_change(lease.lineage.ns);
   // After the pin co-owns the new entry's cells (publish): serializing them copies them to the
   // scratch sequence, which must not take over cells only the holder owns.
-  if (const DeviceEntry* kept = device_.find(id)) {
-    backing_.write_behind(kept->lineage, kept->tokens, kept->holder, kept->scope);
+  if (const DeviceEntry* entry = kept.entry != 0 ? device_.find(kept.entry) : nullptr) {
+    backing_.write_behind(entry->lineage, entry->tokens, entry->holder, entry->scope);
   }
 }
 
 void PrefixCache::Impl::release(SeqId seq) {
   if (auto found = leases_.find(seq); found != leases_.end()) {
-    unlock(found->second);
+    unlock(device_, found->second);
     leases_.erase(found);
   }
   engine_.remove_sequence(seq, 0, -1);
-  enforce_device_budget();  // what it had locked may be idle now
+  budget_.enforce_idle();  // what it had locked may be idle now
   publish();
 }
 
@@ -145,24 +96,12 @@ std::int32_t PrefixCache::Impl::locked_by(SeqId seq) const {
   return it == leases_.end() ? 0 : it->second.locked;
 }
 
-void PrefixCache::Impl::lock(Lease& lease, std::int32_t length) {
-  unlock(lease);
-  if (length <= 0) return;
-  device_.lock(lease.lineage.ns, lease.prompt, length);
-  lease.locked = length;
-}
-
-void PrefixCache::Impl::unlock(Lease& lease) {
-  if (lease.locked > 0) device_.unlock(lease.lineage.ns, lease.prompt, lease.locked);
-  lease.locked = 0;
-}
-
 // After the tree of `ns` gained an entry: running sequences whose computed prompt prefix the
 // tree now holds beyond what they lock take the tree's cells for it (freeing their duplicates),
 // so that cells shared in the tree stay shared in the KV. Then the stats are published.
 void PrefixCache::Impl::after_tree_change(const std::string& ns) {
   repin(ns);
-  enforce_device_budget();
+  budget_.enforce_idle();
   publish();
 }
 
@@ -182,7 +121,7 @@ void PrefixCache::Impl::repin(const std::string& ns) {
     if (m.length <= lease.locked) continue;
     engine_.remove_sequence(seq, 0, m.length);
     engine_.copy_sequence(device_.entry(m.entry).holder, seq, 0, m.length);
-    lock(lease, m.length);
+    lock(device_, lease, m.length);
   }
 }
 

@@ -1,3 +1,5 @@
+// prefixd cache — the cache's budgets and lifetimes at its interface: making room for a prompt,
+// releasing cells, expiry, compaction, reset (the device tier's policy itself is DeviceBudget).
 #include "cache/prefix_cache_impl.h"
 
 namespace prefixd::cache {
@@ -13,26 +15,14 @@ bool PrefixCache::Impl::make_room(std::int64_t running, std::int64_t need) {
 
 std::int64_t PrefixCache::Impl::release_device_cells(std::int64_t cells) {
   refresh_window_entries();
-  const std::int64_t before = device_cells();
-  while (before - device_cells() < cells) {
-    DeviceEntry* victim = device_.least_recently_used([](const DeviceEntry&) { return true; });
-    if (victim == nullptr) break;
-    demote(*victim);
-  }
+  const std::int64_t freed = budget_.release(cells);
   publish();
-  return before - device_cells();
+  return freed;
 }
 
 void PrefixCache::Impl::expire() {
   const auto cutoff = Clock::now() - config_.ttl;
-  bool changed = false;
-  while (DeviceEntry* victim = device_.least_recently_used([&](const DeviceEntry& e) { return e.last_used < cutoff; })) {
-    const std::string ns = victim->lineage.ns;
-    device_.cut_back(*victim);
-    stats_.evictions_ttl += 1;
-    repin(ns);
-    changed = true;
-  }
+  bool changed = budget_.expire(cutoff);
   HostStore::Evicted evicted;
   host_.store().expire(cutoff, evicted);
   const std::size_t checkpoints = checkpoints_.size();
@@ -51,7 +41,7 @@ std::int64_t PrefixCache::Impl::compact() {
   if (!compaction_due()) return 0;
   const DeviceTier::Compacted done = device_.compact();
   if (done.lost > 0) spdlog::warn("cache: compaction lost {} entries", done.lost);
-  stats_.compactions += 1;
+  counters_.totals.compactions += 1;
   trace("compact: {} entries, {} cells rewritten", device_.entries().size(), done.cells);
   publish();
   return done.cells;
@@ -73,73 +63,6 @@ ResetReport PrefixCache::Impl::reset() {
   }
   publish();
   return report;
-}
-
-// While a request runs the newest entry has no exemption: idle cells above the budget would make
-// every token it computes attend over them (on the CPU, budget 0: llama-server's single slot
-// likewise keeps its previous prompt only when the next one extends it).
-void PrefixCache::Impl::enforce_running_budget() {
-  while (idle_cells() > *config_.device_cells) {
-    DeviceEntry* victim = device_.least_recently_used([](const DeviceEntry&) { return true; });
-    if (victim == nullptr) break;
-    demote(*victim);
-  }
-}
-
-// Keeps idle cells within the budget, not counting the newest entry's own cells.
-void PrefixCache::Impl::enforce_device_budget() {
-  while (budgeted_idle_cells() > *config_.device_cells) {
-    DeviceEntry* victim = device_.least_recently_used([&](const DeviceEntry& e) { return e.id != device_.newest(); });
-    if (victim == nullptr) break;
-    demote(*victim);
-  }
-}
-
-// Frees a holder for a new entry of `ns` by demoting the least recently used entry that can be
-// dropped whole (nothing it holds is locked, or another entry holds it too).
-bool PrefixCache::Impl::free_a_holder(const std::string& ns) {
-  DeviceEntry* victim = device_.least_recently_used_droppable();
-  if (victim == nullptr) return false;
-  const std::string victim_ns = victim->lineage.ns;
-  save_to_host(*victim);
-  checkpoint_entry_end(*victim);
-  device_.drop(*victim);
-  if (victim_ns != ns) repin(victim_ns);
-  return true;
-}
-
-// Moves an entry's K/V to the host tier, then gives up its cells that nobody else uses.
-void PrefixCache::Impl::demote(DeviceEntry& e) {
-  const std::string ns = e.lineage.ns;
-  save_to_host(e);
-  checkpoint_entry_end(e);
-  device_.cut_back(e);
-  repin(ns);
-}
-
-void PrefixCache::Impl::save_to_host(const DeviceEntry& e) {
-  // What stays on the device (locked, or held by another entry) is not copied: the host tier gets
-  // it when the device gives it up, and a restore takes those positions from the device.
-  const std::int32_t keep = device_.tree(e.lineage.ns)->keep_length(e.id);
-  HostStore::Evicted evicted;
-  bool saved = false;
-  if (engine::has_attention_cells(engine_.model())) {
-    saved = host_.save(e.lineage, e.tokens, keep, e.holder, evicted, e.scope);
-  } else {
-    saved = e.state_at_end;  // the state alone is the entry: kept as a checkpoint at its end
-  }
-  if (saved) {
-    stats_.demotions += 1;
-  } else {
-    stats_.device_evictions += 1;
-  }
-  add_evictions(evicted);
-}
-
-void PrefixCache::Impl::add_evictions(const HostStore::Evicted& evicted) {
-  stats_.evictions_lru += evicted.lru;
-  stats_.evictions_ttl += evicted.ttl;
-  stats_.evictions_capacity += evicted.capacity;
 }
 
 }  // namespace prefixd::cache

@@ -31,7 +31,7 @@ std::vector<Digest> PrefixCache::Impl::chain_of(const RequestKey& key, std::span
 }
 
 std::map<ScopeId, ScopeStats> PrefixCache::Impl::scope_snapshot() const {
-  std::map<ScopeId, ScopeStats> out = scope_counters_;
+  std::map<ScopeId, ScopeStats> out = counters_.scopes;
   // Device: a tree's cells are its scope's (a namespace has one scope).
   std::unordered_map<std::string, ScopeId> tree_scope;
   for (const auto& [id, e] : device_.entries()) {

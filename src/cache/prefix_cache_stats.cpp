@@ -52,27 +52,8 @@ CacheStats PrefixCache::Impl::stats() const {
 }
 
 void PrefixCache::Impl::record(const Acquisition& got, const ScopeId& scope) {
-  ScopeStats& scoped = scope_counters_[scope];
-  stats_.outcomes[static_cast<size_t>(got.outcome)] += 1;
-  scoped.outcomes[static_cast<size_t>(got.outcome)] += 1;
-  if (got.outcome == Outcome::bypass) return;
-  if (got.tier == Tier::disk) {
-    stats_.disk.hits += 1;
-    scoped.disk_hits += 1;
-  }
-  if (got.tier == Tier::remote) {
-    scoped.remote_hits += 1;
-    if (backing_.remote() != nullptr) backing_.remote()->count_hit();
-  }
-  if (got.reused > 0) {
-    stats_.hits += 1;
-    stats_.tokens_reused += got.reused;
-    scoped.hits += 1;
-    scoped.tokens_reused += got.reused;
-  } else {
-    stats_.misses += 1;
-    scoped.misses += 1;
-  }
+  counters_.count_outcome(got, scope);
+  if (got.tier == Tier::remote && backing_.remote() != nullptr) backing_.remote()->count_hit();
 }
 
 void PrefixCache::Impl::rebuild_pin() {
@@ -86,7 +67,7 @@ void PrefixCache::Impl::rebuild_pin() {
 
 void PrefixCache::Impl::publish() {
   rebuild_pin();  // every mutating call ends here: entries and running prefixes may have changed
-  CacheStats s = stats_;
+  CacheStats s = counters_.totals;
   s.disk.promoted_segments = backing_.promoted_segments();
   s.disk.promoted_checkpoints = backing_.promoted_checkpoints();
   s.enabled = config_.enabled;

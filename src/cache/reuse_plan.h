@@ -1,7 +1,7 @@
 // prefixd cache — the reuse planner's policy: which sources a model family can resume from, how
 // the offers of those sources are ranked, when waiting for a running request pays, and which tier
 // is credited for what was reused. Pure functions of numbers the tiers report; the cache gathers
-// the offers (prefix_cache_acquire.cpp) and carries out the one chosen.
+// the offers (ReusePlanner, reuse_planner.h) and carries out the one chosen.
 //
 // Lookup order, stated once: every source reports how far it reaches for the prompt (less the
 // one-token guard); the longest reach of at least min_prefix wins, and among equal reaches the

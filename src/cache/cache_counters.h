@@ -1,0 +1,51 @@
+// prefixd cache — the counters a request's life moves, in total and per scope. The rest of a
+// stats snapshot (sizes, budgets) is derived from the tiers when it is published.
+#pragma once
+
+#include <map>
+
+#include "cache/host_store.h"
+#include "cache/prefix_cache.h"
+
+namespace prefixd::cache {
+
+struct CacheCounters {
+  CacheStats totals;
+  std::map<ScopeId, ScopeStats> scopes;  // the counter fields of each scope's stats
+
+  // An outcome, once, when it is final.
+  void count_outcome(const Acquisition& got, const ScopeId& scope) {
+    ScopeStats& scoped = scopes[scope];
+    totals.outcomes[static_cast<size_t>(got.outcome)] += 1;
+    scoped.outcomes[static_cast<size_t>(got.outcome)] += 1;
+    if (got.outcome == Outcome::bypass) return;
+    if (got.tier == Tier::disk) {
+      totals.disk.hits += 1;
+      scoped.disk_hits += 1;
+    }
+    if (got.tier == Tier::remote) scoped.remote_hits += 1;
+    if (got.reused > 0) {
+      totals.hits += 1;
+      totals.tokens_reused += got.reused;
+      scoped.hits += 1;
+      scoped.tokens_reused += got.reused;
+    } else {
+      totals.misses += 1;
+      scoped.misses += 1;
+    }
+  }
+
+  void count_evictions(const HostStore::Evicted& evicted) {
+    totals.evictions_lru += evicted.lru;
+    totals.evictions_ttl += evicted.ttl;
+    totals.evictions_capacity += evicted.capacity;
+  }
+
+  // A request took cells another running request computed.
+  void count_inflight_share(const ScopeId& scope) {
+    totals.inflight_shares += 1;
+    scopes[scope].inflight_shares += 1;
+  }
+};
+
+}  // namespace prefixd::cache

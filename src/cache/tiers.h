@@ -1,0 +1,27 @@
+// prefixd cache — the tiers, as the cache's components see them: the engine, the resolved
+// configuration, the block hasher, and each tier (device, host, checkpoint store, and the disk and
+// shared tier behind them). PrefixCache::Impl owns them all; the planner, the budget, the keeper
+// and the path walker each hold this view.
+#pragma once
+
+#include "cache/backing_tiers.h"
+#include "cache/checkpoint_store.h"
+#include "cache/device_tier.h"
+#include "cache/host_tier.h"
+
+namespace prefixd::cache {
+
+struct Tiers {
+  engine::Engine& engine;
+  const CacheConfig& config;
+  const BlockHasher& hasher;
+  DeviceTier& device;
+  HostTier& host;
+  CheckpointStore& checkpoints;
+  BackingTiers& backing;
+  ReuseMode mode;
+
+  bool trimmable() const { return mode == ReuseMode::trim; }
+};
+
+}  // namespace prefixd::cache
