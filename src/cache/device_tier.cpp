@@ -105,6 +105,30 @@ void DeviceTier::cut_back(DeviceEntry& e, std::int32_t at_least) {
   e.tokens.resize(static_cast<size_t>(keep));
 }
 
+void DeviceTier::cut_path(const std::string& ns, std::span<const engine::Token> tokens, const std::string& session,
+                          const Reach& reach, std::int32_t keep, std::int32_t target, ResetReport& report) {
+  std::vector<EntryId> on_path;
+  for (const auto& [id, e] : entries_) {
+    if (e.lineage.ns != ns) continue;
+    std::int32_t shared = common_prefix(e.tokens, tokens);
+    if (!(reach.own && e.session == session)) shared = std::min(shared, reach.others);
+    if (shared > keep) on_path.push_back(id);
+  }
+  std::ranges::sort(on_path);
+  for (EntryId id : on_path) {
+    DeviceEntry& e = entries_.at(id);
+    const RadixTree& t = trees_.at(ns);
+    const auto length = static_cast<std::int32_t>(e.tokens.size());
+    const std::int32_t others = t.keep_length(id);  // what other entries and running requests use
+    if (t.locked_length(id) > target) report.locked_entries += 1;
+    // A state without attention cells cannot be cut back: an entry running requests use stays.
+    if (!attention_ && others > 0 && !t.shared_with_another(id, others)) continue;
+    cut_back(e, target);
+    const DeviceEntry* kept = find(id);
+    if (kept == nullptr || static_cast<std::int32_t>(kept->tokens.size()) < length) report.entries += 1;
+  }
+}
+
 std::int64_t DeviceTier::drop_namespace(const std::string& ns) {
   std::int64_t dropped = 0;
   std::erase_if(entries_, [&](const auto& item) {
@@ -264,6 +288,21 @@ std::string DeviceTier::verify(bool against_engine) const {
   }
   if (static_cast<std::int64_t>(entries_.size() + free_holders_.size()) != holder_count_) problems += "holders leaked; ";
   return problems;
+}
+
+std::vector<EntryId> DeviceTier::refresh_windows() {
+  std::vector<EntryId> broken;
+  if (!sliding_) return broken;
+  for (auto& [id, e] : entries_) {
+    if (trimmable_) {
+      if (!holds_its_start(e.holder, static_cast<std::int32_t>(e.tokens.size()))) broken.push_back(id);
+      continue;
+    }
+    e.window_from = window_run(e.holder, e.window_from);
+    const auto n = static_cast<engine::Pos>(e.tokens.size());
+    if (e.window_from > n - engine_.model().sliding_window + 1) e.state_at_end = false;
+  }
+  return broken;
 }
 
 bool DeviceTier::holds_its_start(engine::SeqId seq, std::int32_t length) const {

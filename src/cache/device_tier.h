@@ -85,6 +85,12 @@ class DeviceTier {
   // prefix another entry holds), whichever is longer: dropped whole when that is nothing, when
   // another entry holds it all, or when the model has no attention cells to cut.
   void cut_back(DeviceEntry& e, std::int32_t at_least = 0);
+  // Cuts back to `target` tokens every entry of `ns` that `session` (within `reach`) could reuse
+  // more than `keep` tokens of along `tokens`; entries others share only up to `keep` are not
+  // touched, nor a state without attention cells that running requests use. Counts the entries
+  // cut and those kept locked into `report`.
+  void cut_path(const std::string& ns, std::span<const engine::Token> tokens, const std::string& session,
+                const Reach& reach, std::int32_t keep, std::int32_t target, ResetReport& report);
   // Drops every entry of `ns` (their holders' cells go); returns how many there were.
   std::int64_t drop_namespace(const std::string& ns);
   void clear();
@@ -126,6 +132,10 @@ class DeviceTier {
   // (or a holder) may no longer hold its prefix from position 0.
   // `length`: the positions [0, length) `seq` should hold (-1: whatever its last one is).
   bool holds_its_start(engine::SeqId seq, std::int32_t length = -1) const;
+  // Before the entries are trusted: the full window cache (trim mode) returns the entries that lost
+  // the start of their cells (to be dropped); window-only mode moves each entry's unbroken window
+  // run up, and an entry whose window no longer reaches its end loses its end state.
+  std::vector<EntryId> refresh_windows();
   // Without the full window cache (a checkpoint family): only the window's cells are kept.
   bool window_only() const { return sliding_ && !trimmable_; }
   // Where `seq`'s unbroken run of window cells starts: `tracked`, or higher when libllama dropped

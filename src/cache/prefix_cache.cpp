@@ -17,6 +17,29 @@ constexpr std::array<const char*, kOutcomeCount> kOutcomeNames = {"cold", "hit_e
                                                                   "bypass"};
 constexpr std::array<const char*, 5> kTierNames = {"", "device", "host", "disk", "remote"};
 
+// With CacheConfig::verify_every_operation, checks every invariant when an operation ends (also
+// when it throws: a refused operation must leave the cache whole) and aborts on a violation, which
+// would otherwise surface far from its cause.
+template <typename Cache>
+class VerifiedAfter {
+ public:
+  VerifiedAfter(const Cache& cache, const char* operation) : cache_(cache), operation_(operation) {}
+  ~VerifiedAfter() {
+    if (!cache_.config().verify_every_operation) return;
+    const std::string problems = cache_.verify(/*against_engine=*/true);
+    if (problems.empty()) return;
+    spdlog::critical("prompt cache invariant violated after {}: {}", operation_, problems);
+    std::abort();
+  }
+  VerifiedAfter(const VerifiedAfter&) = delete;
+  VerifiedAfter& operator=(const VerifiedAfter&) = delete;
+
+ private:
+  const Cache& cache_;
+  const char* operation_;
+};
+
+
 }  // namespace
 
 const char* reuse_mode_name(ReuseMode mode) { return mode == ReuseMode::trim ? "trim" : "checkpoints"; }
@@ -72,7 +95,7 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
     publish();
     return;
   }
-  if (kept.remember) remember_session(lease.key, device_.entry(kept.entry).tokens);
+  if (kept.remember) sessions_.remember(lease.key, device_.entry(kept.entry).tokens);
   after_tree_change(lease.lineage.ns);
   // After the pin co-owns the new entry's cells (publish): serializing them copies them to the
   // scratch sequence, which must not take over cells only the holder owns.
@@ -136,27 +159,27 @@ ReuseMode PrefixCache::reuse_mode() const { return impl_->reuse_mode(); }
 std::int32_t PrefixCache::next_stop(SeqId seq) const { return impl_->next_stop(seq); }
 Acquisition PrefixCache::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq,
                                  RemoteFetch* fetched) {
-  const Impl::VerifiedAfter verified(*impl_, "acquire");
+  const VerifiedAfter verified(*impl_, "acquire");
   return impl_->acquire(key, prompt, seq, fetched);
 }
 Acquisition PrefixCache::bypass(const ScopeId& scope) {
-  const Impl::VerifiedAfter verified(*impl_, "bypass");
+  const VerifiedAfter verified(*impl_, "bypass");
   return impl_->bypass(scope);
 }
 void PrefixCache::advance(SeqId seq, std::int32_t computed) {
-  const Impl::VerifiedAfter verified(*impl_, "advance");
+  const VerifiedAfter verified(*impl_, "advance");
   impl_->advance(seq, computed);
 }
 std::vector<Resolved> PrefixCache::poll() {
-  const Impl::VerifiedAfter verified(*impl_, "poll");
+  const VerifiedAfter verified(*impl_, "poll");
   return impl_->poll();
 }
 void PrefixCache::donate(SeqId seq, std::span<const Token> tokens) {
-  const Impl::VerifiedAfter verified(*impl_, "donate");
+  const VerifiedAfter verified(*impl_, "donate");
   impl_->donate(seq, tokens);
 }
 void PrefixCache::release(SeqId seq) {
-  const Impl::VerifiedAfter verified(*impl_, "release");
+  const VerifiedAfter verified(*impl_, "release");
   impl_->release(seq);
 }
 std::int32_t PrefixCache::locked_by(SeqId seq) const { return impl_->locked_by(seq); }
@@ -165,61 +188,61 @@ std::int64_t PrefixCache::idle_cells() const { return impl_->idle_cells(); }
 std::int64_t PrefixCache::budgeted_idle_cells() const { return impl_->budgeted_idle_cells(); }
 std::string PrefixCache::verify() const { return impl_->verify(); }
 std::int64_t PrefixCache::release_device_cells(std::int64_t cells) {
-  const Impl::VerifiedAfter verified(*impl_, "release_device_cells");
+  const VerifiedAfter verified(*impl_, "release_device_cells");
   return impl_->release_device_cells(cells);
 }
 bool PrefixCache::make_room(std::int64_t running, std::int64_t need) {
-  const Impl::VerifiedAfter verified(*impl_, "make_room");
+  const VerifiedAfter verified(*impl_, "make_room");
   return impl_->make_room(running, need);
 }
 void PrefixCache::expire() {
-  const Impl::VerifiedAfter verified(*impl_, "expire");
+  const VerifiedAfter verified(*impl_, "expire");
   impl_->expire();
 }
 std::int64_t PrefixCache::compact() {
-  const Impl::VerifiedAfter verified(*impl_, "compact");
+  const VerifiedAfter verified(*impl_, "compact");
   return impl_->compact();
 }
 bool PrefixCache::compaction_due() const { return impl_->compaction_due(); }
 ResetReport PrefixCache::reset() {
-  const Impl::VerifiedAfter verified(*impl_, "reset");
+  const VerifiedAfter verified(*impl_, "reset");
   return impl_->reset();
 }
 ResetReport PrefixCache::reset_scope(const ScopeId& scope) {
-  const Impl::VerifiedAfter verified(*impl_, "reset_scope");
+  const VerifiedAfter verified(*impl_, "reset_scope");
   return impl_->reset_scope(scope);
 }
 void PrefixCache::flush_disk() { impl_->flush_disk(); }
 std::shared_ptr<RemoteFetch> PrefixCache::fetch_remote(const RequestKey& key, std::span<const Token> prompt,
                                                        double seconds_per_token, std::function<void()> on_done) {
-  const Impl::VerifiedAfter verified(*impl_, "fetch_remote");
+  const VerifiedAfter verified(*impl_, "fetch_remote");
   return impl_->fetch_remote(key, prompt, seconds_per_token, std::move(on_done));
 }
 void PrefixCache::abandon_remote() {
-  const Impl::VerifiedAfter verified(*impl_, "abandon_remote");
+  const VerifiedAfter verified(*impl_, "abandon_remote");
   impl_->abandon_remote();
 }
 void PrefixCache::flush_remote() { impl_->flush_remote(); }
 ArtifactInfo PrefixCache::save_artifact(const RequestKey& key, std::span<const Token> tokens,
                                         const std::filesystem::path& path, const std::string& manifest) {
-  const Impl::VerifiedAfter verified(*impl_, "save_artifact");
+  const VerifiedAfter verified(*impl_, "save_artifact");
   return impl_->save_artifact(key, tokens, path, manifest);
 }
 ArtifactInfo PrefixCache::save_session_artifact(const ScopeId& scope, const std::string& session,
                                                 const std::filesystem::path& path, const std::string& manifest) {
-  const Impl::VerifiedAfter verified(*impl_, "save_session_artifact");
+  const VerifiedAfter verified(*impl_, "save_session_artifact");
   return impl_->save_session_artifact(scope, session, path, manifest);
 }
 ArtifactInfo PrefixCache::load_artifact(const std::filesystem::path& path, const ScopeId& scope,
                                         const std::function<void(const Artifact&)>& admit) {
-  const Impl::VerifiedAfter verified(*impl_, "load_artifact");
+  const VerifiedAfter verified(*impl_, "load_artifact");
   return impl_->load_artifact(path, scope, admit);
 }
 HeldPrefix PrefixCache::held(const RequestKey& key, std::span<const Token> tokens) const {
   return impl_->held(key, tokens);
 }
 ResetReport PrefixCache::forget(const RequestKey& key, std::span<const Token> tokens, engine::Pos keep) {
-  const Impl::VerifiedAfter verified(*impl_, "forget");
+  const VerifiedAfter verified(*impl_, "forget");
   return impl_->forget(key, tokens, keep);
 }
 CacheStats PrefixCache::stats() const { return impl_->stats(); }

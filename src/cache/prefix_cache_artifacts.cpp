@@ -10,21 +10,6 @@
 
 namespace prefixd::cache {
 
-namespace {
-constexpr std::size_t kRememberedSessions = 1024;
-}  // namespace
-
-void PrefixCache::Impl::remember_session(const RequestKey& key, std::span<const Token> tokens) {
-  if (key.session.empty()) return;
-  RequestKey kept = key;
-  kept.boundaries.clear();
-  session_prompts_[session_id(key)] = SessionPrompt{std::move(kept), {tokens.begin(), tokens.end()}, ++session_order_};
-  if (session_prompts_.size() > kRememberedSessions) {
-    auto oldest = std::ranges::min_element(session_prompts_, {}, [](const auto& kv) { return kv.second.order; });
-    session_prompts_.erase(oldest);
-  }
-}
-
 ArtifactInfo PrefixCache::Impl::save_artifact(const RequestKey& key, std::span<const Token> tokens,
                                               const std::filesystem::path& path, const std::string& manifest) {
   if (manifest.size() > kMaxArtifactManifestBytes) {
@@ -47,12 +32,11 @@ ArtifactInfo PrefixCache::Impl::save_artifact(const RequestKey& key, std::span<c
 
 ArtifactInfo PrefixCache::Impl::save_session_artifact(const ScopeId& scope, const std::string& session,
                                                       const std::filesystem::path& path, const std::string& manifest) {
-  auto it = session_prompts_.find(session_id(RequestKey{.session = session, .scope = scope}));
-  if (session.empty() || it == session_prompts_.end()) {
+  const std::optional<SessionPrompts::Prompt> prompt = sessions_.latest(scope, session);
+  if (!prompt) {
     throw ArtifactError(ArtifactError::Kind::nothing_cached, "nothing is cached for prompt_cache_key '" + session + "'");
   }
-  const SessionPrompt prompt = it->second;  // save_artifact may update the map
-  return save_artifact(prompt.key, prompt.tokens, path, manifest);
+  return save_artifact(prompt->key, prompt->tokens, path, manifest);
 }
 
 ArtifactInfo PrefixCache::Impl::load_artifact(const std::filesystem::path& path, const ScopeId& scope,

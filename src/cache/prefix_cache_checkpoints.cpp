@@ -19,24 +19,12 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
     publish();
     return;
   }
-  if (kept.remember) remember_session(lease.key, tokens);
+  if (kept.remember) sessions_.remember(lease.key, tokens);
   after_tree_change(lease.lineage.ns);
 }
 
 void PrefixCache::Impl::refresh_window_entries() {
-  if (engine_.model().family != engine::ModelFamily::sliding_window) return;
-  std::vector<EntryId> broken;
-  for (const auto& [id, entry] : device_.entries()) {
-    DeviceEntry& e = device_.entry(id);  // updated in place; no entry is added or removed here
-    if (trimmable()) {
-      if (!device_.holds_its_start(e.holder, static_cast<std::int32_t>(e.tokens.size()))) broken.push_back(id);
-      continue;
-    }
-    e.window_from = device_.window_run(e.holder, e.window_from);
-    const auto n = static_cast<engine::Pos>(e.tokens.size());
-    if (e.window_from > n - engine_.model().sliding_window + 1) e.state_at_end = false;
-  }
-  for (EntryId id : broken) {
+  for (EntryId id : device_.refresh_windows()) {
     DeviceEntry& e = device_.entry(id);
     const std::string ns = e.lineage.ns;
     trace("entry {} lost the start of its window cells; dropped", id);

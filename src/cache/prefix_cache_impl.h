@@ -35,6 +35,7 @@
 #include "cache/lease.h"
 #include "cache/reuse_planner.h"
 #include "cache/sequence_keeper.h"
+#include "cache/session_prompts.h"
 #include "cache/trace.h"
 #include "cache/prefix_cache.h"
 #include "cache/radix_tree.h"
@@ -151,26 +152,6 @@ class PrefixCache::Impl {
   // the positions the engine holds for it. Empty when none is violated.
   std::string verify(bool against_engine = false) const;
 
-  // With CacheConfig::verify_every_operation, checks every invariant when an operation ends (also
-  // when it throws: a refused operation must leave the cache whole) and aborts on a violation, which
-  // would otherwise surface far from its cause.
-  class VerifiedAfter {
-   public:
-    VerifiedAfter(const Impl& impl, const char* operation) : impl_(impl), operation_(operation) {}
-    ~VerifiedAfter() {
-      if (!impl_.config().verify_every_operation) return;
-      const std::string problems = impl_.verify(/*against_engine=*/true);
-      if (problems.empty()) return;
-      spdlog::critical("prompt cache invariant violated after {}: {}", operation_, problems);
-      std::abort();
-    }
-    VerifiedAfter(const VerifiedAfter&) = delete;
-    VerifiedAfter& operator=(const VerifiedAfter&) = delete;
-
-   private:
-    const Impl& impl_;
-    const char* operation_;
-  };
 
 
  private:
@@ -184,8 +165,6 @@ class PrefixCache::Impl {
   void donate_with_state(Lease& lease, SeqId seq, std::span<const Token> tokens);
   bool trimmable() const { return mode_ == ReuseMode::trim; }
 
-  // Notes the tokens a session's latest sequence left, for save_session_artifact (bounded).
-  void remember_session(const RequestKey& key, std::span<const Token> tokens);
   // Before the cache trusts its entries of a sliding-window model (DeviceTier::holds_its_start):
   // trim mode drops an entry that lost the start of its window cells; window-only mode moves the
   // entry's unbroken window run up.
@@ -231,13 +210,7 @@ class PrefixCache::Impl {
   SequenceKeeper keeper_;
   ReusePlanner planner_;
   Digest nonce_{};    // random per cache: salts of requests without a session
-  struct SessionPrompt {
-    RequestKey key;
-    std::vector<Token> tokens;
-    std::uint64_t order = 0;
-  };
-  std::unordered_map<std::string, SessionPrompt> session_prompts_;  // by session_id(); the newest 1024
-  std::uint64_t session_order_ = 0;
+  SessionPrompts sessions_;  // each session's latest prompt, for save_session_artifact
 
 
   mutable std::mutex published_mutex_;

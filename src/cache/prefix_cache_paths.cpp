@@ -21,36 +21,14 @@ ResetReport PrefixCache::Impl::forget(const RequestKey& key, std::span<const Tok
   const std::string& ns = key.namespace_digest;
   const Lineage lineage = lineage_of(key, next_order_ + 1);
   const std::vector<Digest> chain = hasher_.chain(lineage, tokens);
-  const bool attention = engine::has_attention_cells(engine_.model());
   const std::uint64_t device_before = device_.bytes();
 
   // Device: every entry `key` could reuse more than `keep` tokens of along the path. An entry that
   // shares the path only up to `keep` (another key's) is not touched, and cutting the others never
   // frees a cell it uses (RadixTree::keep_length).
   if (device_.tree(ns) != nullptr) {
-    const std::string session = session_id(key);
-    const Reach reach = reach_of(key);
-    std::vector<EntryId> on_path;
-    for (const auto& [id, e] : device_.entries()) {
-      if (e.lineage.ns != ns) continue;
-      std::int32_t shared = common_prefix(e.tokens, tokens);
-      if (!(reach.own && e.session == session)) shared = std::min(shared, reach.others);
-      if (shared > keep) on_path.push_back(id);
-    }
-    std::ranges::sort(on_path);
     const std::int32_t target = trimmable() && keep >= config_.min_prefix ? keep : 0;
-    for (EntryId id : on_path) {
-      DeviceEntry& e = device_.entry(id);
-      const RadixTree& t = *device_.tree(ns);
-      const auto length = static_cast<std::int32_t>(e.tokens.size());
-      const std::int32_t others = t.keep_length(id);  // what other entries and running requests use
-      if (t.locked_length(id) > target) report.locked_entries += 1;
-      // A state without attention cells cannot be cut back: an entry running requests use stays.
-      if (!attention && others > 0 && !t.shared_with_another(id, others)) continue;
-      device_.cut_back(e, target);
-      const DeviceEntry* kept = device_.find(id);
-      if (kept == nullptr || static_cast<std::int32_t>(kept->tokens.size()) < length) report.entries += 1;
-    }
+    device_.cut_path(ns, tokens, session_id(key), reach_of(key), keep, target, report);
     repin(ns);
   }
   report.bytes += device_before - device_.bytes();

@@ -69,7 +69,7 @@ ResetReport PrefixCache::Impl::reset_scope(const ScopeId& scope) {
     report.entries += held.entries;
     report.bytes += held.bytes;
   }
-  std::erase_if(session_prompts_, [&](const auto& item) { return item.second.key.scope == scope; });
+  sessions_.clear_scope(scope);
   if (backing_.disk() != nullptr) {
     const ScopeUsage held = backing_.disk()->clear_scope(scope);
     report.entries += held.entries;
