@@ -96,6 +96,7 @@ ParseOptions control_parse_options(const engine::Engine& engine, const ServerOpt
   out.model_names = {served_id};
   out.cache_prompt_default = options.cache_prompt_default;
   out.vocab_size = engine.vocab().size();
+  out.default_seed = options.default_seed;
   return out;
 }
 
@@ -131,6 +132,7 @@ class HttpServer::Impl {
     if (engine.model().id != served_id_) parse_options_.model_names.push_back(engine.model().id);
     parse_options_.cache_prompt_default = options_.cache_prompt_default;
     parse_options_.vocab_size = engine.vocab().size();
+    parse_options_.default_seed = options_.default_seed;
     spdlog::info("tool calls: the chat template writes them as {}", tool_call_format_name(tool_format_));
   }
 

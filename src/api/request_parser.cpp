@@ -157,8 +157,9 @@ std::int32_t parse_max_tokens(const FieldReader& in) {
   return -1;
 }
 
-engine::SamplingParams parse_sampling(const FieldReader& in) {
+engine::SamplingParams parse_sampling(const FieldReader& in, const ParseOptions& options) {
   engine::SamplingParams sampling;
+  sampling.seed = options.default_seed;
   if (auto v = in.number("top_p", 0.0, 1.0, /*lo_open=*/true)) sampling.top_p = static_cast<float>(*v);
   if (auto v = in.integer("top_k", 0, kInt32Max)) sampling.top_k = static_cast<std::int32_t>(*v);
   if (auto v = in.number("min_p", 0.0, 1.0)) sampling.min_p = static_cast<float>(*v);
@@ -166,7 +167,7 @@ engine::SamplingParams parse_sampling(const FieldReader& in) {
     const auto n = FieldReader::to_integer(*seed, "seed", std::numeric_limits<std::int64_t>::min(),
                                            std::numeric_limits<std::int64_t>::max());
     // Negative seeds ask for a random one (llama.cpp's -1); others are taken modulo 2^32.
-    sampling.seed = n < 0 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(n & 0xFFFFFFFF);
+    sampling.seed = n < 0 ? engine::kRandomSeed : static_cast<std::uint32_t>(n & 0xFFFFFFFF);
   }
   if (auto v = in.number("temperature", 0.0, 2.0)) {
     sampling.temperature = static_cast<float>(*v);
@@ -196,7 +197,7 @@ CacheFields parse_cache_fields(const FieldReader& in, const ParseOptions& option
 CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
   check_model(in, options);
   CommonParams params;
-  params.sampling = parse_sampling(in);
+  params.sampling = parse_sampling(in, options);
   params.max_tokens = parse_max_tokens(in);
   params.stop = parse_stop(in);
   params.stream = in.boolean("stream").value_or(false);

@@ -25,6 +25,8 @@ struct ParseOptions {
   std::vector<std::string> model_names;  // accepted values of `model` (served id, alias)
   bool cache_prompt_default = true;      // false: the server runs with --no-cache-prompt
   std::int32_t vocab_size = 0;           // token ids in a prompt must be below this; 0: unchecked
+  // The seed of a request that sends none (--seed); kRandomSeed: a random one per request.
+  std::uint32_t default_seed = engine::kRandomSeed;
 };
 
 // Limits that are part of the API contract.

@@ -33,6 +33,7 @@ struct ServerOptions {
   CacheIsolation cache_isolation = CacheIsolation::tenant;
   std::string cache_shared_prefix;        // text every session of a tenant shares (session isolation)
   std::int32_t slots = 0;                 // requests decoded at once (reported in /v1/cache/summary)
+  std::uint32_t default_seed = engine::kRandomSeed;  // --seed: the seed of requests that send none
 };
 
 class HttpServer {

@@ -30,7 +30,7 @@ constexpr std::array kKeys{
     ConfigKey{"metrics", server},
     ConfigKey{"allow-special-in-content", server},
     ConfigKey{"log-level", server},
-    // [model]: which model, and how its context is built.
+    // [model]: which model, how its context is built, and its default sampling seed.
     ConfigKey{"model", model},
     ConfigKey{"alias", model},
     ConfigKey{"ctx-size", model},
@@ -38,6 +38,7 @@ constexpr std::array kKeys{
     ConfigKey{"batch-size", model},
     ConfigKey{"threads", model},
     ConfigKey{"flash-attn", model},
+    ConfigKey{"seed", model},
     ConfigKey{"gpu-layers", model},
     ConfigKey{"swa-full", model},
     ConfigKey{"prefill-packing", model},

@@ -44,6 +44,7 @@ struct ServeOptions {
   std::string api_keys_path;      // --api-keys
   std::string cache_isolation = "tenant";
   std::string shared_prefix_path;  // --cache-shared-prefix-file
+  std::int64_t seed = -1;          // --seed; -1: a random seed per request
 };
 
 std::uint64_t available_memory_bytes() {
@@ -154,6 +155,7 @@ int run_serve(ServeOptions& o) {
   if (o.prefill_packing != "auto") o.scheduler.pack_prefills = o.prefill_packing == "on";
   o.scheduler.n_slots = o.context.n_parallel;
   o.server.slots = o.context.n_parallel;
+  o.server.default_seed = o.seed < 0 ? engine::kRandomSeed : static_cast<std::uint32_t>(o.seed);
   const std::size_t per_token = model->model().kv_bytes_per_token;
   scheduler::Scheduler scheduler(*model, o.scheduler);
   const cache::CacheConfig& resolved = scheduler.cache_config();
@@ -232,6 +234,8 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
       ->capture_default_str()->envname("PREFIXD_THREADS")->check(CLI::Range(0, 1024));
   cmd->add_flag("--flash-attn,!--no-flash-attn", o->context.flash_attention, "Use flash attention (default on; --no-flash-attn turns it off)")
       ->capture_default_str()->envname("PREFIXD_FLASH_ATTN");
+  cmd->add_option("-s,--seed", o->seed, "Sampling seed of a request that sends none (-1: a random one per request)")
+      ->capture_default_str()->envname("PREFIXD_SEED")->check(CLI::Range(std::int64_t{-1}, std::int64_t{0xFFFFFFFE}));
   cmd->add_option("--gpu-layers,--n-gpu-layers", o->context.gpu_layers, "Layers to offload to a GPU backend, if one is built in")
       ->capture_default_str()->envname("PREFIXD_GPU_LAYERS");
   cmd->add_option("--model-fingerprint-cache", o->fingerprint_cache,

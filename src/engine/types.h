@@ -128,12 +128,15 @@ struct Grammar {
   friend bool operator==(const Grammar&, const Grammar&) = default;
 };
 
+// A request's seed that asks for a random one (llama.cpp's -1).
+inline constexpr std::uint32_t kRandomSeed = 0xFFFFFFFFu;
+
 struct SamplingParams {
   float temperature = 0.8f;
   float top_p = 0.95f;
   std::int32_t top_k = 40;
   float min_p = 0.05f;
-  std::uint32_t seed = 0xFFFFFFFFu;  // 0xFFFFFFFF: a random seed
+  std::uint32_t seed = kRandomSeed;
   // REQUIRES: Engine::check_grammar accepted it (make_sampler throws std::invalid_argument if not).
   std::optional<Grammar> grammar;
 };

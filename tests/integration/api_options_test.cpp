@@ -76,6 +76,28 @@ TEST(ApiOptions, NoCachePromptBypassesEveryRequest) {
   EXPECT_EQ(chat.body["prompt_cache"]["outcome"], "bypass");
 }
 
+// --seed: a request that sends no seed samples with the server's; one that sends its own uses it.
+// Sampling at temperature 1 over the tiny model's random logits, each reply computed cold.
+TEST(ApiOptions, SeedFlagSeedsEveryRequestThatSendsNone) {
+  const auto reply_text = [](ServerProcess& server, json extra) {
+    json request = {{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"temperature", 1.0}, {"cache_prompt", false}};
+    for (auto& [key, value] : extra.items()) request[key] = value;
+    const auto reply = post_json(*server.client(), "/v1/completions", request);
+    EXPECT_EQ(reply.status, 200) << reply.raw;
+    return reply.body["choices"][0]["text"].get<std::string>();
+  };
+  ServerProcess seeded({.extra_args = {"--seed", "11"}});
+  const std::string first = reply_text(seeded, {});
+  EXPECT_EQ(reply_text(seeded, {}), first) << "the same server seed, the same reply";
+  EXPECT_EQ(reply_text(seeded, {{"seed", 11}}), first) << "the server's seed is the one a request could send";
+  // Other seeds give other replies: at least one of five differs from the seed-11 reply.
+  bool differs = false;
+  for (int seed = 1; seed <= 5 && !differs; ++seed) differs = reply_text(seeded, {{"seed", seed}}) != first;
+  EXPECT_TRUE(differs) << "the seed reaches the sampler";
+  ServerProcess from_env({.env = {{"PREFIXD_SEED", "11"}}});
+  EXPECT_EQ(reply_text(from_env, {}), first) << "PREFIXD_SEED sets it too";
+}
+
 TEST(ApiOptions, CachePromptFalseBypassesOneRequest) {
   ServerProcess server;
   auto client = server.client();

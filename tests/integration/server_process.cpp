@@ -34,6 +34,12 @@ ServerProcess::ServerProcess(ServerConfig config) {
   if (std::ranges::none_of(launch.extra_env, [](const auto& kv) { return kv.first == "PREFIXD_DEBUG_VERIFY_CACHE"; })) {
     launch.extra_env.emplace_back("PREFIXD_DEBUG_VERIFY_CACHE", "1");
   }
+  // A request that sends no seed samples with a fixed one, so every run of the suite sees the same
+  // replies; a test that wants another sets PREFIXD_SEED or passes --seed itself.
+  const bool seeded = std::ranges::any_of(config.extra_args, [](const std::string& a) { return a == "--seed" || a == "-s"; });
+  if (!seeded && std::ranges::none_of(launch.extra_env, [](const auto& kv) { return kv.first == "PREFIXD_SEED"; })) {
+    launch.extra_env.emplace_back("PREFIXD_SEED", "20241201");
+  }
   try {
     process_ = std::make_unique<bench::ServerProcess>(std::move(launch), port);
   } catch (...) {

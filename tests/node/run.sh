@@ -22,10 +22,11 @@ port=$(node -e 'const s = require("net").createServer(); s.listen(0, "127.0.0.1"
 log=$(mktemp /tmp/prefixd-node-test-XXXXXX)
 
 # The server must not pick up a developer's PREFIXD_* settings (an API key would fail every call),
-# nor write the user's model fingerprint cache.
+# nor write the user's model fingerprint cache. A request that sends no seed samples with a fixed
+# one (--seed), so every run of the suite sees the same replies.
 env $(env | sed -n 's/^\(PREFIXD_[A-Z_]*\)=.*/-u \1/p') \
   "$prefixd" serve --model "$model" --host 127.0.0.1 --port "$port" --ctx-size 2048 --parallel 4 \
-  --model-fingerprint-cache off >"$log" 2>&1 &
+  --model-fingerprint-cache off --seed 20241201 >"$log" 2>&1 &
 pid=$!
 
 cleanup() {

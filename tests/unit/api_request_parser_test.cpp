@@ -65,6 +65,16 @@ TEST(ApiRequestParser, MinimalChatRequestGetsDefaults) {
   EXPECT_EQ(request.params.sampling.top_k, defaults.top_k);
 }
 
+TEST(ApiRequestParser, ARequestWithoutASeedGetsTheServersAndItsOwnWins) {
+  EXPECT_EQ(chat_ok(chat_body()).params.sampling.seed, engine::kRandomSeed) << "no --seed: a random one";
+  ParseOptions seeded = options();
+  seeded.default_seed = 11;
+  EXPECT_EQ(chat_ok(chat_body(), seeded).params.sampling.seed, 11U);
+  EXPECT_EQ(chat_ok(chat_body({{"seed", 3}}), seeded).params.sampling.seed, 3U);
+  EXPECT_EQ(chat_ok(chat_body({{"seed", -1}}), seeded).params.sampling.seed, engine::kRandomSeed)
+      << "a request can still ask for a random seed";
+}
+
 TEST(ApiRequestParser, MalformedJsonIs400) {
   const auto error = chat_error(std::string(R"({"messages": [)"));
   EXPECT_EQ(error.status, 400);
