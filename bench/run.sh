@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # `make bench`: prefixd vs llama-server, one server at a time, same model, context, slots, threads
 # and host cache budget, in two parts:
-# - default: the default model on the default workloads. Writes bench/results/<date>-<machine>.{json,md},
+# - default: the default model on the default workloads. Writes bench/results/<date>-<machine>.{json.zst,md},
 #   the PNG plots next to them, and the report into docs/benchmarks.md.
 # - families: the conversation traces on the tiny hybrid, sliding-window and recurrent models,
 #   which both servers reuse at checkpoints (generated into models/ when missing), with the token
-#   gate. Writes bench/results/<stem>-<preset>.{json,md} and one section per model of
+#   gate. Writes bench/results/<stem>-<preset>.{json.zst,md} and one section per model of
 #   docs/benchmarks-families.md. `make bench-families` runs this part alone.
 #
 # Knobs (environment): BENCH_SCALE (multiplies every token length; 1 fits 45 minutes on two

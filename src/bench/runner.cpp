@@ -21,6 +21,7 @@
 #include "bench/report.h"
 #include "bench/report_stats.h"
 #include "bench/report_tokens.h"
+#include "bench/results_file.h"
 #include "bench/target.h"
 #include "bench/workload.h"
 
@@ -57,10 +58,6 @@ std::string read_text(const fs::path& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-void write_results(const fs::path& path, const nlohmann::json& results) {
-  write_text(path, results.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 // False when some server failed, or some gate or check did not pass.
@@ -189,7 +186,7 @@ bool publish(nlohmann::json& results, const fs::path& dir, const std::string& st
     results["plots"] = make_plots(results, dir.string(), stem, why);
     if (!why.empty()) progress << "[plots] " << why << std::endl;
   }
-  const fs::path json_path = dir / (stem + ".json");
+  const fs::path json_path = dir / results_file_name(stem);
   write_results(json_path, results);
   const fs::path md_path = dir / (stem + ".md");
   write_text(md_path, render_report(results, {.image_prefix = "", .heading_level = 1}));
@@ -223,8 +220,8 @@ bool publish(nlohmann::json& results, const fs::path& dir, const std::string& st
 int run_compare(const RunOptions& o, std::ostream& out, std::ostream& progress) {
   if (!o.render_path.empty()) {
     const fs::path path = o.render_path;
-    nlohmann::json results = nlohmann::json::parse(read_text(path));
-    return publish(results, path.has_parent_path() ? path.parent_path() : fs::path("."), path.stem().string(), o, out,
+    nlohmann::json results = read_results(path);
+    return publish(results, path.has_parent_path() ? path.parent_path() : fs::path("."), results_stem(path), o, out,
                    progress)
                ? 0
                : 1;
@@ -235,7 +232,7 @@ int run_compare(const RunOptions& o, std::ostream& out, std::ostream& progress) 
   fs::create_directories(dir);
   const std::string stem = !o.name.empty() ? o.name : utc_date() + "-" + file_safe(machine_json().value("hostname", "host"));
   ServerLog log(o.server_log, "prefixd-compare-servers");
-  nlohmann::json results = run_all(o, targets, names, /*checks=*/false, dir / (stem + ".json"), log, progress);
+  nlohmann::json results = run_all(o, targets, names, /*checks=*/false, dir / results_file_name(stem), log, progress);
   const bool ok = publish(results, dir, stem, o, out, progress);
   if (!ok) {
     log.keep();

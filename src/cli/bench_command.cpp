@@ -91,7 +91,7 @@ std::function<int()> add_bench_command(CLI::App& app) {
       "bench", "Run workloads on prefixd alone and check its prompt cache: PASS/FAIL per target (docs/cache-benchmarks.md)");
   add_common_options(cmd, *p, joined(bench::bench_workload_names()));
   cmd->add_option("--scenario", p->workloads, "Alias of --workloads");
-  cmd->add_option("--json", p->run.json_path, "Write the results file (requests, records, checks) here");
+  cmd->add_option("--json", p->run.json_path, "Write the results file (requests, records, checks) here; zstd-compressed when FILE ends in .zst");
   cmd->add_option("--server-bin", p->run.sources.prefixd_bin, "Alias of --prefixd-bin")->check(CLI::ExistingFile);
   cmd->add_option("--extra-args", p->run.sources.prefixd_args, "Alias of --prefixd-args");
   return [p]() {
@@ -116,7 +116,7 @@ std::function<int()> add_compare_command(CLI::App& app) {
                   "Run each workload N times per target, alternating the order (A B, B A, …); the report shows the "
                   "spread of the per-repetition ratios")
       ->capture_default_str()->check(CLI::Range(1, 100));
-  cmd->add_option("--out", o.out_dir, "Folder for <name>.json, <name>.md and the plots")->capture_default_str();
+  cmd->add_option("--out", o.out_dir, "Folder for <name>.json.zst (the raw results, compressed), <name>.md and the plots")->capture_default_str();
   cmd->add_option("--name", o.name, "File stem (default <UTC date>-<hostname>)");
   cmd->add_option("--llama-server", o.sources.llama_server_bin, "llama-server binary (a path, or a name looked up on PATH)")
       ->capture_default_str();
@@ -142,7 +142,7 @@ std::function<int()> add_compare_command(CLI::App& app) {
   cmd->add_flag("--token-gate", o.token_gate,
                 "Fail unless every prefixd target evaluates fewer prompt tokens (warm-up included) than "
                 "llama-server on every workload");
-  cmd->add_option("--render", o.render_path, "Only re-render the report, plots and docs of this results file")
+  cmd->add_option("--render", o.render_path, "Only re-render the report, plots and docs of this results file (.json or .json.zst)")
       ->check(CLI::ExistingFile);
   cmd->add_flag("!--no-plots", o.plots, "Do not run gnuplot");
   return [p]() {
