@@ -1,13 +1,9 @@
-// prefixd cache — reuse for models whose memory cannot be cut back to an earlier position
-// (recurrent, hybrid, and sliding-window models without the full window cache).
-//
-// Such a sequence can resume only where its whole state after exactly the reused tokens exists:
-// - at the end of a device entry whose holder still keeps the state after its tokens (copying the
-//   holder shares its attention cells and its recurrent state), or
-// - at a checkpoint (the partial state after a prefix, in the checkpoint store) once the sequence
-//   also holds the attention cells before it, from the device tree or the host tier.
-// Running sequences take checkpoints at planned positions (advance()); a finished sequence becomes
-// a device entry with its state, and leaves a checkpoint at its end when it is demoted.
+// prefixd cache — the coordinator's side of models whose memory cannot be cut back to an earlier
+// position (recurrent, hybrid, and sliding-window models without the full window cache): a
+// finished sequence handed to SequenceKeeper::keep_state (an entry with its end state, or a
+// checkpoint), and the device entries' window runs refreshed before they are trusted. Where such a
+// sequence resumes is the reuse planner's (reuse_planner.cpp); where it takes checkpoints,
+// ReusePlanner::checkpoint_positions.
 #include "cache/prefix_cache_impl.h"
 
 namespace prefixd::cache {
