@@ -8,6 +8,25 @@ namespace prefixd::cache {
 using engine::SeqId;
 using engine::Token;
 
+namespace {
+
+// Keys in the order first added, each once: a removal walk that adds what extends what it found.
+class UniqueKeys {
+ public:
+  void add(const Digest& key) {
+    if (seen_.insert(key).second) keys_.push_back(key);
+  }
+  std::size_t size() const { return keys_.size(); }
+  Digest operator[](std::size_t i) const { return keys_[i]; }  // a copy: add() may grow the list
+  const std::vector<Digest>& keys() const { return keys_; }
+
+ private:
+  std::vector<Digest> keys_;
+  std::unordered_set<Digest, DigestHash> seen_;
+};
+
+}  // namespace
+
 KeyPaths::KeyPaths(const Tiers& tiers) : tiers_(tiers) {}
 
 KeyPaths::Rebuild KeyPaths::rebuildable(const RequestKey& key, const Lineage& lineage,
@@ -301,11 +320,8 @@ void KeyPaths::forget_stored(const Lineage& lineage, std::span<const engine::Tok
   {
     HostStore& store = tiers_.host.store();
     const std::uint64_t before = store.bytes();
-    std::vector<Digest> gone;
-    std::unordered_set<Digest, DigestHash> seen;
-    auto add = [&](const Digest& k) {
-      if (seen.insert(k).second) gone.push_back(k);
-    };
+    UniqueKeys gone;
+    auto add = [&](const Digest& k) { gone.add(k); };
     for (std::int32_t g = first_gone; g < n; g += seg) {
       for (const Digest& parent : parents_at(g)) {
         for (const Digest& k : store.children(parent, tokens[static_cast<size_t>(g)])) {
@@ -326,7 +342,7 @@ void KeyPaths::forget_stored(const Lineage& lineage, std::span<const engine::Tok
         for (auto it = first; it != last; ++it) add(it->second);
       }
     }
-    for (const Digest& k : gone) {
+    for (const Digest& k : gone.keys()) {
       store.erase(k);
       report.entries += 1;
     }
@@ -344,11 +360,8 @@ void KeyPaths::forget_stored(const Lineage& lineage, std::span<const engine::Tok
 
   // Disk files: the same walk over the index, then the path's checkpoint files.
   if (tiers_.backing.disk() != nullptr) {
-    std::vector<Digest> gone;
-    std::unordered_set<Digest, DigestHash> seen;
-    auto add = [&](const Digest& k) {
-      if (seen.insert(k).second) gone.push_back(k);
-    };
+    UniqueKeys gone;
+    auto add = [&](const Digest& k) { gone.add(k); };
     for (std::int32_t g = first_gone; g < n; g += seg) {
       for (const Digest& parent : parents_at(g)) {
         for (const Digest& k : tiers_.backing.disk()->children(parent, tokens[static_cast<size_t>(g)])) {
@@ -367,7 +380,7 @@ void KeyPaths::forget_stored(const Lineage& lineage, std::span<const engine::Tok
     for (engine::Pos p : tiers_.backing.disk()->checkpoint_positions(digest_from(ns))) {
       if (p > keep && p <= n) add(checkpoint_record_key(tiers_.checkpoints.key_of(lineage, tokens, chain, p)));
     }
-    const ScopeUsage files = tiers_.backing.disk()->erase(gone);
+    const ScopeUsage files = tiers_.backing.disk()->erase(gone.keys());
     report.entries += files.entries;
     report.bytes += files.bytes;
   }

@@ -131,18 +131,25 @@ TEST(CacheCells, HostRestoreBesideADeviceEntryTakesTheSharedPrefixFromIt) {
   EXPECT_EQ(h.cache->stats().demotions, 2);
 }
 
+// A 50-token entry, and a request in sequence 1 that adopted its first 40 tokens and computed a
+// 20-token continuation of its own (60 positions, 40 of them locked). Returns that request's prompt.
+std::vector<Token> running_beside_an_entry(Harness& h) {
+  const auto a = tokens_from(0, 50);
+  h.cache->acquire({"ns", ""}, a, 0);
+  EXPECT_TRUE(h.feed(0, a, 0, 50));
+  h.cache->donate(0, a);
+  const auto b = concat(tokens_from(0, 40), tokens_from(150, 20));
+  EXPECT_EQ(h.cache->acquire({"ns", ""}, b, 1).reused, 40);
+  EXPECT_TRUE(h.feed(1, b, 40, 60));
+  return b;
+}
+
 TEST(CacheLocks, LockedCellsAreNeverReleasedAndReleaseCountsOnlyWhatItFrees) {
   CacheConfig config = small_config();
   config.device_cells = 1000;
   Harness h(1024, config);
-  const auto a = tokens_from(0, 50);
-  h.cache->acquire({"ns", ""}, a, 0);
-  ASSERT_TRUE(h.feed(0, a, 0, 50));
-  h.cache->donate(0, a);
-  // A running request adopts the first 40 tokens and computes its own continuation.
-  const auto b = concat(tokens_from(0, 40), tokens_from(150, 20));
-  ASSERT_EQ(h.cache->acquire({"ns", ""}, b, 1).reused, 40);
-  ASSERT_TRUE(h.feed(1, b, 40, 60));
+  const auto b = running_beside_an_entry(h);
+  if (::testing::Test::HasFatalFailure()) return;
   h.check_cells("while running");
   EXPECT_EQ(h.cache->idle_cells(), 10);
   EXPECT_EQ(h.cache->release_device_cells(1000), 10) << "only the unlocked tail can be freed";
@@ -158,14 +165,8 @@ TEST(CacheAdmission, MakeRoomCountsSharedCellsOnceAndFreesOnlyWhatThePromptNeeds
   CacheConfig config = small_config();
   config.device_cells = 1000;
   Harness h(128, config);
-  const auto a = tokens_from(0, 50);
-  h.cache->acquire({"ns", ""}, a, 0);
-  ASSERT_TRUE(h.feed(0, a, 0, 50));
-  h.cache->donate(0, a);
-  // A running request shares 40 of the entry's cells and computes 20 of its own.
-  const auto b = concat(tokens_from(0, 40), tokens_from(150, 20));
-  ASSERT_EQ(h.cache->acquire({"ns", ""}, b, 1).reused, 40);
-  ASSERT_TRUE(h.feed(1, b, 40, 60));
+  running_beside_an_entry(h);
+  if (::testing::Test::HasFatalFailure()) return;
   const std::int64_t running = 60 + 1;  // its tokens and one for the next
   // In use: 50 entry cells + 20 of b's own + 1 = 71 of 128; the shared 40 are counted once.
   EXPECT_TRUE(h.cache->make_room(running, 57));
