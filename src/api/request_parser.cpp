@@ -163,6 +163,7 @@ engine::SamplingParams parse_sampling(const FieldReader& in, const ParseOptions&
   if (auto v = in.number("top_p", 0.0, 1.0, /*lo_open=*/true)) sampling.top_p = static_cast<float>(*v);
   if (auto v = in.integer("top_k", 0, kInt32Max)) sampling.top_k = static_cast<std::int32_t>(*v);
   if (auto v = in.number("min_p", 0.0, 1.0)) sampling.min_p = static_cast<float>(*v);
+  sampling.ignore_eos = in.boolean("ignore_eos", /*extended=*/true).value_or(false);
   if (const json* seed = in.find("seed")) {
     const auto n = FieldReader::to_integer(*seed, "seed", std::numeric_limits<std::int64_t>::min(),
                                            std::numeric_limits<std::int64_t>::max());

@@ -33,6 +33,7 @@ CompletionResult BenchClient::stream(const std::string& path, nlohmann::json bod
   StreamReader reader;
   std::string raw;  // kept for error bodies, which are plain JSON rather than a stream
   double ttft_ms = -1;
+  std::vector<double> piece_ms;
   int reads_after_first_token = 0;
   bool hung_up = false;
   const auto t0 = Clock::now();
@@ -41,8 +42,13 @@ CompletionResult BenchClient::stream(const std::string& path, nlohmann::json bod
                             const std::string_view bytes(data, length);
                             if (raw.size() < 64 * 1024) raw.append(bytes);
                             const bool before = reader.first_token_seen();
+                            const int pieces_before = reader.pieces();
                             reader.feed(bytes);
                             if (!before && reader.first_token_seen()) ttft_ms = ms_since(t0);
+                            if (reader.pieces() > pieces_before) {
+                              piece_ms.insert(piece_ms.end(), static_cast<std::size_t>(reader.pieces() - pieces_before),
+                                              ms_since(t0));
+                            }
                             if (reader.first_token_seen() && cancel_after_reads > 0 && !reader.done() &&
                                 ++reads_after_first_token >= cancel_after_reads) {
                               hung_up = true;
@@ -54,6 +60,7 @@ CompletionResult BenchClient::stream(const std::string& path, nlohmann::json bod
   CompletionResult result = reader.result();
   result.ttft_ms = ttft_ms;
   result.total_ms = total_ms;
+  result.piece_ms = std::move(piece_ms);
   if (hung_up && !res && res.error() == httplib::Error::Canceled) {
     result.cancelled = true;
     return result;

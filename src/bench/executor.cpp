@@ -24,11 +24,11 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Hands out steps in order to `concurrency` workers; a step waits for its `after` step, and a
-// barrier step for every earlier one.
+// Hands out steps in order to `concurrency` workers; a step waits for its `after` step, a
+// barrier step for every earlier one, and a step with an arrival time for that time.
 class Dispatcher {
  public:
-  explicit Dispatcher(const Workload& w) : w_(w), done_(w.steps.size(), false) {}
+  explicit Dispatcher(const Workload& w) : w_(w), done_(w.steps.size(), false), origin_(Clock::now()) {}
 
   // The next step index once it may be sent, or -1 when none is left.
   int next() {
@@ -36,6 +36,12 @@ class Dispatcher {
     if (next_ >= static_cast<int>(w_.steps.size())) return -1;
     const int i = next_++;
     ready_.wait(lock, [&] { return may_start(i); });
+    lock.unlock();
+    // Other workers take the next steps meanwhile: an open-loop arrival never waits for a worker
+    // as long as the workload has as many workers as requests can be in flight.
+    if (const double at = w_.steps[static_cast<std::size_t>(i)].arrival_s; at >= 0) {
+      std::this_thread::sleep_until(origin_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at)));
+    }
     return i;
   }
   void finish(int i) {
@@ -62,6 +68,7 @@ class Dispatcher {
   std::mutex mutex_;
   std::condition_variable ready_;
   std::vector<bool> done_;
+  Clock::time_point origin_;
   int next_ = 0;
 };
 

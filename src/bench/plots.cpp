@@ -9,6 +9,7 @@
 #include <fstream>
 #include <vector>
 
+#include "bench/report_latency.h"
 #include "bench/report_stats.h"
 #include "bench/target.h"
 
@@ -222,6 +223,49 @@ void rss(const nlohmann::json& results, Builder& b) {
                   "set xlabel \"seconds\"\nset ylabel \"MiB\"\nset key bottom right\n" + panels + "unset multiplot\n";
 }
 
+// The concurrency sweep: TTFT p99 and output tokens/s against clients, one line per server
+// (medians over repetitions).
+void sweep(const nlohmann::json& results, Builder& b) {
+  std::vector<const nlohmann::json*> points;
+  for (const auto& w : list_at(results, "workloads")) {
+    if (w.value("clients", 0) > 0) points.push_back(&w);
+  }
+  if (points.empty()) return;
+  std::ranges::sort(points, {}, [](const nlohmann::json* w) { return w->value("clients", 0); });
+  std::vector<std::string> names;
+  for (const auto& s : list_at(results, "servers")) names.push_back(s.value("name", ""));
+  std::string data = "# clients, then per server: ttft_p99_ms output_tokens_per_s (medians over repetitions)\n";
+  for (const auto* w : points) {
+    data += std::to_string(w->value("clients", 0));
+    for (const auto& n : names) {
+      std::vector<double> ttft, output;
+      for (int rep = 0; rep < repetitions(*w); ++rep) {
+        if (const auto l = latency_of(target_record(*w, n), rep)) {
+          ttft.push_back(l->ttft_p99_ms);
+          output.push_back(l->output_per_s);
+        }
+      }
+      data += " " + cell(summarize(ttft).median, !ttft.empty()) + " " + cell(summarize(output).median, !output.empty());
+    }
+    data += "\n";
+  }
+  b.set.data["sweep.dat"] = std::move(data);
+  const std::string file = quoted(b.data_path("sweep.dat"));
+  auto lines = [&](int offset) {
+    std::string plot = "plot ";
+    for (std::size_t t = 0; t < names.size(); ++t) {
+      plot += std::format("{}{} using 1:{} with linespoints lw 2{} title \"{}\"", t == 0 ? "" : ", \\\n  ", file,
+                          2 + 2 * static_cast<int>(t) + offset, t == 0 ? "" : std::format(" dt {}", t + 1), names[t]);
+    }
+    return plot + "\n";
+  };
+  b.set.script += b.begin("sweep", "Concurrency sweep: TTFT p99 and output tokens/s against clients", "sweep", 960, 760) +
+                  "set multiplot layout 2,1 title \"Concurrency sweep (closed loop, as many slots as clients)\"\n"
+                  "set logscale x 2\nset xlabel \"\"\nset logscale y\nset ylabel \"TTFT p99 (ms, log scale)\"\n" +
+                  lines(0) + "unset logscale y\nset yrange [0:*]\nset ylabel \"output tokens/s\"\nset xlabel \"clients\"\n" +
+                  lines(1) + "unset multiplot\n";
+}
+
 }  // namespace
 
 PlotSet build_plots(const nlohmann::json& results, const std::string& data_dir, const std::string& png_dir,
@@ -231,6 +275,7 @@ PlotSet build_plots(const nlohmann::json& results, const std::string& data_dir, 
   agent_turns(results, b);
   multisession(results, b);
   rss(results, b);
+  sweep(results, b);
   return std::move(b.set);
 }
 

@@ -4,6 +4,7 @@
 #include <format>
 
 #include "bench/report_cells.h"
+#include "bench/report_latency.h"
 #include "bench/report_tokens.h"
 
 namespace prefixd::bench {
@@ -151,6 +152,7 @@ std::string render_report(const nlohmann::json& results, const ReportStyle& styl
     if (!plot.value("workload", std::string()).empty()) continue;
     out += std::format("![{}]({}{})\n\n", plot.value("title", ""), style.image_prefix, plot.value("file", ""));
   }
+  out += sweep_section(results, style);
   for (const auto& w : list_at(results, "workloads")) out += workload_section(results, w, style);
   return out;
 }

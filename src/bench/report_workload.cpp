@@ -6,6 +6,7 @@
 #include "bench/report.h"
 #include "bench/report_cells.h"
 #include "bench/report_disk.h"
+#include "bench/report_latency.h"
 #include "bench/report_toolloop.h"
 
 namespace prefixd::bench {
@@ -175,6 +176,7 @@ std::string workload_section(const nlohmann::json& results, const nlohmann::json
                        repetitions(w), run_order(w), names[0], names[1],
                        spread_cell(per_rep_ttft_ratios(w, names[0], names[1])));
   }
+  if (w.value("latency", false)) out += latency_block(w, names);
   if (w.value("throughput", false)) out += throughput_table(w, names);
   out += facts_table(w, names) + "\n";
   out += checks_block(w, names);

@@ -1,5 +1,7 @@
 #include "bench/request.h"
 
+#include <cmath>
+
 #include "bench/workload.h"
 
 namespace prefixd::bench {
@@ -45,7 +47,11 @@ nlohmann::json completion_body(const std::string& prompt, const RequestOptions& 
 const char* step_path(const Step& step) { return step.prompt.empty() ? "/v1/chat/completions" : "/v1/completions"; }
 
 nlohmann::json step_body(const Step& step, const RequestOptions& options) {
-  if (!step.prompt.empty()) return completion_body(step.prompt, options);
+  if (!step.prompt.empty()) {
+    nlohmann::json body = completion_body(step.prompt, options);
+    if (step.body_fields.is_object()) body.update(step.body_fields);
+    return body;
+  }
   RequestOptions with_tools = options;
   if (with_tools.tools.is_null()) with_tools.tools = step.tools;
   nlohmann::json body = chat_body(step.messages, with_tools);
@@ -81,6 +87,14 @@ nlohmann::json request_record(int step, const std::string& arm, double start_s, 
                       {"finish_reason", r.finish_reason},
                       {"server_prompt_ms", r.prompt_ms},
                       {"server_queued_ms", r.queued_ms}};
+  if (r.piece_ms.size() >= 2) {
+    // Inter-token latency as the client saw it: the gaps between consecutive pieces, 0.01 ms.
+    nlohmann::json gaps = nlohmann::json::array();
+    for (std::size_t k = 1; k < r.piece_ms.size(); ++k) {
+      gaps.push_back(std::round((r.piece_ms[k] - r.piece_ms[k - 1]) * 100.0) / 100.0);
+    }
+    j["itl_ms"] = std::move(gaps);
+  }
   if (!r.outcome.empty()) j["outcome"] = r.outcome;
   if (r.fed_tokens >= 0) j["fed_tokens"] = r.fed_tokens;
   if (!r.tier.empty()) j["tier"] = r.tier;

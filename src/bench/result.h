@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,9 @@ struct CompletionResult {
   bool cancelled = false;       // the client hung up mid-stream on purpose (not an error)
   double ttft_ms = -1;          // client: request sent → first SSE chunk with text or a finish reason
   double total_ms = -1;         // client: request sent → response complete
+  // client: request sent → each chunk that carried a generated piece (several chunks that arrive
+  // in one read share its time)
+  std::vector<double> piece_ms;
   std::string text;             // the generated text, concatenated
   std::string finish_reason;
   // The reply's tool calls (OpenAI shape: id, type, function {name, arguments}), their streamed

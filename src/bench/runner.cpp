@@ -39,10 +39,11 @@ nlohmann::json workload_json(const Workload& w) {
   for (const auto& s : w.steps) {
     steps.push_back({{"arm", s.arm}, {"session", s.session}, {"max_tokens", s.max_tokens},
                      {"planned_tokens", s.planned_tokens}, {"x", s.x}, {"restart_before", s.restart_before}});
+    if (s.arrival_s >= 0) steps.back()["arrival_s"] = s.arrival_s;
   }
   return {{"name", w.name},         {"title", w.title},     {"description", w.description}, {"parallel", w.parallel},
           {"concurrency", w.concurrency}, {"ctx_size", w.ctx_size}, {"x_label", w.x_label},   {"gate_step", w.gate_index()},
-          {"throughput", w.throughput}, {"disk_tier", w.disk_tier},
+          {"throughput", w.throughput}, {"disk_tier", w.disk_tier}, {"latency", w.latency}, {"clients", w.clients},
           {"arms", arms},           {"steps", steps},       {"targets", nlohmann::json::object()},
           {"order", nlohmann::json::array()}};
 }
@@ -226,7 +227,7 @@ int run_compare(const RunOptions& o, std::ostream& out, std::ostream& progress) 
                ? 0
                : 1;
   }
-  const std::vector<std::string> names = o.workloads.empty() ? compare_workload_names() : o.workloads;
+  const std::vector<std::string> names = expand_workload_names(o.workloads.empty() ? compare_workload_names() : o.workloads);
   const std::vector<Target> targets = prepare(o, names, o.targets);
   const fs::path dir = o.out_dir;
   fs::create_directories(dir);
@@ -242,7 +243,7 @@ int run_compare(const RunOptions& o, std::ostream& out, std::ostream& progress) 
 }
 
 int run_bench(const RunOptions& o, std::ostream& out, std::ostream& progress) {
-  const std::vector<std::string> names = o.workloads.empty() ? bench_workload_names() : o.workloads;
+  const std::vector<std::string> names = expand_workload_names(o.workloads.empty() ? bench_workload_names() : o.workloads);
   const std::vector<Target> targets = prepare(o, names, {"prefixd"});
   ServerLog log(o.server_log, "prefixd-bench-server");
   RunOptions once = o;

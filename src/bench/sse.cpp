@@ -100,6 +100,7 @@ void StreamReader::handle(const std::string& payload) {
     if (choice.contains(top)) result_.first_logprobs = choice.at(top);
   }
   if (!piece.empty() || called || finished) first_token_seen_ = true;
+  if (!piece.empty() || called) ++pieces_;
 }
 
 }  // namespace prefixd::bench

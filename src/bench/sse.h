@@ -30,6 +30,9 @@ class StreamReader {
  public:
   void feed(std::string_view bytes);
   bool first_token_seen() const { return first_token_seen_; }
+  // Chunks so far that carried generated text or a tool-call piece: one per token as both servers
+  // stream, so the times at which this grows are the client's inter-token gaps.
+  int pieces() const { return pieces_; }
   bool done() const { return done_; }  // [DONE] seen
   // Fields read so far; `error` is set for an {"error": ...} payload or an unparsable one.
   const CompletionResult& result() const { return result_; }
@@ -40,6 +43,7 @@ class StreamReader {
   SseParser parser_;
   CompletionResult result_;
   bool first_token_seen_ = false;
+  int pieces_ = 0;
   bool done_ = false;
 };
 

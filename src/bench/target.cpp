@@ -83,8 +83,11 @@ const char* Target::running_gauge() const {
 }
 
 const char* Target::context_note() const {
-  return kind_ == TargetKind::prefixd
-             ? "one unified KV pool: running requests and the device-tier cache share all ctx cells"
+  if (kind_ == TargetKind::prefixd) {
+    return "one unified KV pool: running requests and the device-tier cache share all ctx cells";
+  }
+  return std::ranges::find(extra_args_, "--kv-unified") != extra_args_.end()
+             ? "one unified KV buffer (--kv-unified): every slot may use any of the ctx cells"
              : "split evenly among the slots (-c / -np cells each; no --kv-unified when -np is given)";
 }
 
@@ -111,18 +114,22 @@ std::string Target::version() const {
 }
 
 const std::vector<std::string>& target_names() {
-  static const std::vector<std::string> kNames = {"prefixd", "llama-server", "prefixd-nocache", "prefixd-baseline"};
+  static const std::vector<std::string> kNames = {"prefixd", "llama-server", "llama-server-kvu", "prefixd-nocache",
+                                                  "prefixd-baseline"};
   return kNames;
 }
 
 Target make_target(const std::string& name, const TargetSources& sources) {
-  if (name == "llama-server") {
+  if (name == "llama-server" || name == "llama-server-kvu") {
     const std::string bin = find_executable(sources.llama_server_bin);
     if (bin.empty()) {
       throw std::runtime_error("llama-server not found ('" + sources.llama_server_bin +
                                "'); install llama.cpp-tools or pass --llama-server PATH");
     }
-    return Target(TargetKind::llama_server, name, bin, split_args(sources.llama_args));
+    std::vector<std::string> args = split_args(sources.llama_args);
+    // With -np given, llama-server splits the context among the slots unless told to share it.
+    if (name == "llama-server-kvu") args.emplace_back("--kv-unified");
+    return Target(TargetKind::llama_server, name, bin, std::move(args));
   }
   std::vector<std::string> args = split_args(sources.prefixd_args);
   if (const auto variant = sources.variants.find(name); variant != sources.variants.end()) {
@@ -135,7 +142,7 @@ Target make_target(const std::string& name, const TargetSources& sources) {
     args.insert(args.end(), extra.begin(), extra.end());
   } else if (name != "prefixd") {
     throw std::invalid_argument("unknown target '" + name +
-                                "' (prefixd, llama-server, prefixd-nocache, prefixd-baseline, or a --variant name)");
+                                "' (prefixd, llama-server, llama-server-kvu, prefixd-nocache, prefixd-baseline, or a --variant name)");
   }
   // This very binary by default, resolved so that the recorded command line can be rerun by hand.
   std::error_code error;

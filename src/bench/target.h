@@ -77,7 +77,7 @@ struct TargetSources {
 };
 
 // The targets a run may name, in the order the help lists them: prefixd; llama-server;
-// prefixd-nocache (prefixd serve --no-cache-prompt); prefixd-baseline (prefixd plus the
+// llama-server-kvu (llama-server --kv-unified: its slots share one KV buffer); prefixd-nocache (prefixd serve --no-cache-prompt); prefixd-baseline (prefixd plus the
 // baseline arguments, e.g. another --prompt-cache-device-cells); and any name of sources.variants.
 const std::vector<std::string>& target_names();
 // Throws std::invalid_argument for an unknown name, std::runtime_error when the binary is missing.

@@ -2,8 +2,12 @@
 #include "bench/workload.h"
 
 #include <algorithm>
+#include <cmath>
+#include <format>
 #include <map>
 #include <stdexcept>
+
+#include "bench/text.h"
 
 namespace prefixd::bench {
 
@@ -15,14 +19,47 @@ const Arm* Workload::arm(const std::string& arm_name) const {
 const std::vector<std::string>& workload_names() {
   static const std::vector<std::string> kNames = {"resend", "agent", "multisession", "shared", "edit",
                                                   "restart", "grow", "thrash", "burst", "unique", "chat",
-                                                  "prepared", "toolloop", "interleave"};
+                                                  "prepared", "toolloop", "interleave", "gsp", "mqa", "multiturn",
+                                                  "sweep-1", "sweep-2", "sweep-4", "sweep-8", "sweep-16", "sweep-32"};
   return kNames;
 }
 
 const std::vector<std::string>& compare_workload_names() {
   static const std::vector<std::string> kNames = {"resend", "agent", "multisession", "shared", "edit", "restart", "toolloop",
-                                                  "interleave"};
+                                                  "interleave", "gsp", "mqa", "multiturn", "sweep"};
   return kNames;
+}
+
+const std::vector<int>& sweep_client_counts() {
+  static const std::vector<int> kCounts = {1, 2, 4, 8, 16, 32};
+  return kCounts;
+}
+
+std::string sweep_workload_name(int clients) { return std::format("sweep-{}", clients); }
+
+std::vector<std::string> expand_workload_names(const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const auto& name : names) {
+    if (name != "sweep") {
+      out.push_back(name);
+      continue;
+    }
+    for (const int clients : sweep_client_counts()) out.push_back(sweep_workload_name(clients));
+  }
+  return out;
+}
+
+std::vector<double> poisson_arrivals(std::uint64_t seed, int n, double rate) {
+  if (!(rate > 0)) throw std::invalid_argument("a Poisson arrival rate must be positive");
+  SeededRng rng(seed);
+  std::vector<double> out;
+  double t = 0;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(t);
+    // Inverse transform: -ln(U) / rate is exponential with mean 1 / rate; 1 - U keeps U in (0, 1].
+    t += -std::log(1.0 - uniform01(rng)) / rate;
+  }
+  return out;
 }
 
 const std::vector<std::string>& family_workload_names() {
@@ -41,10 +78,18 @@ Workload make_workload(const std::string& name, const WorkloadParams& params) {
       {"resend", make_resend}, {"agent", make_agent}, {"multisession", make_multisession}, {"shared", make_shared},
       {"edit", make_edit},     {"restart", make_restart}, {"grow", make_grow},            {"thrash", make_thrash},
       {"burst", make_burst},   {"unique", make_unique},   {"chat", make_chat},
-      {"prepared", make_prepared}, {"toolloop", make_toolloop}, {"interleave", make_interleave}};
-  const auto it = kGenerators.find(name);
-  if (it == kGenerators.end()) throw std::invalid_argument("unknown workload '" + name + "'");
-  Workload w = it->second(params);
+      {"prepared", make_prepared}, {"toolloop", make_toolloop}, {"interleave", make_interleave},
+      {"gsp", make_gsp},       {"mqa", make_mqa},         {"multiturn", make_multiturn}};
+  Workload w;
+  if (const auto it = kGenerators.find(name); it != kGenerators.end()) {
+    w = it->second(params);
+  } else if (const auto sweep = std::ranges::find_if(sweep_client_counts(),
+                                                      [&](int clients) { return sweep_workload_name(clients) == name; });
+             sweep != sweep_client_counts().end()) {
+    w = make_sweep(params, *sweep);
+  } else {
+    throw std::invalid_argument("unknown workload '" + name + "'");
+  }
   w.ctx_size = context_for_workload(w);
   return w;
 }

@@ -36,6 +36,10 @@ struct Step {
   int after = -1;              // a step that must have finished before this one is sent
   bool barrier = false;        // every earlier step must have finished before this one is sent
   bool restart_before = false; // stop and start the server again before sending this one
+  // >= 0: not sent before this many seconds after the run's first step was handed out (an open-loop
+  // arrival, e.g. a Poisson process at a request rate); a step that also waits for `after` goes
+  // when both hold, as a user who reads the answer before asking again.
+  double arrival_s = -1;
   double x = 0;                // plot coordinate: prompt length, turn number, ...
 };
 
@@ -63,6 +67,10 @@ struct Workload {
   // before a request after a restart its files leave the page cache (bench/disk_tier.h).
   bool disk_tier = false;
   bool compare_checks = false; // its checks (bench/checks.h) also run, and gate, in `prefixd compare`
+  // The report shows serving latency: TTFT p50/p99, inter-token latency p50/p99, output tokens/s
+  // (bench/report_latency.h). Set by the public serving benchmarks and the concurrency sweep.
+  bool latency = false;
+  int clients = 0;             // > 0: a point of the concurrency sweep with this many clients
 
   const Arm* arm(const std::string& name) const;
   int gate_index() const { return gate_step >= 0 ? gate_step : static_cast<int>(steps.size()) - 1; }
@@ -96,6 +104,11 @@ const std::vector<std::string>& bench_workload_names();
 // The conversation traces `make bench` runs on models reused at checkpoints (hybrid, recurrent,
 // sliding-window): docs/benchmarks-families.md.
 const std::vector<std::string>& family_workload_names();
+// The concurrency sweep's points: "sweep-1" … "sweep-32", one workload per client count.
+const std::vector<int>& sweep_client_counts();
+std::string sweep_workload_name(int clients);
+// A comma list of names with "sweep" standing for every sweep point, in order.
+std::vector<std::string> expand_workload_names(const std::vector<std::string>& names);
 // Throws std::invalid_argument for an unknown name.
 Workload make_workload(const std::string& name, const WorkloadParams& params);
 
@@ -114,6 +127,15 @@ Workload make_chat(const WorkloadParams& params);
 Workload make_prepared(const WorkloadParams& params);
 Workload make_toolloop(const WorkloadParams& params);
 Workload make_interleave(const WorkloadParams& params);
+// The field's public serving benchmarks, scaled to this machine (bench/workload_public.cpp).
+Workload make_gsp(const WorkloadParams& params);
+Workload make_mqa(const WorkloadParams& params);
+Workload make_multiturn(const WorkloadParams& params);
+Workload make_sweep(const WorkloadParams& params, int clients);
+
+// Arrival times of `n` requests of a Poisson process at `rate` per second, the first at 0:
+// exponential gaps from the seeded generator (so every server sees the same schedule).
+std::vector<double> poisson_arrivals(std::uint64_t seed, int n, double rate);
 
 // The total context both servers get: every slot can hold the longest planned prompt plus its
 // reply (llama-server splits -c among its slots; prefixd pools it), rounded up to 256, >= 4096.

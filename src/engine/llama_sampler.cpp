@@ -18,10 +18,18 @@ SamplerPtr init_grammar(const llama_vocab* vocab, const Grammar& grammar) {
   return SamplerPtr(llama_sampler_init_grammar(vocab, grammar.text.c_str(), grammar.root.c_str()));
 }
 
-SamplerPtr init_chain(const SamplingParams& params) {
+SamplerPtr init_chain(const llama_vocab* vocab, const SamplingParams& params) {
   llama_sampler_chain_params chain_params = llama_sampler_chain_default_params();
   chain_params.no_perf = true;
   SamplerPtr chain(llama_sampler_chain_init(chain_params));
+  if (params.ignore_eos) {
+    std::vector<llama_logit_bias> masked;
+    const std::int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    for (Token id = 0; id < n_vocab; ++id) {
+      if (llama_vocab_is_eog(vocab, id)) masked.push_back({id, -INFINITY});
+    }
+    llama_sampler_chain_add(chain.get(), llama_sampler_init_logit_bias(n_vocab, static_cast<std::int32_t>(masked.size()), masked.data()));
+  }
   if (params.temperature <= 0.0f) {
     llama_sampler_chain_add(chain.get(), llama_sampler_init_greedy());
   } else {
@@ -134,7 +142,7 @@ std::unique_ptr<Sampler> make_llama_sampler(llama_context* ctx, const llama_voca
     grammar = init_grammar(vocab, *params.grammar);
     if (!grammar) throw std::invalid_argument("invalid grammar: " + capture.text());
   }
-  return std::make_unique<LlamaSampler>(ctx, vocab, init_chain(params), std::move(grammar));
+  return std::make_unique<LlamaSampler>(ctx, vocab, init_chain(vocab, params), std::move(grammar));
 }
 
 }  // namespace prefixd::engine::detail

@@ -137,6 +137,9 @@ struct SamplingParams {
   std::int32_t top_k = 40;
   float min_p = 0.05f;
   std::uint32_t seed = kRandomSeed;
+  // End-of-generation tokens are never drawn (their logits are masked), so a reply runs to its
+  // token limit or a stop string: what serving benchmarks ask for to fix the output length.
+  bool ignore_eos = false;
   // REQUIRES: Engine::check_grammar accepted it (make_sampler throws std::invalid_argument if not).
   std::optional<Grammar> grammar;
 };

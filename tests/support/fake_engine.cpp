@@ -43,8 +43,14 @@ class FakeSampler final : public Sampler {
   FakeSampler(const FakeEngine& engine, SamplingParams params)
       : engine_(engine), params_(params), rng_(params.seed) {}
   Token sample(std::int32_t row) override {
-    const std::span<const float> logits = engine_.logits(row);
-    if (logits.empty()) return 0;
+    const std::span<const float> raw = engine_.logits(row);
+    if (raw.empty()) return 0;
+    std::vector<float> logits(raw.begin(), raw.end());
+    if (params_.ignore_eos) {
+      for (std::size_t id = 0; id < logits.size(); ++id) {
+        if (engine_.vocab().is_end_of_generation(static_cast<Token>(id))) logits[id] = -INFINITY;
+      }
+    }
     if (params_.temperature <= 0.0f) {
       return static_cast<Token>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }

@@ -235,6 +235,9 @@ TEST(ApiRequestParser, SamplingRangesAreEnforced) {
   EXPECT_EQ(request.params.sampling.top_k, 7);
   EXPECT_FLOAT_EQ(request.params.sampling.min_p, 0.1f);
   EXPECT_EQ(request.params.sampling.seed, 42u);
+  EXPECT_FALSE(request.params.sampling.ignore_eos);
+  EXPECT_TRUE(chat_ok(chat_body({{"ignore_eos", true}})).params.sampling.ignore_eos);
+  EXPECT_EQ(chat_error(chat_body({{"ignore_eos", "yes"}})).param, "ignore_eos");
 }
 
 TEST(ApiRequestParser, ZeroTemperatureIsGreedy) {

@@ -26,7 +26,7 @@ WorkloadParams params(std::uint64_t seed = 7, double scale = 1.0) {
 std::string dump(const Workload& w) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& s : w.steps) {
-    j.push_back({s.arm, s.session, s.messages, s.prompt, s.max_tokens, s.after, s.barrier, s.restart_before});
+    j.push_back({s.arm, s.session, s.messages, s.prompt, s.max_tokens, s.after, s.barrier, s.restart_before, s.arrival_s});
   }
   return j.dump();
 }
@@ -59,6 +59,7 @@ std::uint64_t fingerprint(const Workload& w) {
     // Appended only when set, like the workload flags below.
     if (!s.tools.is_null() || !s.control.empty()) step.push_back({s.tools, s.control, s.control_body});
     if (!s.body_fields.is_null() || s.continues >= 0) step.push_back({s.body_fields, s.continues, s.tool_result});
+    if (s.arrival_s >= 0) step.push_back(s.arrival_s);
     steps.push_back(std::move(step));
   }
   nlohmann::json arms = nlohmann::json::array();
@@ -68,6 +69,7 @@ std::uint64_t fingerprint(const Workload& w) {
                         w.throughput};
   // Appended only when set, so the pins of the workloads without it did not move when it came.
   if (w.disk_tier || w.compare_checks) all.push_back({w.disk_tier, w.compare_checks});
+  if (w.latency || w.clients > 0) all.push_back({w.latency, w.clients});
   std::uint64_t h = 14695981039346656037ull;
   for (const unsigned char c : all.dump()) {
     h ^= c;
@@ -108,6 +110,24 @@ TEST(BenchWorkloads, GeneratedTrafficIsPinned) {
       {"toolloop x0.5", {30, 0x7bd1e971dd4f61d9ull}},
       {"interleave x1", {72, 0x1bc397549dc7cc11ull}},
       {"interleave x0.5", {72, 0x7d3b9b9d12a9c355ull}},
+      {"gsp x1", {32, 0x10be1de8da31c18bull}},
+      {"gsp x0.5", {32, 0x99a13907a222a011ull}},
+      {"mqa x1", {16, 0xf124becd588c2522ull}},
+      {"mqa x0.5", {16, 0x5561bd5be62c921full}},
+      {"multiturn x1", {20, 0x827d59a524e4d90full}},
+      {"multiturn x0.5", {20, 0xebf2e835a01782f3ull}},
+      {"sweep-1 x1", {3, 0x6a30f9f521d230c1ull}},
+      {"sweep-1 x0.5", {3, 0xeb5016848d7cc655ull}},
+      {"sweep-2 x1", {6, 0x8a85edeb17ba3611ull}},
+      {"sweep-2 x0.5", {6, 0xd66cb544ed8e3f59ull}},
+      {"sweep-4 x1", {12, 0x110f68234d8eb663ull}},
+      {"sweep-4 x0.5", {12, 0xed76591d5ac0b3e7ull}},
+      {"sweep-8 x1", {24, 0xa4592bdacbbaaba3ull}},
+      {"sweep-8 x0.5", {24, 0x70105f35f3b29ba1ull}},
+      {"sweep-16 x1", {48, 0x08cc00b8dc0e2ce7ull}},
+      {"sweep-16 x0.5", {48, 0x964c25ed338202bbull}},
+      {"sweep-32 x1", {96, 0x3b11bec71bf03493ull}},
+      {"sweep-32 x0.5", {96, 0x376613d207f6f8b6ull}},
   };
   for (const auto& name : workload_names()) {
     for (const double scale : {1.0, 0.5}) {

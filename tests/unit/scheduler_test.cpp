@@ -1,6 +1,7 @@
 // The scheduler over the FakeEngine: batching, streaming, stops, cancellation, admission.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <future>
 #include <map>
 #include <set>
@@ -57,6 +58,33 @@ TEST(Scheduler, GeneratesUpToMaxTokensWithExactUsage) {
   // The prompt (25 tokens, batch 16) is fed in two chunks, then 11 decode steps: 36 tokens.
   EXPECT_EQ(engine.tokens_decoded(), 25 + 11);
   EXPECT_EQ(engine.used_cells(), 0) << "without a cache, a finished request leaves no cells behind";
+}
+
+// The fake's end-of-generation token is 256: a prompt whose greedy next token is that one ends
+// with no output, unless the request asks to ignore it.
+TEST(Scheduler, IgnoreEosRunsToMaxTokensWhereGreedyWouldEndAtOnce) {
+  engine::FakeEngine engine({.n_ctx = 512, .n_batch = 16, .n_seq = 4, .n_vocab = 257});
+  std::string prompt;
+  for (int i = 0; i < 100000 && prompt.empty(); ++i) {
+    const std::string candidate = "prompt " + std::to_string(i);
+    const std::vector<engine::Token> tokens(candidate.begin(), candidate.end());
+    const auto logits = engine.logits_for_history(tokens);
+    if (std::max_element(logits.begin(), logits.end()) - logits.begin() == 256) prompt = candidate;
+  }
+  ASSERT_FALSE(prompt.empty()) << "no prompt whose greedy next token ends generation";
+  Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 0});
+  auto plain = scheduler.submit(greedy(prompt, 5));
+  ASSERT_TRUE(plain.has_value());
+  const Collected ended = collect(**plain);
+  EXPECT_EQ(ended.done.finish, FinishReason::stop);
+  EXPECT_EQ(ended.done.usage.completion_tokens, 0);
+  GenerationRequest ignoring = greedy(prompt, 5);
+  ignoring.sampling.ignore_eos = true;
+  auto stream = scheduler.submit(std::move(ignoring));
+  ASSERT_TRUE(stream.has_value());
+  const Collected ran = collect(**stream);
+  EXPECT_EQ(ran.done.finish, FinishReason::length);
+  EXPECT_EQ(ran.done.usage.completion_tokens, 5);
 }
 
 TEST(Scheduler, LogprobsComeWithEveryGeneratedTokenAndNameTheGreedyChoice) {
