@@ -40,6 +40,13 @@ ServerProcess::ServerProcess(ServerConfig config) {
   if (!seeded && std::ranges::none_of(launch.extra_env, [](const auto& kv) { return kv.first == "PREFIXD_SEED"; })) {
     launch.extra_env.emplace_back("PREFIXD_SEED", "20241201");
   }
+  // One compute thread unless a test asks for more: ggml's threads meet at a spinning barrier after
+  // every operation, so two of them on a loaded machine (ctest -j 2 already runs two servers on two
+  // cores) wait for each other's time slices, and a test that takes a second alone takes minutes.
+  const bool threaded = std::ranges::any_of(config.extra_args, [](const std::string& a) { return a == "--threads" || a == "-t"; });
+  if (!threaded && std::ranges::none_of(launch.extra_env, [](const auto& kv) { return kv.first == "PREFIXD_THREADS"; })) {
+    launch.extra_env.emplace_back("PREFIXD_THREADS", "1");
+  }
   try {
     process_ = std::make_unique<bench::ServerProcess>(std::move(launch), port);
   } catch (...) {

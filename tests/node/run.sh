@@ -24,9 +24,10 @@ log=$(mktemp /tmp/prefixd-node-test-XXXXXX)
 # The server must not pick up a developer's PREFIXD_* settings (an API key would fail every call),
 # nor write the user's model fingerprint cache. A request that sends no seed samples with a fixed
 # one (--seed), so every run of the suite sees the same replies.
+# One compute thread, as every test server (tests/integration/server_process.cpp says why).
 env $(env | sed -n 's/^\(PREFIXD_[A-Z_]*\)=.*/-u \1/p') \
   "$prefixd" serve --model "$model" --host 127.0.0.1 --port "$port" --ctx-size 2048 --parallel 4 \
-  --model-fingerprint-cache off --seed 20241201 >"$log" 2>&1 &
+  --model-fingerprint-cache off --seed 20241201 --threads 1 >"$log" 2>&1 &
 pid=$!
 
 cleanup() {
