@@ -53,6 +53,9 @@ struct Active {
   // The reply is delivered; the sequence is fed the template's end of turn before it goes to the
   // cache (no events, no sampling). n_prompt then counts those tokens too.
   bool warming = false;
+  // Prompt tokens prefilled for other requests in the batches where this one was prefilling and
+  // got none: how long shortest-remaining-first has held it back, in the unit its own work is.
+  std::int64_t passed_over_tokens = 0;
 
   bool prefilling() const { return !waiting && n_past < n_prompt; }
   bool decoding() const { return !waiting && n_past >= n_prompt; }

@@ -8,6 +8,30 @@
 #include "scheduler/logprobs.h"
 
 namespace prefixd::scheduler {
+namespace {
+
+// A prompt that has watched others prefill this many times its own remaining tokens goes first:
+// shortest remaining first alone lets a stream of short prompts (the later turns of many
+// conversations, mostly cached) hold a cold first turn back for as long as they keep coming. The
+// bound keeps the order's gain on the median and caps any prompt's slowdown near this factor.
+constexpr std::int64_t kMaxPrefillSlowdown = 4;
+
+bool held_back_too_long(const Active& a) {
+  return a.passed_over_tokens >= kMaxPrefillSlowdown * static_cast<std::int64_t>(a.n_prompt - a.n_past);
+}
+
+// Prefill order: waiting prompts before warm-ups; among them, those held back too long first
+// (the longest held back first), then shortest remaining first.
+bool prefills_before(const Active* x, const Active* y) {
+  if (x->warming != y->warming) return !x->warming;
+  const bool x_late = held_back_too_long(*x);
+  const bool y_late = held_back_too_long(*y);
+  if (x_late != y_late) return x_late;
+  if (x_late) return x->passed_over_tokens > y->passed_over_tokens;
+  return x->n_prompt - x->n_past < y->n_prompt - y->n_past;
+}
+
+}  // namespace
 
 using engine::BatchToken;
 using engine::DecodeStatus;
@@ -25,15 +49,16 @@ void Scheduler::Impl::step() {
     batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(a->n_past)], a->n_past, a->seq, true});
   }
   // Prefill goes to the prompts with the fewest tokens left first (shortest remaining first
-  // minimises the summed time to first token). Where a batch costs time in proportion to its
-  // tokens (the CPU), a prompt that completes in this batch is not packed with another one: the
-  // short prompt would wait for both.
+  // minimises the summed time to first token), except those it has held back too long
+  // (prefills_before). Where a batch costs time in proportion to its tokens (the CPU), a prompt
+  // that completes in this batch is not packed with another one: the short prompt would wait for
+  // both.
   std::vector<Active*> order;
   for (auto& a : active_) {
     if (a->prefilling()) order.push_back(a.get());
   }
   // Warm-ups (a few tokens after a delivered reply) come after every waiting prompt.
-  std::ranges::stable_sort(order, {}, [](const Active* a) { return std::pair(a->warming, a->n_prompt - a->n_past); });
+  std::ranges::stable_sort(order, prefills_before);
   std::vector<Chunk> chunks;
   for (Active* a : order) {
     if (batch_.size() >= capacity) break;
@@ -52,6 +77,12 @@ void Scheduler::Impl::step() {
     }
     chunks.emplace_back(a, take);
     if (!pack_prefills_ && !a->warming && a->n_past + take == a->n_prompt) break;
+  }
+  std::int64_t prefilled = 0;
+  for (const auto& [a, take] : chunks) prefilled += a->warming ? 0 : take;
+  for (Active* a : order) {
+    const bool served = std::ranges::any_of(chunks, [a](const Chunk& c) { return c.first == a && c.second > 0; });
+    if (!served && !a->warming) a->passed_over_tokens += prefilled;
   }
   if (batch_.empty()) return;
 

@@ -387,5 +387,35 @@ TEST(SchedulerPrefill, ShortPromptsPreemptLongOnesAndNeverShareTheirLastBatch) {
   EXPECT_LT(completed_in.at('e'), completed_in.at('L'));
 }
 
+// Shortest remaining first, with a bound: a long prompt that keeps losing to a stream of short
+// ones goes first once others have prefilled four times its own tokens while it waited.
+TEST(SchedulerPrefill, AStreamOfShortPromptsHoldsALongOneBackOnlySoLong) {
+  engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 4, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 0, .pack_prefills = false});
+  constexpr int kLong = 64, kShort = 8, kShorts = 40;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  streams.push_back(*scheduler.submit(greedy(std::string(kLong, 'L'), 1)));
+  for (int i = 0; i < kShorts; ++i) {
+    // Each short prompt starts with its own byte (1..40), which names it in the batches below.
+    streams.push_back(*scheduler.submit(greedy(std::string(kShort, static_cast<char>(1 + i)), 1)));
+  }
+  for (auto& s : streams) EXPECT_EQ(collect(*s).done.finish, FinishReason::length);
+
+  std::map<engine::Token, size_t> completed_in;  // first prompt token -> batch that completed it
+  std::map<engine::SeqId, engine::Token> first_token;
+  for (size_t b = 0; b < engine.batches().size(); ++b) {
+    for (const engine::BatchToken& t : engine.batches()[b]) {
+      if (t.pos == 0) first_token[t.seq] = t.token;
+      if (t.logits) completed_in[first_token.at(t.seq)] = b;
+    }
+  }
+  ASSERT_EQ(completed_in.size(), static_cast<size_t>(kShorts + 1));
+  int shorts_before = 0;
+  for (int i = 0; i < kShorts; ++i) shorts_before += completed_in.at(static_cast<engine::Token>(1 + i)) < completed_in.at('L') ? 1 : 0;
+  // Held back while the others prefilled less than 4 × 64 tokens (32 short prompts), then first.
+  EXPECT_GE(shorts_before, 4 * kLong / kShort - 1) << "shortest remaining first still orders the prompts";
+  EXPECT_LE(shorts_before, 4 * kLong / kShort + 1) << "the long prompt waited for every short one";
+}
+
 }  // namespace
 }  // namespace prefixd::scheduler
