@@ -8,7 +8,7 @@
 #   gate. Writes bench/results/<stem>-<preset>.{json.zst,md} and one section per model of
 #   docs/benchmarks-families.md. `make bench-families` runs this part alone.
 #
-# Knobs (environment): BENCH_SCALE (multiplies every token length; 1 fits 45 minutes on two
+# Knobs (environment): BENCH_SCALE (multiplies every token length; 1 takes about 50 minutes on two
 # cores, 4 gives the 1k–8k resend ladder), BENCH_WORKLOADS (comma list, default all),
 # BENCH_CACHE_MIB (host cache budget of both servers, default 8192 = llama-server's default),
 # BENCH_THREADS (default: every CPU), BENCH_REPS, BENCH_NAME (file stem), BENCH_LLAMA_ARGS,
