@@ -504,5 +504,18 @@ TEST(BenchTarget, EquivalentFlagsForBothServers) {
   EXPECT_TRUE(l.ends_with(" --cache-reuse 256"));
 }
 
+TEST(BenchTarget, TheUnifiedLlamaServerTargetSharesOneKvBuffer) {
+  TargetSources sources;
+  sources.llama_server_bin = "/bin/sh";  // any executable: the target is built, not started
+  sources.llama_args = "--cache-reuse 256";
+  const Target unified = make_target("llama-server-kvu", sources);
+  EXPECT_EQ(unified.kind(), TargetKind::llama_server);
+  EXPECT_EQ(unified.extra_args(), (std::vector<std::string>{"--cache-reuse", "256", "--kv-unified"}));
+  EXPECT_NE(std::string(unified.context_note()).find("--kv-unified"), std::string::npos);
+  const Target split = make_target("llama-server", sources);
+  EXPECT_EQ(split.extra_args(), (std::vector<std::string>{"--cache-reuse", "256"}));
+  EXPECT_NE(std::string(split.context_note()).find("split evenly"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace prefixd::bench
