@@ -203,7 +203,7 @@ class HttpServer::Impl {
       return json_response(200, view.dump());
     }
     if (post && path == "/v1/cache/reset") {
-      const auto tenant = viewed_tenant(req);
+      const auto tenant = reset_tenant(req);
       if (!tenant) return error_response(tenant.error());
       const cache::ResetReport report =
           scheduler_.reset_cache(*tenant ? std::optional(tenant_scope(**tenant)) : std::nullopt);
@@ -319,7 +319,30 @@ class HttpServer::Impl {
     return caller_of(req).and_then([&](const Caller& c) { return view_tenant(c, req.query_param("tenant")); });
   }
 
+  // The tenant a reset covers: `?tenant=ID` or `{"tenant": ID}` in the body (the same one when
+  // both are given), else the caller's own (an admin's: every tenant). A body field the reset
+  // does not know is refused rather than ignored: the client meant something by it.
+  std::expected<std::optional<std::string>, ApiError> reset_tenant(const http::Request& req) const {
+    auto body = parse_json_object(req.body.empty() ? std::string_view("{}") : std::string_view(req.body));
+    if (!body) return std::unexpected(body.error());
+    std::string requested = req.query_param("tenant");
+    for (const auto& [field, value] : body->items()) {
+      if (field != "tenant") {
+        return std::unexpected(invalid_param(field, std::format("'{}' is not a field of a reset; it takes only 'tenant'", field)));
+      }
+      if (!value.is_string()) return std::unexpected(invalid_param("tenant", "'tenant' must be a string"));
+      if (!requested.empty() && requested != value.get_ref<const std::string&>()) {
+        return std::unexpected(invalid_param("tenant", "the body and ?tenant= name different tenants"));
+      }
+      requested = value.get<std::string>();
+    }
+    return caller_of(req).and_then([&](const Caller& c) { return view_tenant(c, requested); });
+  }
+
   http::Response apply_template(const http::Request& req) const {
+    // The bound of a chat request: a conversation no prompt could hold is refused from the raw
+    // body, before parsing and rendering it (whose cost grows with its size).
+    if (auto refused = prompts_.refuse_oversized_chat(req.body, scheduler_.max_prompt_tokens())) return error_response(*refused);
     auto parsed = parse_chat_request(req.body, parse_options_);
     if (!parsed) return error_response(parsed.error());
     auto prompt = prompts_.render(*parsed);

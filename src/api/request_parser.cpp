@@ -146,9 +146,7 @@ std::int32_t parse_max_tokens(const FieldReader& in) {
   // means "no limit"). The newest name wins when several are present.
   if (auto n = in.integer("max_completion_tokens", 1, kInt32Max)) return static_cast<std::int32_t>(*n);
   if (const json* value = in.find("max_tokens")) {
-    const auto n = FieldReader::to_integer(*value, "max_tokens", std::numeric_limits<std::int64_t>::min(), kInt32Max);
-    if (n < 1) reject("max_tokens", std::format("'max_tokens' must be at least 1, got {}", n));
-    return static_cast<std::int32_t>(n);
+    return static_cast<std::int32_t>(FieldReader::to_integer(*value, "max_tokens", 1, kInt32Max));
   }
   if (auto n = in.integer("n_predict", -1, kInt32Max)) {
     if (*n == 0) reject("n_predict", "'n_predict' must be -1 (no limit) or at least 1");
@@ -284,6 +282,15 @@ json parse_messages(json& root) {
     if (*role == "developer") *role = "system";
     if (const auto name = message.find("name"); name != message.end() && !name->is_null() && !name->is_string()) {
       reject(param + ".name", std::format("'{}.name' must be a string", param));
+    }
+    // A tool result names the call it answers; without the id a template renders it as a reply to
+    // nothing (or to the wrong call when there were several), so it is the client's mistake.
+    if (*role == "tool") {
+      const auto id = message.find("tool_call_id");
+      if (id == message.end() || !id->is_string() || id->get_ref<const std::string&>().empty()) {
+        reject(param + ".tool_call_id",
+               std::format("'{}.tool_call_id' is required: a tool message names the tool call it answers", param));
+      }
     }
     const bool has_tool_calls = message.contains("tool_calls") && !message["tool_calls"].is_null();
     if (has_tool_calls) {

@@ -226,6 +226,10 @@ TEST(ApiInputLimits, PromptsAtTheLimitAreMeasuredExactly) {
   const auto chat_over = post_json(*client, "/v1/chat/completions", chat(words(kContext - overhead)));
   EXPECT_EQ(chat_over.status, 400) << chat_over.raw;
   EXPECT_EQ(chat_over.body["error"]["code"], "context_length_exceeded");
+  // /apply-template takes the chat request's bound: far beyond any prompt is refused unrendered.
+  const auto render_over = post_json(*client, "/apply-template", chat(words(64 * kContext)));
+  EXPECT_EQ(render_over.status, 400) << render_over.raw.substr(0, 300);
+  EXPECT_EQ(render_over.body["error"]["code"], "context_length_exceeded");
 }
 
 }  // namespace

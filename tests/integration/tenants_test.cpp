@@ -172,6 +172,10 @@ TEST(Tenants, ResetsAreScopedAndOnlyAnAdminResetsEveryone) {
   chat(t.server, kBetaKey, request);
   auto alpha = t.server.client(kAlphaKey);
   expect_error_shape(post_json(*alpha, "/v1/cache/reset?tenant=beta", json::object()), 403);
+  // The body names a tenant the same way; fields a reset does not take are refused, not ignored.
+  expect_error_shape(post_json(*alpha, "/v1/cache/reset", json{{"tenant", "beta"}}), 403);
+  expect_error_shape(post_json(*alpha, "/v1/cache/reset", json{{"tenants", "alpha"}}), 400);
+  expect_error_shape(post_json(*alpha, "/v1/cache/reset?tenant=alpha", json{{"tenant", "beta"}}), 400);
   EXPECT_GT(cached(chat(t.server, kBetaKey, request)), 200) << "the refused reset removed nothing";
 
   const auto own = post_json(*alpha, "/v1/cache/reset", json::object());
@@ -182,6 +186,11 @@ TEST(Tenants, ResetsAreScopedAndOnlyAnAdminResetsEveryone) {
   EXPECT_GT(cached(chat(t.server, kBetaKey, request)), 200) << "beta still hits";
 
   auto admin = t.server.client(kAdminKey);
+  chat(t.server, kAlphaKey, request);
+  const auto beta_only = post_json(*admin, "/v1/cache/reset", json{{"tenant", "beta"}});
+  ASSERT_EQ(beta_only.status, 200) << beta_only.raw;
+  EXPECT_EQ(stats(t.server, kBetaKey)["entries"], 0) << "an admin's body tenant is the one reset";
+  EXPECT_GT(stats(t.server, kAlphaKey)["entries"].get<int>(), 0) << "and only that one";
   const auto everything = post_json(*admin, "/v1/cache/reset", json::object());
   ASSERT_EQ(everything.status, 200) << everything.raw;
   EXPECT_EQ(stats(t.server, kAdminKey)["entries"], 0);

@@ -172,6 +172,19 @@ TEST(ApiRequestParser, AssistantToolCallsMayOmitContent) {
   EXPECT_EQ(chat_error(chat_body({{"messages", bad_call}})).status, 400);
 }
 
+TEST(ApiRequestParser, AToolMessageNamesTheCallItAnswers) {
+  const json call = {{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{}"}}}};
+  for (const json& tool : {json{{"role", "tool"}, {"content", "42"}}, json{{"role", "tool"}, {"tool_call_id", ""}, {"content", "42"}},
+                           json{{"role", "tool"}, {"tool_call_id", 7}, {"content", "42"}}}) {
+    const json messages = json::array({{{"role", "user"}, {"content", "x"}},
+                                       {{"role", "assistant"}, {"tool_calls", json::array({call})}}, tool});
+    const auto error = chat_error(chat_body({{"messages", messages}}));
+    EXPECT_EQ(error.status, 400) << tool;
+    EXPECT_EQ(error.param, "messages[2].tool_call_id") << tool;
+    EXPECT_NE(error.message.find("names the tool call it answers"), std::string::npos) << error.message;
+  }
+}
+
 TEST(ApiRequestParser, ToolsAndToolChoiceAreValidated) {
   const json tools = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
   EXPECT_EQ(chat_error(chat_body({{"tools", "f"}})).param, "tools");
@@ -258,6 +271,10 @@ TEST(ApiRequestParser, MaxTokensAndItsAliases) {
   EXPECT_EQ(chat_error(chat_body({{"max_tokens", -1}})).param, "max_tokens");
   EXPECT_EQ(chat_error(chat_body({{"max_tokens", -100}})).status, 400);
   EXPECT_EQ(chat_error(chat_body({{"max_tokens", 0}})).param, "max_tokens");
+  // The message states the range that is enforced.
+  EXPECT_EQ(chat_error(chat_body({{"max_tokens", 0}})).message, "'max_tokens' must be in [1, 2147483647], got 0");
+  EXPECT_EQ(chat_error(chat_body({{"max_tokens", 4294967296LL}})).message,
+            "'max_tokens' must be in [1, 2147483647], got 4294967296");
   EXPECT_EQ(chat_error(chat_body({{"max_tokens", "many"}})).param, "max_tokens");
   EXPECT_EQ(chat_error(chat_body({{"max_completion_tokens", 0}})).param, "max_completion_tokens");
 }
