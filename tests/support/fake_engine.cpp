@@ -122,6 +122,7 @@ std::vector<Token> FakeEngine::sequence_tokens(SeqId seq) const {
 }
 
 DecodeStatus FakeEngine::decode(std::span<const BatchToken> batch) {
+  if (options_.before_decode) options_.before_decode();
   if (static_cast<std::int32_t>(batch.size()) > options_.n_batch) return DecodeStatus::error;
   for (const BatchToken& entry : batch) {
     if (!valid_seq(entry.seq) || entry.pos < 0) return DecodeStatus::error;

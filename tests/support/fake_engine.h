@@ -29,6 +29,9 @@ struct FakeEngineOptions {
   ModelFamily family = ModelFamily::dense;  // whose libllama memory the engine imitates
   std::int32_t sliding_window = 0;  // sliding_window family: positions a window layer attends to (> 0)
   bool swa_full = true;             // sliding_window family: the window layers keep every cell
+  // Called at the start of every decode, on the caller's thread: a test can hold the engine until
+  // all its requests are queued, so the scheduler sees them together whatever the machine's load.
+  std::function<void()> before_decode;
 };
 
 class FakeEngine final : public Engine {

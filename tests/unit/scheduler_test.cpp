@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <future>
 #include <map>
 #include <set>
@@ -390,15 +391,29 @@ TEST(SchedulerPrefill, ShortPromptsPreemptLongOnesAndNeverShareTheirLastBatch) {
 // Shortest remaining first, with a bound: a long prompt that keeps losing to a stream of short
 // ones goes first once others have prefilled four times its own tokens while it waited.
 TEST(SchedulerPrefill, AStreamOfShortPromptsHoldsALongOneBackOnlySoLong) {
-  engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 4, .n_vocab = 256});
+  // A one-token request holds the engine in its first decode until every other request is queued,
+  // so the scheduler admits them together and their order is the policy's alone, however loaded
+  // the machine is.
+  std::promise<void> entered, queued;
+  std::shared_future<void> all_queued = queued.get_future().share();
+  std::atomic<bool> first_decode{true};
+  engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 4, .n_vocab = 256, .before_decode = [&] {
+                               if (!first_decode.exchange(false)) return;
+                               entered.set_value();
+                               all_queued.wait();
+                             }});
   Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 0, .pack_prefills = false});
   constexpr int kLong = 64, kShort = 8, kShorts = 40;
+  const auto blocker = *scheduler.submit(greedy("b", 1));
+  entered.get_future().wait();
   std::vector<std::shared_ptr<RequestStream>> streams;
   streams.push_back(*scheduler.submit(greedy(std::string(kLong, 'L'), 1)));
   for (int i = 0; i < kShorts; ++i) {
     // Each short prompt starts with its own byte (1..40), which names it in the batches below.
     streams.push_back(*scheduler.submit(greedy(std::string(kShort, static_cast<char>(1 + i)), 1)));
   }
+  queued.set_value();
+  EXPECT_EQ(collect(*blocker).done.finish, FinishReason::length);
   for (auto& s : streams) EXPECT_EQ(collect(*s).done.finish, FinishReason::length);
 
   std::map<engine::Token, size_t> completed_in;  // first prompt token -> batch that completed it
@@ -409,7 +424,8 @@ TEST(SchedulerPrefill, AStreamOfShortPromptsHoldsALongOneBackOnlySoLong) {
       if (t.logits) completed_in[first_token.at(t.seq)] = b;
     }
   }
-  ASSERT_EQ(completed_in.size(), static_cast<size_t>(kShorts + 1));
+  ASSERT_EQ(completed_in.size(), static_cast<size_t>(kShorts + 2));  // with the blocker's 'b'
+  ASSERT_EQ(completed_in.at('b'), 0u);
   int shorts_before = 0;
   for (int i = 0; i < kShorts; ++i) shorts_before += completed_in.at(static_cast<engine::Token>(1 + i)) < completed_in.at('L') ? 1 : 0;
   // Held back while the others prefilled less than 4 × 64 tokens (32 short prompts), then first.
