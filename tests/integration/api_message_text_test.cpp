@@ -68,6 +68,7 @@ TEST(ApiMessageText, OrdinaryChatsTokenizeAsTheirRenderedText) {
   const auto rendered = post_json(*client, "/apply-template", chat);
   ASSERT_EQ(rendered.status, 200) << rendered.raw;
   const auto by_text = post_json(*client, "/tokenize", {{"content", rendered.body["prompt"]}, {"add_special", true}});
+  ASSERT_EQ(by_text.status, 200) << by_text.raw;
   const auto by_chat = post_json(*client, "/tokenize", chat);
   ASSERT_EQ(by_chat.status, 200) << by_chat.raw;
   EXPECT_EQ(by_chat.body["tokens"], by_text.body["tokens"]);

@@ -74,7 +74,11 @@ std::string ServerProcess::log() const { return process_->log(); }
 JsonReply post_json(httplib::Client& client, const std::string& path, const nlohmann::json& body) {
   JsonReply reply;
   auto res = client.Post(path, body.dump(), "application/json");
-  if (!res) return reply;
+  if (!res) {
+    // Status 0: the request got no answer; say why, so a failure names its cause.
+    reply.raw = "no HTTP answer: " + httplib::to_string(res.error());
+    return reply;
+  }
   reply.status = res->status;
   reply.raw = res->body;
   reply.body = nlohmann::json::parse(res->body, nullptr, false);
@@ -84,7 +88,11 @@ JsonReply post_json(httplib::Client& client, const std::string& path, const nloh
 JsonReply get_json(httplib::Client& client, const std::string& path) {
   JsonReply reply;
   auto res = client.Get(path);
-  if (!res) return reply;
+  if (!res) {
+    // Status 0: the request got no answer; say why, so a failure names its cause.
+    reply.raw = "no HTTP answer: " + httplib::to_string(res.error());
+    return reply;
+  }
   reply.status = res->status;
   reply.raw = res->body;
   reply.body = nlohmann::json::parse(res->body, nullptr, false);
