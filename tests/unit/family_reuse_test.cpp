@@ -147,9 +147,12 @@ class FamilyReuse : public ::testing::TestWithParam<FamilyCase> {
     return warm;
   }
 
-  // Lets the scheduler finish the previous request's warm-up before the next request arrives.
+  // Lets the scheduler finish the previous request's warm-up before the next request arrives: the
+  // conversation here is sequential. Waits for the condition, however slow a loaded machine is.
   void settle() {
-    for (int i = 0; i < 200 && warm_->stats().running > 0; ++i) std::this_thread::sleep_for(5ms);
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    while (warm_->stats().running > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    ASSERT_EQ(warm_->stats().running, 0) << "the previous request's warm-up never finished";
   }
 
   std::unique_ptr<engine::Engine> engine_;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <future>
 #include <map>
 #include <set>
@@ -37,6 +38,24 @@ Collected collect(RequestStream& stream) {
     ++out.text_events;
   }
 }
+
+// A FakeEngine whose first decode waits until release(): a test submits a one-token blocker,
+// waits for held(), queues everything else, then releases, so the scheduler admits the rest
+// together and their order is the policy's alone, however loaded the machine is.
+struct HeldFirstDecode {
+  std::promise<void> entered, released;
+  std::shared_future<void> go = released.get_future().share();
+  std::atomic<bool> first{true};
+  std::function<void()> hook() {
+    return [this] {
+      if (!first.exchange(false)) return;
+      entered.set_value();
+      go.wait();
+    };
+  }
+  void held() { entered.get_future().wait(); }
+  void release() { released.set_value(); }
+};
 
 GenerationRequest greedy(std::string_view prompt, int max_tokens) {
   GenerationRequest r;
@@ -356,13 +375,18 @@ TEST(SchedulerCache, ACacheWithoutRoomForAScratchSequenceIsOff) {
 // Without packing (the CPU default), prompts are prefilled shortest-remaining first and a batch
 // completes at most one prompt: a short prompt never waits for another prompt's tokens.
 TEST(SchedulerPrefill, ShortPromptsPreemptLongOnesAndNeverShareTheirLastBatch) {
-  engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 8, .n_vocab = 256});
+  HeldFirstDecode hold;
+  engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 8, .n_vocab = 256, .before_decode = hold.hook()});
   Scheduler scheduler(engine, {.n_slots = 5, .cache_holders = 0, .pack_prefills = false});
+  const auto blocker = *scheduler.submit(greedy("z", 1));
+  hold.held();
   std::vector<std::shared_ptr<RequestStream>> streams;
   streams.push_back(*scheduler.submit(greedy(std::string(600, 'L'), 1)));
   for (int length : {10, 20, 30, 40}) {
     streams.push_back(*scheduler.submit(greedy(std::string(static_cast<size_t>(length), static_cast<char>('a' + length / 10)), 1)));
   }
+  hold.release();
+  EXPECT_EQ(collect(*blocker).done.finish, FinishReason::length);
   for (auto& s : streams) EXPECT_EQ(collect(*s).done.finish, FinishReason::length);
 
   // max_tokens 1: no sampled token is ever fed back, so every batched token is a prompt token and a
@@ -379,7 +403,8 @@ TEST(SchedulerPrefill, ShortPromptsPreemptLongOnesAndNeverShareTheirLastBatch) {
     }
     EXPECT_LE(completed, 1) << "batch " << b << " completes " << completed << " prompts";
   }
-  ASSERT_EQ(completed_in.size(), 5u);
+  ASSERT_EQ(completed_in.size(), 6u);  // with the blocker's 'z'
+  ASSERT_EQ(completed_in.at('z'), 0u);
   // Reached: the short prompts were computed while the long one was pending (two short ones would
   // fit in one 32-token batch together: packing would have completed them in one).
   EXPECT_LT(completed_in.at('b'), completed_in.at('c'));
@@ -391,28 +416,19 @@ TEST(SchedulerPrefill, ShortPromptsPreemptLongOnesAndNeverShareTheirLastBatch) {
 // Shortest remaining first, with a bound: a long prompt that keeps losing to a stream of short
 // ones goes first once others have prefilled four times its own tokens while it waited.
 TEST(SchedulerPrefill, AStreamOfShortPromptsHoldsALongOneBackOnlySoLong) {
-  // A one-token request holds the engine in its first decode until every other request is queued,
-  // so the scheduler admits them together and their order is the policy's alone, however loaded
-  // the machine is.
-  std::promise<void> entered, queued;
-  std::shared_future<void> all_queued = queued.get_future().share();
-  std::atomic<bool> first_decode{true};
-  engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 4, .n_vocab = 256, .before_decode = [&] {
-                               if (!first_decode.exchange(false)) return;
-                               entered.set_value();
-                               all_queued.wait();
-                             }});
+  HeldFirstDecode hold;
+  engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 4, .n_vocab = 256, .before_decode = hold.hook()});
   Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 0, .pack_prefills = false});
   constexpr int kLong = 64, kShort = 8, kShorts = 40;
   const auto blocker = *scheduler.submit(greedy("b", 1));
-  entered.get_future().wait();
+  hold.held();
   std::vector<std::shared_ptr<RequestStream>> streams;
   streams.push_back(*scheduler.submit(greedy(std::string(kLong, 'L'), 1)));
   for (int i = 0; i < kShorts; ++i) {
     // Each short prompt starts with its own byte (1..40), which names it in the batches below.
     streams.push_back(*scheduler.submit(greedy(std::string(kShort, static_cast<char>(1 + i)), 1)));
   }
-  queued.set_value();
+  hold.release();
   EXPECT_EQ(collect(*blocker).done.finish, FinishReason::length);
   for (auto& s : streams) EXPECT_EQ(collect(*s).done.finish, FinishReason::length);
 
