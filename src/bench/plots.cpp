@@ -226,12 +226,8 @@ void rss(const nlohmann::json& results, Builder& b) {
 // The concurrency sweep: TTFT p99 and output tokens/s against clients, one line per server
 // (medians over repetitions).
 void sweep(const nlohmann::json& results, Builder& b) {
-  std::vector<const nlohmann::json*> points;
-  for (const auto& w : list_at(results, "workloads")) {
-    if (w.value("clients", 0) > 0) points.push_back(&w);
-  }
+  const auto points = sweep_points(results);
   if (points.empty()) return;
-  std::ranges::sort(points, {}, [](const nlohmann::json* w) { return w->value("clients", 0); });
   std::vector<std::string> names;
   for (const auto& s : list_at(results, "servers")) names.push_back(s.value("name", ""));
   std::string data = "# clients, then per server: ttft_p99_ms output_tokens_per_s (medians over repetitions)\n";

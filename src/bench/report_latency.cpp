@@ -49,6 +49,8 @@ std::vector<double> per_rep_optional(const nlohmann::json& workload, const std::
   return out;
 }
 
+}  // namespace
+
 std::vector<const nlohmann::json*> sweep_points(const nlohmann::json& results) {
   std::vector<const nlohmann::json*> points;
   for (const auto& w : list_at(results, "workloads")) {
@@ -57,8 +59,6 @@ std::vector<const nlohmann::json*> sweep_points(const nlohmann::json& results) {
   std::ranges::sort(points, {}, [](const nlohmann::json* w) { return w->value("clients", 0); });
   return points;
 }
-
-}  // namespace
 
 std::optional<double> percentile(std::vector<double> samples, double q) {
   if (samples.empty()) return std::nullopt;

@@ -33,6 +33,9 @@ std::optional<Latency> latency_of(const nlohmann::json& target_record, int rep);
 std::vector<double> per_rep_latency_ratios(const nlohmann::json& workload, const std::string& a, const std::string& b,
                                            double Latency::*measure);
 
+// The concurrency sweep's workloads of a results file (those with "clients"), fewest clients first.
+std::vector<const nlohmann::json*> sweep_points(const nlohmann::json& results);
+
 // The section's table for a workload with "latency": one row per target.
 std::string latency_block(const nlohmann::json& workload, const std::vector<std::string>& names);
 
