@@ -94,7 +94,9 @@ void Connection::start() { read_request(); }
 
 void Connection::read_request() {
   const ServerOptions& options = server_.options();
-  if (server_.draining() || served_ >= options.max_requests_per_connection) return linger_then_close();
+  // Draining, a request is read only if its client has begun it (pipelined behind the last one):
+  // it gets its 503. A connection with nothing sent closes, as at the start of the drain.
+  if (served_ >= options.max_requests_per_connection || (server_.draining() && !request_begun())) return linger_then_close();
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(options.max_header_bytes, UINT32_MAX)));
   parser_->body_limit(options.max_body_bytes);
@@ -179,7 +181,7 @@ void Connection::dispatch() {
   served_ += 1;
   server_.counters.requests += 1;
   if (server_.draining()) {
-    return respond(server_.handlers().error(503, "the server is shutting down", "server_shutting_down"), false);
+    return respond(server_.handlers().error(503, "the server is shutting down", "server_shutting_down"), keep_alive);
   }
   cancel_->store(0);
   response_started_ = false;
@@ -273,7 +275,9 @@ bool Connection::write_blocking(std::string bytes) {
 void Connection::respond(Response response, bool keep_alive) {
   if (closed_) return;
   response_started_ = true;
-  const bool keep = keep_alive && !response.close_connection && !server_.draining() &&
+  // Draining, the connection stays open only for a request already begun behind this one, so the
+  // last answer on it says `Connection: close`.
+  const bool keep = keep_alive && !response.close_connection && (!server_.draining() || request_begun()) &&
                     served_ < server_.options().max_requests_per_connection;
   auto message = std::make_shared<bhttp::response<bhttp::string_body>>();
   message->version(version_);
@@ -295,6 +299,7 @@ void Connection::respond(Response response, bool keep_alive) {
 
 void Connection::reject(int status, std::string_view message, std::string_view code) {
   server_.counters.rejected += 1;
+  parser_.reset();  // no request is arriving any more: the connection closes after this answer
   Response response = server_.handlers().error(status, message, code);
   response.close_connection = true;
   respond(std::move(response), false);
@@ -308,6 +313,23 @@ void Connection::reject_too_large() {
 void Connection::after_response(bool keep_alive) {
   if (keep_alive) return read_request();
   linger_then_close();
+}
+
+bool Connection::request_begun() {
+  if (parser_ && parser_->got_some()) return true;
+  if (buffer_.size() > 0) return true;  // pipelined bytes, or a request line and headers not yet complete
+  beast::error_code ec;
+  const std::size_t unread = stream_.socket().available(ec);
+  return !ec && unread > 0;
+}
+
+void Connection::drain() {
+  if (!request_begun()) close();
+}
+
+void Connection::grace_over() {
+  if (in_flight_) return cancel(CancelReason::shutdown);
+  if (parser_) close();
 }
 
 // Closing with unread bytes from the client makes the kernel send a reset, which can destroy the

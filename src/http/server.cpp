@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -152,18 +153,24 @@ void Server::Impl::begin_drain(std::chrono::steady_clock::time_point deadline) {
   beast::error_code ignored;
   acceptor_.close(ignored);
   retry_accept_.cancel();
-  // Connections waiting for a request have nothing to finish.
-  while (!waiting_.empty()) waiting_.front()->close();
+  // Connections waiting for a request close, but for those whose client has begun one: it gets
+  // its 503. (A copy: closing a connection takes it off the list.)
+  const std::vector<Connection*> waiting(waiting_.begin(), waiting_.end());
+  for (Connection* connection : waiting) connection->drain();
   drain_timer_.expires_at(deadline);
   drain_timer_.async_wait([this](const beast::error_code& ec) {
-    if (!ec) cancel_in_flight();
+    if (!ec) end_grace();
   });
   finish_if_drained();
 }
 
-void Server::Impl::cancel_in_flight() {
+void Server::Impl::end_grace() {
   if (!connections_.empty()) spdlog::info("http: grace over; cancelling {} requests", in_flight_count_.load());
-  for (auto& [raw, connection] : connections_) connection->cancel(CancelReason::shutdown);
+  // A copy: a connection that closes leaves the registry.
+  std::vector<std::shared_ptr<Connection>> open;
+  open.reserve(connections_.size());
+  for (const auto& [raw, connection] : connections_) open.push_back(connection);
+  for (const auto& connection : open) connection->grace_over();
 }
 
 void Server::Impl::finish_if_drained() {

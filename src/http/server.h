@@ -15,6 +15,9 @@
 //   deadline, and may be closed to make room when the server or its client address is at its
 //   connection limit: the oldest waiting connection goes first. Connections with a request in
 //   flight are never evicted.
+// - Draining, a connection closes without an answer only when nothing of a next request has
+//   arrived on it, or when the grace ends while one is still arriving: every request begun before
+//   its connection's last answer is answered.
 #pragma once
 
 #include <chrono>
@@ -80,9 +83,12 @@ class Server {
   bool listen();
   // Serves on the calling thread until shutdown() has finished draining.
   void run();
-  // Stops accepting, closes waiting connections, lets requests in flight finish for up to
-  // `grace`, then cancels the rest (Request::cancelled() turns to shutdown) and returns from
-  // run() once every connection is closed. Thread-safe; later calls may shorten the grace.
+  // Stops accepting and closes the connections waiting for a request of which nothing has arrived.
+  // A request that arrives on an open connection afterwards (begun before, or pipelined behind one
+  // in flight) is read and answered 503 `server_shutting_down`. Requests in flight may finish for
+  // up to `grace`; then they are cancelled (Request::cancelled() turns to shutdown) and
+  // connections still receiving a request close. Returns from run() once every connection is
+  // closed. Thread-safe; later calls may shorten the grace.
   void shutdown(std::chrono::milliseconds grace);
   int bound_port() const;
   ServerStats stats() const;

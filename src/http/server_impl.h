@@ -63,7 +63,7 @@ class Server::Impl {
   bool admit(const std::string& client);
   bool evict_waiting(const std::string* client);
   void begin_drain(std::chrono::steady_clock::time_point deadline);
-  void cancel_in_flight();
+  void end_grace();
   void finish_if_drained();
 
   ServerOptions options_;
@@ -94,8 +94,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void start();
   void close();  // idempotent; never while a worker handles this connection's request
   const std::string& client() const { return client_; }
-  // A request in flight should stop (shutdown past its grace).
-  void cancel(CancelReason reason);
+  // The drain began while this connection waited for a request: it closes unless some bytes of
+  // one have arrived, in which case that request is read and answered 503.
+  void drain();
+  // The drain's grace is over: a request in flight is cancelled (CancelReason::shutdown) and a
+  // request still arriving will not be answered, so its connection closes.
+  void grace_over();
 
   std::list<Connection*>::iterator waiting_position;  // valid while waiting
   bool is_waiting = false;
@@ -111,6 +115,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void reject(int status, std::string_view message, std::string_view code);
   void reject_too_large();
   void after_response(bool keep_alive);
+  // A request in flight should stop: its client went away, or the drain's grace is over.
+  void cancel(CancelReason reason);
+  // Some bytes of a next request have arrived: parsed, in the buffer, or in the socket.
+  bool request_begun();
   void linger_then_close();
   void discard_input();
   void watch_peer();
@@ -124,7 +132,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::tcp_stream stream_;
   net::steady_timer probe_timer_;
   beast::flat_buffer buffer_;
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;  // engaged while a request arrives
   std::string client_;
   unsigned version_ = 11;
   std::size_t served_ = 0;
