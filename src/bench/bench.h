@@ -1,11 +1,13 @@
 // prefixd bench — the benchmark component: declarative workloads (bench/workload.h) driven over
 // HTTP against targets (prefixd, llama-server, prefixd with other serve flags; bench/target.h) by
 // one executor, with correctness gates, per-workload checks of prefixd's cache, a results file, a
-// Markdown report and plots. Three commands use it:
+// Markdown report and plots. Four commands use it:
 // - `prefixd compare`: several targets side by side (make bench), report and plots on disk;
 // - `prefixd bench`: prefixd alone with the checks, report and PASS/FAIL lines on stdout;
 // - `prefixd soak`: many clients against one prefixd for a long time, its memory against its
-//   budgets (bench/soak.h).
+//   budgets (bench/soak.h);
+// - `prefixd audit`: two API keys against a running server, whether one can tell which prompts
+//   the other sent (bench/audit.h).
 //
 // It talks to servers over HTTP only and knows nothing of the engine, scheduler or cache code, so
 // it measures exactly what a client would see; a disk tier's files it handles as plain files

@@ -15,8 +15,9 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-std::unique_ptr<httplib::Client> connect(int port, std::chrono::seconds read_timeout) {
-  auto client = std::make_unique<httplib::Client>("127.0.0.1", port);
+std::unique_ptr<httplib::Client> connect(const ClientTarget& target, std::chrono::seconds read_timeout) {
+  auto client = std::make_unique<httplib::Client>(target.host, target.port);
+  if (!target.api_key.empty()) client->set_bearer_token_auth(target.api_key);
   client->set_connection_timeout(std::chrono::seconds(10));
   // A cold prefill of thousands of tokens on a small CPU takes minutes before the first byte.
   client->set_read_timeout(read_timeout);
@@ -29,7 +30,7 @@ std::unique_ptr<httplib::Client> connect(int port, std::chrono::seconds read_tim
 CompletionResult BenchClient::stream(const std::string& path, nlohmann::json body, int cancel_after_reads) const {
   body["stream"] = true;
   const std::string payload = body.dump();
-  auto client = connect(port_, read_timeout_);
+  auto client = connect(target_, read_timeout_);
   StreamReader reader;
   std::string raw;  // kept for error bodies, which are plain JSON rather than a stream
   double ttft_ms = -1;
@@ -111,21 +112,21 @@ CompletionResult BenchClient::complete(const std::string& path, nlohmann::json b
 }
 
 HttpReply BenchClient::post_raw(const std::string& path, const std::string& body, const std::string& content_type) const {
-  auto client = connect(port_, read_timeout_);
+  auto client = connect(target_, read_timeout_);
   auto res = client->Post(path, body, content_type);
   if (!res) return {0, httplib::to_string(res.error())};
   return {res->status, res->body};
 }
 
 HttpReply BenchClient::get_raw(const std::string& path) const {
-  auto client = connect(port_, read_timeout_);
+  auto client = connect(target_, read_timeout_);
   auto res = client->Get(path);
   if (!res) return {0, httplib::to_string(res.error())};
   return {res->status, res->body};
 }
 
 BenchClient::Reply BenchClient::send(const std::string& method, const std::string& path, const std::string& body) const {
-  auto client = connect(port_, read_timeout_);
+  auto client = connect(target_, read_timeout_);
   auto res = method == "GET" ? client->Get(path) : client->Post(path, body, "application/json");
   if (!res) throw HttpError(std::format("{} {} failed: {}", method, path, httplib::to_string(res.error())));
   return {res->status, res->body};

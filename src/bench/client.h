@@ -1,9 +1,10 @@
-// prefixd bench — the HTTP calls the scenarios make, each on its own connection.
+// prefixd bench — the HTTP calls the scenarios (and `prefixd audit`) make, each on its own connection.
 #pragma once
 
 #include <chrono>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -25,9 +26,18 @@ struct HttpReply {
   std::string body;
 };
 
+// Where a client sends its requests, and as whom.
+struct ClientTarget {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string api_key;  // non-empty: sent as `Authorization: Bearer KEY` on every request
+};
+
 class BenchClient {
  public:
-  BenchClient(int port, std::chrono::seconds read_timeout) : port_(port), read_timeout_(read_timeout) {}
+  BenchClient(int port, std::chrono::seconds read_timeout) : BenchClient(ClientTarget{.port = port}, read_timeout) {}
+  BenchClient(ClientTarget target, std::chrono::seconds read_timeout)
+      : target_(std::move(target)), read_timeout_(read_timeout) {}
 
   // POSTs `body` with "stream": true to `path` and reads the stream, timing the first token.
   // Never throws for HTTP-level failures: they land in CompletionResult::error.
@@ -57,7 +67,7 @@ class BenchClient {
   using Reply = HttpReply;
   Reply send(const std::string& method, const std::string& path, const std::string& body) const;
 
-  int port_;
+  ClientTarget target_;
   std::chrono::seconds read_timeout_;
 };
 

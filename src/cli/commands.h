@@ -17,6 +17,7 @@ std::function<int()> add_soak_command(CLI::App& app);
 std::function<int()> add_config_command(CLI::App& app);
 std::function<int()> add_route_command(CLI::App& app);
 std::function<int()> add_route_bench_command(CLI::App& app);
+std::function<int()> add_audit_command(CLI::App& app);
 
 // Registers every `prefixd serve` option on `cmd` (serve itself, `config print`, `config init`);
 // the returned function runs the server with the parsed values and keeps them alive.

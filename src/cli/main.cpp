@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(prefixd::cli::add_config_command);
   add(prefixd::cli::add_route_command);
   add(prefixd::cli::add_route_bench_command);
+  add(prefixd::cli::add_audit_command);
 
   try {
     app.parse(argc, argv);
