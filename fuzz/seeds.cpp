@@ -6,7 +6,8 @@
 //   tool calls and results, content parts, kwargs, extra_body, logprobs, stop, token prompts);
 // - disk_record: the files a prompt cache with a disk tier writes behind (cache::DiskStore) over
 //   the FakeEngine, for a dense model (segments) and a hybrid one (segments and checkpoints);
-// - artifact: what PrefixCache::save_artifact writes for the same prefixes, with a manifest.
+// - artifact: what PrefixCache::save_artifact writes for the same prefixes, with a manifest;
+// - json_schema: schemas using each supported feature once, and the costly shapes.
 // The disk records and artifacts carry their creation time, so a rerun writes other bytes.
 #include <unistd.h>
 
@@ -140,6 +141,28 @@ void request_seeds(CorpusWriter& out) {
   }
 }
 
+// Schemas that use each feature the converter supports once, and the shapes that cost the most
+// (a trie of enum values, repetitions written in chunks, recursion through references).
+void schema_seeds(CorpusWriter& out) {
+  const char* const schemas[] = {
+      R"({"type": "object", "properties": {"b": {"type": "integer", "minimum": -5, "maximum": 120}, "a": {"type": "string", "maxLength": 8}}, "required": ["a"], "additionalProperties": false})",
+      R"({"type": "object", "properties": {"k": {"type": "null"}}, "additionalProperties": {"type": "boolean"}})",
+      R"({"type": ["string", "null"], "minLength": 1})",
+      R"({"type": "array", "items": {"type": "number", "exclusiveMinimum": 0}, "minItems": 1, "maxItems": 3})",
+      R"({"enum": ["red", "green", "greenish", 1, 12, null, {"a": [true]}]})",
+      R"({"const": "fixed", "title": "annotation"})",
+      R"({"anyOf": [{"type": "string", "format": "date-time"}, {"type": "string", "format": "uuid"}, {"type": "boolean"}]})",
+      R"({"oneOf": [{"$ref": "#/$defs/node"}, {"type": "null"}], "$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#"}}}}})",
+      R"({"$ref": "#/definitions/a", "definitions": {"a": {"allOf": [{"type": "string", "format": "date"}]}}})",
+      R"({"type": "string", "minLength": 2500, "maxLength": 7000})",
+      R"({"type": "array", "items": true, "minItems": 1500})",
+      R"({"anyOf": [{"$ref": "#"}, {"type": "integer"}]})",
+      R"({"type": "string", "pattern": "^a+$"})",
+  };
+  int n = 0;
+  for (const char* schema : schemas) out.add("json_schema", "schema-" + std::to_string(n++), json::parse(schema).dump());
+}
+
 // A prompt cache with a disk tier over the FakeEngine, fed as the scheduler feeds it.
 class CacheBench {
  public:
@@ -220,6 +243,7 @@ int main(int argc, char** argv) {
     fs::remove_all(work);
     prefixd::fuzz::CorpusWriter out(argv[1]);
     prefixd::fuzz::request_seeds(out);
+    prefixd::fuzz::schema_seeds(out);
     prefixd::fuzz::record_seeds(out, work);
     fs::remove_all(work);
     std::cout << "wrote " << out.written() << " seeds under " << argv[1] << "\n";

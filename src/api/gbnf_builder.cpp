@@ -91,11 +91,19 @@ std::string integer_range_gbnf(std::optional<std::int64_t> lo, std::optional<std
 }
 
 std::string GbnfBuilder::unique_name(std::string_view base) {
-  const std::string stem = rule_name(base);
+  std::string stem = rule_name(base);
+  // No number makes these free: "json-*" names stay taken whatever follows.
+  if (stem.starts_with("json-")) stem = "rule-" + stem;
   std::string name = stem;
   // "root", "ws" and "json-*" belong to the grammar's root and the primitives.
   auto taken = [this](const std::string& n) { return index_.contains(n) || n == "root" || n == "ws" || n.starts_with("json-"); };
-  for (int n = 2; taken(name); ++n) name = std::format("{}-{}", stem, n);
+  if (!taken(name)) return name;
+  // Numbers already handed out for this stem are never tried again: a grammar with thousands of
+  // rules from one stem (a large enum) is built in linear time.
+  int& next = next_suffix_.try_emplace(stem, 2).first->second;
+  do {
+    name = std::format("{}-{}", stem, next++);
+  } while (taken(name));
   return name;
 }
 

@@ -437,7 +437,8 @@ class HttpServer::Impl {
         if (generation->cache.enabled) replayed = std::make_shared<const ChatRequest>(*parsed);
       }
       // response_format and forced tool calls become a grammar every sampled token must keep to.
-      auto grammar = output_grammar(*parsed, tool_format_, [this](const engine::Grammar& g) { return engine_.check_grammar(g); });
+      auto grammar = output_grammar(
+          *parsed, tool_format_, [this](const engine::Grammar& g) { return engine_.check_grammar(g); }, options_.grammar_limits);
       if (!grammar) return error_response(grammar.error());
       generation->sampling.grammar = std::move(*grammar);
     }

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -55,10 +56,20 @@ inline std::string join_alternatives(const std::vector<std::string>& alternative
   return alternatives.size() > 1 ? "(" + out + ")" : out;
 }
 
+// The deepest a schema may nest, counting each reference followed as a level.
+inline constexpr int kMaxSchemaDepth = 256;
+
+// The most JSON text one enum or const may list (its grammar grows with it).
+inline constexpr std::size_t kMaxLiteralBytes = 4 << 20;
+
+// minLength, maxLength, minItems, maxItems: a count the grammar can repeat up to.
 inline std::optional<std::int64_t> count_keyword(const json& schema, const char* key, const std::string& path) {
   if (!schema.contains(key)) return std::nullopt;
   const json& v = schema[key];
   if (!v.is_number_integer() || v.get<std::int64_t>() < 0) refuse(path + "." + key, "must be a non-negative integer");
+  if (v.get<std::int64_t>() > kMaxRepetition) {
+    refuse(path + "." + key, std::format("at most {} can be enforced, got {}", kMaxRepetition, v.get<std::int64_t>()));
+  }
   return v.get<std::int64_t>();
 }
 
@@ -69,6 +80,13 @@ class SchemaConverter {
 
   // A GBNF expression (usually a rule name) for the values valid against `schema` at `path`.
   std::string convert(const json& schema, const std::string& path, std::string_view hint) {
+    // The body's nesting is bounded before a schema gets here, but a chain of references is not:
+    // each link is a level of this recursion.
+    if (++depth_ > kMaxSchemaDepth) refuse(path, std::format("the schema nests deeper than {} levels (references included)", kMaxSchemaDepth));
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
     if (schema.is_boolean()) {
       if (!schema.get<bool>()) refuse(path, "the schema false accepts no value");
       return builder_.primitive(JsonPrimitive::value);
@@ -109,6 +127,16 @@ class SchemaConverter {
       refuse(path, "only references inside the schema (\"#/$defs/...\", \"#/definitions/...\") are supported");
     }
     const std::string pointer = ref.get<std::string>().substr(1);
+    // A reference back to a schema still being resolved, with no character of a value written
+    // since, describes a value that must begin with itself: no text is one.
+    if (std::ranges::find(headless_refs_, pointer) != headless_refs_.end()) {
+      refuse(path, "'" + ref.get<std::string>() + "' refers back to itself before any part of a value is written");
+    }
+    headless_refs_.push_back(pointer);
+    struct Pop {
+      std::vector<std::string>& refs;
+      ~Pop() { refs.pop_back(); }
+    } pop{headless_refs_};
     if (auto known = ref_rules_.find(pointer); known != ref_rules_.end()) return known->second;
     const json* target = nullptr;
     try {
@@ -142,6 +170,7 @@ class SchemaConverter {
   }
 
   std::string convert_literals(const json& schema, const std::string& path, std::string_view hint) {
+    const HeadlessScope consumes(*this);  // a literal starts with a character
     std::vector<json> values;
     std::string keyword = "enum";
     if (schema.contains("const")) {
@@ -156,20 +185,26 @@ class SchemaConverter {
     rest.erase("enum");
     rest.erase("const");
     if (schema.contains("enum") && schema.contains("const")) rest["enum"] = schema["enum"];
-    std::vector<std::string> alternatives;
+    const bool narrowed = !constraints_of(rest).empty();
+    const nlohmann::json rest_validated = narrowed ? nlohmann::json::parse(rest.dump()) : nlohmann::json();
+    std::vector<std::string> texts;
+    std::set<std::string, std::less<>> seen;
+    std::size_t bytes = 0;
     for (const json& value : values) {
-      if (validate_json(nlohmann::json::parse(value.dump()), nlohmann::json::parse(rest.dump()),
-                        &root_as_validated())) {
-        continue;
+      std::string text = value.dump();
+      if (narrowed && validate_json(nlohmann::json::parse(text), rest_validated, &root_as_validated())) continue;
+      bytes += text.size();
+      if (bytes > kMaxLiteralBytes) {
+        refuse(path + "." + keyword, std::format("the listed values exceed {} bytes of JSON text", kMaxLiteralBytes));
       }
-      const std::string literal = gbnf_literal(value.dump());
-      if (std::find(alternatives.begin(), alternatives.end(), literal) == alternatives.end()) alternatives.push_back(literal);
+      if (seen.insert(text).second) texts.push_back(std::move(text));
     }
-    if (alternatives.empty()) refuse(path + "." + keyword, "no listed value satisfies the schema's other keywords");
-    return builder_.add(hint, join_alternatives(alternatives));
+    if (texts.empty()) refuse(path + "." + keyword, "no listed value satisfies the schema's other keywords");
+    return builder_.one_of_literals(hint, texts);
   }
 
   std::string convert_typed(const json& schema, const std::string& path, std::string_view hint) {
+    const HeadlessScope consumes(*this);  // every typed value starts with a character
     std::vector<std::string> types;
     if (!schema.contains("type")) {
       types.assign(std::begin(kTypes), std::end(kTypes));
@@ -210,7 +245,24 @@ class SchemaConverter {
     return *root_validated_;
   }
 
+  // While converting a value that begins with a character, no reference is at its head: the
+  // references being resolved are set aside and restored afterwards.
+  class HeadlessScope {
+   public:
+    explicit HeadlessScope(SchemaConverter& c) : c_(c), saved_(std::exchange(c.headless_refs_, {})) {}
+    ~HeadlessScope() { c_.headless_refs_ = std::move(saved_); }
+    HeadlessScope(const HeadlessScope&) = delete;
+    HeadlessScope& operator=(const HeadlessScope&) = delete;
+
+   private:
+    SchemaConverter& c_;
+    std::vector<std::string> saved_;
+  };
+
   const json& root_;
+  int depth_ = 0;  // convert() calls in progress
+  // JSON pointers of the references being resolved with nothing written since the first of them.
+  std::vector<std::string> headless_refs_;
   std::optional<nlohmann::json> root_validated_;
   GbnfBuilder& builder_;
   std::map<std::string, std::string> ref_rules_;  // JSON pointer -> rule name

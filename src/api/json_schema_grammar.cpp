@@ -8,10 +8,22 @@ using detail::Refusal;
 using detail::SchemaConverter;
 using json = nlohmann::ordered_json;
 
-std::expected<engine::Grammar, SchemaError> json_schema_grammar(const json& schema) {
+namespace {
+
+std::optional<SchemaError> beyond(const GbnfBuilder& builder, const GrammarLimits& limits, std::string path) {
+  if (builder.engine_rules() <= limits.max_rules) return std::nullopt;
+  return SchemaError{std::move(path), std::format("the grammar needs {} rules, more than the {} this server builds "
+                                                  "for one request (--max-grammar-rules)",
+                                                  builder.engine_rules(), limits.max_rules)};
+}
+
+}  // namespace
+
+std::expected<engine::Grammar, SchemaError> json_schema_grammar(const json& schema, const GrammarLimits& limits) {
   try {
     GbnfBuilder builder;
     const std::string root = SchemaConverter(schema, builder).convert(schema, "$", "value");
+    if (auto error = beyond(builder, limits, "$")) return std::unexpected(*error);
     return engine::Grammar{.text = builder.text(root), .root = "root"};
   } catch (const Refusal& refusal) {
     return std::unexpected(refusal.error);
@@ -25,7 +37,7 @@ engine::Grammar json_object_grammar() {
 }
 
 std::expected<engine::Grammar, SchemaError> tool_call_grammar(std::span<const ToolGrammarSpec> tools, std::int32_t max_calls,
-                                                              CallSyntax syntax) {
+                                                              CallSyntax syntax, const GrammarLimits& limits) {
   if (tools.empty()) return std::unexpected(SchemaError{"$.tools", "no tool to call"});
   if (max_calls < 1) return std::unexpected(SchemaError{"$.tools", "at least one call must be allowed"});
   if (syntax == CallSyntax::llama3 && max_calls != 1) {
@@ -54,6 +66,7 @@ std::expected<engine::Grammar, SchemaError> tool_call_grammar(std::span<const To
       return std::unexpected(error);
     }
   }
+  if (auto error = beyond(builder, limits, "$.tools")) return std::unexpected(*error);
   const std::string call = builder.add("tool-call", detail::join_alternatives(calls));
   const std::string root = max_calls == 1 ? call : std::format("{} (\"\\n\" {}){{0,{}}}", call, call, max_calls - 1);
   return engine::Grammar{.text = builder.text(root), .root = "root"};

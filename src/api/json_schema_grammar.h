@@ -4,13 +4,15 @@
 // The grammars are plain GBNF text for engine::SamplingParams::grammar (root rule "root"); check
 // them with Engine::check_grammar before a request is queued. Supported schema subset (anything
 // else is refused with the JSON path of the node at fault, never ignored):
-//   type (a name or a list); enum, const (any JSON values); boolean schemas true/false as values;
+//   type (a name or a list); enum, const (any JSON values, up to kMaxLiteralBytes of JSON text per
+//   keyword); boolean schemas true/false as values;
 //   object: properties, required, additionalProperties (false, true or a schema; absent means true);
-//   array: items, minItems, maxItems (uniqueItems false only);
-//   string: minLength, maxLength, format date, time, date-time, uuid;
+//   array: items, minItems, maxItems (counts up to kMaxRepetition; uniqueItems false only);
+//   string: minLength, maxLength (counts up to kMaxRepetition), format date, time, date-time, uuid;
 //   integer and number: minimum, maximum, exclusiveMinimum, exclusiveMaximum;
 //   anyOf, oneOf (as anyOf: when branches overlap a value may match several), allOf of one schema;
-//   $ref to "#", "#/$defs/..." or "#/definitions/..." (also recursive);
+//   $ref to "#", "#/$defs/..." or "#/definitions/..." (also recursive, but never back to itself
+//   before a character of the value: such a schema describes no text);
 //   annotations (title, description, default, examples, $schema, $id, $comment, deprecated,
 //   readOnly, writeOnly) are ignored.
 // What the grammars produce, always valid against the schema, is narrower in places:
@@ -41,10 +43,20 @@ struct SchemaError {
   std::string describe() const { return path + ": " + message; }
 };
 
+// What one request's grammar may hold, counted in the grammar engine's rules (ours plus those its
+// repetitions expand to): they bound the time to build the request's sampler, which the
+// scheduler does between two steps, and its memory. The per-token cost is bounded by the grammar's
+// shape instead (enums as tries, repetitions in chunks: gbnf_builder.h).
+inline constexpr std::int64_t kDefaultMaxGrammarRules = 50'000;
+struct GrammarLimits {
+  std::int64_t max_rules = kDefaultMaxGrammarRules;
+};
+
 // The grammar of JSON texts that are valid against `schema` (root rule "root").
 // Parse the schema as nlohmann::ordered_json: a plain nlohmann::json sorts keys, and the grammar
-// then orders properties alphabetically.
-std::expected<engine::Grammar, SchemaError> json_schema_grammar(const nlohmann::ordered_json& schema);
+// then orders properties alphabetically. A grammar beyond `limits` is refused at "$".
+std::expected<engine::Grammar, SchemaError> json_schema_grammar(const nlohmann::ordered_json& schema,
+                                                                const GrammarLimits& limits = {});
 
 // The grammar of any JSON object (response_format {"type": "json_object"}).
 engine::Grammar json_object_grammar();
@@ -67,6 +79,7 @@ struct ToolGrammarSpec {
 enum class CallSyntax { hermes, llama3 };
 std::expected<engine::Grammar, SchemaError> tool_call_grammar(std::span<const ToolGrammarSpec> tools,
                                                               std::int32_t max_calls = 1,
-                                                              CallSyntax syntax = CallSyntax::hermes);
+                                                              CallSyntax syntax = CallSyntax::hermes,
+                                                              const GrammarLimits& limits = {});
 
 }  // namespace prefixd::api

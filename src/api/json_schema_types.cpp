@@ -119,11 +119,10 @@ std::string SchemaConverter::convert_array(const json& schema, const std::string
   if (max_items && *max_items == 0) return builder_.add(hint, "\"[\" ws \"]\"");
   const std::string item = convert(schema.value("items", json(true)), path + ".items", std::string(hint) + "-item");
   const std::int64_t more_min = std::max<std::int64_t>(min_items - 1, 0);
-  std::string repeat;
-  if (!max_items && more_min == 0) repeat = "*";
-  else if (!max_items) repeat = std::format("{{{},}}", more_min);
-  else repeat = std::format("{{{},{}}}", more_min, *max_items - 1);
-  std::string items = item + " ( ws \",\" ws " + item + " )" + repeat;
+  const std::string more = builder_.add(std::string(hint) + "-more", "ws \",\" ws " + item);
+  const std::optional<std::int64_t> more_max = max_items ? std::optional<std::int64_t>(*max_items - 1) : std::nullopt;
+  std::string items = item;
+  if (const std::string repeated = builder_.repeat(more, more_min, more_max); !repeated.empty()) items += " " + repeated;
   if (min_items == 0) items = "( " + items + " ws )?";
   else items += " ws";
   return builder_.add(hint, "\"[\" ws " + items + " \"]\"");
@@ -148,10 +147,8 @@ std::string SchemaConverter::convert_string(const json& schema, const std::strin
   }
   if (!min_length && !max_length) return builder_.primitive(JsonPrimitive::string);
   if (max_length && *max_length < min_length.value_or(0)) refuse(path + ".maxLength", "maxLength is below minLength");
-  const std::string character = builder_.primitive(JsonPrimitive::character);
-  const std::string repeat = max_length ? std::format("{{{},{}}}", min_length.value_or(0), *max_length)
-                                        : std::format("{{{},}}", min_length.value_or(0));
-  return builder_.add(hint, "\"\\\"\" " + character + repeat + " \"\\\"\"");
+  const std::string characters = builder_.repeat(builder_.primitive(JsonPrimitive::character), min_length.value_or(0), max_length);
+  return builder_.add(hint, "\"\\\"\" " + (characters.empty() ? "" : characters + " ") + "\"\\\"\"");
 }
 
 std::string SchemaConverter::convert_number(const json& schema, const std::string& path, bool integer) {

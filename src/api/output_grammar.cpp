@@ -30,7 +30,7 @@ std::vector<ToolGrammarSpec> forced_tools(const ChatRequest& request) {
 }  // namespace
 
 std::expected<std::optional<engine::Grammar>, ApiError> output_grammar(const ChatRequest& request, ToolCallFormat format,
-                                                                       const GrammarCheck& check) {
+                                                                       const GrammarCheck& check, const GrammarLimits& limits) {
   std::optional<engine::Grammar> grammar;
   const bool forced_call = request.tool_choice == "required" || request.tool_choice.is_object();
   if (forced_call) {
@@ -46,20 +46,25 @@ std::expected<std::optional<engine::Grammar>, ApiError> output_grammar(const Cha
     const bool llama3 = format == ToolCallFormat::llama3;
     const std::int32_t max_calls =
         request.tool_choice.is_object() || !request.parallel_tool_calls || llama3 ? 1 : kMaxForcedToolCalls;
-    auto built = tool_call_grammar(tools, max_calls, llama3 ? CallSyntax::llama3 : CallSyntax::hermes);
+    auto built = tool_call_grammar(tools, max_calls, llama3 ? CallSyntax::llama3 : CallSyntax::hermes, limits);
     if (!built) return std::unexpected(schema_refused("tools", built.error()));
     grammar = std::move(*built);
   } else if (request.response_format.kind == OutputFormat::Kind::json_object) {
     grammar = json_object_grammar();
   } else if (request.response_format.kind == OutputFormat::Kind::json_schema) {
-    auto built = json_schema_grammar(request.response_format.schema);
+    auto built = json_schema_grammar(request.response_format.schema, limits);
     if (!built) return std::unexpected(schema_refused("response_format.json_schema.schema", built.error()));
     grammar = std::move(*built);
   }
   if (grammar && check) {
+    // The grammar is made from the request's schema or tools alone, so a grammar the engine will
+    // not build is the request's to change: a 400 naming what it came from.
     if (auto refused = check(*grammar)) {
-      return std::unexpected(ApiError{.status = 500, .message = "the reply's grammar was refused: " + *refused,
-                                      .type = "server_error", .code = "grammar_refused"});
+      const bool schema = request.response_format.kind == OutputFormat::Kind::json_schema;
+      ApiError error = invalid_param(forced_call ? "tools" : schema ? "response_format.json_schema.schema" : "response_format",
+                                     "the grammar for this schema cannot be built: " + *refused);
+      error.code = "grammar_refused";
+      return std::unexpected(error);
     }
   }
   return grammar;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "api/errors.h"
+#include "api/json_schema_grammar.h"
 #include "api/request_parser.h"
 #include "api/tool_calls.h"
 #include "engine/types.h"
@@ -22,7 +23,9 @@ inline constexpr std::int32_t kMaxForcedToolCalls = 8;
 // what the converter does not support, when tools must be called but the template has no call
 // syntax that can be forced, or when `check` (Engine::check_grammar) refuses the grammar.
 using GrammarCheck = std::function<std::optional<std::string>(const engine::Grammar&)>;
+// Grammars beyond `limits` are 400s too: every grammar refused here comes from what the client sent.
 std::expected<std::optional<engine::Grammar>, ApiError> output_grammar(const ChatRequest& request, ToolCallFormat format,
-                                                                       const GrammarCheck& check);
+                                                                       const GrammarCheck& check,
+                                                                       const GrammarLimits& limits = {});
 
 }  // namespace prefixd::api

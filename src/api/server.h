@@ -12,6 +12,7 @@
 #include <string>
 
 #include "api/cache_isolation.h"
+#include "api/json_schema_grammar.h"
 #include "api/tenants.h"
 #include "engine/engine.h"
 #include "http/server.h"
@@ -34,6 +35,7 @@ struct ServerOptions {
   std::string cache_shared_prefix;        // text every session of a tenant shares (session isolation)
   std::int32_t slots = 0;                 // requests decoded at once (reported in /v1/cache/summary)
   std::uint32_t default_seed = engine::kRandomSeed;  // --seed: the seed of requests that send none
+  GrammarLimits grammar_limits;           // --max-grammar-rules
 };
 
 class HttpServer {

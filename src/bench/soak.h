@@ -62,8 +62,8 @@ inline constexpr int kSoakOutcomes = 4;
 const char* soak_outcome_name(SoakOutcome outcome);
 
 // The kinds of request the traffic mixes.
-enum class SoakKind { chat, chat_stream, chat_cancel, completion, invalid, reset };
-inline constexpr int kSoakKinds = 6;
+enum class SoakKind { chat, chat_stream, chat_cancel, completion, invalid, reset, constrained };
+inline constexpr int kSoakKinds = 7;
 const char* soak_kind_name(SoakKind kind);
 
 // One finished request.

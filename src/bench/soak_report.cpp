@@ -84,6 +84,7 @@ const char* soak_kind_name(SoakKind kind) {
     case SoakKind::completion: return "text completion";
     case SoakKind::invalid: return "bad request";
     case SoakKind::reset: return "cache reset";
+    case SoakKind::constrained: return "chat, JSON schema";
   }
   return "?";
 }

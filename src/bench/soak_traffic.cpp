@@ -56,6 +56,26 @@ SoakRequest SoakTraffic::completion() {
   return {.kind = SoakKind::completion, .path = "/v1/completions", .body = body.dump()};
 }
 
+SoakRequest SoakTraffic::constrained() {
+  // Every field bounded (a random-weight model never closes an open string), and an enum large
+  // enough that its grammar is a trie of many rules: the grammar engine's memory per request comes
+  // and goes with these.
+  json tags = json::array();
+  for (int i = 0; i < shape_.constrained_enum_values; ++i) tags.push_back(std::format("tag-{}", (i * 7919) % 100'003));
+  const json schema = {{"type", "object"},
+                       {"properties", {{"tag", {{"enum", tags}}},
+                                       {"n", {{"type", "integer"}, {"minimum", 0}, {"maximum", 999}}},
+                                       {"note", {{"type", "string"}, {"maxLength", 12}}}}},
+                       {"required", {"tag", "n", "note"}},
+                       {"additionalProperties", false}};
+  const json body = {{"messages", json::array({{{"role", "user"}, {"content", make_text(kUserSeed + rng_.next() % 1'000'000, 12)}}})},
+                     {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "tagged"}, {"schema", schema}}}}},
+                     {"max_tokens", 64},
+                     {"temperature", 0.8},
+                     {"seed", rng_.next() % 1'000'000}};
+  return {.kind = SoakKind::constrained, .path = "/v1/chat/completions", .body = body.dump()};
+}
+
 SoakRequest SoakTraffic::invalid() {
   SoakRequest request{.kind = SoakKind::invalid, .path = "/v1/chat/completions", .expected_status = 400};
   const json hello = json::array({{{"role", "user"}, {"content", "hello"}}});
@@ -97,6 +117,7 @@ SoakRequest SoakTraffic::next() {
   int edge = shape_.invalid_per_mille;
   if (roll < edge) return invalid();
   if (roll < (edge += shape_.completion_per_mille)) return completion();
+  if (roll < (edge += shape_.constrained_per_mille)) return constrained();
   if (roll < (edge += shape_.cancel_per_mille)) return chat_turn(SoakKind::chat_cancel);
   return chat_turn(roll % 2 == 0 ? SoakKind::chat_stream : SoakKind::chat);
 }
@@ -132,6 +153,12 @@ SoakOutcome classify(const SoakRequest& request, const CompletionResult& result,
   }
   if (result.status != 200 || result.finish_reason.empty()) {
     detail = std::format("status {}, finish reason '{}'", result.status, result.finish_reason);
+    return SoakOutcome::unexpected;
+  }
+  // A structured reply that ended by itself is a whole JSON object.
+  if (request.kind == SoakKind::constrained && result.finish_reason == "stop" &&
+      !json::parse(result.text, nullptr, false).is_object()) {
+    detail = "a JSON-schema reply that stopped is not a JSON object: " + result.text.substr(0, 200);
     return SoakOutcome::unexpected;
   }
   return SoakOutcome::completed;

@@ -1,5 +1,5 @@
 // prefixd bench — what one soak client sends: a deterministic mix of chat sessions, streams it
-// hangs up on, text completions and bad requests (bench/soak.h).
+// hangs up on, text completions, structured-output chats and bad requests (bench/soak.h).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +37,8 @@ struct SoakShape {
   int cancel_per_mille = 120;
   int completion_per_mille = 100;
   int invalid_per_mille = 50;
+  int constrained_per_mille = 100;  // response_format json_schema, with an enum of constrained_enum_values
+  int constrained_enum_values = 2000;
 };
 
 // The traffic of client `client`: next() says what to send, answered() takes the result back
@@ -55,6 +57,7 @@ class SoakTraffic {
   SoakRequest chat_turn(SoakKind kind);
   SoakRequest completion();
   SoakRequest invalid();
+  SoakRequest constrained();
   std::string system_prompt(std::uint64_t index) const;
   int between(int lo, int hi);  // uniform in [lo, hi]
 

@@ -29,6 +29,7 @@ constexpr std::array kKeys{
     ConfigKey{"api-keys", server},
     ConfigKey{"metrics", server},
     ConfigKey{"allow-special-in-content", server},
+    ConfigKey{"max-grammar-rules", server},
     ConfigKey{"log-level", server},
     // [model]: which model, how its context is built, and its default sampling seed.
     ConfigKey{"model", model},

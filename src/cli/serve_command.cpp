@@ -268,6 +268,10 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                 "Let special-token strings inside messages (<|im_end|>, ...) become control tokens like the chat "
                 "template's own markers (default: they are read as text)")
       ->envname("PREFIXD_ALLOW_SPECIAL_IN_CONTENT");
+  cmd->add_option("--max-grammar-rules", o->server.grammar_limits.max_rules,
+                  "Largest grammar one request may constrain its output with, in the grammar engine's rules "
+                  "(response_format schemas, forced tool calls); larger ones get 400")
+      ->capture_default_str()->envname("PREFIXD_MAX_GRAMMAR_RULES")->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000'000}));
   cmd->add_flag("--no-cache-prompt", o->no_cache_prompt, "Never read or write the prompt cache")
       ->envname("PREFIXD_NO_CACHE_PROMPT");
   cmd->add_option("--prompt-cache-enabled", o->cache_enabled, "Reuse K/V of earlier prompts (true/false)")

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +69,16 @@ class Sampler {
   // grammar only tokens the grammar allows are drawn; once the output is complete and nothing can
   // extend it, the only token allowed is an end-of-generation token.
   virtual Token sample(std::int32_t row) = 0;
+  // The same draw in two halves, so that the costly half can leave the engine's thread. The quick
+  // half draws from row `row` as sample() does when that is cheap: without a grammar, or when the
+  // grammar allows the unconstrained draw. nullopt when the grammar refused it: then the token
+  // must come from sample_masked over a copy of the same row's logits, which walks the grammar
+  // over the whole vocabulary. sample_masked may run on any thread, never concurrently with
+  // another call on this sampler; the pair draws what sample() would.
+  virtual std::optional<Token> sample_quick(std::int32_t row) { return sample(row); }
+  virtual Token sample_masked(std::span<const float> /*logits*/) {
+    throw std::logic_error("sample_masked: this sampler never defers a draw");
+  }
   // Under a grammar: true once a sample() found no token the grammar allows (a grammar this
   // vocabulary cannot spell). That sample() returned an end-of-generation token although the
   // output is not a complete sentence of the grammar; the caller should fail the request.
@@ -91,7 +102,8 @@ class Engine {
   // holds no partial result of this batch.
   virtual DecodeStatus decode(std::span<const BatchToken> batch) = 0;
   virtual std::span<const float> logits(std::int32_t row) const = 0;
-  // Throws std::invalid_argument for a grammar check_grammar refuses.
+  // Throws std::invalid_argument for a grammar check_grammar refuses. Safe from any thread, also
+  // while the engine decodes: building a large grammar's sampler takes time no step should wait for.
   virtual std::unique_ptr<Sampler> make_sampler(const SamplingParams& params) = 0;
   // Whether make_sampler can constrain output by `grammar`: nullopt when it can, else why not
   // (the parser's message). Safe from any thread; call it at request time.

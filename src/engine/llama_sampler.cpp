@@ -55,19 +55,41 @@ class LlamaSampler final : public Sampler {
   }
 
   Token sample(std::int32_t row) override {
+    if (std::optional<Token> quick = sample_quick(row)) return *quick;
+    return sample_masked(std::span<const float>(llama_get_logits_ith(ctx_, row), static_cast<size_t>(llama_vocab_n_tokens(vocab_))));
+  }
+
+  // Masking the whole vocabulary costs a grammar walk per token, so first draw as if
+  // unconstrained and keep the token when the grammar allows it; only otherwise draw again from
+  // the masked distribution (the token then always satisfies the grammar).
+  std::optional<Token> sample_quick(std::int32_t row) override {
     if (!grammar_) return llama_sampler_sample(chain_.get(), ctx_, row);
-    // Masking the whole vocabulary costs a grammar walk per token, so first draw as if
-    // unconstrained and keep the token when the grammar allows it; only otherwise draw again from
-    // the masked distribution (the token then always satisfies the grammar).
-    load_candidates(row);
-    Token token = draw();
-    if (!grammar_allows(token)) {
-      load_candidates(row);
-      for (Token id : hidden_) storage_[static_cast<size_t>(id)].logit = -INFINITY;
-      llama_sampler_apply(grammar_.get(), &candidates_);
-      if (!any_allowed()) return give_up();
-      token = draw();
-    }
+    load_candidates(llama_get_logits_ith(ctx_, row));
+    const Token token = draw();
+    if (!grammar_allows(token)) return std::nullopt;
+    return accept(token);
+  }
+
+  Token sample_masked(std::span<const float> logits) override {
+    if (!grammar_) throw std::logic_error("sample_masked: the sampler has no grammar");
+    load_candidates(logits.data());
+    for (Token id : hidden_) storage_[static_cast<size_t>(id)].logit = -INFINITY;
+    llama_sampler_apply(grammar_.get(), &candidates_);
+    if (!any_allowed()) return give_up();
+    return accept(draw());
+  }
+
+  bool grammar_stuck() const override { return stuck_; }
+
+ private:
+  void load_candidates(const float* logits) {
+    const std::int32_t n_vocab = llama_vocab_n_tokens(vocab_);
+    storage_.resize(static_cast<size_t>(n_vocab));
+    for (std::int32_t id = 0; id < n_vocab; ++id) storage_[static_cast<size_t>(id)] = {id, logits[id], 0.0f};
+    candidates_ = {storage_.data(), storage_.size(), -1, false};
+  }
+
+  Token accept(Token token) {
     try {
       llama_sampler_accept(grammar_.get(), token);
     } catch (const std::exception&) {
@@ -75,17 +97,6 @@ class LlamaSampler final : public Sampler {
     }
     llama_sampler_accept(chain_.get(), token);
     return token;
-  }
-
-  bool grammar_stuck() const override { return stuck_; }
-
- private:
-  void load_candidates(std::int32_t row) {
-    const float* logits = llama_get_logits_ith(ctx_, row);
-    const std::int32_t n_vocab = llama_vocab_n_tokens(vocab_);
-    storage_.resize(static_cast<size_t>(n_vocab));
-    for (std::int32_t id = 0; id < n_vocab; ++id) storage_[static_cast<size_t>(id)] = {id, logits[id], 0.0f};
-    candidates_ = {storage_.data(), storage_.size(), -1, false};
   }
 
   Token draw() {

@@ -40,6 +40,13 @@ Scheduler::Impl::Impl(engine::Engine& engine, SchedulerOptions options) : engine
     }
     wake_.notify_all();
   });
+  draws_ = std::make_unique<MaskedDraws>([this] {
+    {
+      std::lock_guard lock(mutex_);
+      draw_ready_ = true;
+    }
+    wake_.notify_all();
+  });
   free_seqs_.reserve(static_cast<size_t>(options_.n_slots));
   for (engine::SeqId s = options_.n_slots - 1; s >= 0; --s) free_seqs_.push_back(s);
   thread_ = std::thread([this] { run(); });
@@ -56,6 +63,16 @@ Scheduler::Impl::~Impl() {
 }
 
 std::expected<std::shared_ptr<RequestStream>, SubmitError> Scheduler::Impl::submit(GenerationRequest request) {
+  // A grammar's sampler is built here, outside the lock and off the scheduler thread. One that
+  // cannot be built is left to start(), which fails the request with the engine's reason.
+  std::unique_ptr<engine::Sampler> sampler;
+  if (request.sampling.grammar) {
+    try {
+      sampler = engine_.make_sampler(request.sampling);
+    } catch (const std::exception&) {
+      sampler = nullptr;
+    }
+  }
   std::lock_guard lock(mutex_);
   if (request.prompt.empty()) return reject(SubmitError::empty_prompt);
   if (static_cast<std::int32_t>(request.prompt.size()) > max_prompt_tokens()) {
@@ -66,7 +83,8 @@ std::expected<std::shared_ptr<RequestStream>, SubmitError> Scheduler::Impl::subm
     return reject(SubmitError::queue_full);
   }
   auto stream = std::make_shared<RequestStream>();
-  inbox_.push_back(Queued{++next_id_, std::move(request), stream, Clock::now()});
+  inbox_.push_back(Queued{.id = ++next_id_, .request = std::move(request), .stream = stream, .submitted = Clock::now(),
+                          .sampler = std::move(sampler)});
   ++stats_.requests_total;
   stats_.queued = static_cast<std::int32_t>(inbox_.size()) + waiting_in_thread_;
   wake_.notify_all();
@@ -119,7 +137,8 @@ void Scheduler::Impl::run() {
       // never wait behind it.
       std::unique_lock lock(mutex_);
       wake_.wait_for(lock, remote_waits_->wait_limit(std::chrono::seconds(1)), [this] {
-        return stopping_ || !inbox_.empty() || !queue_.empty() || !active_.empty() || !commands_.empty() || fetch_ready_;
+        return stopping_ || !inbox_.empty() || !queue_.empty() || runnable() || !commands_.empty() || fetch_ready_ ||
+               draw_ready_;
       });
       if (stopping_) break;
       commands.swap(commands_);
@@ -128,6 +147,7 @@ void Scheduler::Impl::run() {
       std::ranges::move(inbox_, std::back_inserter(queue_));
       inbox_.clear();
       fetch_ready_ = false;
+      draw_ready_ = false;
     }
     for (auto& command : commands) command();
     if (Clock::now() >= next_expiry) {
@@ -137,6 +157,7 @@ void Scheduler::Impl::run() {
     admit();
     drop_cancelled();
     take_resolved_prefixes();
+    take_masked_draws();
     step();
     compact_if_due();
   }

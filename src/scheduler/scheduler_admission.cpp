@@ -47,9 +47,9 @@ std::int64_t Scheduler::Impl::running_cells() const {
 void Scheduler::Impl::start(Queued queued) {
   // A sampler that cannot be built (a grammar the engine refuses) fails the request, not the
   // scheduler; the API checks grammars first, so this is the last line of defence.
-  std::unique_ptr<engine::Sampler> sampler;
+  std::unique_ptr<engine::Sampler> sampler = std::move(queued.sampler);
   try {
-    sampler = engine_.make_sampler(queued.request.sampling);
+    if (!sampler) sampler = engine_.make_sampler(queued.request.sampling);
   } catch (const std::exception& e) {
     finish_unstarted(queued, FinishReason::error, e.what());
     return;

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "scheduler/masked_draws.h"
 #include "scheduler/remote_waits.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_internal.h"
@@ -64,7 +65,11 @@ class Scheduler::Impl {
   void observe_prefill_speed(std::span<const Chunk> chunks, Clock::duration took);
   void observe_ttft(double seconds);
   FinishReason finish_reason_for(const Active& a) const;
-  bool sample_next(Active& a);
+  void sample_all();
+  void take_masked_draws();
+  bool take_token(Active& a, engine::Token token, std::span<const float> logits);
+  void settle(size_t& index, bool more);
+  bool runnable() const;
   void recover_from_failed_decode(engine::DecodeStatus status);
   void requeue(size_t index);
   void finish(size_t index, FinishReason reason, std::string error);
@@ -100,11 +105,14 @@ class Scheduler::Impl {
   // recounted after each admission, raised when the inbox is taken.
   std::int32_t waiting_in_thread_ = 0;
   bool fetch_ready_ = false;      // a lookup finished since the loop last looked
+  bool draw_ready_ = false;       // a masked draw finished since the loop last looked
   std::deque<std::function<void()>> commands_;
   SchedulerStats stats_;
   std::uint64_t next_id_ = 0;
   bool stopping_ = false;
 
+  // After mutex_ and wake_, which its worker signals: destroyed (joined) before them.
+  std::unique_ptr<MaskedDraws> draws_;
   std::thread thread_;  // last: starts after every member above is constructed
 };
 

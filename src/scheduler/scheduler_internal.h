@@ -27,6 +27,9 @@ struct Queued {
   // it is not admitted (and holds no sequence); once done it is adopted at acquire().
   bool remote_planned = false;
   std::shared_ptr<cache::RemoteFetch> fetch;
+  // Made by submit() on the caller's thread when the request has a grammar (parsing a large one
+  // takes a step's time or more); null: start() makes it.
+  std::unique_ptr<engine::Sampler> sampler;
 };
 
 // A request that has been given a sequence id.
@@ -44,7 +47,9 @@ struct Active {
   std::int32_t max_new = 0;    // most tokens this request may sample
   std::int32_t generated = 0;  // tokens sampled (end-of-generation excluded)
   std::int32_t row = -1;       // batch row whose logits this request samples from, -1 if none
-  std::unique_ptr<engine::Sampler> sampler;
+  // Shared with MaskedDraws while a masked draw of it is in flight (the request may end meanwhile).
+  std::shared_ptr<engine::Sampler> sampler;
+  bool drawing = false;  // its next token is being drawn off this thread (MaskedDraws)
   TextStream text{{}};
   CacheReport cache;
   bool emitted_any = false;
@@ -58,7 +63,7 @@ struct Active {
   std::int64_t passed_over_tokens = 0;
 
   bool prefilling() const { return !waiting && n_past < n_prompt; }
-  bool decoding() const { return !waiting && n_past >= n_prompt; }
+  bool decoding() const { return !waiting && !drawing && n_past >= n_prompt; }
   bool uses_cache() const { return request.cache.enabled; }
   // Whose replies and template inputs are remembered together (SessionMemory).
   std::string session() const { return request.cache.namespace_digest + request.cache.session_key; }

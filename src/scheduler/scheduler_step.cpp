@@ -110,22 +110,66 @@ void Scheduler::Impl::step() {
       a->n_past += 1;  // the decode token is now in the KV cache
     }
   }
+  sample_all();
+}
+
+// Whether a step has work: a request that is not only waiting for its masked draw.
+bool Scheduler::Impl::runnable() const {
+  return std::ranges::any_of(active_, [](const auto& a) { return !a->drawing; });
+}
+
+// Draws the next token of every request whose last token was just decoded. A draw the grammar
+// refuses goes to MaskedDraws, and the request sits out of the batches until it is back.
+void Scheduler::Impl::sample_all() {
   for (size_t i = 0; i < active_.size();) {
     Active& a = *active_[i];
     if (a.warming || a.row < 0 || a.n_past != static_cast<std::int32_t>(a.tokens.size())) {
       ++i;
       continue;
     }
-    if (!sample_next(a)) {
-      if (a.sampler->grammar_stuck()) {
-        finish(i, FinishReason::error, "no token of this vocabulary continues the output under the request's grammar");
-        continue;
-      }
-      finish(i, a.text.stopped() ? FinishReason::stop : finish_reason_for(a), "");
-    } else {
+    const std::optional<Token> token = a.sampler->sample_quick(a.row);
+    if (!token) {
+      const std::span<const float> row = engine_.logits(a.row);
+      draws_->submit(a.id, a.sampler, std::vector<float>(row.begin(), row.end()));
+      a.drawing = true;
       ++i;
+      continue;
     }
+    settle(i, take_token(a, *token, engine_.logits(a.row)));
   }
+}
+
+// Masked draws that came back: each request takes its token as if it had been drawn in place.
+// A draw whose request has ended (or been queued again, with a new sampler) is dropped.
+void Scheduler::Impl::take_masked_draws() {
+  for (MaskedDraws::Drawn& drawn : draws_->take()) {
+    const auto it = std::ranges::find_if(active_, [&](const auto& a) {
+      return a->id == drawn.request_id && a->drawing && a->sampler.get() == drawn.sampler;
+    });
+    if (it == active_.end()) continue;
+    size_t i = static_cast<size_t>(it - active_.begin());
+    Active& a = **it;
+    a.drawing = false;
+    if (!drawn.failure.empty()) {
+      finish(i, FinishReason::error, "sampling failed: " + drawn.failure);
+      continue;
+    }
+    settle(i, take_token(a, drawn.token, drawn.logits));
+  }
+}
+
+// After a token: the request at `index` goes on (`more`; the index moves past it) or ends there.
+void Scheduler::Impl::settle(size_t& index, bool more) {
+  if (more) {
+    ++index;
+    return;
+  }
+  const Active& a = *active_[index];
+  if (a.sampler->grammar_stuck()) {
+    finish(index, FinishReason::error, "no token of this vocabulary continues the output under the request's grammar");
+    return;
+  }
+  finish(index, a.text.stopped() ? FinishReason::stop : finish_reason_for(a), "");
 }
 
 // What a prompt token costs to compute, from batches that were mostly prefill (an exponential
@@ -153,9 +197,9 @@ FinishReason Scheduler::Impl::finish_reason_for(const Active& a) const {
   return a.generated >= a.max_new ? FinishReason::length : FinishReason::stop;
 }
 
-// Samples one token for `a`; returns false when the request is complete.
-bool Scheduler::Impl::sample_next(Active& a) {
-  const Token token = a.sampler->sample(a.row);
+// Takes `token`, drawn from `logits`, as `a`'s next token; returns false when the request is
+// complete.
+bool Scheduler::Impl::take_token(Active& a, Token token, std::span<const float> logits) {
   const auto now = Clock::now();
   if (a.generated == 0 && a.first_token == Clock::time_point{}) {
     a.first_token = now;
@@ -165,7 +209,7 @@ bool Scheduler::Impl::sample_next(Active& a) {
   a.generated += 1;
   a.tokens.push_back(token);
   if (a.request.logprobs >= 0) {
-    a.pending_logprobs.push_back(logprobs_of(engine_.logits(a.row), token, a.request.logprobs, engine_.vocab()));
+    a.pending_logprobs.push_back(logprobs_of(logits, token, a.request.logprobs, engine_.vocab()));
   }
   std::string text = a.text.append(engine_.vocab().piece(token, false));
   if (!text.empty()) {

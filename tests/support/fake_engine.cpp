@@ -42,8 +42,20 @@ class FakeSampler final : public Sampler {
  public:
   FakeSampler(const FakeEngine& engine, SamplingParams params)
       : engine_(engine), params_(params), rng_(params.seed) {}
-  Token sample(std::int32_t row) override {
-    const std::span<const float> raw = engine_.logits(row);
+  Token sample(std::int32_t row) override { return draw(engine_.logits(row)); }
+
+  std::optional<Token> sample_quick(std::int32_t row) override {
+    if (params_.grammar && engine_.options().defer_grammar_draws) return std::nullopt;
+    return sample(row);
+  }
+
+  Token sample_masked(std::span<const float> logits) override {
+    if (engine_.options().before_masked_sample) engine_.options().before_masked_sample();
+    return draw(logits);
+  }
+
+ private:
+  Token draw(std::span<const float> raw) {
     if (raw.empty()) return 0;
     std::vector<float> logits(raw.begin(), raw.end());
     if (params_.ignore_eos) {
@@ -60,7 +72,6 @@ class FakeSampler final : public Sampler {
     return pick(rng_);
   }
 
- private:
   const FakeEngine& engine_;
   SamplingParams params_;
   std::mt19937 rng_;
@@ -147,6 +158,7 @@ std::span<const float> FakeEngine::logits(std::int32_t row) const {
 std::unique_ptr<Sampler> FakeEngine::make_sampler(const SamplingParams& params) {
   if (params.grammar) {
     if (auto why = check_grammar(*params.grammar)) throw std::invalid_argument(*why);
+    std::lock_guard lock(grammars_mutex_);
     grammars_requested_.push_back(*params.grammar);
   }
   return std::make_unique<FakeSampler>(*this, params);

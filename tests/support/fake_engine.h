@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <set>
 #include <vector>
 
@@ -32,6 +33,12 @@ struct FakeEngineOptions {
   // Called at the start of every decode, on the caller's thread: a test can hold the engine until
   // all its requests are queued, so the scheduler sees them together whatever the machine's load.
   std::function<void()> before_decode;
+  // Samplers made with a grammar defer every draw to sample_masked (as a real grammar does when
+  // it refuses the unconstrained draw), which first calls this hook on its caller's thread: a test
+  // can hold a masked draw and watch what the scheduler does meanwhile. The grammar constrains
+  // nothing here.
+  bool defer_grammar_draws = false;
+  std::function<void()> before_masked_sample;
 };
 
 class FakeEngine final : public Engine {
@@ -39,6 +46,7 @@ class FakeEngine final : public Engine {
   explicit FakeEngine(FakeEngineOptions options = {});
 
   const ModelInfo& model() const override { return info_; }
+  const FakeEngineOptions& options() const { return options_; }
   const Vocabulary& vocab() const override { return *vocab_; }
   std::int32_t context_size() const override { return options_.n_ctx; }
   std::int32_t batch_size() const override { return options_.n_batch; }
@@ -65,7 +73,10 @@ class FakeEngine final : public Engine {
 
   // Test observability.
   // The grammar of every sampler made with one, in order.
-  const std::vector<Grammar>& grammars_requested() const { return grammars_requested_; }
+  std::vector<Grammar> grammars_requested() const {
+    std::lock_guard lock(grammars_mutex_);
+    return grammars_requested_;
+  }
   std::int64_t tokens_decoded() const { return tokens_decoded_; }
   // Every batch decode() accepted, in order (how the scheduler formed them).
   const std::vector<std::vector<BatchToken>>& batches() const { return batches_; }
@@ -96,6 +107,7 @@ class FakeEngine final : public Engine {
   std::vector<std::vector<float>> logits_;  // one row per batch entry of the last decode
   std::int64_t tokens_decoded_ = 0;
   std::vector<std::vector<BatchToken>> batches_;
+  mutable std::mutex grammars_mutex_;  // make_sampler may run on any thread
   std::vector<Grammar> grammars_requested_;
 };
 

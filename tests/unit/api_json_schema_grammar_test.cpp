@@ -5,6 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <sstream>
+#include <vector>
+
 #include "api/gbnf_builder.h"
 #include "api/json_schema_grammar.h"
 #include "api/json_schema_validator.h"
@@ -59,15 +63,92 @@ TEST(JsonSchemaGrammar, WhitespaceIsAtMostOneCharacter) {
 TEST(JsonSchemaGrammar, StringLengthsAndArrayCountsBecomeRepetitions) {
   EXPECT_NE(grammar_of(R"({"type": "string", "minLength": 2, "maxLength": 5})").find("json-char{2,5}"), std::string::npos);
   const std::string array = grammar_of(R"({"type": "array", "items": {"type": "boolean"}, "minItems": 2, "maxItems": 4})");
-  EXPECT_NE(array.find("value-array-item ( ws \",\" ws value-array-item ){1,3} ws \"]\""), std::string::npos) << array;
+  EXPECT_NE(array.find("value-array-item value-array-more{1,3} ws \"]\""), std::string::npos) << array;
+  EXPECT_NE(array.find("value-array-more ::= ws \",\" ws value-array-item\n"), std::string::npos) << array;
   EXPECT_NE(grammar_of(R"({"type": "array", "maxItems": 0})").find("\"[\" ws \"]\""), std::string::npos);
 }
 
 TEST(JsonSchemaGrammar, EnumAndConstAreLiteralsFilteredBySiblings) {
   const std::string text = grammar_of(R"({"type": "string", "enum": ["x", 1, "yy", null]})");
-  EXPECT_NE(text.find(R"("\"x\"" | "\"yy\"")"), std::string::npos) << text;
+  // The values' common first character once, then one branch per next character.
+  EXPECT_NE(text.find(R"(value ::= "x\"" | "yy\"")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(value-2 ::= "\"" value)"), std::string::npos) << text;
   EXPECT_EQ(text.find("\"1\""), std::string::npos) << text;
   EXPECT_NE(grammar_of(R"({"const": {"a": [1, true]}})").find(R"("{\"a\":[1,true]}")"), std::string::npos);
+}
+
+// Each rule's alternatives outside quoted literals and character classes.
+std::vector<int> alternatives_per_rule(const std::string& grammar) {
+  std::vector<int> out;
+  std::istringstream lines(grammar);
+  for (std::string line; std::getline(lines, line);) {
+    int bars = 0;
+    bool quoted = false, in_class = false;
+    for (size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if ((quoted || in_class) && c == '\\') ++i;
+      else if (!in_class && c == '"') quoted = !quoted;
+      else if (!quoted && c == '[') in_class = true;
+      else if (in_class && c == ']') in_class = false;
+      else if (!quoted && !in_class && c == '|') ++bars;
+    }
+    out.push_back(bars + 1);
+  }
+  return out;
+}
+
+// A flat alternation of N values makes the grammar engine follow N stacks on every masked token;
+// as a trie it follows one per possible next character, whatever N.
+TEST(JsonSchemaGrammar, ALargeEnumBecomesATrieWithFewAlternativesPerRule) {
+  json values = json::array();
+  for (int i = 0; i < 100'000; ++i) values.push_back("item-" + std::to_string(i * 7919 % 1'000'003));
+  auto grammar = json_schema_grammar(json{{"enum", values}});
+  ASSERT_TRUE(grammar) << grammar.error().describe();
+  const std::vector<int> alternatives = alternatives_per_rule(grammar->text);
+  EXPECT_LE(*std::ranges::max_element(alternatives), 11) << "ten digits, and the end of a value";
+  EXPECT_GT(alternatives.size(), 1000u) << "the trie has a rule per branching node";
+  // Under a tight rule budget the same schema is refused at its root, naming the flag.
+  auto refused = json_schema_grammar(json{{"enum", values}}, {.max_rules = 1000});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().path, "$");
+  EXPECT_NE(refused.error().message.find("--max-grammar-rules"), std::string::npos) << refused.error().message;
+}
+
+TEST(JsonSchemaGrammar, EnumValuesThatPrefixOthersStayValues) {
+  const std::string text = grammar_of(R"({"enum": [123, 1, 2, 12]})");
+  // 1 and 12 end values and may go on: what follows them is optional.
+  EXPECT_NE(text.find("value ::= (\"3\")?\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("value-2 ::= (\"2\" value)?\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("value-3 ::= \"1\" value-2 | \"2\"\n"), std::string::npos) << text;
+}
+
+TEST(JsonSchemaGrammar, LongRepetitionsAreWrittenInChunksTheEngineAccepts) {
+  const std::string text = grammar_of(R"({"type": "string", "minLength": 100000})");
+  EXPECT_NE(text.find("chunk-of-json-char ::= json-char{1000}"), std::string::npos) << text;
+  EXPECT_NE(text.find("chunk-of-json-char{100} json-char*"), std::string::npos) << text;
+  const std::string bounded = grammar_of(R"({"type": "string", "maxLength": 2500})");
+  // 0..2500 as fewer than two chunks and up to 999 more, or two chunks and up to 500 more.
+  EXPECT_NE(bounded.find("(chunk-of-json-char? json-char{0,999} | chunk-of-json-char{2} json-char{0,500})"), std::string::npos)
+      << bounded;
+  const std::string items = grammar_of(R"({"type": "array", "items": {"type": "null"}, "minItems": 100000})");
+  EXPECT_NE(items.find("chunk-of-value-array-more{99} value-array-more{999} value-array-more*"), std::string::npos) << items;
+}
+
+TEST(JsonSchemaGrammar, CountsBeyondTheLimitAreRefusedAtTheirKeyword) {
+  EXPECT_EQ(refusal_of(R"({"type": "string", "minLength": 2000000})").path, "$.minLength");
+  EXPECT_EQ(refusal_of(R"({"type": "array", "maxItems": 1000001})").path, "$.maxItems");
+}
+
+// A schema whose value must begin with itself describes no text; the grammar engine would refuse
+// its left recursion, and the refusal belongs to the client, at the reference.
+TEST(JsonSchemaGrammar, AReferenceBackToItselfBeforeAnyCharacterIsRefused) {
+  EXPECT_EQ(refusal_of(R"({"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}})").path, "$.$defs.a.$ref");
+  EXPECT_EQ(refusal_of(R"({"anyOf": [{"$ref": "#"}, {"type": "null"}]})").path, "$.anyOf[0].$ref");
+  EXPECT_EQ(refusal_of(R"({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}]}, "b": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/a"}]}},
+      "$ref": "#/$defs/a"})").path, "$.$defs.b.anyOf[1].$ref");
+  // After a character of the value, the same reference is an ordinary recursion.
+  grammar_of(R"({"type": "array", "items": {"$ref": "#"}})");
+  grammar_of(R"({"anyOf": [{"type": "null"}, {"type": "object", "properties": {"x": {"$ref": "#"}}}]})");
 }
 
 TEST(JsonSchemaGrammar, IntegerRangesAreExact) {

@@ -50,7 +50,12 @@ TEST(SoakTraffic, TheMixHasEveryKindAndSessionsSendTheirRepliesBack) {
   for (int i = 0; i < 2000; ++i) {
     const SoakRequest request = traffic.next();
     kinds.insert(request.kind);
-    if (request.kind == SoakKind::invalid || request.kind == SoakKind::completion) {
+    if (request.kind == SoakKind::constrained) {
+      const json body = json::parse(request.body);
+      EXPECT_EQ(body.at("response_format").at("json_schema").at("schema").at("properties").at("tag").at("enum").size(), 2000u);
+      EXPECT_TRUE(body.contains("seed")) << "a sampled request carries its seed";
+    }
+    if (request.kind == SoakKind::invalid || request.kind == SoakKind::completion || request.kind == SoakKind::constrained) {
       traffic.answered(request, answer(""));
       continue;
     }
@@ -70,7 +75,7 @@ TEST(SoakTraffic, TheMixHasEveryKindAndSessionsSendTheirRepliesBack) {
     traffic.answered(request, result);
   }
   EXPECT_EQ(kinds, (std::set<SoakKind>{SoakKind::chat, SoakKind::chat_stream, SoakKind::chat_cancel,
-                                       SoakKind::completion, SoakKind::invalid}));
+                                       SoakKind::completion, SoakKind::invalid, SoakKind::constrained}));
   EXPECT_EQ(system_prompts.size(), 4u) << "sessions share a few system prompts";
   EXPECT_GT(continued, 300) << "a session's next turn carries the previous reply";
   EXPECT_GT(traffic.sessions_started(), 100);

@@ -161,6 +161,30 @@ TEST(EngineGrammar, NestedAnyOfConstFormatsValidate) {
   })"));
 }
 
+// A large enum (a trie) and repetitions beyond the engine's own limit (chunks) are grammars the
+// engine builds, and sampling under the enum writes one of its values.
+TEST(EngineGrammar, LargeEnumsAndLongRepetitionsAreBuiltAndSampled) {
+  json values = json::array();
+  for (int i = 0; i < 20'000; ++i) values.push_back("v" + std::to_string(i * 7919 % 100'003));
+  const nlohmann::ordered_json schema = {{"enum", values}};
+  auto grammar = api::json_schema_grammar(schema);
+  ASSERT_TRUE(grammar) << grammar.error().describe();
+  ASSERT_EQ(tiny_engine().check_grammar(*grammar), std::nullopt);
+  for (std::uint32_t seed : {1u, 2u}) {
+    const Generation g = generate(tiny_engine(), *grammar, seed, 40);
+    EXPECT_TRUE(g.ended) << g.text;
+    EXPECT_FALSE(api::validate_json(json::parse(g.text), json::parse(schema.dump()))) << g.text;
+  }
+  for (const char* long_counts : {R"({"type": "string", "minLength": 100000})", R"({"type": "string", "maxLength": 5000})",
+                                  R"({"type": "array", "items": {"type": "null"}, "minItems": 100000, "maxItems": 250000})"}) {
+    auto built = api::json_schema_grammar(nlohmann::ordered_json::parse(long_counts));
+    ASSERT_TRUE(built) << built.error().describe();
+    EXPECT_EQ(tiny_engine().check_grammar(*built), std::nullopt) << long_counts;
+  }
+  // The grammar engine's own limit, which the chunks stay under.
+  EXPECT_NE(tiny_engine().check_grammar(Grammar{.text = "root ::= \"a\"{2500}", .root = "root"}), std::nullopt);
+}
+
 // A linked list rather than a tree: a random model keeps every optional member it may, so a tree
 // whose nodes may have two children grows without end; a list ends at the first null.
 TEST(EngineGrammar, RecursiveRefValidates) {

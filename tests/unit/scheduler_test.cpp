@@ -449,5 +449,64 @@ TEST(SchedulerPrefill, AStreamOfShortPromptsHoldsALongOneBackOnlySoLong) {
   EXPECT_LE(shorts_before, 4 * kLong / kShort + 1) << "the long prompt waited for every short one";
 }
 
+// A FakeEngine whose samplers with a grammar defer every draw to a masked draw, the first of which
+// waits until release(): a test sees what the scheduler does while a masked draw is out.
+struct HeldFirstMaskedDraw {
+  std::promise<void> entered, released;
+  std::shared_future<void> go = released.get_future().share();
+  std::atomic<int> draws{0};
+  engine::FakeEngine engine{{.n_ctx = 1024, .n_batch = 32, .n_seq = 4, .n_vocab = 256, .defer_grammar_draws = true,
+                             .before_masked_sample = [this] {
+                               if (draws.fetch_add(1) > 0) return;
+                               entered.set_value();
+                               go.wait();
+                             }}};
+  void held() { entered.get_future().wait(); }
+  void release() { released.set_value(); }
+};
+
+GenerationRequest constrained(std::string_view prompt, int max_tokens) {
+  GenerationRequest r = greedy(prompt, max_tokens);
+  r.sampling.grammar = engine::Grammar{.text = "root ::= [a-z]*", .root = "root"};
+  return r;
+}
+
+// A masked draw (the grammar refused the unconstrained one) leaves the scheduler thread: while one
+// request's draw is held, another request decodes every one of its tokens. In place, the held
+// draw would stall the step, and the plain request could not finish before the release.
+TEST(SchedulerMaskedDraws, OtherRequestsKeepDecodingWhileAGrammarDrawIsHeld) {
+  HeldFirstMaskedDraw hold;
+  Scheduler scheduler(hold.engine, {.n_slots = 2, .cache_holders = 0});
+  const std::string expected = collect(**scheduler.submit(greedy("constrained", 6))).text;
+  const auto held = *scheduler.submit(constrained("constrained", 6));
+  hold.held();
+  const auto plain = *scheduler.submit(greedy("plain request", 20));
+  auto plain_done = std::async(std::launch::async, [&] { return collect(*plain); });
+  const bool finished_while_held = plain_done.wait_for(60s) == std::future_status::ready;
+  hold.release();
+  EXPECT_TRUE(finished_while_held) << "the plain request waited for the held masked draw";
+  EXPECT_EQ(plain_done.get().done.usage.completion_tokens, 20);
+  const Collected c = collect(*held);
+  EXPECT_EQ(c.done.finish, FinishReason::length);
+  EXPECT_EQ(c.text, expected) << "a masked draw takes the token a draw in place would";
+  EXPECT_EQ(hold.draws.load(), 6) << "every token of the constrained request came from a masked draw";
+}
+
+// A request that ends while its masked draw is out (its client went away) ends cleanly; the draw
+// that comes back later finds no request and is dropped.
+TEST(SchedulerMaskedDraws, ARequestCancelledDuringItsDrawEndsAndTheDrawIsDropped) {
+  HeldFirstMaskedDraw hold;
+  Scheduler scheduler(hold.engine, {.n_slots = 1, .cache_holders = 0});
+  const auto held = *scheduler.submit(constrained("constrained", 6));
+  hold.held();
+  held->cancel();
+  const auto next = *scheduler.submit(greedy("next", 3));
+  auto next_done = std::async(std::launch::async, [&] { return collect(*next); });
+  EXPECT_EQ(collect(*held).done.finish, FinishReason::cancelled);
+  hold.release();
+  EXPECT_EQ(next_done.get().done.usage.completion_tokens, 3) << "the slot went to the next request";
+  EXPECT_EQ(hold.draws.load(), 1) << "the cancelled request drew nothing more";
+}
+
 }  // namespace
 }  // namespace prefixd::scheduler
