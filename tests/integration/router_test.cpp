@@ -160,6 +160,23 @@ int backend_of_second_session(const std::string& policy, bool* second_hit) {
   return home_a == home_b ? 1 : 0;
 }
 
+// A schema the server will not build is the client's mistake: its 400 comes back as it is, and the
+// router tries no other backend (it retries server faults only).
+TEST(Router, AClientMistakeIsAnsweredOnceAndNotRetried) {
+  Cluster cluster;
+  RouterProcess router(cluster.list(), {});
+  auto client = router.client();
+  const json schema = json::parse(R"({"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}})");
+  json body = chat(json::array({{{"role", "user"}, {"content", "Pick one."}}}), "mistake");
+  body["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", schema}}}};
+  const JsonReply reply = post_json(*client, "/v1/chat/completions", body);
+  EXPECT_EQ(reply.status, 400) << reply.raw;
+  EXPECT_NE(reply.raw.find("$.$defs.a.$ref"), std::string::npos) << reply.raw;
+  const auto metrics = client->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metric_value(metrics->body, "prefixd_router_retries_total"), 0) << metrics->body;
+}
+
 TEST(Router, ANewSessionGoesWhereItsSharedSystemPromptIs) {
   bool hit = false;
   EXPECT_EQ(backend_of_second_session("prefix", &hit), 1);
