@@ -21,10 +21,9 @@ using std::chrono::milliseconds;
 // Greedy on this prompt, the tiny model falls into a loop that never emits end-of-generation, so
 // the stream lasts until max_tokens or the context's end.
 std::string streaming_request(int max_tokens) {
-  const std::string body =
-      json{{"prompt", "Count forever"}, {"max_tokens", max_tokens}, {"temperature", 0}, {"stream", true}}.dump();
-  return "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n\r\n" + body;
+  return json_post_bytes(
+      "/v1/completions",
+      json{{"prompt", "Count forever"}, {"max_tokens", max_tokens}, {"temperature", 0}, {"stream", true}}.dump());
 }
 
 bool exits_within(ServerProcess& server, milliseconds limit) {
