@@ -2,10 +2,12 @@
 // every route goes through before anything else sees it.
 //
 // Each input is one request body, parsed as a chat and as a completion request, by a server with
-// the cache on and no vocabulary limit and by one with --no-cache-prompt and a 258-token
-// vocabulary. Besides the sanitizers (and any exception escaping, which the server would answer
-// with a 500), it checks the parser's promises: a refusal is a 4xx with a message whose JSON body
-// can be written; an accepted request holds only values inside the documented ranges.
+// the cache on and no vocabulary limit and by one with --no-cache-prompt, a 258-token vocabulary
+// and a limit of 64 JSON values. Besides the sanitizers (and any exception escaping, which the
+// server would answer with a 500), it checks the parser's promises: a refusal is a 4xx with a
+// message whose JSON body can be written; an accepted body holds exactly as many values as the
+// scan before parsing counted, within the limits; an accepted request holds only values inside
+// the documented ranges.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -40,15 +42,18 @@ void check_common(const CommonParams& p, const ParseOptions& options) {
   require(options.cache_prompt_default || !p.cache.enabled, "--no-cache-prompt wins over the request");
 }
 
-// Everything after the parser walks values recursively: nothing deeper than the limit gets through.
-void check_depth(std::string_view body) {
-  require(api::json_nesting_depth(body) <= api::kMaxJsonDepth, "an accepted body nests within kMaxJsonDepth");
+// Everything after the parser walks values recursively, and its memory grows with the values: an
+// accepted body is within both bounds, and the scan that enforced them counted what was built.
+void check_bounds(std::string_view body, const nlohmann::json& root, std::size_t max_nodes) {
+  const api::JsonShape shape = api::json_shape(body, api::kMaxJsonDepth, max_nodes);
+  require(shape.depth <= api::kMaxJsonDepth, "an accepted body nests within kMaxJsonDepth");
+  require(shape.nodes <= max_nodes, "an accepted body holds at most max_json_nodes values");
+  require(shape.nodes == api::json_value_count(root), "the scan counts exactly the values the parser builds");
 }
 
 void check_chat(std::string_view body, const ParseOptions& options) {
   const auto parsed = api::parse_chat_request(body, options);
   if (!parsed) return check_refusal(parsed.error());
-  check_depth(body);
   check_common(parsed->params, options);
   const auto& messages = parsed->chat.messages;
   require(messages.is_array() && !messages.empty(), "a chat has messages");
@@ -68,7 +73,6 @@ void check_chat(std::string_view body, const ParseOptions& options) {
 void check_completion(std::string_view body, const ParseOptions& options) {
   const auto parsed = api::parse_completion_request(body, options);
   if (!parsed) return check_refusal(parsed.error());
-  check_depth(body);
   check_common(parsed->params, options);
   if (const auto* text = std::get_if<std::string>(&parsed->prompt)) {
     require(!text->empty(), "a text prompt is not empty");
@@ -86,11 +90,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using prefixd::api::ParseOptions;
   static const ParseOptions kServers[] = {
       {.model_names = {"default", "tiny"}, .cache_prompt_default = true, .vocab_size = 0},
-      {.model_names = {"default"}, .cache_prompt_default = false, .vocab_size = 258},
+      {.model_names = {"default"}, .cache_prompt_default = false, .vocab_size = 258, .max_json_nodes = 64},
   };
   const std::string_view body(reinterpret_cast<const char*>(data), size);
-  if (const auto root = prefixd::api::parse_json_object(body); !root) prefixd::fuzz::check_refusal(root.error());
   for (const ParseOptions& options : kServers) {
+    if (const auto root = prefixd::api::parse_json_object(body, options.max_json_nodes); root) {
+      prefixd::fuzz::check_bounds(body, *root, options.max_json_nodes);
+    } else {
+      prefixd::fuzz::check_refusal(root.error());
+    }
     prefixd::fuzz::check_chat(body, options);
     prefixd::fuzz::check_completion(body, options);
   }

@@ -116,7 +116,7 @@ ControlReply CacheControl::dispatch(std::string_view operation, std::string_view
   }
   Context c{.operation = std::string(operation), .caller = caller, .tenant = caller.tenant, .query_key = std::string(query_key)};
   if (method == "POST") {
-    auto parsed = parse_json_object(body.empty() ? std::string_view("{}") : body);
+    auto parsed = parse_json_object(body.empty() ? std::string_view("{}") : body, parse_.max_json_nodes);
     if (!parsed) return failure(operation, parsed.error(), caps);
     c.body = std::move(*parsed);
     // An admin may steer another tenant's keys by naming it; a tenant's key only its own.

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <random>
+#include <utility>
+
+#include "api/json_bounds.h"
 
 namespace prefixd::api {
 
@@ -46,7 +49,8 @@ std::expected<std::optional<std::uint64_t>, ApiError> parse_since(std::string_vi
   return version;
 }
 
-std::expected<ChainQuery, ApiError> parse_chain_query(std::string_view body) {
+std::expected<ChainQuery, ApiError> parse_chain_query(std::string_view body, std::size_t max_nodes) {
+  if (auto refused = refuse_unbounded_json(body, max_nodes)) return std::unexpected(std::move(*refused));
   const nlohmann::json parsed = nlohmann::json::parse(body, nullptr, false);
   if (parsed.is_discarded() || !parsed.is_object()) {
     return std::unexpected(invalid_request("the body must be a JSON object {\"endpoint\", \"request\"}"));

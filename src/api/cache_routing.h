@@ -41,12 +41,13 @@ nlohmann::ordered_json cache_summary_json(const SummaryHeader& header, const cac
 std::expected<std::optional<std::uint64_t>, ApiError> parse_since(std::string_view value);
 
 // POST /v1/cache/chain's body: {"endpoint": "chat" | "completions", "request": {...}}. The request
-// comes back serialized, to go through the endpoint's own parser.
+// comes back serialized, to go through the endpoint's own parser. A body past the JSON bounds
+// (json_bounds.h, `max_nodes` values) is refused before it is parsed.
 struct ChainQuery {
   Endpoint endpoint = Endpoint::chat;
   std::string request_body;
 };
-std::expected<ChainQuery, ApiError> parse_chain_query(std::string_view body);
+std::expected<ChainQuery, ApiError> parse_chain_query(std::string_view body, std::size_t max_nodes);
 
 nlohmann::ordered_json cache_chain_json(const cache::Digest& model_key, std::int32_t block_size,
                                         std::size_t prompt_tokens, std::span<const cache::Digest> blocks);

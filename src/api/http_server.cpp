@@ -97,6 +97,7 @@ ParseOptions control_parse_options(const engine::Engine& engine, const ServerOpt
   out.cache_prompt_default = options.cache_prompt_default;
   out.vocab_size = engine.vocab().size();
   out.default_seed = options.default_seed;
+  out.max_json_nodes = options.max_json_nodes;
   return out;
 }
 
@@ -127,12 +128,15 @@ class HttpServer::Impl {
                                       .handle = [this](http::Request& req) { return handle(req); },
                                       .is_quick = [](const http::Request& req) { return req.path == "/health"; },
                                       .error = transport_error,
+                                      .began = options_.request_began,
+                                      .finished = options_.request_ended,
                                   }) {
     parse_options_.model_names = {served_id_};
     if (engine.model().id != served_id_) parse_options_.model_names.push_back(engine.model().id);
     parse_options_.cache_prompt_default = options_.cache_prompt_default;
     parse_options_.vocab_size = engine.vocab().size();
     parse_options_.default_seed = options_.default_seed;
+    parse_options_.max_json_nodes = options_.max_json_nodes;
     spdlog::info("tool calls: the chat template writes them as {}", tool_call_format_name(tool_format_));
   }
 
@@ -275,7 +279,7 @@ class HttpServer::Impl {
   // POST /v1/cache/chain (cache_routing.h): the request's prompt and cache key built exactly as
   // serve() builds them for this caller, hashed on the engine thread; nothing is queued or kept.
   http::Response cache_chain(const http::Request& req) {
-    const auto query = parse_chain_query(req.body);
+    const auto query = parse_chain_query(req.body, parse_options_.max_json_nodes);
     if (!query) return error_response(query.error());
     const auto caller = caller_of(req);
     if (!caller) return error_response(caller.error());
@@ -323,7 +327,8 @@ class HttpServer::Impl {
   // both are given), else the caller's own (an admin's: every tenant). A body field the reset
   // does not know is refused rather than ignored: the client meant something by it.
   std::expected<std::optional<std::string>, ApiError> reset_tenant(const http::Request& req) const {
-    auto body = parse_json_object(req.body.empty() ? std::string_view("{}") : std::string_view(req.body));
+    auto body = parse_json_object(req.body.empty() ? std::string_view("{}") : std::string_view(req.body),
+                                  parse_options_.max_json_nodes);
     if (!body) return std::unexpected(body.error());
     std::string requested = req.query_param("tenant");
     for (const auto& [field, value] : body->items()) {

@@ -460,37 +460,8 @@ auto guarded(F&& parse) -> std::expected<decltype(parse()), ApiError> {
 
 }  // namespace
 
-std::size_t json_nesting_depth(std::string_view text, std::size_t limit) {
-  std::size_t depth = 0;
-  std::size_t deepest = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
-std::expected<json, ApiError> parse_json_object(std::string_view body) {
-  if (json_nesting_depth(body) > kMaxJsonDepth) {
-    return std::unexpected(invalid_request(
-        std::format("the request body nests arrays and objects deeper than {} levels", kMaxJsonDepth), "json_too_deep"));
-  }
+std::expected<json, ApiError> parse_json_object(std::string_view body, std::size_t max_nodes) {
+  if (auto refused = refuse_unbounded_json(body, max_nodes)) return std::unexpected(std::move(*refused));
   json root = json::parse(body, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return std::unexpected(invalid_request("the request body is not valid JSON", "invalid_json"));
   if (!root.is_object()) return std::unexpected(invalid_request("the request body must be a JSON object"));
@@ -498,7 +469,7 @@ std::expected<json, ApiError> parse_json_object(std::string_view body) {
 }
 
 std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, const ParseOptions& options) {
-  auto root = parse_json_object(body);
+  auto root = parse_json_object(body, options.max_json_nodes);
   if (!root) return std::unexpected(root.error());
   return guarded([&] {
     const FieldReader in(*root);
@@ -532,7 +503,7 @@ std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, c
 
 std::expected<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
                                                                     const ParseOptions& options) {
-  auto root = parse_json_object(body);
+  auto root = parse_json_object(body, options.max_json_nodes);
   if (!root) return std::unexpected(root.error());
   return guarded([&] {
     const FieldReader in(*root);

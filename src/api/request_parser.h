@@ -16,6 +16,7 @@
 
 #include "api/chat_template.h"
 #include "api/errors.h"
+#include "api/json_bounds.h"
 #include "engine/types.h"
 #include "scheduler/request.h"
 
@@ -27,20 +28,12 @@ struct ParseOptions {
   std::int32_t vocab_size = 0;           // token ids in a prompt must be below this; 0: unchecked
   // The seed of a request that sends none (--seed); kRandomSeed: a random one per request.
   std::uint32_t default_seed = engine::kRandomSeed;
+  std::size_t max_json_nodes = kDefaultMaxJsonNodes;  // values a body may hold (--max-json-nodes)
 };
 
 // Limits that are part of the API contract.
 inline constexpr std::size_t kMaxStopStrings = 16;
 inline constexpr std::size_t kMaxStopStringBytes = 1024;
-// Deepest nesting of arrays and objects a body may have (the root object is level 1). Real
-// requests nest a few levels, a tool's JSON schema perhaps a dozen; what runs after parsing
-// (copies, the chat template, canonical dumps) walks values recursively, so a body nested deeper
-// is refused before anything walks it (100,000 levels fit in 200 KB and overflowed the stack).
-inline constexpr std::size_t kMaxJsonDepth = 128;
-
-// The nesting depth of arrays and objects in JSON text, counted outside strings; stops counting at
-// `limit` + 1. Exact for valid JSON; any answer for invalid JSON, which the parser refuses anyway.
-std::size_t json_nesting_depth(std::string_view text, std::size_t limit = kMaxJsonDepth);
 
 struct CacheFields {
   bool enabled = true;       // cache_prompt (root or extra_body) && the server default
@@ -88,8 +81,10 @@ struct CompletionRequest {
   std::variant<std::string, TokenPrompt> prompt;  // text to tokenize, or token ids used as is
 };
 
-// Malformed JSON, a body nested deeper than kMaxJsonDepth, or a body that is not an object.
-std::expected<nlohmann::json, ApiError> parse_json_object(std::string_view body);
+// The body parsed, or why not: nested deeper than kMaxJsonDepth or holding more than `max_nodes`
+// values (refused before parsing: json_bounds.h), malformed, or not an object. Every request body
+// the server parses goes through here.
+std::expected<nlohmann::json, ApiError> parse_json_object(std::string_view body, std::size_t max_nodes);
 
 std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, const ParseOptions& options);
 std::expected<CompletionRequest, ApiError> parse_completion_request(std::string_view body,

@@ -8,10 +8,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "api/cache_isolation.h"
+#include "api/json_bounds.h"
 #include "api/json_schema_grammar.h"
 #include "api/tenants.h"
 #include "engine/engine.h"
@@ -36,6 +38,11 @@ struct ServerOptions {
   std::int32_t slots = 0;                 // requests decoded at once (reported in /v1/cache/summary)
   std::uint32_t default_seed = engine::kRandomSeed;  // --seed: the seed of requests that send none
   GrammarLimits grammar_limits;           // --max-grammar-rules
+  std::size_t max_json_nodes = kDefaultMaxJsonNodes;  // --max-json-nodes: values a request body may hold
+  // Called on the HTTP worker before each request is handled and after its response is handed
+  // over, with the size of its body (http::Handlers::began, finished); either may be empty.
+  std::function<void(std::size_t body_bytes)> request_began;
+  std::function<void(std::size_t body_bytes)> request_ended;
 };
 
 class HttpServer {

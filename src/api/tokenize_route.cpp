@@ -8,7 +8,7 @@ std::expected<nlohmann::json, ApiError> tokenize_answer(std::string_view body, c
                                                         const ParseOptions& parse_options,
                                                         std::int32_t max_prompt_tokens) {
   if (auto refused = prompts.refuse_oversized_chat(body, max_prompt_tokens)) return std::unexpected(std::move(*refused));
-  auto root = parse_json_object(body);
+  auto root = parse_json_object(body, parse_options.max_json_nodes);
   if (!root) return std::unexpected(root.error());
   if (root->contains("messages")) {
     root = nlohmann::json();  // the chat parser reads the body itself

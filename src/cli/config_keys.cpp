@@ -13,6 +13,7 @@ constexpr std::array kKeys{
     ConfigKey{"host", server},
     ConfigKey{"port", server},
     ConfigKey{"max-body-bytes", server},
+    ConfigKey{"max-json-nodes", server},
     ConfigKey{"http-threads", server},
     ConfigKey{"http-header-timeout", server},
     ConfigKey{"http-body-timeout", server},

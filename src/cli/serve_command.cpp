@@ -5,6 +5,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -91,11 +92,20 @@ std::string read_text_file(const std::string& path, const char* flag) {
 
 int run_serve(ServeOptions& o) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
-  return_large_blocks_to_the_os();
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  configure_heap(cores);
   if (o.server.http.workers == 0) {
-    o.server.http.workers = std::min(4096, o.context.n_parallel + o.scheduler.max_queued + 4);
+    // One thread for each request the scheduler may hold, running or queued: each blocks its
+    // thread until its response ends, and with fewer threads the requests past them would wait
+    // unseen inside the HTTP layer instead of being refused at --max-queued. And one per core for
+    // the requests that only compute (tokenize, stats, the refusals) while those all wait. With one
+    // heap arena per core a thread costs little: after the same traffic, 8, 72 and 264 threads
+    // left the tiny model's server at 35, 40 and 51 MiB.
+    o.server.http.workers = std::min(4096, o.context.n_parallel + o.scheduler.max_queued + cores);
   }
   apply_http_flags(o.http, o.server);
+  o.server.max_json_nodes = o.http.max_json_nodes > 0 ? o.http.max_json_nodes
+                                                      : api::json_node_limit_for_context(static_cast<std::size_t>(o.context.n_ctx));
   // Every connection is an open file: thousands of idle clients must not exhaust the default 1024.
   const std::size_t open_files = http::raise_open_file_limit();
   if (open_files > 0 && o.server.http.max_connections + 64 > open_files) {
@@ -105,6 +115,12 @@ int run_serve(ServeOptions& o) {
   const bool cache_on = o.cache_enabled && !o.no_cache_prompt;
   o.server.cache_prompt_default = cache_on;
   ServerSignals signals;  // before any thread starts, so all of them inherit the mask
+  HeapTrimmer trimmer(kLargeBodyBytes, kMinTrimInterval);  // outlives the server, which calls it
+  o.server.request_began = [&trimmer](std::size_t body_bytes) { trimmer.request_began(body_bytes); };
+  o.server.request_ended = [&trimmer](std::size_t body_bytes) { trimmer.request_ended(body_bytes); };
+  spdlog::info("http: {} threads, request bodies up to {} bytes and {} JSON values; heap: {} arenas, trimmed after "
+               "requests with bodies of {} KiB or more",
+               o.server.http.workers, o.server.http.max_body_bytes, o.server.max_json_nodes, cores, kLargeBodyBytes >> 10);
   // Configuration errors first: a bad key file must not wait for the model to load.
   o.server.keys = load_keys(o.api_keys_path, o.server.api_key);
   o.server.cache_isolation = *api::parse_cache_isolation(o.cache_isolation);

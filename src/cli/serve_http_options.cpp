@@ -18,9 +18,14 @@ void add_http_options(CLI::App& cmd, api::ServerOptions& server, HttpFlags& flag
       ->capture_default_str()->envname("PREFIXD_PORT")->check(CLI::Range(0, 65535));
   cmd.add_option("--max-body-bytes", h.max_body_bytes, "Largest request body accepted (larger: 413)")
       ->capture_default_str()->envname("PREFIXD_MAX_BODY_BYTES");
+  cmd.add_option("--max-json-nodes", flags.max_json_nodes,
+                 "Most JSON values a request body may hold (more: 413 before it is parsed); 0: 262144, or "
+                 "--ctx-size + 65536 when larger, so a prompt of token ids that fills the context fits")
+      ->capture_default_str()->envname("PREFIXD_MAX_JSON_NODES")->check(CLI::Range(std::size_t{0}, std::size_t{1} << 32));
   cmd.add_option("--http-threads", h.workers,
-                 "Threads that handle requests (0: --parallel + --max-queued + 4, so queued requests never wait "
-                 "inside the HTTP layer); idle and slow connections take none")
+                 "Threads that handle requests (0: --parallel + --max-queued + the number of cores: one for each "
+                 "running or queued request, which holds it until its response ends, and one per core for requests "
+                 "that only compute); idle and slow connections take none")
       ->capture_default_str()->envname("PREFIXD_HTTP_THREADS")->check(CLI::Range(0, 4096));
   cmd.add_option("--http-header-timeout", flags.header_timeout_s,
                  "Seconds a new connection has to send its request line and headers")

@@ -1,6 +1,8 @@
 // `prefixd serve`: the HTTP transport's flags (address, workers, limits, timeouts, shutdown).
 #pragma once
 
+#include <cstddef>
+
 #include <CLI/CLI.hpp>
 
 #include "api/server.h"
@@ -13,6 +15,7 @@ struct HttpFlags {
   double keepalive_timeout_s = 30;
   double write_timeout_s = 60;
   double shutdown_grace_s = 30;
+  std::size_t max_json_nodes = 0;  // 0: api::json_node_limit_for_context(--ctx-size)
 };
 
 void add_http_options(CLI::App& cmd, api::ServerOptions& server, HttpFlags& flags);

@@ -207,6 +207,8 @@ void Connection::dispatch() {
 // Worker thread.
 void Connection::handle_on_worker(Request request, bool keep_alive) {
   const Handlers& handlers = server_.handlers();
+  const std::size_t body_bytes = request.body.size();  // the handler may take the body
+  if (handlers.began) handlers.began(body_bytes);
   Response response;
   try {
     response = handlers.handle(request);
@@ -220,6 +222,7 @@ void Connection::handle_on_worker(Request request, bool keep_alive) {
       self->server_.request_finished(*self);
       self->respond(std::move(response), keep_alive);
     });
+    if (handlers.finished) handlers.finished(body_bytes);
     return;
   }
   const bool chunked = request.version >= 11;
@@ -242,6 +245,7 @@ void Connection::handle_on_worker(Request request, bool keep_alive) {
     if (!ok) return self->close();
     self->after_response(keep);
   });
+  if (handlers.finished) handlers.finished(body_bytes);
 }
 
 bool Connection::write_blocking(std::string bytes) {

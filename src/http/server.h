@@ -56,6 +56,11 @@ struct Handlers {
   std::function<bool(const Request&)> is_quick;
   // The body for errors the transport answers itself (400, 408, 413, 414, 431, 503).
   std::function<Response(int status, std::string_view message, std::string_view code)> error;
+  // Optional, called on the worker thread with the size of the body the request came with: before
+  // `handle`, and once its response has been handed to its connection (a stream: after its last
+  // chunk). Every call of `began` is followed by one of `finished`.
+  std::function<void(std::size_t body_bytes)> began;
+  std::function<void(std::size_t body_bytes)> finished;
 };
 
 // Counters since start; connection gauges are current values.

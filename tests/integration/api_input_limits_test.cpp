@@ -2,36 +2,17 @@
 // without lasting memory, while prompts at the limit are still measured token for token.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
-#include <fstream>
-#include <future>
-#include <iterator>
-#include <latch>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "bench/rss.h"
+#include "bursts.h"
 #include "server_process.h"
 
 namespace prefixd::testing {
 namespace {
 
-// Whether freed memory goes back through glibc's allocator, whose return to the system the test
-// checks. AddressSanitizer's allocator holds freed blocks in quarantine on purpose, so under it
-// RSS stays up after a burst whatever the server does.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSystemAllocator = false;
-#else
-constexpr bool kSystemAllocator = true;
-#endif
-
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kHugeBytes = 7'800'000;  // under the default --max-body-bytes (8 MiB)
 
@@ -45,93 +26,6 @@ std::string prose(std::size_t bytes) {
   for (std::size_t i = 0; text.size() < bytes; ++i) text += kWords[(i * 7 + i / 5) % std::size(kWords)];
   text.resize(bytes);
   return text;
-}
-
-// Resets the peak resident set of `pid` to its current resident set (Linux: clear_refs 5).
-void reset_peak_rss(pid_t pid) {
-  std::ofstream("/proc/" + std::to_string(pid) + "/clear_refs") << "5";
-}
-
-struct Timed {
-  JsonReply reply;
-  double ms = 0;
-};
-
-// Sends every body at once (each from its own connection, released together) and times each.
-std::vector<Timed> post_together(const ServerProcess& server, const std::string& path, const std::vector<std::string>& bodies) {
-  std::latch start(static_cast<std::ptrdiff_t>(bodies.size()));
-  std::vector<std::future<Timed>> pending;
-  for (const auto& body : bodies) {
-    pending.push_back(std::async(std::launch::async, [&server, &path, &body, &start] {
-      auto client = server.client();
-      start.arrive_and_wait();
-      const auto t0 = Clock::now();
-      auto res = client->Post(path, body, "application/json");
-      Timed timed;
-      timed.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      if (res) {
-        timed.reply.status = res->status;
-        timed.reply.raw = res->body.substr(0, 512);
-        timed.reply.body = json::parse(res->body, nullptr, false);
-      }
-      return timed;
-    }));
-  }
-  std::vector<Timed> out;
-  for (auto& p : pending) out.push_back(p.get());
-  return out;
-}
-
-// VmRSS once it has settled within `tolerance` of `target_kb` (or the last sample after a few
-// seconds): freed memory may take a moment to be handed back.
-long settled_rss_kb(pid_t pid, long target_kb, double tolerance) {
-  long rss = bench::read_proc_memory(pid).rss_kb;
-  for (int i = 0; i < 40 && rss > static_cast<long>(static_cast<double>(target_kb) * (1.0 + tolerance)); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    rss = bench::read_proc_memory(pid).rss_kb;
-  }
-  return rss;
-}
-
-// CPU time (user and system) the process has used so far, from /proc/PID/stat.
-double cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; fields >> field && i <= 15; ++i) {
-    if (i >= 14) ticks += std::stod(field);  // utime, stime
-  }
-  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
-struct Burst {
-  std::vector<Timed> results;
-  long before_kb = 0;  // VmRSS before
-  long peak_kb = 0;    // VmHWM over the burst
-  long after_kb = 0;   // VmRSS once settled
-  double cpu_seconds = 0;
-  double slowest_ms = 0;
-};
-
-Burst run_burst(const ServerProcess& server, const std::string& path, const std::vector<std::string>& bodies) {
-  const pid_t pid = server.pid();
-  Burst burst;
-  burst.before_kb = bench::read_proc_memory(pid).rss_kb;
-  reset_peak_rss(pid);
-  const double cpu_before = cpu_seconds(pid);
-  burst.results = post_together(server, path, bodies);
-  burst.cpu_seconds = cpu_seconds(pid) - cpu_before;
-  burst.peak_kb = bench::read_proc_memory(pid).hwm_kb;
-  burst.after_kb = settled_rss_kb(pid, burst.before_kb, 0.10);
-  for (const auto& r : burst.results) burst.slowest_ms = std::max(burst.slowest_ms, r.ms);
-  std::cout << path << ": RSS before " << burst.before_kb / 1024 << " MiB, peak " << burst.peak_kb / 1024
-            << " MiB, after " << burst.after_kb / 1024 << " MiB; server CPU " << burst.cpu_seconds * 1000
-            << " ms; times ms:";
-  for (const auto& r : burst.results) std::cout << ' ' << static_cast<int>(r.ms);
-  std::cout << '\n';
-  return burst;
 }
 
 TEST(ApiInputLimits, BurstOfHugePromptsIsRejectedFastAndLeavesNoMemoryBehind) {

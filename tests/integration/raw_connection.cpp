@@ -7,9 +7,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <string>
 #include <utility>
 
 namespace prefixd::testing {
+
+std::string json_post_bytes(std::string_view path, std::string_view body, bool close) {
+  return "POST " + std::string(path) + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+         (close ? "Connection: close\r\n" : "") + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+         std::string(body);
+}
 
 RawConnection::RawConnection(int port) {
   fd_ = ::socket(AF_INET, SOCK_STREAM, 0);

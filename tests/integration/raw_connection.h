@@ -34,6 +34,10 @@ class RawConnection {
   int fd_ = -1;
 };
 
+// The bytes of an HTTP/1.1 POST of a JSON body to `path`; with `close`, the server closes the
+// connection after its response (so a read until it closes ends with the response).
+std::string json_post_bytes(std::string_view path, std::string_view body, bool close = false);
+
 // Raises this process's open-file limit to its hard limit; returns the limit in effect.
 std::size_t raise_test_open_file_limit();
 

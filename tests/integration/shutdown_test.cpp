@@ -29,11 +29,7 @@ constexpr milliseconds kPatience{300'000};
 const std::vector<std::string> kPatientServer = {"--shutdown-grace-seconds", "300", "--http-header-timeout", "300",
                                                  "--http-body-timeout", "300", "--http-keepalive-timeout", "300"};
 
-std::string post(const std::string& path, const json& body) {
-  const std::string text = body.dump();
-  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(text.size()) + "\r\n\r\n" + text;
-}
+std::string post(const std::string& path, const json& body) { return json_post_bytes(path, body.dump()); }
 
 // Greedy on this prompt, the tiny model falls into a loop that never emits end-of-generation, so
 // the completion lasts until max_tokens or the context's end.

@@ -2,6 +2,7 @@
 // function from JSON text to a parsed request or the ApiError the server answers with.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "api/request_parser.h"
@@ -149,7 +150,7 @@ TEST(ApiRequestParser, BodiesNestedTooDeepAreRefused) {
   const ApiError error = chat_error(deep);
   EXPECT_EQ(error.status, 400);
   EXPECT_EQ(error.code, "json_too_deep") << error.message;
-  EXPECT_EQ(parse_json_object("[" + nested(200) + "]").error().status, 400);
+  EXPECT_EQ(parse_json_object("[" + nested(200) + "]", kDefaultMaxJsonNodes).error().status, 400);
 }
 
 TEST(ApiRequestParser, DeveloperRoleBecomesSystem) {
@@ -391,6 +392,50 @@ TEST(ApiRequestParser, NestingDepthIsCountedOutsideStrings) {
   EXPECT_EQ(json_nesting_depth(std::string(1000, '['), 10), 11u) << "counting stops past the limit";
 }
 
+TEST(ApiRequestParser, ValuesAreCountedExactlyBeforeParsing) {
+  constexpr std::size_t kNoLimit = std::numeric_limits<std::size_t>::max();
+  for (const std::string text : {R"({})", R"([])", R"({"a": 1})", R"([1, 2, 3])", R"({"a": {}, "b": [], "c": [{}]})",
+                                 R"({"s": "a, b, [c], {d}", "e": "\", ", "t": [true, false, null, -1.5e3]})",
+                                 R"( { "m" : [ { "role" : "user" , "content" : [ { "type" : "text" } ] } ] } )",
+                                 R"([[[], [[]]], {"k": [{"x": [1, [2, {}]]}]}])"}) {
+    EXPECT_EQ(json_shape(text, kMaxJsonDepth, kNoLimit).nodes, json_value_count(json::parse(text))) << text;
+  }
+  // A prefix of valid JSON counts what a parser builds before it meets the end.
+  EXPECT_EQ(json_shape(R"([{}, {}, {})", kMaxJsonDepth, kNoLimit).nodes, 4u);
+  EXPECT_EQ(json_shape("[" + std::string(1000, '1') + "]", kMaxJsonDepth, kNoLimit).nodes, 2u) << "one long number";
+  std::string many = "[0";
+  for (int i = 0; i < 999; ++i) many += ",0";
+  EXPECT_EQ(json_shape(many + "]", kMaxJsonDepth, 100).nodes, 101u) << "counting stops past the limit";
+}
+
+TEST(ApiRequestParser, BodiesWithMoreValuesThanTheLimitAreRefusedWith413) {
+  auto with_values = [](std::size_t extra) {
+    std::string x = "[";
+    for (std::size_t i = 0; i < extra; ++i) x += i == 0 ? "{}" : ",{}";
+    return R"({"messages": [{"role": "user", "content": "hi"}], "x": )" + x + "]}";
+  };
+  // The root, messages, one message with two strings, x: 6 values besides x's elements.
+  ParseOptions o = options();
+  o.max_json_nodes = 100;
+  EXPECT_TRUE(parse_chat_request(with_values(94), o).has_value());
+  const ApiError over = chat_error(with_values(95), o);
+  EXPECT_EQ(over.status, 413);
+  EXPECT_EQ(over.code, "json_too_many_nodes");
+  EXPECT_NE(over.message.find("100"), std::string::npos) << over.message;
+  EXPECT_NE(over.message.find("--max-json-nodes"), std::string::npos) << over.message;
+  EXPECT_EQ(parse_json_object(with_values(95), 100).error().code, "json_too_many_nodes");
+  const auto completion = parse_completion_request(R"({"prompt": [1, 2, 3], "x": [1, 2, 3, 4, 5, 6, 7, 8, 9]})", [] {
+    ParseOptions small = options();
+    small.max_json_nodes = 14;  // the body holds 15
+    return small;
+  }());
+  ASSERT_FALSE(completion.has_value());
+  EXPECT_EQ(completion.error().code, "json_too_many_nodes");
+  // The default takes a prompt of token ids that fills the context, however long the context.
+  EXPECT_EQ(json_node_limit_for_context(16384), kDefaultMaxJsonNodes);
+  EXPECT_EQ(json_node_limit_for_context(1u << 20), (1u << 20) + kJsonNodesBesideTokenPrompt);
+}
+
 TEST(ApiRequestParser, BodiesNestedDeeperThanTheLimitAreRefusedBeforeAnythingWalksThem) {
   const auto nest = [](std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); };
   const auto kwargs_body = [&](std::size_t depth) {
@@ -406,7 +451,7 @@ TEST(ApiRequestParser, BodiesNestedDeeperThanTheLimitAreRefusedBeforeAnythingWal
   const auto completion = parse_completion_request(R"({"prompt": "x", "extra": )" + nest(100'000) + "}", options());
   ASSERT_FALSE(completion.has_value());
   EXPECT_EQ(completion.error().code, "json_too_deep");
-  EXPECT_EQ(parse_json_object(nest(100'000)).error().code, "json_too_deep");
+  EXPECT_EQ(parse_json_object(nest(100'000), kDefaultMaxJsonNodes).error().code, "json_too_deep");
   // Brackets inside strings are text.
   EXPECT_TRUE(parse_chat_request(chat_body({{"stop", nest(100)}}).dump(), options()).has_value());
 }

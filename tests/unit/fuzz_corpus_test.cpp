@@ -55,6 +55,15 @@ TEST(FuzzCorpus, RequestSeedsAreAcceptedChatOrCompletionRequests) {
   EXPECT_GE(completions, 3);
 }
 
+TEST(FuzzCorpus, RequestSeedsHoldAsManyValuesAsTheScanBeforeParsingCounts) {
+  for (const Seed& seed : seeds("request_parser")) {
+    const auto parsed = api::parse_json_object(seed.bytes, api::kDefaultMaxJsonNodes);
+    ASSERT_TRUE(parsed) << seed.name;
+    EXPECT_EQ(api::json_shape(seed.bytes, api::kMaxJsonDepth, api::kDefaultMaxJsonNodes).nodes, api::json_value_count(*parsed))
+        << seed.name;
+  }
+}
+
 TEST(FuzzCorpus, ChatTemplateSeedsRenderWithChatMl) {
   const auto all = seeds("chat_template");
   EXPECT_GE(all.size(), 5u);
