@@ -137,7 +137,12 @@ std::string GbnfBuilder::primitive(JsonPrimitive which) {
   switch (which) {
     case JsonPrimitive::ws: return fixed("ws", R"([ \n]?)");
     case JsonPrimitive::character:
-      return fixed("json-char", R"([^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))");
+      // A \u escape names a code point outside the surrogates, or a high and a low surrogate in a
+      // pair: strict parsers (nlohmann's, among them) refuse a lone surrogate, which the plain
+      // JSON grammar would allow.
+      fixed("json-code-unit",
+            R"(([0-9a-cA-C] | [eEfF]) [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2})");
+      return fixed("json-char", R"([^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" json-code-unit))");
     case JsonPrimitive::string: return fixed("json-string", "\"\\\"\" " + primitive(JsonPrimitive::character) + "* \"\\\"\"");
     case JsonPrimitive::integer: return fixed("json-integer", std::format(R"("-"? ("0" | [1-9] [0-9]{{0,{}}}))", kMaxIntegerDigits - 1));
     case JsonPrimitive::number:

@@ -151,6 +151,16 @@ TEST(JsonSchemaGrammar, AReferenceBackToItselfBeforeAnyCharacterIsRefused) {
   grammar_of(R"({"anyOf": [{"type": "null"}, {"type": "object", "properties": {"x": {"$ref": "#"}}}]})");
 }
 
+// Strict JSON parsers refuse a \u escape of a lone surrogate (a sampled "\udabb" made replies
+// nlohmann could not read): escapes name a code point outside the surrogates, or a pair.
+TEST(JsonSchemaGrammar, StringEscapesNeverSpellALoneSurrogate) {
+  const std::string text = grammar_of(R"({"type": "string"})");
+  EXPECT_NE(text.find(R"(json-char ::= [^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" json-code-unit))"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"([dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2})"),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("[0-9a-fA-F]{4}"), std::string::npos) << text;
+}
+
 TEST(JsonSchemaGrammar, IntegerRangesAreExact) {
   EXPECT_EQ(integer_range_gbnf(0, 120), "(([0-9]) | ([1-9] [0-9]{1}) | (\"1\" (\"0\" ([0-9]) | [1-1] [0-9]{1} | \"2\" (\"0\"))))");
   EXPECT_EQ(integer_range_gbnf(100, 150), "((\"1\" (\"0\" ([0-9]) | [1-4] [0-9]{1} | \"5\" (\"0\"))))");
