@@ -462,6 +462,11 @@ auto guarded(F&& parse) -> std::expected<decltype(parse()), ApiError> {
 
 std::expected<json, ApiError> parse_json_object(std::string_view body, std::size_t max_nodes) {
   if (auto refused = refuse_unbounded_json(body, max_nodes)) return std::unexpected(std::move(*refused));
+  // nlohmann's parser takes a NUL byte for the end of its input, so "{...}\0anything" would parse
+  // as the object alone; JSON allows no raw NUL anywhere (inside strings it must be escaped).
+  if (body.find('\0') != std::string_view::npos) {
+    return std::unexpected(invalid_request("the request body is not valid JSON: it holds a NUL byte", "invalid_json"));
+  }
   json root = json::parse(body, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return std::unexpected(invalid_request("the request body is not valid JSON", "invalid_json"));
   if (!root.is_object()) return std::unexpected(invalid_request("the request body must be a JSON object"));

@@ -84,6 +84,14 @@ TEST(ApiRequestParser, MalformedJsonIs400) {
   EXPECT_EQ(chat_error(std::string("")).status, 400);
 }
 
+// nlohmann's parser stops at a NUL byte: what follows one would be ignored, not refused.
+TEST(ApiRequestParser, ABodyWithANulByteIsNotJson) {
+  const std::string body = chat_body().dump() + std::string(1, '\0') + R"("prompt_cache_key": "hidden"})";
+  const auto error = chat_error(body);
+  EXPECT_EQ(error.status, 400);
+  EXPECT_EQ(error.code, "invalid_json");
+}
+
 TEST(ApiRequestParser, UnknownModelIs404ModelNotFound) {
   const auto error = chat_error(chat_body({{"model", "gpt-4"}}));
   EXPECT_EQ(error.status, 404);
