@@ -39,8 +39,9 @@ inline constexpr std::size_t kJsonNodesBesideTokenPrompt = 65'536;
 std::size_t json_node_limit_for_context(std::size_t context_tokens);
 
 // How deep a JSON text nests and how many values it holds, counted in one pass outside strings.
-// Exact for valid JSON and for every valid prefix of it (so it also bounds what a parser builds
-// before it meets an error); an arbitrary answer for other invalid text, which the parser refuses.
+// Exact for the values valid JSON writes and for every valid prefix of it (so it also bounds what
+// a parser builds before it meets an error); the parsed tree holds fewer where an object repeats a
+// key (the last value wins). An arbitrary answer for other invalid text, which the parser refuses.
 struct JsonShape {
   std::size_t depth = 0;  // deepest nesting of arrays and objects (0: none)
   std::size_t nodes = 0;  // values
