@@ -11,7 +11,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cstdint>
 #include <fstream>
+#include <random>
+#include <utility>
 #include <stdexcept>
 #include <thread>
 
@@ -54,8 +57,48 @@ using Fd = util::UniqueFd;
 
 }  // namespace
 
+namespace {
+
+// The kernel's range for the local ports of outgoing connections (ip_local_port_range).
+std::pair<int, int> ephemeral_port_range() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 32768, high = 60999;
+  if (!(in >> low >> high) || low < 1 || high < low || high > 65535) return {32768, 60999};
+  return {low, high};
+}
+
+bool can_bind_loopback(int port) {
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  return ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+}
+
+}  // namespace
+
 int pick_free_port() {
-  Fd fd(::socket(AF_INET, SOCK_STREAM, 0));
+  // Ports are drawn at random from outside the ephemeral range: a port the kernel hands out for
+  // bind(0) is also one it hands out as the local end of any outgoing connection, so between this
+  // check and the server's own bind, another client's connection could take it (seen as "Address
+  // already in use" with many servers and clients on one machine). Outside that range only another
+  // listener can, and a random draw makes two launchers choosing the same port unlikely.
+  const auto [low, high] = ephemeral_port_range();
+  constexpr int kLowest = 10000;
+  const bool below = low - 1 - kLowest >= 1000;
+  const int first = below ? kLowest : high + 1;
+  const int last = below ? low - 1 : 65535;
+  if (last - first >= 1000) {
+    std::mt19937 draw(std::random_device{}());
+    std::uniform_int_distribution<int> port(first, last);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      const int candidate = port(draw);
+      if (can_bind_loopback(candidate)) return candidate;
+    }
+  }
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) throw std::runtime_error(std::string("socket(): ") + std::strerror(errno));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;

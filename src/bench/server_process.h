@@ -59,7 +59,8 @@ class ServerProcess {
   std::string command_line_;
 };
 
-// A loopback port that was free a moment ago.
+// A loopback port that was free a moment ago, outside the range the kernel gives outgoing
+// connections where that range leaves room.
 int pick_free_port();
 
 }  // namespace prefixd::bench

@@ -49,6 +49,7 @@ Scheduler::Impl::Impl(engine::Engine& engine, SchedulerOptions options) : engine
   });
   free_seqs_.reserve(static_cast<size_t>(options_.n_slots));
   for (engine::SeqId s = options_.n_slots - 1; s >= 0; --s) free_seqs_.push_back(s);
+  open_slots_ = options_.n_slots;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -79,7 +80,8 @@ std::expected<std::shared_ptr<RequestStream>, SubmitError> Scheduler::Impl::subm
     return reject(SubmitError::prompt_too_long);
   }
   if (stopping_) return reject(SubmitError::shutting_down);
-  if (static_cast<std::int32_t>(inbox_.size()) + waiting_in_thread_ >= options_.max_queued) {
+  // A burst into an idle server fills its free slots first: only requests beyond them queue.
+  if (static_cast<std::int32_t>(inbox_.size()) + waiting_in_thread_ >= options_.max_queued + open_slots_) {
     return reject(SubmitError::queue_full);
   }
   auto stream = std::make_shared<RequestStream>();

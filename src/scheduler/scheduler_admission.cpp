@@ -32,6 +32,7 @@ void Scheduler::Impl::admit() {
   }
   std::lock_guard lock(mutex_);
   waiting_in_thread_ = static_cast<std::int32_t>(queue_.size() + remote_waits_->size());
+  open_slots_ = queue_.empty() ? static_cast<std::int32_t>(free_seqs_.size()) : 0;
   stats_.queued = static_cast<std::int32_t>(inbox_.size()) + waiting_in_thread_;
   stats_.running = static_cast<std::int32_t>(active_.size());
 }

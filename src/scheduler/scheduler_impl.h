@@ -104,6 +104,9 @@ class Scheduler::Impl {
   // Requests the scheduler thread holds that wait for a sequence (its queue and remote waits):
   // recounted after each admission, raised when the inbox is taken.
   std::int32_t waiting_in_thread_ = 0;
+  // Sequences free for requests when the scheduler thread last admitted: that many requests in
+  // the inbox start at once, so they do not count against max_queued.
+  std::int32_t open_slots_ = 0;
   bool fetch_ready_ = false;      // a lookup finished since the loop last looked
   bool draw_ready_ = false;       // a masked draw finished since the loop last looked
   std::deque<std::function<void()>> commands_;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 namespace prefixd::testing {
 
@@ -16,11 +17,11 @@ ServerProcess::ServerProcess(ServerConfig config) {
   ::close(log_fd);
   log_path_ = log_template;
 
-  const int port = pick_free_port();
   bench::ServerLaunch launch;
   launch.binary = PREFIXD_BINARY;
-  launch.args = {"serve", "--model", config.model, "--host", "127.0.0.1", "--port", std::to_string(port),
+  launch.args = {"serve", "--model", config.model, "--host", "127.0.0.1", "--port", "",
                  "--ctx-size", std::to_string(config.ctx_size), "--parallel", std::to_string(config.parallel)};
+  constexpr std::size_t kPortArg = 6;
   launch.args.insert(launch.args.end(), config.extra_args.begin(), config.extra_args.end());
   launch.log_path = log_path_;
   launch.startup_limit = std::chrono::seconds(60);
@@ -47,11 +48,21 @@ ServerProcess::ServerProcess(ServerConfig config) {
   if (!threaded && std::ranges::none_of(launch.extra_env, [](const auto& kv) { return kv.first == "PREFIXD_THREADS"; })) {
     launch.extra_env.emplace_back("PREFIXD_THREADS", "1");
   }
-  try {
-    process_ = std::make_unique<bench::ServerProcess>(std::move(launch), port);
-  } catch (...) {
-    ::unlink(log_path_.c_str());
-    throw;
+  // A port found free can still be taken by another listener before the server binds it; the
+  // server then exits at startup saying so, and the launch is tried again on another port.
+  constexpr int kLaunchAttempts = 4;
+  for (int attempt = 1;; ++attempt) {
+    const int port = pick_free_port();
+    launch.args[kPortArg] = std::to_string(port);
+    try {
+      process_ = std::make_unique<bench::ServerProcess>(launch, port);
+      return;
+    } catch (const std::exception& e) {
+      const bool port_taken = std::string_view(e.what()).find("Address already in use") != std::string_view::npos;
+      if (port_taken && attempt < kLaunchAttempts) continue;
+      ::unlink(log_path_.c_str());
+      throw;
+    }
   }
 }
 

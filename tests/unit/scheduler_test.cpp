@@ -181,6 +181,31 @@ TEST(Scheduler, FullQueueIsRefused) {
   for (auto& s : accepted) collect(*s);
 }
 
+// A burst into an idle server: as many requests as it has free slots start at once, so they are
+// not queued, and max_queued more wait. Before, the inbox counted the whole burst as queued and
+// refused the request that would have started in the second free slot.
+TEST(Scheduler, ABurstFillsTheFreeSlotsBeforeTheQueueLimitCounts) {
+  engine::FakeEngine engine({.n_ctx = 4096, .n_batch = 4, .n_seq = 4, .n_vocab = 256});
+  Scheduler scheduler(engine, {.n_slots = 3, .max_queued = 1, .cache_holders = 0});
+  // The scheduler thread runs a command that waits, so nothing leaves the inbox meanwhile.
+  std::promise<void> entered, released;
+  std::shared_future<void> go = released.get_future().share();
+  std::thread holder([&] { scheduler.with_cache([&](cache::PrefixCache&) { entered.set_value(); go.wait(); }); });
+  entered.get_future().wait();
+  std::vector<std::shared_ptr<RequestStream>> accepted;
+  for (int i = 0; i < 4; ++i) {
+    auto r = scheduler.submit(greedy("burst " + std::to_string(i), 2));
+    ASSERT_TRUE(r.has_value()) << "request " << i << " of 3 slots + 1 queued was refused";
+    accepted.push_back(*r);
+  }
+  auto beyond = scheduler.submit(greedy("one too many", 2));
+  ASSERT_FALSE(beyond.has_value());
+  EXPECT_EQ(beyond.error(), SubmitError::queue_full);
+  released.set_value();
+  holder.join();
+  for (auto& s : accepted) EXPECT_EQ(collect(*s).done.finish, FinishReason::length);
+}
+
 TEST(Scheduler, PromptLongerThanTheContextIsRefused) {
   engine::FakeEngine engine({.n_ctx = 32, .n_batch = 8, .n_seq = 1});
   Scheduler scheduler(engine, {.n_slots = 1});
