@@ -1,7 +1,8 @@
 // Fuzz target: the request parser and validator (api/request_parser.h), which every JSON body of
 // every route goes through before anything else sees it.
 //
-// Each input is one request body, parsed as a chat and as a completion request, by a server with
+// Each input is one request body, parsed as a chat, as a completion request and as an Anthropic
+// Messages request (api/anthropic_messages.h, both routes), by a server with
 // the cache on and no vocabulary limit and by one with --no-cache-prompt, a 258-token vocabulary
 // and a limit of 64 JSON values. Besides the sanitizers (and any exception escaping, which the
 // server would answer with a 500), it checks the parser's promises: a refusal is a 4xx with a
@@ -12,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "api/anthropic_messages.h"
 #include "api/request_parser.h"
 #include "fuzz_check.h"
 
@@ -86,6 +88,39 @@ void check_completion(std::string_view body, const ParseOptions& options) {
   }
 }
 
+// The Messages adapter hands the template the same shapes a chat does: known roles, text or null
+// content, tool results naming their call, calls whose arguments are JSON objects.
+void check_messages(std::string_view body, const ParseOptions& options, api::MessagesRoute route) {
+  const auto parsed = api::parse_messages_request(body, options, route);
+  if (!parsed) {
+    check_refusal(parsed.error());
+    require(!api::anthropic_error_json(parsed.error()).dump().empty(), "the Anthropic error body can be written");
+    return;
+  }
+  const api::ChatRequest& chat = parsed->chat;
+  check_common(chat.params, options);
+  require(chat.params.sampling.temperature <= 1.0f, "Anthropic's temperature is in [0, 1]");
+  require(route == api::MessagesRoute::count_tokens || chat.params.max_tokens >= 1, "max_tokens is required");
+  const auto& messages = chat.chat.messages;
+  require(messages.is_array() && !messages.empty(), "a conversation has messages");
+  require(!parsed->breakpoint_messages || *parsed->breakpoint_messages <= messages.size(), "a breakpoint ends inside the conversation");
+  for (const auto& m : messages) {
+    const std::string role = m.value("role", "");
+    require(role == "system" || role == "user" || role == "assistant" || role == "tool", "a role templates know");
+    require(m.contains("content") && (m["content"].is_string() || m["content"].is_null()), "content is text or null");
+    if (role == "tool") require(m.contains("tool_call_id") && m["tool_call_id"].is_string(), "a tool result names its call");
+    if (m.contains("tool_calls")) {
+      for (const auto& call : m["tool_calls"]) {
+        const auto arguments = nlohmann::json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
+        require(arguments.is_object(), "a call's arguments are a JSON object");
+      }
+    }
+  }
+  require(messages.back()["role"] != "assistant", "a final assistant message is refused");
+  const auto& choice = chat.tool_choice;
+  require(choice.is_object() || choice == "none" || choice == "auto" || choice == "required", "a known tool_choice");
+}
+
 }  // namespace
 }  // namespace prefixd::fuzz
 
@@ -104,6 +139,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     prefixd::fuzz::check_chat(body, options);
     prefixd::fuzz::check_completion(body, options);
+    prefixd::fuzz::check_messages(body, options, prefixd::api::MessagesRoute::create);
+    prefixd::fuzz::check_messages(body, options, prefixd::api::MessagesRoute::count_tokens);
   }
   return 0;
 }

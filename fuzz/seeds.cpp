@@ -3,7 +3,8 @@
 // own encoders, so that fuzzing starts from inputs that reach the deepest decoding paths:
 // - request_parser, chat_template: request bodies of the benchmark's workloads (bench::step_body,
 //   what `prefixd bench` sends), and bodies that use each feature of the chat API once (tools,
-//   tool calls and results, content parts, kwargs, extra_body, logprobs, stop, token prompts);
+//   tool calls and results, content parts, kwargs, extra_body, logprobs, stop, token prompts), and
+//   Anthropic Messages bodies using each feature of that adapter;
 // - disk_record: the files a prompt cache with a disk tier writes behind (cache::DiskStore) over
 //   the FakeEngine, for a dense model (segments) and a hybrid one (segments and checkpoints);
 // - artifact: what PrefixCache::save_artifact writes for the same prefixes, with a manifest;
@@ -115,6 +116,23 @@ std::vector<json> completion_bodies() {
   };
 }
 
+// Anthropic Messages bodies, each feature of the adapter once.
+std::vector<std::string> messages_bodies() {
+  return {
+      R"({"model":"default","max_tokens":16,"system":"Be brief.","messages":[{"role":"user","content":"Hi"}],"stream":true})",
+      R"({"model":"default","max_tokens":64,"system":[{"type":"text","text":"Rules.","cache_control":{"type":"ephemeral","ttl":"1h"}}],)"
+      R"("tools":[{"name":"get_weather","description":"Weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],)"
+      R"("tool_choice":{"type":"tool","name":"get_weather","disable_parallel_tool_use":true},"metadata":{"user_id":"u-1"},)"
+      R"("messages":[{"role":"user","content":"Oslo?"},{"role":"assistant","content":[{"type":"thinking","thinking":"look","signature":"s"},)"
+      R"({"type":"text","text":"Checking."},{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Oslo"}}]},)"
+      R"({"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"rain"}],"is_error":false},)"
+      R"({"type":"text","text":"Tomorrow?","cache_control":{"type":"ephemeral"}}]}]})",
+      R"({"model":"default","max_tokens":8,"temperature":0,"top_k":5,"top_p":0.9,"stop_sequences":["END"],)"
+      R"("thinking":{"type":"enabled","budget_tokens":1024},"tool_choice":{"type":"none"},"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}]})",
+      R"({"model":"default","messages":[{"role":"user","content":"How many tokens?"}]})",
+  };
+}
+
 void request_seeds(CorpusWriter& out) {
   int n = 0;
   for (const json& body : feature_bodies()) {
@@ -125,6 +143,8 @@ void request_seeds(CorpusWriter& out) {
   }
   n = 0;
   for (const json& body : completion_bodies()) out.add("request_parser", "completion-" + std::to_string(n++), body.dump());
+  n = 0;
+  for (const std::string& body : messages_bodies()) out.add("request_parser", "messages-" + std::to_string(n++), body);
   // What the benchmark sends: multi-turn sessions, agent loops with long shared prefixes, edits.
   const bench::WorkloadParams params{.seed = 1, .scale = 0.02, .reps = 1, .cold_reps_long = 1};
   for (const std::string name : {"agent", "multisession", "edit", "shared"}) {

@@ -18,6 +18,8 @@
 #include <spdlog/spdlog.h>
 
 #include "api/access.h"
+#include "api/anthropic_messages.h"
+#include "api/anthropic_stream.h"
 #include "api/cache_control.h"
 #include "api/cache_report.h"
 #include "api/cache_routing.h"
@@ -47,8 +49,12 @@ constexpr Route kRoutes[] = {
     {"/chat/completions", "POST"}, {"/v1/completions", "POST"},   {"/completions", "POST"},
     {"/metrics", "GET"},         {"/tokenize", "POST"},           {"/apply-template", "POST"},
     {"/v1/cache/stats", "GET"},  {"/v1/cache/reset", "POST"},
-    {"/v1/cache/summary", "GET"}, {"/v1/cache/chain", "POST"},
+    {"/v1/cache/summary", "GET"}, {"/v1/cache/chain", "POST"}, {"/v1/messages", "POST"},
+    {"/v1/messages/count_tokens", "POST"},
 };
+
+// Anthropic's routes answer errors in Anthropic's shape (anthropic_messages.h).
+bool is_anthropic_route(std::string_view path) { return path == "/v1/messages" || path.starts_with("/v1/messages/"); }
 
 // The control plane's operations live under this path (cache_control.h).
 constexpr std::string_view kCachePrefix = "/v1/cache/";
@@ -70,6 +76,20 @@ http::Response json_response(int status, std::string body) {
 }
 
 http::Response error_response(const ApiError& error) { return json_response(error.status, dump_json(error.to_json())); }
+
+// A server-sent event stream that `relay` writes. Runs on the request's worker after the head is
+// sent; a relay that never runs (the head could not be written) cancels its request when the
+// response is dropped.
+http::Response event_stream(std::shared_ptr<SseRelay> relay) {
+  http::Response res{.status = 200, .content_type = "text/event-stream"};
+  res.headers.push_back({"Cache-Control", "no-cache"});
+  res.stream = [relay = std::move(relay)](http::ChunkWriter& out) {
+    const auto write = [&out](std::string_view frame) { return out.write(frame); };
+    while (relay->pump(write) == SseRelay::Step::more) {
+    }
+  };
+  return res;
+}
 
 // Errors the transport answers by itself (malformed requests, size limits, shutdown).
 http::Response transport_error(int status, std::string_view message, std::string_view code) {
@@ -159,12 +179,26 @@ class HttpServer::Impl {
   // Every request but the quick ones runs here, on a transport worker. Nothing a request does may
   // take the server down: whatever escapes a handler becomes a 500.
   http::Response handle(http::Request& req) {
+    const auto fail = [&req](const ApiError& error) {
+      return is_anthropic_route(req.path) ? json_response(error.status, dump_json(anthropic_error_json(error)))
+                                          : error_response(error);
+    };
     try {
-      if (keys_ != nullptr && req.path != "/health" && !caller_of(req)) return error_response(unauthorized());
-      return route(req);
+      if (keys_ != nullptr && req.path != "/health" && !caller_of(req)) return fail(unauthorized());
+      if (req.method == "POST" && req.path == "/v1/messages") return serve_messages(req, MessagesRoute::create);
+      if (req.method == "POST" && req.path == "/v1/messages/count_tokens") return serve_messages(req, MessagesRoute::count_tokens);
+      http::Response res = route(req);
+      if (is_anthropic_route(req.path) && res.status >= 400) {
+        // A wrong method or an unknown path under /v1/messages: the same refusal in Anthropic's shape.
+        const auto body = nlohmann::json::parse(res.body, nullptr, false);
+        if (body.is_object() && body.contains("error")) {
+          res.body = dump_json(anthropic_error_json(ApiError{.status = res.status, .message = body["error"].value("message", "")}));
+        }
+      }
+      return res;
     } catch (const std::exception& e) {
       spdlog::error("{} {}: {}", req.method, req.path, e.what());
-      return error_response(internal_error(std::string("internal error: ") + e.what()));
+      return fail(internal_error(std::string("internal error: ") + e.what()));
     }
   }
 
@@ -385,12 +419,19 @@ class HttpServer::Impl {
   // reply called tools, the conversation with the reply as the template renders it is prefilled off
   // the request path (prefill-only: the prompt is cached, only the reply and its end of turn are
   // fed), and the next turn feeds only the tool results and their scaffolding.
-  void cache_next_turn(const ChatRequest& request, const ParsedAssistant& reply, const std::string& tenant) {
+  // `compact_arguments`: the client sends calls back as objects (Anthropic's tool_use input), which
+  // its adapter renders as compact JSON, so the cached turn must hold them compact too.
+  void cache_next_turn(const ChatRequest& request, const ParsedAssistant& reply, const std::string& tenant,
+                       bool compact_arguments = false) {
     if (reply.tool_calls.empty() || stopping_) return;
     ChatRequest next = request;
     nlohmann::json message{{"role", "assistant"},
                            {"content", reply.content.empty() ? nlohmann::json(nullptr) : nlohmann::json(reply.content)}};
-    message["tool_calls"] = nlohmann::json::parse(dump_json(tool_calls_json(reply.tool_calls)));
+    std::vector<ToolCall> calls = reply.tool_calls;
+    if (compact_arguments) {
+      for (ToolCall& call : calls) call.arguments = canonical_arguments(call.arguments);
+    }
+    message["tool_calls"] = nlohmann::json::parse(dump_json(tool_calls_json(calls)));
     next.chat.messages.push_back(std::move(message));
     next.chat.add_generation_prompt = false;
     auto warm = prompts_.build(next, scheduler_.max_prompt_tokens(), tenant);
@@ -489,18 +530,93 @@ class HttpServer::Impl {
         cache_next_turn(*replayed, parse_tool_calls(text, tool_format_, tools), tenant);
       };
     }
-    auto relay = std::make_shared<SseRelay>(std::move(*stream), std::move(meta), params.include_usage,
-                                            std::move(should_stop), std::move(parser), std::move(after_reply));
-    http::Response res{.status = 200, .content_type = "text/event-stream"};
-    res.headers.push_back({"Cache-Control", "no-cache"});
-    // Runs on this request's worker after the head is sent. A relay that never runs (the head
-    // could not be written) cancels its request when the response is dropped.
-    res.stream = [relay](http::ChunkWriter& out) {
-      const auto write = [&out](std::string_view frame) { return out.write(frame); };
-      while (relay->pump(write) == SseRelay::Step::more) {
+    auto relay = std::make_shared<SseRelay>(std::move(*stream),
+                                            openai_stream_format(std::move(meta), params.include_usage, std::move(parser)),
+                                            std::move(should_stop), std::move(after_reply));
+    return event_stream(std::move(relay));
+  }
+
+  // POST /v1/messages and /v1/messages/count_tokens (anthropic_messages.h): the body becomes the
+  // same ChatRequest a chat completion does, and takes the same path to the scheduler.
+  http::Response serve_messages(http::Request& req, MessagesRoute route) {
+    const auto fail = [](const ApiError& error) { return json_response(error.status, dump_json(anthropic_error_json(error))); };
+    if (auto refused = prompts_.refuse_oversized_chat(req.body, scheduler_.max_prompt_tokens())) return fail(*refused);
+    auto parsed = parse_messages_request(release_body(req), parse_options_, route);
+    if (!parsed) return fail(parsed.error());
+    const auto caller = caller_of(req);
+    if (!caller) return fail(caller.error());
+    ChatRequest& chat = parsed->chat;
+    if (route == MessagesRoute::count_tokens) {
+      auto tokens = prompts_.chat_tokens(chat, scheduler_.max_prompt_tokens());
+      if (!tokens) return fail(tokens.error());
+      return json_response(200, dump_json(nlohmann::ordered_json{{"input_tokens", tokens->size()}}));
+    }
+    auto generation = prompts_.build(chat, scheduler_.max_prompt_tokens(), caller->tenant);
+    if (!generation) return fail(generation.error());
+    if (generation->cache.enabled) control_.adjust(*generation, caller->tenant, chat.params.cache.session_key);
+    const std::optional<std::int32_t> breakpoint = breakpoint_tokens(chat, parsed->breakpoint_messages, generation->prompt.size());
+    std::optional<nlohmann::json> call_tools;
+    std::shared_ptr<const ChatRequest> replayed;
+    if (tool_format_ != ToolCallFormat::none && chat.tools.is_array() && chat.tool_choice != "none") {
+      call_tools = chat.tools;
+      if (generation->cache.enabled) replayed = std::make_shared<const ChatRequest>(chat);
+    }
+    auto grammar = output_grammar(
+        chat, tool_format_, [this](const engine::Grammar& g) { return engine_.check_grammar(g); }, options_.grammar_limits);
+    if (!grammar) return fail(grammar.error());
+    generation->sampling.grammar = std::move(*grammar);
+    const bool streamed = chat.params.stream;
+    if (stopping_) return fail(shutting_down_error());
+    auto stream = scheduler_.submit(std::move(*generation));
+    if (!stream) return fail(submit_error(stream.error()));
+    ResponseMeta meta{.endpoint = Endpoint::chat, .id = ids_.next("msg_"), .created = unix_seconds(), .model = served_id_};
+    auto should_stop = [&req] { return stop_reason(req); };
+    if (!streamed) {
+      auto collected = collect_completion(**stream, [&should_stop] { return should_stop().has_value(); });
+      switch (collected.done.finish) {
+        case scheduler::FinishReason::error:
+          return fail(internal_error(collected.done.error.empty() ? "generation failed" : collected.done.error));
+        case scheduler::FinishReason::cancelled:
+          return fail(should_stop().value_or(server_busy("the request was cancelled")));
+        default: break;
       }
-    };
-    return res;
+      ParsedAssistant reply;
+      if (call_tools) {
+        reply = parse_tool_calls(collected.text, tool_format_, *call_tools);
+        for (const std::string& warning : reply.warnings) spdlog::warn("{}: tool call: {}", meta.id, warning);
+        if (replayed) cache_next_turn(*replayed, reply, caller->tenant, /*compact_arguments=*/true);
+      } else {
+        reply.content = std::move(collected.text);
+      }
+      return json_response(200, dump_json(messages_body(meta, reply, collected.done, messages_usage(collected.done.usage, breakpoint))));
+    }
+    std::optional<ToolCallStream> parser;
+    if (call_tools) parser.emplace(tool_format_, *call_tools, ToolCallIdGenerator{}, ToolCallStream::ArgumentDelivery::whole_call);
+    SseRelay::ReplyDone after_reply;
+    if (replayed) {
+      after_reply = [this, replayed, tools = *call_tools, tenant = caller->tenant](const std::string& text) {
+        cache_next_turn(*replayed, parse_tool_calls(text, tool_format_, tools), tenant, /*compact_arguments=*/true);
+      };
+    }
+    auto relay = std::make_shared<SseRelay>(std::move(*stream), anthropic_stream_format(std::move(meta), std::move(parser), breakpoint),
+                                            std::move(should_stop), std::move(after_reply));
+    return event_stream(std::move(relay));
+  }
+
+  // Where the conversation's first `messages` end in its prompt: the tokens of those messages
+  // rendered alone (a prefix of the whole prompt's), for cache_creation_input_tokens. nullopt
+  // without a breakpoint, or when the breakpoint covers only tools (no message to render).
+  std::optional<std::int32_t> breakpoint_tokens(const ChatRequest& chat, std::optional<std::size_t> messages,
+                                                std::size_t prompt_tokens) const {
+    if (!messages || *messages == 0) return std::nullopt;
+    if (*messages >= chat.chat.messages.size()) return static_cast<std::int32_t>(prompt_tokens);
+    ChatRequest head = chat;
+    head.chat.messages = nlohmann::json(std::vector<nlohmann::json>(chat.chat.messages.begin(),
+                                                                    chat.chat.messages.begin() + static_cast<std::ptrdiff_t>(*messages)));
+    head.chat.add_generation_prompt = false;
+    auto tokens = prompts_.chat_tokens(head, scheduler_.max_prompt_tokens());
+    if (!tokens) return std::nullopt;
+    return static_cast<std::int32_t>(std::min(tokens->size(), prompt_tokens));
   }
 
   const engine::Engine& engine_;

@@ -1,5 +1,7 @@
 #include "api/request_parser.h"
 
+#include "api/field_reader.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cctype>
@@ -13,105 +15,10 @@ namespace prefixd::api {
 namespace {
 
 using nlohmann::json;
-
-// Inside this file a rejection unwinds to the public entry point, which turns it into the
-// std::expected the caller sees; this keeps each rule one line instead of a chain of checks.
-struct Rejection {
-  ApiError error;
-};
-
-[[noreturn]] void reject(std::string param, std::string message) {
-  throw Rejection{invalid_param(std::move(param), std::move(message))};
-}
-
-std::string type_name(const json& value) {
-  if (value.is_number_integer()) return "integer";
-  if (value.is_number()) return "number";
-  return value.type_name();
-}
-
-// Reads the fields of one request object. OpenAI clients send null for "unset", so null and
-// absent mean the same. Fields that other servers accept inside `extra_body` (the Python client's
-// escape hatch, sometimes sent literally) are looked up there too.
-class FieldReader {
- public:
-  explicit FieldReader(const json& root) : root_(root) {
-    if (const json* extra = at(root_, "extra_body")) {
-      if (!extra->is_object()) reject("extra_body", "'extra_body' must be an object");
-      extra_ = extra;
-    }
-  }
-
-  const json& root() const { return root_; }
-
-  const json* find(std::string_view name) const { return at(root_, name); }
-  // Root first, then extra_body.
-  const json* find_extended(std::string_view name) const {
-    if (const json* value = at(root_, name)) return value;
-    return extra_ ? at(*extra_, name) : nullptr;
-  }
-
-  std::optional<bool> boolean(std::string_view name, bool extended = false) const {
-    const json* value = extended ? find_extended(name) : find(name);
-    if (!value) return std::nullopt;
-    if (!value->is_boolean()) reject(std::string(name), std::format("'{}' must be a boolean, not {}", name, type_name(*value)));
-    return value->get<bool>();
-  }
-
-  std::optional<std::string> string(std::string_view name, bool extended = false) const {
-    const json* value = extended ? find_extended(name) : find(name);
-    if (!value) return std::nullopt;
-    if (!value->is_string()) reject(std::string(name), std::format("'{}' must be a string, not {}", name, type_name(*value)));
-    return value->get<std::string>();
-  }
-
-  // A number in [lo, hi] (or (lo, hi] when lo_open).
-  std::optional<double> number(std::string_view name, double lo, double hi, bool lo_open = false) const {
-    const json* value = find(name);
-    if (!value) return std::nullopt;
-    if (!value->is_number()) reject(std::string(name), std::format("'{}' must be a number, not {}", name, type_name(*value)));
-    const double x = value->get<double>();
-    if (!std::isfinite(x) || x > hi || (lo_open ? x <= lo : x < lo)) {
-      reject(std::string(name), std::format("'{}' must be in {}{}, {}], got {}", name, lo_open ? "(" : "[", lo, hi, x));
-    }
-    return x;
-  }
-
-  // An integer in [lo, hi]; 3.0 counts as an integer, 3.5 does not.
-  std::optional<std::int64_t> integer(std::string_view name, std::int64_t lo, std::int64_t hi) const {
-    const json* value = find(name);
-    if (!value) return std::nullopt;
-    return to_integer(*value, std::string(name), lo, hi);
-  }
-
-  static std::int64_t to_integer(const json& value, const std::string& param, std::int64_t lo, std::int64_t hi) {
-    std::int64_t n = 0;
-    if (value.is_number_unsigned()) {
-      const auto u = value.get<std::uint64_t>();
-      n = u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ? std::numeric_limits<std::int64_t>::max()
-                                                                                  : static_cast<std::int64_t>(u);
-    } else if (value.is_number_integer()) {
-      n = value.get<std::int64_t>();
-    } else if (value.is_number_float() && std::isfinite(value.get<double>()) &&
-               value.get<double>() == std::trunc(value.get<double>()) && std::abs(value.get<double>()) < 9e18) {
-      n = static_cast<std::int64_t>(value.get<double>());
-    } else {
-      reject(param, std::format("'{}' must be an integer, not {}", param, type_name(value)));
-    }
-    if (n < lo || n > hi) reject(param, std::format("'{}' must be in [{}, {}], got {}", param, lo, hi, n));
-    return n;
-  }
-
- private:
-  static const json* at(const json& object, std::string_view name) {
-    auto it = object.find(std::string(name));
-    if (it == object.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-
-  const json& root_;
-  const json* extra_ = nullptr;
-};
+using fields::FieldReader;
+using fields::guarded;
+using fields::reject;
+using fields::Rejection;
 
 constexpr std::int64_t kInt32Max = std::numeric_limits<std::int32_t>::max();
 
@@ -444,18 +351,6 @@ std::variant<std::string, TokenPrompt> parse_prompt(const FieldReader& in, const
   if (first.is_string()) return text(first);
   if (first.is_array() && !first.empty()) return parse_token_ids(first, options);
   reject("prompt", "'prompt' must be a string, an array of token ids or an array with one string");
-}
-
-template <class F>
-auto guarded(F&& parse) -> std::expected<decltype(parse()), ApiError> {
-  try {
-    return parse();
-  } catch (const Rejection& rejection) {
-    return std::unexpected(rejection.error);
-  } catch (const json::exception& e) {
-    // A type mismatch a rule above did not anticipate is still the client's malformed input.
-    return std::unexpected(invalid_request(std::format("invalid request: {}", e.what())));
-  }
 }
 
 }  // namespace

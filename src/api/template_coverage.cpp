@@ -2,6 +2,8 @@
 
 #include <format>
 
+#include <spdlog/spdlog.h>
+
 namespace prefixd::api {
 namespace {
 
@@ -65,13 +67,12 @@ std::optional<ApiError> TemplateCoverage::check(const json& messages) const {
                                        "dropped from the prompt",
                                        role, i));
     }
+    // OpenAI accepts `name` on every message and multi-agent frameworks send it; a template that
+    // has no place for it leaves it out, as other servers do, and the log says so.
     const auto name = message.find("name");
     if (name != message.end() && name->is_string() && !name->get_ref<const std::string&>().empty() &&
         !renders_name(role)) {
-      return invalid_param(std::format("messages[{}].name", i),
-                           std::format("the model's chat template cannot express a name on '{}' messages: "
-                                       "messages[{}].name would be dropped from the prompt",
-                                       role, i));
+      spdlog::debug("messages[{}].name: the chat template does not render names on '{}' messages; left out", i, role);
     }
   }
   return std::nullopt;

@@ -30,10 +30,9 @@ class TemplateCoverage {
   bool renders_name(std::string_view role) const;
 
   // The 400 for the first message the template would drop silently: one of a role whose content
-  // it never renders (`messages[i].role`), or a participant name it cannot express
-  // (`messages[i].name`). `messages` has been through the request parser (known roles only).
-  // Names on tool messages are accepted whatever the template does: they repeat the name of the
-  // call the message answers, which the assistant's tool call already carries.
+  // it never renders (`messages[i].role`). `messages` has been through the request parser (known
+  // roles only). A `name` the template cannot express is not refused: OpenAI accepts it on every
+  // message, and it is left out of the prompt (logged at debug level).
   std::optional<ApiError> check(const nlohmann::json& messages) const;
 
  private:

@@ -1,5 +1,6 @@
 // `prefixd serve`: load the model, start the scheduler thread and the HTTP server.
 #include <chrono>
+#include <cstdlib>
 #include <iterator>
 #include <filesystem>
 #include <fstream>
@@ -104,8 +105,6 @@ int run_serve(ServeOptions& o) {
     o.server.http.workers = std::min(4096, o.context.n_parallel + o.scheduler.max_queued + cores);
   }
   apply_http_flags(o.http, o.server);
-  o.server.max_json_nodes = o.http.max_json_nodes > 0 ? o.http.max_json_nodes
-                                                      : api::json_node_limit_for_context(static_cast<std::size_t>(o.context.n_ctx));
   // Every connection is an open file: thousands of idle clients must not exhaust the default 1024.
   const std::size_t open_files = http::raise_open_file_limit();
   if (open_files > 0 && o.server.http.max_connections + 64 > open_files) {
@@ -118,9 +117,6 @@ int run_serve(ServeOptions& o) {
   HeapTrimmer trimmer(kLargeBodyBytes, kMinTrimInterval);  // outlives the server, which calls it
   o.server.request_began = [&trimmer](std::size_t body_bytes) { trimmer.request_began(body_bytes); };
   o.server.request_ended = [&trimmer](std::size_t body_bytes) { trimmer.request_ended(body_bytes); };
-  spdlog::info("http: {} threads, request bodies up to {} bytes and {} JSON values; heap: {} arenas, trimmed after "
-               "requests with bodies of {} KiB or more",
-               o.server.http.workers, o.server.http.max_body_bytes, o.server.max_json_nodes, cores, kLargeBodyBytes >> 10);
   // Configuration errors first: a bad key file must not wait for the model to load.
   o.server.keys = load_keys(o.api_keys_path, o.server.api_key);
   o.server.cache_isolation = *api::parse_cache_isolation(o.cache_isolation);
@@ -165,7 +161,14 @@ int run_serve(ServeOptions& o) {
   // window cells its next tokens attend to. So automatic keeps only the window whenever the cache
   // is on (reuse at checkpoints, exact).
   o.context.restores_segments = cache_on;
+  o.context.kv_memory_budget = available_memory_bytes() / 4;
   std::unique_ptr<engine::Engine> model = engine::load_llama_engine(o.model_path, o.context, o.server.model_alias);
+  o.server.max_json_nodes = o.http.max_json_nodes > 0
+                                ? o.http.max_json_nodes
+                                : api::json_node_limit_for_context(static_cast<std::size_t>(model->context_size()));
+  spdlog::info("http: {} threads, request bodies up to {} bytes and {} JSON values; heap: {} arenas, trimmed after "
+               "requests with bodies of {} KiB or more",
+               o.server.http.workers, o.server.http.max_body_bytes, o.server.max_json_nodes, cores, kLargeBodyBytes >> 10);
   if (o.device_cells >= 0) cache.device_cells = o.device_cells;  // else the backend's default
   cache.compaction = cache::parse_compaction(o.compaction);
   if (o.prefill_packing != "auto") o.scheduler.pack_prefills = o.prefill_packing == "on";
@@ -240,8 +243,14 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--alias", o->server.model_alias, "Model id the API reports (default: the file name)")
       ->envname("PREFIXD_ALIAS");
-  cmd->add_option("-c,--ctx-size", o->context.n_ctx, "KV cache cells shared by all sequences")
-      ->capture_default_str()->envname("PREFIXD_CTX_SIZE")->check(CLI::Range(16, 1 << 22));
+  cmd->add_option("-c,--ctx-size", o->context.n_ctx,
+                  "KV cache cells shared by all sequences (0: the model's training context, or as much of it as fits "
+                  "in a quarter of the available memory)")
+      ->capture_default_str()->envname("PREFIXD_CTX_SIZE")
+      ->check(CLI::Validator([](const std::string& text) -> std::string {
+                const long n = std::strtol(text.c_str(), nullptr, 10);
+                return n == 0 || (n >= 16 && n <= (1 << 22)) ? "" : "must be 0 (the model's) or in [16, 4194304]";
+              }, "0 or [16, 4194304]"));
   cmd->add_option("--parallel", o->context.n_parallel, "Requests decoded at once")
       ->capture_default_str()->envname("PREFIXD_PARALLEL")->check(CLI::Range(1, 64));
   cmd->add_option("-b,--batch-size", o->context.n_batch, "Most tokens per model call (prefill chunk size)")

@@ -324,6 +324,20 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
 
   llama_context_params params = llama_context_default_params();
   params.n_ctx = static_cast<uint32_t>(options.n_ctx);
+  if (options.n_ctx == 0) {
+    const ContextFit fit = fit_context_size(info, options.kv_memory_budget);
+    params.n_ctx = static_cast<uint32_t>(fit.n_ctx);
+    const double kv_mib = static_cast<double>(info.kv_bytes_per_token) * fit.n_ctx / (1 << 20);
+    if (fit.limited_by_memory) {
+      spdlog::warn("context: {} cells, less than the model's training context of {}: its K/V would not fit in {:.0f} MiB "
+                   "(K/V {:.0f} MiB; set --ctx-size to choose)",
+                   fit.n_ctx, info.n_ctx_train, static_cast<double>(options.kv_memory_budget) / (1 << 20), kv_mib);
+    } else {
+      spdlog::info("context: {} cells, {} (K/V {:.0f} MiB)", fit.n_ctx,
+                   info.n_ctx_train > 0 ? "the model's training context" : "the model does not say its training context",
+                   kv_mib);
+    }
+  }
   params.n_batch = static_cast<uint32_t>(options.n_batch);
   params.n_ubatch = static_cast<uint32_t>(options.n_batch);
   const int threads = options.n_threads > 0 ? options.n_threads

@@ -81,7 +81,10 @@ inline bool has_attention_cells(const ModelInfo& info) { return info.family != M
 enum class SwaFull { automatic, on, off };
 
 struct ContextOptions {
-  std::int32_t n_ctx = 16384;     // total cells of the unified KV cache
+  // Total cells of the unified KV cache. 0: the model's training context when its K/V fits in
+  // kv_memory_budget, else the largest that fits (fit_context_size).
+  std::int32_t n_ctx = 0;
+  std::uint64_t kv_memory_budget = 4ull << 30;  // read only when n_ctx is 0
   std::int32_t n_batch = 512;     // most tokens decoded in one call
   std::int32_t n_parallel = 4;    // sequences that run requests
   std::int32_t n_holder_seqs = 4; // extra sequence ids reserved for the prompt cache
@@ -102,6 +105,18 @@ struct ContextOptions {
   // file is hashed at every load.
   std::string fingerprint_cache;
 };
+
+// The context size ContextOptions::n_ctx = 0 asks for: the model's training context (or
+// kFallbackContextSize when the file does not say) when its K/V (kv_bytes_per_token per cell)
+// fits in `kv_memory_budget`; else the largest multiple of 256 cells that fits, at least
+// kMinFittedContextSize.
+inline constexpr std::int32_t kFallbackContextSize = 16384;
+inline constexpr std::int32_t kMinFittedContextSize = 2048;
+struct ContextFit {
+  std::int32_t n_ctx = 0;
+  bool limited_by_memory = false;  // smaller than the training context because the K/V would not fit
+};
+ContextFit fit_context_size(const ModelInfo& info, std::uint64_t kv_memory_budget);
 
 // One token of a batch: which sequence it extends, at which position, whether its logits are read.
 struct BatchToken {

@@ -112,6 +112,7 @@ struct StreamEvent {
   std::vector<GeneratedLogprobs> logprobs;
   FinishReason finish = FinishReason::stop;  // kind == done
   std::string error;                      // kind == done && finish == error
+  std::string stop_sequence;              // kind == done: the stop string that ended the text, if one did
   Usage usage;                            // kind == done
   CacheReport cache;                      // kind == done
   Timings timings;                        // kind == done

@@ -286,6 +286,7 @@ void Scheduler::Impl::finish(size_t index, FinishReason reason, std::string erro
   done.kind = StreamEvent::Kind::done;
   done.finish = reason;
   done.error = std::move(error);
+  done.stop_sequence = a->text.matched_stop();
   done.usage = Usage{a->n_prompt, a->generated, a->cache.cached_tokens};
   done.cache = a->cache;
   done.timings.queued_ms = ms_between(a->submitted, a->started);

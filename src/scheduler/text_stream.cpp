@@ -59,9 +59,16 @@ std::string TextStream::append(std::string_view piece) {
   pending_.append(piece);
   // A stop string ends the text right before it.
   std::size_t cut = std::string::npos;
-  for (const std::string& s : stop_) cut = std::min(cut, pending_.find(s));
+  const std::string* matched = nullptr;
+  for (const std::string& s : stop_) {
+    if (const std::size_t at = pending_.find(s); at < cut) {
+      cut = at;
+      matched = &s;
+    }
+  }
   if (cut != std::string::npos) {
     stopped_ = true;
+    matched_stop_ = *matched;
     std::string out = sanitize_utf8(std::string_view(pending_).substr(0, cut));
     pending_.clear();
     return out;

@@ -18,6 +18,9 @@ class TextStream {
   std::string append(std::string_view piece);
   // True once a stop string was seen; nothing more is ever sent after it.
   bool stopped() const { return stopped_; }
+  // The stop string that ended the text (the earliest in the text; of two at one place, the one
+  // listed first); empty while none has.
+  const std::string& matched_stop() const { return matched_stop_; }
   // Everything still held back (at the end of generation), invalid UTF-8 replaced by U+FFFD.
   std::string finish();
 
@@ -25,6 +28,7 @@ class TextStream {
   std::vector<std::string> stop_;
   std::string pending_;  // text generated but not yet sent
   bool stopped_ = false;
+  std::string matched_stop_;
 };
 
 // Replaces invalid UTF-8 sequences with U+FFFD.

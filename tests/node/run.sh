@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the official `openai` npm client (tests/node/openai.test.mjs, and docs/examples/warm-key.mjs
-# through warm-key.test.mjs; tool calls and structured output in tool-calls.test.mjs) against a real prefixd server.
+# through warm-key.test.mjs; tool calls and structured output in tool-calls.test.mjs) and the official
+# `@anthropic-ai/sdk` client (anthropic.test.mjs) against a real prefixd server.
 # Usage: run.sh PATH_TO_PREFIXD PATH_TO_TINY_MODEL
 # Installs the locked packages into tests/node/node_modules on first use (needs the npm registry).
 set -euo pipefail
@@ -13,12 +14,23 @@ model=$(realpath "$2")
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
 
-if [ ! -f node_modules/openai/package.json ]; then
+if [ ! -f node_modules/openai/package.json ] || [ ! -f node_modules/@anthropic-ai/sdk/package.json ]; then
   npm ci --no-audit --no-fund --loglevel=error
 fi
 
-# A port that was free a moment ago, from the kernel rather than a guess.
-port=$(node -e 'const s = require("net").createServer(); s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });')
+# A port that was free a moment ago, drawn below the kernel's range for outgoing connections
+# (ip_local_port_range), where another client's connection cannot take it before the server binds.
+port=$(node -e '
+const net = require("net");
+const low = Number((require("fs").readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").split(/\s+/)[0]) || 32768);
+const top = low - 1 >= 11000 ? low - 1 : 0;
+const tryPort = (left) => {
+  const port = top ? 10000 + Math.floor(Math.random() * (top - 10000 + 1)) : 0;
+  const s = net.createServer();
+  s.once("error", () => left > 0 ? tryPort(left - 1) : process.exit(1));
+  s.listen(port, "127.0.0.1", () => { console.log(s.address().port); s.close(); });
+};
+tryPort(64);')
 log=$(mktemp /tmp/prefixd-node-test-XXXXXX)
 
 # The server must not pick up a developer's PREFIXD_* settings (an API key would fail every call),
@@ -61,4 +73,4 @@ if [ "$healthy" -ne 1 ]; then
 fi
 
 PREFIXD_BASE_URL="http://127.0.0.1:$port/v1" PREFIXD_MODEL_ID=$(basename "$model" .gguf) \
-  node --test --test-reporter=spec openai.test.mjs warm-key.test.mjs tool-calls.test.mjs
+  node --test --test-reporter=spec openai.test.mjs warm-key.test.mjs tool-calls.test.mjs anthropic.test.mjs

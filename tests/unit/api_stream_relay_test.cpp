@@ -114,7 +114,7 @@ TEST(ApiStreamRelay, SseRelayNoticesAbortWhileTextKeepsFlowing) {
     }
     stream->push(done(FinishReason::cancelled));
   });
-  SseRelay relay(stream, chat_meta(), false, [] { return std::optional<ApiError>(server_busy("stopping")); });
+  SseRelay relay(stream, openai_stream_format(chat_meta(), false), [] { return std::optional<ApiError>(server_busy("stopping")); });
   SseRelay::Step step = SseRelay::Step::more;
   std::string written;
   for (int i = 0; i < 200 && step == SseRelay::Step::more; ++i) {
@@ -134,7 +134,7 @@ TEST(ApiStreamRelay, SseRelayNoticesAbortWhileTextKeepsFlowing) {
 
 TEST(ApiStreamRelay, SseRelayWritesRoleTextFinishUsageAndDone) {
   auto stream = std::make_shared<RequestStream>();
-  SseRelay relay(stream, chat_meta(), /*include_usage=*/true, [] { return std::optional<ApiError>(); });
+  SseRelay relay(stream, openai_stream_format(chat_meta(), /*include_usage=*/true), [] { return std::optional<ApiError>(); });
   std::vector<std::string> written;
   auto write = [&](std::string_view frame) {
     written.emplace_back(frame);
@@ -172,8 +172,10 @@ TEST(ApiStreamRelay, SseRelaySendsToolCallDeltasAndEndsWithToolCalls) {
   const std::vector<std::string> pieces = {"Let me check.\n<tool", "_call>\n{\"name\": \"get_weather\", \"argu",
                                            "ments\": {\"city\": \"Pa", "ris\"}}\n</tool_call>"};
   auto stream = std::make_shared<RequestStream>();
-  SseRelay relay(stream, chat_meta(), /*include_usage=*/false, [] { return std::optional<ApiError>(); },
-                 ToolCallStream(ToolCallFormat::hermes, tools, ToolCallIdGenerator(7)));
+  SseRelay relay(stream,
+                 openai_stream_format(chat_meta(), /*include_usage=*/false,
+                                      ToolCallStream(ToolCallFormat::hermes, tools, ToolCallIdGenerator(7))),
+                 [] { return std::optional<ApiError>(); });
   std::vector<std::string> written;
   for (const auto& p : pieces) stream->push(text(p));
   stream->push(done(FinishReason::stop));
@@ -225,7 +227,7 @@ TEST(ApiStreamRelay, SseRelaySendsToolCallDeltasAndEndsWithToolCalls) {
 
 TEST(ApiStreamRelay, WithoutIncludeUsageThereIsNoUsageOnlyChunk) {
   auto stream = std::make_shared<RequestStream>();
-  SseRelay relay(stream, chat_meta(), /*include_usage=*/false, [] { return std::optional<ApiError>(); });
+  SseRelay relay(stream, openai_stream_format(chat_meta(), /*include_usage=*/false), [] { return std::optional<ApiError>(); });
   std::vector<std::string> written;
   stream->push(done(FinishReason::length));
   while (relay.pump([&](std::string_view f) {
@@ -243,7 +245,7 @@ TEST(ApiStreamRelay, WithoutIncludeUsageThereIsNoUsageOnlyChunk) {
 TEST(ApiStreamRelay, FailedWriteCancelsTheRequest) {
   auto stream = std::make_shared<RequestStream>();
   CancellationResponder responder(stream);
-  SseRelay relay(stream, chat_meta(), false, [] { return std::optional<ApiError>(); });
+  SseRelay relay(stream, openai_stream_format(chat_meta(), false), [] { return std::optional<ApiError>(); });
   stream->push(text("a"));
   int writes = 0;
   const auto write = [&](std::string_view) { return ++writes < 2; };  // the role chunk goes out, then the client is gone
@@ -257,7 +259,7 @@ TEST(ApiStreamRelay, AbortRequestWhileIdleCancels) {
   auto stream = std::make_shared<RequestStream>();
   CancellationResponder responder(stream);
   std::atomic<bool> gone = false;
-  SseRelay relay(stream, chat_meta(), false, [&] { return gone.load() ? std::optional<ApiError>(server_busy("gone")) : std::nullopt; });
+  SseRelay relay(stream, openai_stream_format(chat_meta(), false), [&] { return gone.load() ? std::optional<ApiError>(server_busy("gone")) : std::nullopt; });
   const auto write = [](std::string_view) { return true; };
   EXPECT_EQ(relay.pump(write), SseRelay::Step::more);
   gone = true;
@@ -268,13 +270,13 @@ TEST(ApiStreamRelay, AbortRequestWhileIdleCancels) {
 TEST(ApiStreamRelay, DestroyingAnUnfinishedRelayCancels) {
   auto stream = std::make_shared<RequestStream>();
   CancellationResponder responder(stream);
-  { SseRelay relay(stream, chat_meta(), false, [] { return std::optional<ApiError>(); }); }
+  { SseRelay relay(stream, openai_stream_format(chat_meta(), false), [] { return std::optional<ApiError>(); }); }
   EXPECT_TRUE(stream->cancelled());
 }
 
 TEST(ApiStreamRelay, GenerationErrorBecomesAnErrorPayloadThenDone) {
   auto stream = std::make_shared<RequestStream>();
-  SseRelay relay(stream, chat_meta(), true, [] { return std::optional<ApiError>(); });
+  SseRelay relay(stream, openai_stream_format(chat_meta(), true), [] { return std::optional<ApiError>(); });
   std::vector<std::string> written;
   stream->push(done(FinishReason::error, "decode failed"));
   while (relay.pump([&](std::string_view f) {

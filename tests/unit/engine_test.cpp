@@ -45,6 +45,34 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
+// --ctx-size 0: the training context when its K/V fits the budget, else what fits.
+TEST(ContextFit, TheTrainingContextWhenItFitsElseTheLargestMultipleOf256ThatDoes) {
+  ModelInfo info;
+  info.n_ctx_train = 32768;
+  info.kv_bytes_per_token = 12288;  // the default model: 384 MiB at 32,768 cells
+  EXPECT_EQ(fit_context_size(info, 4ull << 30).n_ctx, 32768);
+  EXPECT_FALSE(fit_context_size(info, 4ull << 30).limited_by_memory);
+  EXPECT_EQ(fit_context_size(info, 384ull << 20).n_ctx, 32768);  // exactly fits
+  const ContextFit small = fit_context_size(info, 100ull << 20);  // 8533 cells fit
+  EXPECT_TRUE(small.limited_by_memory);
+  EXPECT_EQ(small.n_ctx, 8448);
+  EXPECT_EQ(fit_context_size(info, 1 << 20).n_ctx, kMinFittedContextSize);
+  info.n_ctx_train = 0;  // the file does not say
+  EXPECT_EQ(fit_context_size(info, 4ull << 30).n_ctx, kFallbackContextSize);
+  info.n_ctx_train = 1 << 30;
+  info.kv_bytes_per_token = 0;  // a recurrent model keeps no per-token K/V
+  EXPECT_EQ(fit_context_size(info, 1 << 20).n_ctx, 1 << 22);
+}
+
+TEST(LlamaEngine, TheDefaultContextIsTheModelsTrainingContext) {
+  ContextOptions o = small_context();
+  o.n_ctx = 0;
+  auto e = load_llama_engine(PREFIXD_TINY_MODEL, o);
+  EXPECT_EQ(e->context_size(), e->model().n_ctx_train);
+  o.kv_memory_budget = e->model().kv_bytes_per_token * 3000;  // room for 3000 cells: 2816 is the multiple of 256 below
+  EXPECT_EQ(load_llama_engine(PREFIXD_TINY_MODEL, o)->context_size(), 2816);
+}
+
 TEST(LlamaEngine, LoadsTinyModelAsDenseWithKvSize) {
   auto e = load_llama_engine(PREFIXD_TINY_MODEL, small_context());
   EXPECT_EQ(e->model().family, ModelFamily::dense);

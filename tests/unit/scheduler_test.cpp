@@ -244,6 +244,17 @@ TEST(TextStream, StopStringSplitAcrossPiecesIsRemoved) {
   EXPECT_EQ(s.finish(), "");
 }
 
+TEST(TextStream, SaysWhichStopStringEndedTheText) {
+  TextStream s({"zz", "END", "ND"});
+  EXPECT_EQ(s.matched_stop(), "");
+  EXPECT_EQ(s.append("a E"), "a ");
+  EXPECT_EQ(s.append("ND"), "");  // "END" starts first, though "ND" is found too
+  EXPECT_EQ(s.matched_stop(), "END");
+  TextStream tie({"xy", "x"});
+  tie.append("axyz");
+  EXPECT_EQ(tie.matched_stop(), "xy");  // one place: the first listed
+}
+
 TEST(TextStream, FalseStopPrefixIsReleased) {
   TextStream s({"END"});
   EXPECT_EQ(s.append("E"), "");
