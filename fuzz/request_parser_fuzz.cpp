@@ -1,8 +1,9 @@
 // Fuzz target: the request parser and validator (api/request_parser.h), which every JSON body of
 // every route goes through before anything else sees it.
 //
-// Each input is one request body, parsed as a chat, as a completion request and as an Anthropic
-// Messages request (api/anthropic_messages.h, both routes), by a server with
+// Each input is one request body, parsed as a chat, as a completion request, as an Anthropic
+// Messages request (api/anthropic_messages.h, both routes) and as a Responses API request
+// (api/responses_api.h), by a server with
 // the cache on and no vocabulary limit and by one with --no-cache-prompt, a 258-token vocabulary
 // and a limit of 64 JSON values. Besides the sanitizers (and any exception escaping, which the
 // server would answer with a 500), it checks the parser's promises: a refusal is a 4xx with a
@@ -15,6 +16,7 @@
 
 #include "api/anthropic_messages.h"
 #include "api/request_parser.h"
+#include "api/responses_api.h"
 #include "fuzz_check.h"
 
 namespace prefixd::fuzz {
@@ -121,6 +123,26 @@ void check_messages(std::string_view body, const ParseOptions& options, api::Mes
   require(choice.is_object() || choice == "none" || choice == "auto" || choice == "required", "a known tool_choice");
 }
 
+// The Responses adapter too: known roles, text or null content, tool results naming their call,
+// and the conversation it renders puts the instructions first.
+void check_responses(std::string_view body, const ParseOptions& options) {
+  const auto parsed = api::parse_responses_request(body, options);
+  if (!parsed) return check_refusal(parsed.error());
+  const api::ChatRequest& chat = parsed->chat;
+  check_common(chat.params, options);
+  require(!chat.chat.messages.empty(), "a request has input");
+  for (const auto& m : chat.chat.messages) {
+    const std::string role = m.value("role", "");
+    require(role == "system" || role == "user" || role == "assistant" || role == "tool", "a role templates know");
+    require(m.contains("content") && (m["content"].is_string() || m["content"].is_null()), "content is text or null");
+    if (role == "tool") require(m.contains("tool_call_id") && m["tool_call_id"].is_string(), "an output names its call");
+  }
+  const nlohmann::json conversation = api::conversation_of(*parsed, nlohmann::json::array());
+  require(conversation.size() == chat.chat.messages.size() + (parsed->instructions ? 1 : 0), "instructions add one message");
+  const auto& choice = chat.tool_choice;
+  require(choice.is_object() || choice == "none" || choice == "auto" || choice == "required", "a known tool_choice");
+}
+
 }  // namespace
 }  // namespace prefixd::fuzz
 
@@ -141,6 +163,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     prefixd::fuzz::check_completion(body, options);
     prefixd::fuzz::check_messages(body, options, prefixd::api::MessagesRoute::create);
     prefixd::fuzz::check_messages(body, options, prefixd::api::MessagesRoute::count_tokens);
+    prefixd::fuzz::check_responses(body, options);
   }
   return 0;
 }

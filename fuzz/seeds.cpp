@@ -4,7 +4,7 @@
 // - request_parser, chat_template: request bodies of the benchmark's workloads (bench::step_body,
 //   what `prefixd bench` sends), and bodies that use each feature of the chat API once (tools,
 //   tool calls and results, content parts, kwargs, extra_body, logprobs, stop, token prompts), and
-//   Anthropic Messages bodies using each feature of that adapter;
+//   Anthropic Messages and OpenAI Responses bodies using each feature of those adapters;
 // - disk_record: the files a prompt cache with a disk tier writes behind (cache::DiskStore) over
 //   the FakeEngine, for a dense model (segments) and a hybrid one (segments and checkpoints);
 // - artifact: what PrefixCache::save_artifact writes for the same prefixes, with a manifest;
@@ -133,6 +133,21 @@ std::vector<std::string> messages_bodies() {
   };
 }
 
+// Responses API bodies, each feature of that adapter once.
+std::vector<std::string> responses_bodies() {
+  return {
+      R"({"model":"default","input":"Hi","instructions":"Be brief.","max_output_tokens":16,"stream":true,"store":false})",
+      R"({"model":"default","previous_response_id":"resp_1","prompt_cache_key":"s-1","tools":[{"type":"function","name":"get_weather",)"
+      R"("description":"Weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}},"strict":true}],)"
+      R"("tool_choice":{"type":"function","name":"get_weather"},"parallel_tool_calls":false,"input":[)"
+      R"({"role":"developer","content":"Metric."},{"type":"message","role":"user","content":[{"type":"input_text","text":"Oslo?"}]},)"
+      R"({"type":"reasoning","id":"rs_1","summary":[]},{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Oslo\"}"},)"
+      R"({"type":"function_call_output","call_id":"call_1","output":"rain"}]})",
+      R"({"model":"default","input":"Pick","temperature":0,"top_p":0.5,"metadata":{"k":"v"},)"
+      R"("text":{"format":{"type":"json_schema","name":"p","schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}})",
+  };
+}
+
 void request_seeds(CorpusWriter& out) {
   int n = 0;
   for (const json& body : feature_bodies()) {
@@ -145,6 +160,8 @@ void request_seeds(CorpusWriter& out) {
   for (const json& body : completion_bodies()) out.add("request_parser", "completion-" + std::to_string(n++), body.dump());
   n = 0;
   for (const std::string& body : messages_bodies()) out.add("request_parser", "messages-" + std::to_string(n++), body);
+  n = 0;
+  for (const std::string& body : responses_bodies()) out.add("request_parser", "responses-" + std::to_string(n++), body);
   // What the benchmark sends: multi-turn sessions, agent loops with long shared prefixes, edits.
   const bench::WorkloadParams params{.seed = 1, .scale = 0.02, .reps = 1, .cold_reps_long = 1};
   for (const std::string name : {"agent", "multisession", "edit", "shared"}) {

@@ -19,7 +19,7 @@ using fields::guarded;
 using fields::reject;
 using fields::Rejection;
 
-constexpr std::int64_t kInt32Max = std::numeric_limits<std::int32_t>::max();
+using fields::kInt32Max;
 
 std::string block_type(const ordered_json& block, const std::string& param) {
   if (!block.is_object()) reject(param, std::format("'{}' must be a content block object", param));

@@ -19,6 +19,8 @@ namespace prefixd::api::fields {
 
 using nlohmann::json;
 
+inline constexpr std::int64_t kInt32Max = std::numeric_limits<std::int32_t>::max();
+
 // Inside a parser a rejection unwinds to the public entry point (guarded), which turns it into
 // the std::expected the caller sees; this keeps each rule one line instead of a chain of checks.
 struct Rejection {

@@ -20,6 +20,9 @@
 #include "api/access.h"
 #include "api/anthropic_messages.h"
 #include "api/anthropic_stream.h"
+#include "api/response_store.h"
+#include "api/responses_api.h"
+#include "api/responses_stream.h"
 #include "api/cache_control.h"
 #include "api/cache_report.h"
 #include "api/cache_routing.h"
@@ -50,8 +53,10 @@ constexpr Route kRoutes[] = {
     {"/metrics", "GET"},         {"/tokenize", "POST"},           {"/apply-template", "POST"},
     {"/v1/cache/stats", "GET"},  {"/v1/cache/reset", "POST"},
     {"/v1/cache/summary", "GET"}, {"/v1/cache/chain", "POST"}, {"/v1/messages", "POST"},
-    {"/v1/messages/count_tokens", "POST"},
+    {"/v1/messages/count_tokens", "POST"}, {"/v1/responses", "POST"},
 };
+
+constexpr std::string_view kResponsesPrefix = "/v1/responses/";
 
 // Anthropic's routes answer errors in Anthropic's shape (anthropic_messages.h).
 bool is_anthropic_route(std::string_view path) { return path == "/v1/messages" || path.starts_with("/v1/messages/"); }
@@ -223,6 +228,16 @@ class HttpServer::Impl {
       return serve(req, parse_completion_request(release_body(req), parse_options_), Endpoint::completion);
     }
     // llama.cpp's helper routes: what a prompt becomes, so clients (and tests) can count tokens.
+    if (post && path == "/v1/responses") return serve_responses(req);
+    if (path.starts_with(kResponsesPrefix) && path.size() > kResponsesPrefix.size()) {
+      const std::string id = path.substr(kResponsesPrefix.size());
+      if (get) return stored_response(req, id, false);
+      if (req.method == "DELETE") return stored_response(req, id, true);
+      http::Response res = error_response(ApiError{.status = 405, .message = std::format("{} is not allowed on {}; use GET or DELETE", req.method, path),
+                                                   .code = "method_not_allowed"});
+      res.headers.push_back({"Allow", "GET, DELETE"});
+      return res;
+    }
     if (post && path == "/tokenize") {
       auto answer = tokenize_answer(req.body, prompts_, parse_options_, scheduler_.max_prompt_tokens());
       if (!answer) return error_response(answer.error());
@@ -536,6 +551,67 @@ class HttpServer::Impl {
     return event_stream(std::move(relay));
   }
 
+  // A chat generation an adapter queued: its stream, and what its reply may call.
+  struct QueuedChat {
+    std::shared_ptr<scheduler::RequestStream> stream;
+    std::size_t prompt_tokens = 0;
+    std::optional<nlohmann::json> call_tools;     // the template has a call syntax and tool_choice allows
+    std::shared_ptr<const ChatRequest> replayed;  // to cache a reply that called tools (cache_next_turn)
+  };
+
+  // Builds the prompt of `chat` for `tenant` as a chat completion's, constrains it with its
+  // grammar, and queues it.
+  std::expected<QueuedChat, ApiError> queue_chat(const ChatRequest& chat, const std::string& tenant) {
+    auto generation = prompts_.build(chat, scheduler_.max_prompt_tokens(), tenant);
+    if (!generation) return std::unexpected(generation.error());
+    if (generation->cache.enabled) control_.adjust(*generation, tenant, chat.params.cache.session_key);
+    QueuedChat queued{.prompt_tokens = generation->prompt.size()};
+    if (tool_format_ != ToolCallFormat::none && chat.tools.is_array() && chat.tool_choice != "none") {
+      queued.call_tools = chat.tools;
+      if (generation->cache.enabled) queued.replayed = std::make_shared<const ChatRequest>(chat);
+    }
+    auto grammar = output_grammar(
+        chat, tool_format_, [this](const engine::Grammar& g) { return engine_.check_grammar(g); }, options_.grammar_limits);
+    if (!grammar) return std::unexpected(grammar.error());
+    generation->sampling.grammar = std::move(*grammar);
+    if (stopping_) return std::unexpected(shutting_down_error());
+    auto stream = scheduler_.submit(std::move(*generation));
+    if (!stream) return std::unexpected(submit_error(stream.error()));
+    queued.stream = std::move(*stream);
+    return queued;
+  }
+
+  // The whole reply of a queued chat, its text parsed into content and calls, or the error to answer.
+  struct Reply {
+    ParsedAssistant parsed;
+    scheduler::StreamEvent done;
+  };
+  std::expected<Reply, ApiError> collect_reply(QueuedChat& queued, const http::Request& req, const std::string& id) {
+    auto should_stop = [&req] { return stop_reason(req); };
+    auto collected = collect_completion(*queued.stream, [&should_stop] { return should_stop().has_value(); });
+    switch (collected.done.finish) {
+      case scheduler::FinishReason::error:
+        return std::unexpected(internal_error(collected.done.error.empty() ? "generation failed" : collected.done.error));
+      case scheduler::FinishReason::cancelled:
+        return std::unexpected(should_stop().value_or(server_busy("the request was cancelled")));
+      default: break;
+    }
+    Reply reply{.done = std::move(collected.done)};
+    if (queued.call_tools) {
+      reply.parsed = parse_tool_calls(collected.text, tool_format_, *queued.call_tools);
+      for (const std::string& warning : reply.parsed.warnings) spdlog::warn("{}: tool call: {}", id, warning);
+    } else {
+      reply.parsed.content = std::move(collected.text);
+    }
+    return reply;
+  }
+
+  // A streamed reply's call parser: a call is sent once its arguments are complete JSON.
+  std::optional<ToolCallStream> whole_call_parser(const QueuedChat& queued) const {
+    if (!queued.call_tools) return std::nullopt;
+    return ToolCallStream(tool_format_, *queued.call_tools, ToolCallIdGenerator{}, ToolCallStream::ArgumentDelivery::whole_call);
+  }
+
   // POST /v1/messages and /v1/messages/count_tokens (anthropic_messages.h): the body becomes the
   // same ChatRequest a chat completion does, and takes the same path to the scheduler.
   http::Response serve_messages(http::Request& req, MessagesRoute route) {
@@ -545,61 +621,31 @@ class HttpServer::Impl {
     if (!parsed) return fail(parsed.error());
     const auto caller = caller_of(req);
     if (!caller) return fail(caller.error());
-    ChatRequest& chat = parsed->chat;
+    const ChatRequest& chat = parsed->chat;
     if (route == MessagesRoute::count_tokens) {
       auto tokens = prompts_.chat_tokens(chat, scheduler_.max_prompt_tokens());
       if (!tokens) return fail(tokens.error());
       return json_response(200, dump_json(nlohmann::ordered_json{{"input_tokens", tokens->size()}}));
     }
-    auto generation = prompts_.build(chat, scheduler_.max_prompt_tokens(), caller->tenant);
-    if (!generation) return fail(generation.error());
-    if (generation->cache.enabled) control_.adjust(*generation, caller->tenant, chat.params.cache.session_key);
-    const std::optional<std::int32_t> breakpoint = breakpoint_tokens(chat, parsed->breakpoint_messages, generation->prompt.size());
-    std::optional<nlohmann::json> call_tools;
-    std::shared_ptr<const ChatRequest> replayed;
-    if (tool_format_ != ToolCallFormat::none && chat.tools.is_array() && chat.tool_choice != "none") {
-      call_tools = chat.tools;
-      if (generation->cache.enabled) replayed = std::make_shared<const ChatRequest>(chat);
-    }
-    auto grammar = output_grammar(
-        chat, tool_format_, [this](const engine::Grammar& g) { return engine_.check_grammar(g); }, options_.grammar_limits);
-    if (!grammar) return fail(grammar.error());
-    generation->sampling.grammar = std::move(*grammar);
-    const bool streamed = chat.params.stream;
-    if (stopping_) return fail(shutting_down_error());
-    auto stream = scheduler_.submit(std::move(*generation));
-    if (!stream) return fail(submit_error(stream.error()));
+    auto queued = queue_chat(chat, caller->tenant);
+    if (!queued) return fail(queued.error());
+    const std::optional<std::int32_t> breakpoint = breakpoint_tokens(chat, parsed->breakpoint_messages, queued->prompt_tokens);
     ResponseMeta meta{.endpoint = Endpoint::chat, .id = ids_.next("msg_"), .created = unix_seconds(), .model = served_id_};
-    auto should_stop = [&req] { return stop_reason(req); };
-    if (!streamed) {
-      auto collected = collect_completion(**stream, [&should_stop] { return should_stop().has_value(); });
-      switch (collected.done.finish) {
-        case scheduler::FinishReason::error:
-          return fail(internal_error(collected.done.error.empty() ? "generation failed" : collected.done.error));
-        case scheduler::FinishReason::cancelled:
-          return fail(should_stop().value_or(server_busy("the request was cancelled")));
-        default: break;
-      }
-      ParsedAssistant reply;
-      if (call_tools) {
-        reply = parse_tool_calls(collected.text, tool_format_, *call_tools);
-        for (const std::string& warning : reply.warnings) spdlog::warn("{}: tool call: {}", meta.id, warning);
-        if (replayed) cache_next_turn(*replayed, reply, caller->tenant, /*compact_arguments=*/true);
-      } else {
-        reply.content = std::move(collected.text);
-      }
-      return json_response(200, dump_json(messages_body(meta, reply, collected.done, messages_usage(collected.done.usage, breakpoint))));
+    if (!chat.params.stream) {
+      auto reply = collect_reply(*queued, req, meta.id);
+      if (!reply) return fail(reply.error());
+      if (queued->replayed) cache_next_turn(*queued->replayed, reply->parsed, caller->tenant, /*compact_arguments=*/true);
+      return json_response(200, dump_json(messages_body(meta, reply->parsed, reply->done, messages_usage(reply->done.usage, breakpoint))));
     }
-    std::optional<ToolCallStream> parser;
-    if (call_tools) parser.emplace(tool_format_, *call_tools, ToolCallIdGenerator{}, ToolCallStream::ArgumentDelivery::whole_call);
     SseRelay::ReplyDone after_reply;
-    if (replayed) {
-      after_reply = [this, replayed, tools = *call_tools, tenant = caller->tenant](const std::string& text) {
+    if (queued->replayed) {
+      after_reply = [this, replayed = queued->replayed, tools = *queued->call_tools, tenant = caller->tenant](const std::string& text) {
         cache_next_turn(*replayed, parse_tool_calls(text, tool_format_, tools), tenant, /*compact_arguments=*/true);
       };
     }
-    auto relay = std::make_shared<SseRelay>(std::move(*stream), anthropic_stream_format(std::move(meta), std::move(parser), breakpoint),
-                                            std::move(should_stop), std::move(after_reply));
+    auto relay = std::make_shared<SseRelay>(std::move(queued->stream),
+                                            anthropic_stream_format(std::move(meta), whole_call_parser(*queued), breakpoint),
+                                            [&req] { return stop_reason(req); }, std::move(after_reply));
     return event_stream(std::move(relay));
   }
 
@@ -619,6 +665,72 @@ class HttpServer::Impl {
     return static_cast<std::int32_t>(std::min(tokens->size(), prompt_tokens));
   }
 
+  // POST /v1/responses (responses_api.h): the input items, after the previous response's
+  // conversation when the request names one, become the same ChatRequest a chat completion does.
+  http::Response serve_responses(http::Request& req) {
+    if (auto refused = prompts_.refuse_oversized_chat(req.body, scheduler_.max_prompt_tokens())) return error_response(*refused);
+    auto parsed = parse_responses_request(release_body(req), parse_options_);
+    if (!parsed) return error_response(parsed.error());
+    const auto caller = caller_of(req);
+    if (!caller) return error_response(caller.error());
+    nlohmann::json history = nlohmann::json::array();
+    if (parsed->previous_response_id) {
+      auto previous = responses_.find(caller->tenant, *parsed->previous_response_id);
+      if (!previous) {
+        return error_response(ApiError{.status = 404,
+                                       .message = std::format("no stored response '{}' (never stored, deleted, or expired)",
+                                                              *parsed->previous_response_id),
+                                       .param = "previous_response_id", .code = "previous_response_not_found"});
+      }
+      history = std::move(previous->conversation);
+    }
+    // What the stored conversation continues with: the history and this request's input items.
+    nlohmann::json conversation = history;
+    for (const nlohmann::json& m : parsed->chat.chat.messages) conversation.push_back(m);
+    ChatRequest chat = parsed->chat;
+    chat.chat.messages = conversation_of(*parsed, history);
+    auto queued = queue_chat(chat, caller->tenant);
+    if (!queued) return error_response(queued.error());
+    ResponseMeta meta{.endpoint = Endpoint::chat, .id = ids_.next("resp_"), .created = unix_seconds(), .model = served_id_};
+    // Keeps the reply (when `store`) and caches a reply that called functions as the next request
+    // renders it; called once the reply ended normally.
+    auto completed = [this, store = parsed->store, replayed = queued->replayed, id = meta.id, tenant = caller->tenant,
+                      conversation = std::move(conversation)](const nlohmann::ordered_json& response, const ParsedAssistant& reply) {
+      if (store && options_.response_store_bytes > 0) {
+        nlohmann::json kept = conversation;
+        kept.push_back(reply_message(reply));
+        responses_.put(tenant, id, StoredResponse{.object = response, .conversation = std::move(kept)});
+      }
+      if (replayed) cache_next_turn(*replayed, reply, tenant);
+    };
+    if (!chat.params.stream) {
+      auto reply = collect_reply(*queued, req, meta.id);
+      if (!reply) return error_response(reply.error());
+      const nlohmann::ordered_json response = response_object(meta, *parsed, response_output(meta.id, reply->parsed), reply->done);
+      completed(response, reply->parsed);
+      return json_response(200, dump_json(response));
+    }
+    auto relay = std::make_shared<SseRelay>(
+        std::move(queued->stream),
+        responses_stream_format(std::move(meta), std::move(*parsed), whole_call_parser(*queued), std::move(completed)),
+        [&req] { return stop_reason(req); });
+    return event_stream(std::move(relay));
+  }
+
+  // GET or DELETE /v1/responses/{id}: the caller's tenant's stored responses only.
+  http::Response stored_response(const http::Request& req, const std::string& id, bool erase) {
+    const auto caller = caller_of(req);
+    if (!caller) return error_response(caller.error());
+    const ApiError missing{.status = 404, .message = std::format("no stored response '{}'", id), .code = "response_not_found"};
+    if (erase) {
+      if (!responses_.erase(caller->tenant, id)) return error_response(missing);
+      return json_response(200, dump_json(nlohmann::ordered_json{{"id", id}, {"object", "response"}, {"deleted", true}}));
+    }
+    auto found = responses_.find(caller->tenant, id);
+    if (!found) return error_response(missing);
+    return json_response(200, dump_json(found->object));
+  }
+
   const engine::Engine& engine_;
   scheduler::Scheduler& scheduler_;
   ServerOptions options_;
@@ -629,6 +741,7 @@ class HttpServer::Impl {
   CacheControl control_;
   ToolCallFormat tool_format_;  // how the model's template writes a tool call (tool_calls.h)
   IdGenerator ids_;
+  ResponseStore responses_{options_.response_store_bytes, std::chrono::seconds(options_.response_ttl_seconds)};  // POST /v1/responses with store
   std::int64_t started_;
   std::atomic<bool> stopping_{false};
   const std::string server_id_ = random_server_id();  // GET /v1/cache/summary

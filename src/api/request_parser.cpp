@@ -20,7 +20,7 @@ using fields::guarded;
 using fields::reject;
 using fields::Rejection;
 
-constexpr std::int64_t kInt32Max = std::numeric_limits<std::int32_t>::max();
+using fields::kInt32Max;
 
 void check_model(const FieldReader& in, const ParseOptions& options) {
   const auto model = in.string("model");

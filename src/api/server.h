@@ -38,6 +38,8 @@ struct ServerOptions {
   std::int32_t slots = 0;                 // requests decoded at once (reported in /v1/cache/summary)
   std::uint32_t default_seed = engine::kRandomSeed;  // --seed: the seed of requests that send none
   GrammarLimits grammar_limits;           // --max-grammar-rules
+  std::size_t response_store_bytes = 64u << 20;          // --response-store-bytes (response_store.h)
+  std::int64_t response_ttl_seconds = 3600;               // --response-ttl
   std::size_t max_json_nodes = kDefaultMaxJsonNodes;  // --max-json-nodes: values a request body may hold
   // Called on the HTTP worker before each request is handled and after its response is handed
   // over, with the size of its body (http::Handlers::began, finished); either may be empty.

@@ -67,7 +67,9 @@ std::pair<int, int> ephemeral_port_range() {
   return {low, high};
 }
 
-bool can_bind_loopback(int port) {
+}  // namespace
+
+bool port_is_free(int port) {
   Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) return false;
   sockaddr_in addr{};
@@ -77,7 +79,7 @@ bool can_bind_loopback(int port) {
   return ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
 }
 
-}  // namespace
+std::pair<int, int> ephemeral_ports() { return ephemeral_port_range(); }
 
 int pick_free_port() {
   // Ports are drawn at random from outside the ephemeral range: a port the kernel hands out for
@@ -95,7 +97,7 @@ int pick_free_port() {
     std::uniform_int_distribution<int> port(first, last);
     for (int attempt = 0; attempt < 64; ++attempt) {
       const int candidate = port(draw);
-      if (can_bind_loopback(candidate)) return candidate;
+      if (port_is_free(candidate)) return candidate;
     }
   }
   Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));

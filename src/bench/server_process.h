@@ -62,5 +62,9 @@ class ServerProcess {
 // A loopback port that was free a moment ago, outside the range the kernel gives outgoing
 // connections where that range leaves room.
 int pick_free_port();
+// Whether a listener could bind `port` on the loopback address now.
+bool port_is_free(int port);
+// The kernel's range of local ports for outgoing connections (ip_local_port_range).
+std::pair<int, int> ephemeral_ports();
 
 }  // namespace prefixd::bench

@@ -31,6 +31,8 @@ constexpr std::array kKeys{
     ConfigKey{"metrics", server},
     ConfigKey{"allow-special-in-content", server},
     ConfigKey{"max-grammar-rules", server},
+    ConfigKey{"response-store-bytes", server},
+    ConfigKey{"response-ttl", server},
     ConfigKey{"log-level", server},
     // [model]: which model, how its context is built, and its default sampling seed.
     ConfigKey{"model", model},

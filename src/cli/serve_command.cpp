@@ -297,6 +297,12 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                   "Largest grammar one request may constrain its output with, in the grammar engine's rules "
                   "(response_format schemas, forced tool calls); larger ones get 400")
       ->capture_default_str()->envname("PREFIXD_MAX_GRAMMAR_RULES")->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000'000}));
+  cmd->add_option("--response-store-bytes", o->server.response_store_bytes,
+                  "Memory for responses stored by POST /v1/responses (store: true), which GET /v1/responses/{id} "
+                  "answers and previous_response_id continues; the least recently used go first (0: store none)")
+      ->capture_default_str()->envname("PREFIXD_RESPONSE_STORE_BYTES");
+  cmd->add_option("--response-ttl", o->server.response_ttl_seconds, "Seconds a stored response is kept")
+      ->capture_default_str()->envname("PREFIXD_RESPONSE_TTL")->check(CLI::Range(1, 30 * 24 * 3600));
   cmd->add_flag("--no-cache-prompt", o->no_cache_prompt, "Never read or write the prompt cache")
       ->envname("PREFIXD_NO_CACHE_PROMPT");
   cmd->add_option("--prompt-cache-enabled", o->cache_enabled, "Reuse K/V of earlier prompts (true/false)")

@@ -42,18 +42,6 @@ int total_input(const json& usage) {
          usage["cache_creation_input_tokens"].get<int>();
 }
 
-// The events of an SSE body: (name, data) in order.
-std::vector<std::pair<std::string, json>> events_of(const std::string& body) {
-  std::vector<std::pair<std::string, json>> out;
-  std::istringstream in(body);
-  std::string line, name;
-  while (std::getline(in, line)) {
-    if (line.starts_with("event: ")) name = line.substr(7);
-    if (line.starts_with("data: ")) out.emplace_back(name, json::parse(line.substr(6)));
-  }
-  return out;
-}
-
 TEST(AnthropicMessages, ARepliesBodyAndItsStreamAgreeAndUsageAddsUpToThePrompt) {
   ServerProcess server;
   auto client = server.client();
@@ -86,7 +74,7 @@ TEST(AnthropicMessages, ARepliesBodyAndItsStreamAgreeAndUsageAddsUpToThePrompt) 
   auto streamed = client->Post("/v1/messages", streamed_request.dump(), "application/json");
   ASSERT_TRUE(streamed);
   ASSERT_EQ(streamed->status, 200);
-  const auto events = events_of(streamed->body);
+  const auto events = sse_events(streamed->body);
   std::vector<std::string> names;
   std::string text;
   json final_usage;

@@ -129,4 +129,15 @@ double metric_value(const std::string& metrics_text, const std::string& name) {
   return -1;
 }
 
+std::vector<std::pair<std::string, nlohmann::json>> sse_events(const std::string& body) {
+  std::vector<std::pair<std::string, nlohmann::json>> out;
+  std::istringstream in(body);
+  std::string line, name;
+  while (std::getline(in, line)) {
+    if (line.starts_with("event: ")) name = line.substr(7);
+    if (line.starts_with("data: ")) out.emplace_back(name, nlohmann::json::parse(line.substr(6), nullptr, false));
+  }
+  return out;
+}
+
 }  // namespace prefixd::testing

@@ -66,6 +66,8 @@ JsonReply get_json(httplib::Client& client, const std::string& path);
 
 // The `data:` payloads of an SSE body, in order ("[DONE]" included as a string).
 std::vector<std::string> sse_payloads(const std::string& body);
+// The named events of an SSE body (`event:` then `data:`), in order: (name, parsed data).
+std::vector<std::pair<std::string, nlohmann::json>> sse_events(const std::string& body);
 
 // A metric's value from GET /metrics text; -1 when absent.
 double metric_value(const std::string& metrics_text, const std::string& name);

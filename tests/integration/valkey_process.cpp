@@ -71,11 +71,17 @@ void ValkeyProcess::start() {
     execvp("valkey-server", argv.data());
     _exit(127);
   }
-  const auto deadline = Clock::now() + 10s;
+  const auto deadline = Clock::now() + 30s;
   while (Clock::now() < deadline) {
     if (cli("ping").starts_with("PONG")) return;
+    // One that exits at once could not listen (its port, or its cluster bus port, was taken).
+    if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("valkey-server exited at startup on port " + std::to_string(port_));
+    }
     std::this_thread::sleep_for(50ms);
   }
+  kill_now();
   throw std::runtime_error("valkey-server did not answer on port " + std::to_string(port_));
 }
 
@@ -85,12 +91,25 @@ ValkeyCluster::ValkeyCluster(int count) {
   std::filesystem::create_directories(dir_);
   std::string create = "valkey-cli --cluster create";
   for (int i = 0; i < count; ++i) {
-    // A cluster node also listens on its port + 10000 (the cluster bus), so ports stay low.
-    int port = pick_free_port();
-    while (port > 55000) port = pick_free_port();
-    nodes_.push_back(std::make_unique<ValkeyProcess>(
-        port, std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file",
-                                       "nodes-" + std::to_string(port) + ".conf", "--dir", dir_.string()}));
+    // A cluster node also listens on its port + 10000 (the cluster bus): both must be free, and
+    // below the range outgoing connections take their ports from. A node whose port was taken
+    // meanwhile is started again on another.
+    const int below = bench::ephemeral_ports().first;
+    auto start_node = [&]() -> std::pair<int, std::unique_ptr<ValkeyProcess>> {
+      for (int attempt = 1;; ++attempt) {
+        int port = pick_free_port();
+        for (int draw = 0; draw < 256 && (port + 10000 >= below || !bench::port_is_free(port + 10000)); ++draw) port = pick_free_port();
+        try {
+          return {port, std::make_unique<ValkeyProcess>(
+                            port, std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file",
+                                                           "nodes-" + std::to_string(port) + ".conf", "--dir", dir_.string()})};
+        } catch (const std::runtime_error&) {
+          if (attempt == 4) throw;
+        }
+      }
+    };
+    auto [port, node] = start_node();
+    nodes_.push_back(std::move(node));
     create += " 127.0.0.1:" + std::to_string(port);
   }
   const auto output = run_command(create + " --cluster-replicas 0 --cluster-yes 2>&1");

@@ -73,4 +73,4 @@ if [ "$healthy" -ne 1 ]; then
 fi
 
 PREFIXD_BASE_URL="http://127.0.0.1:$port/v1" PREFIXD_MODEL_ID=$(basename "$model" .gguf) \
-  node --test --test-reporter=spec openai.test.mjs warm-key.test.mjs tool-calls.test.mjs anthropic.test.mjs
+  node --test --test-reporter=spec openai.test.mjs warm-key.test.mjs tool-calls.test.mjs anthropic.test.mjs responses.test.mjs

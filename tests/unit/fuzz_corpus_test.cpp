@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "api/chat_template.h"
+#include "api/anthropic_messages.h"
 #include "api/request_parser.h"
+#include "api/responses_api.h"
 #include "cache/artifact.h"
 #include "cache/disk_format.h"
 #include "reseal.h"
@@ -42,17 +44,23 @@ std::span<const std::uint8_t> bytes_of(const std::string& s) {
 
 const api::ParseOptions kOptions{.model_names = {"default"}};
 
-TEST(FuzzCorpus, RequestSeedsAreAcceptedChatOrCompletionRequests) {
+TEST(FuzzCorpus, RequestSeedsAreAcceptedByOneOfTheParsers) {
   const auto all = seeds("request_parser");
   EXPECT_GE(all.size(), 10u);
-  int completions = 0;
+  int completions = 0, messages = 0, responses = 0;
   for (const Seed& seed : all) {
     const auto chat = api::parse_chat_request(seed.bytes, kOptions);
     const auto completion = api::parse_completion_request(seed.bytes, kOptions);
-    EXPECT_TRUE(chat || completion) << seed.name << ": " << (chat ? "" : chat.error().message);
+    const auto message = api::parse_messages_request(seed.bytes, kOptions, api::MessagesRoute::count_tokens);
+    const auto response = api::parse_responses_request(seed.bytes, kOptions);
+    EXPECT_TRUE(chat || completion || message || response) << seed.name << ": " << (chat ? "" : chat.error().message);
     completions += completion ? 1 : 0;
+    messages += seed.name.starts_with("messages-") && message ? 1 : 0;
+    responses += seed.name.starts_with("responses-") && response ? 1 : 0;
   }
   EXPECT_GE(completions, 3);
+  EXPECT_GE(messages, 4) << "every Messages seed parses as one";
+  EXPECT_GE(responses, 3) << "every Responses seed parses as one";
 }
 
 TEST(FuzzCorpus, RequestSeedsHoldAsManyValuesAsTheScanBeforeParsingCounts) {
