@@ -19,6 +19,12 @@ const std::string kQuestion = "What will the weather be like in Rome and Lima fo
 
 JsonReply respond(httplib::Client& client, const json& body) { return post_json(client, "/v1/responses", body); }
 
+// A Messages reply's whole prompt: what it read, created and computed.
+int total_prompt(const json& usage) {
+  return usage["input_tokens"].get<int>() + usage["cache_read_input_tokens"].get<int>() +
+         usage["cache_creation_input_tokens"].get<int>();
+}
+
 TEST(ResponsesApi, AContinuationByIdSendsOnlyTheNewInputAndReadsTheRestFromTheCache) {
   ServerProcess server;
   auto client = server.client();
@@ -154,6 +160,49 @@ TEST(ResponsesApi, StoredResponsesBelongToTheirTenant) {
   EXPECT_EQ(respond(*b, {{"previous_response_id", id}, {"input", "x"}, {"max_output_tokens", 1}}).status, 404);
   EXPECT_EQ(a->Get("/v1/responses/" + id)->status, 200);
   ::unlink(path);
+}
+
+// One conversation carried by each wire protocol in turn: every reply's own count of reused
+// tokens, /v1/cache/stats and /metrics agree after each request, and each turn reuses the last.
+TEST(ResponsesApi, EveryAdaptersCountsAgreeWithStatsAndMetrics) {
+  ServerProcess server;
+  auto client = server.client();
+  std::int64_t reused = 0;
+  int requests = 0;
+  const auto check = [&](const std::string& via, int cached) {
+    reused += cached;
+    ++requests;
+    const json stats = get_json(*client, "/v1/cache/stats").body;
+    const auto metrics = client->Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(stats["tokens_reused"], reused) << via;
+    EXPECT_EQ(metric_value(metrics->body, "prefixd_prompt_cache_prefix_tokens_reused_total"), static_cast<double>(reused)) << via;
+    int outcomes = 0;
+    for (const auto& [name, count] : stats["outcomes"].items()) outcomes += count.get<int>();
+    EXPECT_EQ(outcomes, requests) << via;
+  };
+  json history = json::array({{{"role", "user"}, {"content", kQuestion}}});
+  const auto chat = post_json(*client, "/v1/chat/completions",
+                              {{"messages", json::array({{{"role", "system"}, {"content", kInstructions}}, history[0]})},
+                               {"max_tokens", 3}, {"temperature", 0}, {"user", "u"}});
+  ASSERT_EQ(chat.status, 200) << chat.raw;
+  check("chat", chat.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>());
+  history.push_back({{"role", "assistant"}, {"content", chat.body["choices"][0]["message"]["content"]}});
+  history.push_back({{"role", "user"}, {"content", "And in Oslo?"}});
+  const auto message = post_json(*client, "/v1/messages", {{"model", "tiny"}, {"system", kInstructions}, {"messages", history},
+                                                           {"max_tokens", 3}, {"temperature", 0}, {"metadata", {{"user_id", "u"}}}});
+  ASSERT_EQ(message.status, 200) << message.raw;
+  EXPECT_GT(message.body["usage"]["cache_read_input_tokens"].get<int>(), chat.body["usage"]["prompt_tokens"].get<int>() - 2);
+  check("messages", message.body["usage"]["cache_read_input_tokens"].get<int>());
+  json input = history;
+  input.push_back({{"role", "assistant"}, {"content", message.body["content"][0]["text"]}});
+  input.push_back({{"role", "user"}, {"content", "And in Lima?"}});
+  const auto response = respond(*client, {{"instructions", kInstructions}, {"input", input}, {"max_output_tokens", 3},
+                                          {"temperature", 0}, {"user", "u"}});
+  ASSERT_EQ(response.status, 200) << response.raw;
+  EXPECT_GT(response.body["usage"]["input_tokens_details"]["cached_tokens"].get<int>(),
+            total_prompt(message.body["usage"]) - 2) << response.raw;
+  check("responses", response.body["usage"]["input_tokens_details"]["cached_tokens"].get<int>());
 }
 
 }  // namespace
