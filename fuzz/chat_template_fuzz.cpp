@@ -24,8 +24,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "api/prompt_builder.h"
-#include "api/request_parser.h"
+#include "api/prompt/prompt_builder.h"
+#include "api/openai/request_parser.h"
 #include "engine/engine.h"
 #include "fuzz_check.h"
 #include "modelgen/modelgen.h"

@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/json_schema_grammar.h"
-#include "api/request_parser.h"
+#include "api/structured/json_schema_grammar.h"
+#include "api/openai/request_parser.h"
 #include "fuzz_check.h"
 
 namespace prefixd::fuzz {

@@ -14,9 +14,9 @@
 #include <string>
 #include <string_view>
 
-#include "api/anthropic_messages.h"
-#include "api/request_parser.h"
-#include "api/responses_api.h"
+#include "api/anthropic/anthropic_messages.h"
+#include "api/openai/request_parser.h"
+#include "api/responses/responses_api.h"
 #include "fuzz_check.h"
 
 namespace prefixd::fuzz {

@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/cache_namespace.h"
+#include "api/prompt/cache_namespace.h"
 #include "bench/request.h"
 #include "bench/workload.h"
 #include "cache/prefix_cache.h"

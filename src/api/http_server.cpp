@@ -9,6 +9,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <format>
 #include <thread>
@@ -17,23 +18,23 @@
 
 #include <spdlog/spdlog.h>
 
-#include "api/access.h"
-#include "api/anthropic_messages.h"
-#include "api/anthropic_stream.h"
-#include "api/response_store.h"
-#include "api/responses_api.h"
-#include "api/responses_stream.h"
-#include "api/cache_control.h"
-#include "api/cache_report.h"
-#include "api/cache_routing.h"
-#include "api/cache_scope_report.h"
+#include "api/auth/access.h"
+#include "api/anthropic/anthropic_messages.h"
+#include "api/anthropic/anthropic_stream.h"
+#include "api/responses/response_store.h"
+#include "api/responses/responses_api.h"
+#include "api/responses/responses_stream.h"
+#include "api/control/cache_control.h"
+#include "api/control/cache_report.h"
+#include "api/routing/cache_routing.h"
+#include "api/control/cache_scope_report.h"
 #include "api/errors.h"
-#include "api/output_grammar.h"
-#include "api/prompt_builder.h"
-#include "api/request_parser.h"
-#include "api/responses.h"
+#include "api/structured/output_grammar.h"
+#include "api/prompt/prompt_builder.h"
+#include "api/openai/request_parser.h"
+#include "api/openai/responses.h"
 #include "api/stream_relay.h"
-#include "api/tokenize_route.h"
+#include "api/openai/tokenize_route.h"
 #include "api/transport_metrics.h"
 #include "cache/disk_format.h"
 
@@ -560,11 +561,17 @@ class HttpServer::Impl {
   };
 
   // Builds the prompt of `chat` for `tenant` as a chat completion's, constrains it with its
-  // grammar, and queues it.
-  std::expected<QueuedChat, ApiError> queue_chat(const ChatRequest& chat, const std::string& tenant) {
+  // grammar, and queues it. `retain`: prefixes the cache should keep ahead of LRU afterwards, each
+  // at most the prompt.
+  std::expected<QueuedChat, ApiError> queue_chat(const ChatRequest& chat, const std::string& tenant,
+                                                 std::vector<cache::RetainAsk> retain = {}) {
     auto generation = prompts_.build(chat, scheduler_.max_prompt_tokens(), tenant);
     if (!generation) return std::unexpected(generation.error());
     if (generation->cache.enabled) control_.adjust(*generation, tenant, chat.params.cache.session_key);
+    for (cache::RetainAsk& ask : retain) {
+      ask.length = std::min(ask.length, static_cast<std::int32_t>(generation->prompt.size()));
+    }
+    generation->cache.retain = std::move(retain);
     QueuedChat queued{.prompt_tokens = generation->prompt.size()};
     if (tool_format_ != ToolCallFormat::none && chat.tools.is_array() && chat.tool_choice != "none") {
       queued.call_tools = chat.tools;
@@ -627,9 +634,17 @@ class HttpServer::Impl {
       if (!tokens) return fail(tokens.error());
       return json_response(200, dump_json(nlohmann::ordered_json{{"input_tokens", tokens->size()}}));
     }
-    auto queued = queue_chat(chat, caller->tenant);
+    // Each breakpoint's prefix in tokens: for the usage split (the last one), and what the cache
+    // keeps for the breakpoint's TTL.
+    std::optional<std::int32_t> breakpoint = breakpoint_tokens(chat, parsed->breakpoint_messages);
+    std::vector<cache::RetainAsk> retain;
+    for (const CacheBreakpoint& b : parsed->retained) {
+      const auto length = b.messages == parsed->breakpoint_messages ? breakpoint : breakpoint_tokens(chat, b.messages);
+      if (length) retain.push_back({.length = *length, .duration = b.ttl});
+    }
+    auto queued = queue_chat(chat, caller->tenant, std::move(retain));
     if (!queued) return fail(queued.error());
-    const std::optional<std::int32_t> breakpoint = breakpoint_tokens(chat, parsed->breakpoint_messages, queued->prompt_tokens);
+    if (breakpoint) breakpoint = std::min(*breakpoint, static_cast<std::int32_t>(queued->prompt_tokens));
     ResponseMeta meta{.endpoint = Endpoint::chat, .id = ids_.next("msg_"), .created = unix_seconds(), .model = served_id_};
     if (!chat.params.stream) {
       auto reply = collect_reply(*queued, req, meta.id);
@@ -650,19 +665,19 @@ class HttpServer::Impl {
   }
 
   // Where the conversation's first `messages` end in its prompt: the tokens of those messages
-  // rendered alone (a prefix of the whole prompt's), for cache_creation_input_tokens. nullopt
-  // without a breakpoint, or when the breakpoint covers only tools (no message to render).
-  std::optional<std::int32_t> breakpoint_tokens(const ChatRequest& chat, std::optional<std::size_t> messages,
-                                                std::size_t prompt_tokens) const {
+  // rendered alone (a prefix of the whole prompt's). nullopt without a breakpoint, or when the
+  // breakpoint covers only tools (no message to render). All of them: the largest int32, which
+  // the caller caps at the prompt's length.
+  std::optional<std::int32_t> breakpoint_tokens(const ChatRequest& chat, std::optional<std::size_t> messages) const {
     if (!messages || *messages == 0) return std::nullopt;
-    if (*messages >= chat.chat.messages.size()) return static_cast<std::int32_t>(prompt_tokens);
+    if (*messages >= chat.chat.messages.size()) return std::numeric_limits<std::int32_t>::max();
     ChatRequest head = chat;
     head.chat.messages = nlohmann::json(std::vector<nlohmann::json>(chat.chat.messages.begin(),
                                                                     chat.chat.messages.begin() + static_cast<std::ptrdiff_t>(*messages)));
     head.chat.add_generation_prompt = false;
     auto tokens = prompts_.chat_tokens(head, scheduler_.max_prompt_tokens());
     if (!tokens) return std::nullopt;
-    return static_cast<std::int32_t>(std::min(tokens->size(), prompt_tokens));
+    return static_cast<std::int32_t>(tokens->size());
   }
 
   // POST /v1/responses (responses_api.h): the input items, after the previous response's

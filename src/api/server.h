@@ -12,10 +12,10 @@
 #include <memory>
 #include <string>
 
-#include "api/cache_isolation.h"
-#include "api/json_bounds.h"
-#include "api/json_schema_grammar.h"
-#include "api/tenants.h"
+#include "api/control/cache_isolation.h"
+#include "api/body/json_bounds.h"
+#include "api/structured/json_schema_grammar.h"
+#include "api/auth/tenants.h"
 #include "engine/engine.h"
 #include "http/server.h"
 #include "scheduler/scheduler.h"

@@ -5,7 +5,7 @@
 // which the request is cancelled and its stream drained to the final `done` event.
 #pragma once
 
-#include "api/tool_call_stream.h"
+#include "api/tools/tool_call_stream.h"
 
 #include <chrono>
 #include <functional>
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "api/errors.h"
-#include "api/responses.h"
+#include "api/openai/responses.h"
 #include "scheduler/request.h"
 
 namespace prefixd::api {

@@ -62,8 +62,17 @@ void CheckpointStore::evict_lru_for(std::uint64_t incoming) {
     } else {
       counters_.evicted_lru += 1;
     }
-    remove(lru_.back());
+    remove(Digest(victim()));
   }
+}
+
+const Digest& CheckpointStore::victim() const {
+  if (retained_) {
+    for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
+      if (!retained_(*it)) return *it;
+    }
+  }
+  return lru_.back();
 }
 
 CheckpointStore::Found CheckpointStore::find(const Lineage& lineage, std::span<const Token> query,
@@ -129,7 +138,7 @@ void CheckpointStore::unlink(const Digest& key) {
   auto link = links_.find(key);
   if (--link->second > 0) return;
   links_.erase(link);
-  if (entries_.contains(key)) {
+  if (entries_.contains(key) && !(retained_ && retained_(key))) {
     counters_.superseded += 1;
     remove(key);
   }
@@ -179,9 +188,17 @@ std::optional<Refusal> CheckpointStore::classify_refusal(const std::string& sess
 }
 
 void CheckpointStore::expire(std::chrono::steady_clock::time_point older_than) {
-  while (!lru_.empty() && entries_.at(lru_.back()).checkpoint.last_used < older_than) {
+  // Oldest first; retained checkpoints stay, whatever their age.
+  auto it = lru_.end();
+  while (it != lru_.begin()) {
+    const auto older = std::prev(it);
+    if (entries_.at(*older).checkpoint.last_used >= older_than) break;
+    if (retained_ && retained_(*older)) {
+      it = older;
+      continue;
+    }
     counters_.evicted_ttl += 1;
-    remove(lru_.back());
+    remove(Digest(*older));  // `it` stays valid: only `older` leaves the list
   }
   // A chain none of whose checkpoints exists any more can explain no refusal worth keeping.
   std::erase_if(chains_, [this](const auto& item) {

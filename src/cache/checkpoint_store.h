@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <optional>
@@ -104,6 +105,10 @@ class CheckpointStore {
                                           std::span<const engine::Token> query, std::span<const Digest> chain,
                                           engine::Pos reused);
   void expire(std::chrono::steady_clock::time_point older_than);
+  // Checkpoints a live retention needs (retention.h): eviction passes over them while any other
+  // checkpoint can go, the TTL does not end them, and they outlive the session chains naming them.
+  using Retained = std::function<bool(const Digest& key)>;
+  void set_retained(Retained retained) { retained_ = std::move(retained); }
   std::uint64_t clear();  // returns bytes freed
   // Erases every checkpoint of `scope` (and the chain links naming them); returns what it held.
   ScopeUsage clear_scope(const ScopeId& scope);
@@ -136,6 +141,9 @@ class CheckpointStore {
 
   void remove(const Digest& key);
   void touch(const Digest& key);
+  // The least recently used checkpoint no retention needs, else the least recently used.
+  // REQUIRES: the store is not empty.
+  const Digest& victim() const;
   // Adds `key` to the session's chain, drops the tail links the new prefix extends, then the
   // oldest links past the bound.
   void keep_in_chain(const std::string& session, const Digest& key, const Lineage& lineage, engine::Pos position,
@@ -151,6 +159,7 @@ class CheckpointStore {
   std::int32_t per_session_;
   std::uint64_t bytes_ = 0;
   Lru lru_;
+  Retained retained_;
   std::unordered_map<Digest, Slot, DigestHash> entries_;
   // Positions that hold at least one checkpoint, per namespace, with how many: a lookup hashes the
   // query only at those.

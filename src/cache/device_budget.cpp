@@ -44,7 +44,7 @@ bool DeviceBudget::free_a_holder(const std::string& ns) {
 
 bool DeviceBudget::expire(DeviceClock::time_point cutoff) {
   bool changed = false;
-  while (DeviceEntry* victim = tiers_.device.least_recently_used([&](const DeviceEntry& e) { return e.last_used < cutoff; })) {
+  while (DeviceEntry* victim = tiers_.device.least_recently_used([&](const DeviceEntry& e) { return e.last_used < cutoff && !tiers_.device.retained(e); })) {
     const std::string ns = victim->lineage.ns;
     tiers_.device.cut_back(*victim);
     counters_.totals.evictions_ttl += 1;

@@ -161,7 +161,7 @@ DeviceEntry* DeviceTier::least_recently_used(const std::function<bool(const Devi
   for (auto& [id, e] : entries_) {
     if (!eligible(e) || !trees_.contains(e.lineage.ns)) continue;
     if (trees_.at(e.lineage.ns).keep_length(id) >= static_cast<std::int32_t>(e.tokens.size())) continue;  // frees nothing
-    if (victim == nullptr || e.last_used < victim->last_used) victim = &e;
+    if (evicts_before(e, victim)) victim = &e;
   }
   return victim;
 }
@@ -172,9 +172,16 @@ DeviceEntry* DeviceTier::least_recently_used_droppable() {
     const RadixTree& t = trees_.at(e.lineage.ns);
     const std::int32_t keep = t.keep_length(id);
     if (keep > 0 && !t.shared_with_another(id, keep)) continue;
-    if (victim == nullptr || e.last_used < victim->last_used) victim = &e;
+    if (evicts_before(e, victim)) victim = &e;
   }
   return victim;
+}
+
+bool DeviceTier::evicts_before(const DeviceEntry& e, const DeviceEntry* victim) const {
+  if (victim == nullptr) return true;
+  const bool kept = retained(e), victim_kept = retained(*victim);
+  if (kept != victim_kept) return !kept;
+  return e.last_used < victim->last_used;
 }
 
 std::int64_t DeviceTier::cells() const {

@@ -97,6 +97,11 @@ class DeviceTier {
   // Forgets the namespace's tree once its last entry is gone.
   void erase_if_empty(const std::string& ns);
 
+  // Entries that hold a retained prefix (retention.h) are chosen by the two calls below only when
+  // no other entry qualifies; among themselves, least recently used first.
+  using Retained = std::function<bool(const DeviceEntry&)>;
+  void set_retained(Retained retained) { retained_ = std::move(retained); }
+  bool retained(const DeviceEntry& e) const { return retained_ && retained_(e); }
   // The least recently used entry that `eligible` accepts and whose cut-back would free a cell.
   DeviceEntry* least_recently_used(const std::function<bool(const DeviceEntry&)>& eligible);
   // The least recently used entry that can be dropped whole: nothing it holds is locked, or
@@ -143,6 +148,9 @@ class DeviceTier {
   engine::Pos window_run(engine::SeqId seq, engine::Pos tracked) const;
 
  private:
+  // Whether `e` should go before `victim` (nullptr: anything goes first).
+  bool evicts_before(const DeviceEntry& e, const DeviceEntry* victim) const;
+  Retained retained_;
   engine::Engine& engine_;
   std::int64_t holder_count_;
   std::vector<engine::SeqId> free_holders_;

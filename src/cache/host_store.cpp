@@ -37,7 +37,7 @@ const HostSegment* HostStore::touch(const Digest& key) {
 bool HostStore::insert(const Digest& key, HostSegment segment, Evicted& evicted, std::span<const Digest> keep) {
   if (segment.state.size() > capacity_bytes_ || max_segments_ < 1 || segment.token_ids.empty()) return false;
   erase(key);
-  const auto victim_is_kept = [&] { return std::find(keep.begin(), keep.end(), lru_.back()) != keep.end(); };
+  const auto victim_is_kept = [&] { return std::find(keep.begin(), keep.end(), victim()) != keep.end(); };
   while (!lru_.empty() && bytes_ + segment.state.size() > capacity_bytes_) {
     if (victim_is_kept()) return false;
     evict_one(EvictReason::capacity, evicted);
@@ -57,13 +57,33 @@ bool HostStore::insert(const Digest& key, HostSegment segment, Evicted& evicted,
 }
 
 void HostStore::expire(std::chrono::steady_clock::time_point older_than, Evicted& evicted) {
-  while (!lru_.empty() && segments_.at(lru_.back()).segment.last_used < older_than) {
-    evict_one(EvictReason::ttl, evicted);
+  // Oldest first; retained segments stay, whatever their age.
+  auto it = lru_.end();
+  while (it != lru_.begin()) {
+    const auto older = std::prev(it);
+    if (segments_.at(*older).segment.last_used >= older_than) break;
+    if (retained_ && retained_(*older)) {
+      it = older;
+      continue;
+    }
+    const Digest key = *older;
+    if (spill_) spill_(key, segments_.at(key).segment);
+    erase(key);  // `it` stays valid: only `older` leaves the list
+    ++evicted.ttl;
   }
 }
 
+const Digest& HostStore::victim() const {
+  if (retained_) {
+    for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
+      if (!retained_(*it)) return *it;
+    }
+  }
+  return lru_.back();
+}
+
 void HostStore::evict_one(EvictReason reason, Evicted& evicted) {
-  const Digest victim = lru_.back();
+  const Digest victim = this->victim();
   if (spill_) spill_(victim, segments_.at(victim).segment);
   erase(victim);
   switch (reason) {

@@ -72,6 +72,10 @@ class HostStore {
   // keeps what leaves RAM.
   using Spill = std::function<void(const Digest& key, const HostSegment& segment)>;
   void set_spill(Spill spill) { spill_ = std::move(spill); }
+  // Segments a live retention needs (retention.h): eviction passes over them while any other
+  // segment can go, and the TTL does not end them.
+  using Retained = std::function<bool(const Digest& key)>;
+  void set_retained(Retained retained) { retained_ = std::move(retained); }
 
   std::uint64_t bytes() const { return bytes_; }
   std::int64_t tokens() const { return tokens_; }  // sum of the segments' lengths
@@ -86,6 +90,9 @@ class HostStore {
     HostSegment segment;
     Lru::iterator lru;
   };
+  // The least recently used segment no retention needs; the least recently used of all when
+  // every one is retained. REQUIRES: the store is not empty.
+  const Digest& victim() const;
   void evict_one(EvictReason reason, Evicted& evicted);
 
   std::uint64_t capacity_bytes_;
@@ -106,6 +113,8 @@ class HostStore {
   static Branch branch_of(const HostSegment& segment) { return {segment.parent, segment.token_ids.front()}; }
 
   Spill spill_;
+
+  Retained retained_;
   std::unordered_map<Digest, Slot, DigestHash> segments_;
   UsageByScope by_scope_;
   std::unordered_multimap<Branch, Digest, BranchHash> by_branch_;  // (parent, first token) -> key

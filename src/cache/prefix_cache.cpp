@@ -87,9 +87,11 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
   refresh_window_entries();
   if (!trimmable()) {
     donate_with_state(lease, seq, tokens);
+    retain(lease, tokens);
     return;
   }
   const SequenceKeeper::Kept kept = keeper_.keep_cells(lease, seq, tokens);
+  retain(lease, tokens);  // before the budget: a retained entry is not the first to go
   if (!kept.tree_changed) {
     budget_.enforce_idle();
     publish();

@@ -101,6 +101,10 @@ struct CacheConfig {
   std::uint64_t checkpoint_capacity_bytes = 1ull << 30;
   std::int64_t checkpoint_max_entries = 4096;
   std::int32_t checkpoints_per_session = 32;
+  // Retained prefixes (retention.h): the tokens each scope may hold ahead of LRU eviction for the
+  // time its requests ask (RequestKey::retain). nullopt: the context size; 0: requests' retention
+  // asks are refused (counted).
+  std::optional<std::int64_t> retain_tokens;
   // The disk tier (empty path: none). Segments and checkpoints are written behind to verified,
   // content-addressed files there and survive restarts; see disk_store.h.
   std::string disk_path;
@@ -122,6 +126,12 @@ struct CacheConfig {
 enum class ReuseMode { trim, checkpoints };
 const char* reuse_mode_name(ReuseMode mode);
 
+// Keep positions [0, length) of a request's tokens for `duration` after the request ends.
+struct RetainAsk {
+  std::int32_t length = 0;
+  std::chrono::seconds duration{0};
+};
+
 // Who is asking: requests share K/V only within one namespace; the session is a preference, or
 // with a shared prefix, a wall past it.
 struct RequestKey {
@@ -136,6 +146,9 @@ struct RequestKey {
   // later ones only from this session's own entries. A request without a session reuses nothing
   // past it and keeps nothing past it. kNoFork: no wall (sessions are a preference).
   std::int32_t shared_prefix = kNoFork;
+  // Prefixes of this request's tokens to keep ahead of LRU eviction for a while once it is
+  // donated (a cache_control breakpoint with a TTL): see retention.h.
+  std::vector<RetainAsk> retain;
 };
 
 enum class Outcome { cold, hit_extend, hit_restore, partial, bypass };
@@ -217,6 +230,14 @@ struct CacheStats {
   std::int64_t checkpoint_refusals_diverged = 0;
   std::int64_t checkpoint_refusals_evicted = 0;
   std::int64_t checkpoint_refusals_namespace = 0;
+  std::int64_t retained_prefixes = 0;  // live retentions (retention.h)
+  std::int64_t retained_tokens = 0;    // the sum of their lengths
+  std::int64_t retain_tokens_budget = 0;  // per scope
+  std::int64_t retentions_added = 0;
+  std::int64_t retentions_renewed = 0;
+  std::int64_t retentions_refused = 0;
+  std::int64_t retentions_lifted = 0;
+  std::int64_t retentions_expired = 0;
   std::int64_t running = 0;            // sequences registered by acquire()
   std::int64_t waiting = 0;            // of which wait for another request's prefix
   std::int64_t total_blocks_stored = 0;

@@ -22,7 +22,9 @@ std::int64_t PrefixCache::Impl::release_device_cells(std::int64_t cells) {
 
 void PrefixCache::Impl::expire() {
   const auto cutoff = Clock::now() - config_.ttl;
-  bool changed = budget_.expire(cutoff);
+  // Retentions past their deadline first: what they kept is then judged by its last use alone.
+  bool changed = retentions_.expire(Clock::now()) > 0;
+  changed |= budget_.expire(cutoff);
   HostStore::Evicted evicted;
   host_.store().expire(cutoff, evicted);
   const std::size_t checkpoints = checkpoints_.size();
@@ -51,6 +53,7 @@ ResetReport PrefixCache::Impl::reset() {
   ResetReport report;
   report.entries = static_cast<std::int64_t>(device_.entries().size() + host_.store().size() + checkpoints_.size());
   report.bytes = device_.bytes() + host_.store().bytes() + checkpoints_.bytes();
+  retentions_.clear();
   checkpoints_.clear();
   device_.clear();
   for (auto& [seq, lease] : leases_) lease.locked = 0;  // their cells are their own now

@@ -33,6 +33,7 @@
 #include "cache/host_tier.h"
 #include "cache/key_paths.h"
 #include "cache/lease.h"
+#include "cache/retention.h"
 #include "cache/reuse_planner.h"
 #include "cache/sequence_keeper.h"
 #include "cache/session_prompts.h"
@@ -54,6 +55,8 @@ inline std::string short_hex(std::string_view bytes) { return util::to_hex(bytes
 inline CacheConfig resolve(CacheConfig config, const engine::Engine& engine) {
   const bool gpu = engine.model().on_accelerator;
   if (!config.device_cells) config.device_cells = gpu ? engine.context_size() / 2 : 0;
+  if (!config.retain_tokens) config.retain_tokens = engine.context_size();
+  config.retain_tokens = std::max<std::int64_t>(0, *config.retain_tokens);
   if (!engine.model().partial_copy_supported) config.enabled = false;  // a partial copy would abort
   // Measured on the CPU (docs/design.md): with idle cells demoted as soon as a request runs,
   // rewriting the device tier when idle made prefill slower, not faster; on a GPU it would be a
@@ -83,7 +86,12 @@ class PrefixCache::Impl {
         budget_(tiers_, counters_, [this](const std::string& ns) { repin(ns); }),
         keeper_(tiers_, budget_),
         planner_(tiers_, counters_, leases_, pin,
-                 [this] { budget_.enforce_running(); }) {
+                 [this] { budget_.enforce_running(); }),
+        retentions_(*config_.retain_tokens) {
+    const auto retained_key = [this](const Digest& key) { return retentions_.holds(key); };
+    host_.store().set_retained(retained_key);
+    checkpoints_.set_retained(retained_key);
+    device_.set_retained([this](const DeviceEntry& e) { return retentions_.covers(e.lineage.ns, e.tokens); });
     std::random_device random;
     for (auto& byte : nonce_) byte = static_cast<std::uint8_t>(random());
     counters_.totals.disk.enabled = backing_.disk() != nullptr;
@@ -102,6 +110,9 @@ class PrefixCache::Impl {
   std::vector<Resolved> poll();
   void donate(SeqId seq, std::span<const Token> tokens);
   void release(SeqId seq);
+  // What the ended request asked to keep (RequestKey::retain) of the `tokens` it donated: each
+  // prefix with the host segments and checkpoints a restore of it needs (prefix_cache_retain.cpp).
+  void retain(const Lease& lease, std::span<const Token> tokens);
   std::int32_t locked_by(SeqId seq) const;
 
   // Cells, budgets, eviction, compaction (prefix_cache_eviction.cpp).
@@ -211,6 +222,7 @@ class PrefixCache::Impl {
   ReusePlanner planner_;
   Digest nonce_{};    // random per cache: salts of requests without a session
   SessionPrompts sessions_;  // each session's latest prompt, for save_session_artifact
+  Retentions retentions_;    // prefixes kept ahead of LRU eviction until their deadlines
 
 
   mutable std::mutex published_mutex_;

@@ -19,6 +19,7 @@ ResetReport PrefixCache::Impl::forget(const RequestKey& key, std::span<const Tok
   refresh_window_entries();
   flush_disk();  // what is queued for this path is on disk, indexed, and removed below
   const std::string& ns = key.namespace_digest;
+  retentions_.lift_path(ns, tokens, keep);  // before the tiers: nothing forgotten stays retained
   const Lineage lineage = lineage_of(key, next_order_ + 1);
   const std::vector<Digest> chain = hasher_.chain(lineage, tokens);
   const std::uint64_t device_before = device_.bytes();

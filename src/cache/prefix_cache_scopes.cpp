@@ -52,6 +52,7 @@ std::map<ScopeId, ScopeStats> PrefixCache::Impl::scope_snapshot() const {
 
 ResetReport PrefixCache::Impl::reset_scope(const ScopeId& scope) {
   ResetReport report;
+  retentions_.clear_scope(scope);
   // A namespace belongs to one scope: the scope's trees go whole.
   std::set<std::string> namespaces;
   for (const auto& [id, e] : device_.entries()) {

@@ -99,6 +99,15 @@ void PrefixCache::Impl::publish() {
   s.checkpoint_refusals_diverged = c.refusals[static_cast<size_t>(Refusal::diverged)];
   s.checkpoint_refusals_evicted = c.refusals[static_cast<size_t>(Refusal::evicted)];
   s.checkpoint_refusals_namespace = c.refusals[static_cast<size_t>(Refusal::ns)];
+  s.retained_prefixes = retentions_.size();
+  s.retained_tokens = retentions_.tokens();
+  s.retain_tokens_budget = retentions_.tokens_per_scope();
+  const Retentions::Counters& r = retentions_.counters();
+  s.retentions_added = r.added;
+  s.retentions_renewed = r.renewed;
+  s.retentions_refused = r.refused;
+  s.retentions_lifted = r.lifted;
+  s.retentions_expired = r.expired;
   s.running = static_cast<std::int64_t>(leases_.size());
   s.waiting = std::ranges::count_if(leases_, [](const auto& kv) { return kv.second.waits_for.has_value(); });
   s.block_size = config_.block_size;

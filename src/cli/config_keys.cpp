@@ -54,6 +54,7 @@ constexpr std::array kKeys{
     ConfigKey{"prompt-cache-capacity-bytes", cache},
     ConfigKey{"prompt-cache-max-entries", cache},
     ConfigKey{"prompt-cache-ttl", cache},
+    ConfigKey{"prompt-cache-retain-tokens", cache},
     ConfigKey{"prompt-cache-holders", cache},
     ConfigKey{"prompt-cache-device-cells", cache},
     ConfigKey{"prompt-cache-compaction", cache},

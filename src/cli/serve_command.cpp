@@ -39,6 +39,7 @@ struct ServeOptions {
   std::uint64_t cache_capacity_bytes = 0;  // 0: derived at startup
   std::int64_t cache_ttl_seconds = 3600;
   std::int32_t device_cells = -1;          // -1: the cache's default for the backend
+  std::int64_t retain_tokens = -1;         // -1: the context size
   std::string compaction = "auto";
   std::string prefill_packing = "auto";
   std::string swa_full = "auto";
@@ -142,6 +143,7 @@ int run_serve(ServeOptions& o) {
   cache.enabled = cache_on;
   cache.hash = cache::parse_hash_algorithm(o.apc_hash);
   cache.ttl = std::chrono::seconds(o.cache_ttl_seconds);
+  if (o.retain_tokens >= 0) cache.retain_tokens = o.retain_tokens;
   cache.trace = [] {
     const char* trace = std::getenv("PREFIXD_CACHE_TRACE");
     return trace != nullptr && std::string_view(trace) == "1";
@@ -317,6 +319,10 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_MAX_ENTRIES")->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--prompt-cache-ttl", o->cache_ttl_seconds, "Seconds an unused entry is kept")
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_TTL")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--prompt-cache-retain-tokens", o->retain_tokens,
+                  "Tokens each tenant may keep ahead of LRU eviction for the TTL its requests ask (a Messages "
+                  "cache_control breakpoint: 5m or 1h); 0: none (default: the context size)")
+      ->envname("PREFIXD_PROMPT_CACHE_RETAIN_TOKENS")->check(CLI::Range(std::int64_t{-1}, std::int64_t{1} << 40));
   cmd->add_option("--prompt-cache-holders", o->scheduler.cache_holders,
                   "Sequence ids that keep finished prompts in the model's KV cells (device tier entries)")
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_HOLDERS")->check(CLI::Range(0, 200));

@@ -7,7 +7,8 @@ cache::RequestKey cache_key(const CacheOptions& options) {
                            .session = options.session_key,
                            .boundaries = options.boundaries,
                            .scope = options.scope,
-                           .shared_prefix = options.shared_prefix};
+                           .shared_prefix = options.shared_prefix,
+                           .retain = options.retain};
 }
 
 const char* finish_reason_name(FinishReason reason) {

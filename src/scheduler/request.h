@@ -40,6 +40,9 @@ struct CacheOptions {
   // no warm-up (raw completions, or a template that re-renders earlier turns).
   std::vector<engine::Token> continuation;
   PromptInputs prompt_inputs;
+  // Prefixes to keep ahead of LRU eviction for a while after the request (a cache_control
+  // breakpoint with a TTL; cache/retention.h).
+  std::vector<cache::RetainAsk> retain;
 };
 
 // Who a request is to the prompt cache: the one place a cache::RequestKey is made from a request.

@@ -1,8 +1,8 @@
 // Who a request's headers make its caller, and what of the cache that caller may see.
 #include <gtest/gtest.h>
 
-#include "api/access.h"
-#include "api/tenants.h"
+#include "api/auth/access.h"
+#include "api/auth/tenants.h"
 
 namespace prefixd::api {
 namespace {

@@ -2,9 +2,11 @@
 // prompt from; usage, stop reasons and errors come back in Anthropic's words.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <string>
 
-#include "api/anthropic_messages.h"
+#include "api/anthropic/anthropic_messages.h"
 
 namespace prefixd::api {
 namespace {
@@ -109,6 +111,31 @@ TEST(AnthropicMessages, TheLastBreakpointSaysHowManyMessagesItCovers) {
   EXPECT_EQ(parsed_ok(body(marked, {{"system", system}})).breakpoint_messages, 4u);
   const json tools = json::parse(R"([{"name": "f", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}])");
   EXPECT_EQ(parsed_ok(body(one, {{"tools", tools}})).breakpoint_messages, 0u);
+}
+
+TEST(AnthropicMessages, EachTtlRetainsThePrefixUpToItsLastBreakpoint) {
+  using namespace std::chrono_literals;
+  const json system = json::parse(R"([{"type": "text", "text": "Rules.", "cache_control": {"type": "ephemeral", "ttl": "1h"}}])");
+  const json tools = json::parse(R"([{"name": "f", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}])");
+  const json marked = json::parse(R"([{"role": "user", "content": [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]},
+      {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}])");
+  const MessagesRequest r = parsed_ok(body(marked, {{"system", system}, {"tools", tools}}));
+  ASSERT_EQ(r.retained.size(), 2u);
+  // The last 5-minute breakpoint is the first user message's (the tools' one lies before it); the
+  // hour is the system prompt's.
+  EXPECT_EQ(r.retained[0].messages, 2u);
+  EXPECT_EQ(r.retained[0].ttl, 5min);
+  EXPECT_EQ(r.retained[1].messages, 1u);
+  EXPECT_EQ(r.retained[1].ttl, 1h);
+  // A tools breakpoint retains the system prompt the template renders them into; without a system
+  // prompt no prefix holds the tools alone.
+  const json one = json::array({{{"role", "user"}, {"content", "hi"}}});
+  const json plain_system = json::array({{{"type", "text"}, {"text", "Rules."}}});
+  const MessagesRequest with_system = parsed_ok(body(one, {{"system", plain_system}, {"tools", tools}}));
+  ASSERT_EQ(with_system.retained.size(), 1u);
+  EXPECT_EQ(with_system.retained[0].messages, 1u);
+  EXPECT_TRUE(parsed_ok(body(one, {{"tools", tools}})).retained.empty());
+  EXPECT_TRUE(parsed_ok(body(one)).retained.empty());
 }
 
 TEST(AnthropicMessages, WhatCannotBeServedIsA400NamingTheField) {

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/body_scan.h"
+#include "api/body/body_scan.h"
 
 namespace prefixd::api {
 namespace {

@@ -3,8 +3,8 @@
 // rules (limits, versions, what clearing a key keeps, shareable prefixes, TTL).
 #include <gtest/gtest.h>
 
-#include "api/cache_keys.h"
-#include "api/cache_modules.h"
+#include "api/control/cache_keys.h"
+#include "api/control/cache_modules.h"
 
 namespace prefixd::api {
 namespace {

@@ -2,7 +2,7 @@
 // nothing else does; the template inputs are a diagnostic beside it.
 #include <gtest/gtest.h>
 
-#include "api/cache_namespace.h"
+#include "api/prompt/cache_namespace.h"
 #include "util/hex.h"
 
 namespace prefixd::api {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "api/chat_template.h"
+#include "api/prompt/chat_template.h"
 
 namespace prefixd::api {
 namespace {

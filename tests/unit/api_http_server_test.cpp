@@ -10,7 +10,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "api/chat_template.h"
+#include "api/prompt/chat_template.h"
 #include "api/server.h"
 #include "support/fake_engine.h"
 #include "scheduler/scheduler.h"

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/json_scan.h"
+#include "api/tools/json_scan.h"
 
 namespace prefixd::api {
 namespace {

@@ -9,9 +9,9 @@
 #include <sstream>
 #include <vector>
 
-#include "api/gbnf_builder.h"
-#include "api/json_schema_grammar.h"
-#include "api/json_schema_validator.h"
+#include "api/structured/gbnf_builder.h"
+#include "api/structured/json_schema_grammar.h"
+#include "api/structured/json_schema_validator.h"
 
 namespace prefixd::api {
 namespace {

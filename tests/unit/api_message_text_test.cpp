@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "api/prompt_builder.h"
-#include "api/special_text.h"
-#include "api/template_coverage.h"
+#include "api/prompt/prompt_builder.h"
+#include "api/prompt/special_text.h"
+#include "api/prompt/template_coverage.h"
 
 namespace prefixd::api {
 namespace {

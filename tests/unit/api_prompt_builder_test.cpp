@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "api/cache_namespace.h"
-#include "api/prompt_builder.h"
+#include "api/prompt/cache_namespace.h"
+#include "api/prompt/prompt_builder.h"
 #include "support/fake_engine.h"
 
 namespace prefixd::api {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "api/request_parser.h"
+#include "api/openai/request_parser.h"
 
 namespace prefixd::api {
 namespace {

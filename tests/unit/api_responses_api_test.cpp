@@ -5,8 +5,8 @@
 #include <chrono>
 #include <string>
 
-#include "api/response_store.h"
-#include "api/responses_api.h"
+#include "api/responses/response_store.h"
+#include "api/responses/responses_api.h"
 
 namespace prefixd::api {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "api/responses.h"
+#include "api/openai/responses.h"
 
 namespace prefixd::api {
 namespace {

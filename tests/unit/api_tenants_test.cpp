@@ -7,7 +7,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "api/tenants.h"
+#include "api/auth/tenants.h"
 
 namespace prefixd::api {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "api/tool_call_stream.h"
+#include "api/tools/tool_call_stream.h"
 #include "tool_call_cases.h"
 
 namespace prefixd::api {

@@ -5,8 +5,8 @@
 #include <set>
 #include <string>
 
-#include "api/chat_template.h"
-#include "api/tool_calls.h"
+#include "api/prompt/chat_template.h"
+#include "api/tools/tool_calls.h"
 #include "modelgen/vocab.h"
 #include "tool_call_cases.h"
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "api/chat_template.h"
-#include "api/turn_layout.h"
+#include "api/prompt/chat_template.h"
+#include "api/prompt/turn_layout.h"
 
 namespace prefixd::api {
 namespace {

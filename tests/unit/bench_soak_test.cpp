@@ -5,7 +5,7 @@
 
 #include <set>
 
-#include "api/request_parser.h"
+#include "api/openai/request_parser.h"
 #include "bench/soak.h"
 #include "bench/soak_traffic.h"
 

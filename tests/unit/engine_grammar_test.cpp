@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/json_schema_grammar.h"
-#include "api/tool_calls.h"
-#include "api/json_schema_validator.h"
+#include "api/structured/json_schema_grammar.h"
+#include "api/tools/tool_calls.h"
+#include "api/structured/json_schema_validator.h"
 #include "engine/engine.h"
 #include "support/fake_engine.h"
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "api/chat_template.h"
-#include "api/anthropic_messages.h"
-#include "api/request_parser.h"
-#include "api/responses_api.h"
+#include "api/prompt/chat_template.h"
+#include "api/anthropic/anthropic_messages.h"
+#include "api/openai/request_parser.h"
+#include "api/responses/responses_api.h"
 #include "cache/artifact.h"
 #include "cache/disk_format.h"
 #include "reseal.h"

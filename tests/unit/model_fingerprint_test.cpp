@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "api/cache_namespace.h"
+#include "api/prompt/cache_namespace.h"
 #include "engine/engine.h"
 #include "engine/model_fingerprint.h"
 #include "modelgen/modelgen.h"

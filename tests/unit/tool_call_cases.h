@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/tool_calls.h"
+#include "api/tools/tool_calls.h"
 
 namespace prefixd::api::testing {
 

@@ -1,0 +1,416 @@
+#include "api/openai/request_parser.h"
+
+#include "api/body/field_reader.h"
+#include "api/tools/tool_definitions.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cctype>
+#include <format>
+#include <set>
+#include <limits>
+#include <optional>
+#include <utility>
+
+namespace prefixd::api {
+namespace {
+
+using nlohmann::json;
+using fields::FieldReader;
+using fields::guarded;
+using fields::reject;
+using fields::Rejection;
+
+using fields::kInt32Max;
+
+void check_model(const FieldReader& in, const ParseOptions& options) {
+  const auto model = in.string("model");
+  if (!model) return;  // a missing model means "whatever this server serves"
+  if (std::ranges::find(options.model_names, *model) == options.model_names.end()) throw Rejection{model_not_found(*model)};
+}
+
+std::vector<std::string> parse_stop(const FieldReader& in) {
+  const json* value = in.find("stop");
+  if (!value) return {};
+  std::vector<std::string> stop;
+  auto add = [&](const json& item) {
+    if (!item.is_string()) reject("stop", "'stop' must be a string or an array of strings");
+    auto text = item.get<std::string>();
+    if (text.empty()) reject("stop", "stop strings must not be empty");
+    if (text.size() > kMaxStopStringBytes) reject("stop", std::format("stop strings are limited to {} bytes", kMaxStopStringBytes));
+    stop.push_back(std::move(text));
+  };
+  if (value->is_array()) {
+    if (value->size() > kMaxStopStrings) reject("stop", std::format("at most {} stop strings are supported", kMaxStopStrings));
+    for (const auto& item : *value) add(item);
+  } else {
+    add(*value);
+  }
+  return stop;
+}
+
+std::int32_t parse_max_tokens(const FieldReader& in) {
+  // OpenAI renamed max_tokens to max_completion_tokens; llama.cpp clients say n_predict (where -1
+  // means "no limit"). The newest name wins when several are present.
+  if (auto n = in.integer("max_completion_tokens", 1, kInt32Max)) return static_cast<std::int32_t>(*n);
+  if (const json* value = in.find("max_tokens")) {
+    return static_cast<std::int32_t>(FieldReader::to_integer(*value, "max_tokens", 1, kInt32Max));
+  }
+  if (auto n = in.integer("n_predict", -1, kInt32Max)) {
+    if (*n == 0) reject("n_predict", "'n_predict' must be -1 (no limit) or at least 1");
+    return static_cast<std::int32_t>(*n);
+  }
+  return -1;
+}
+
+engine::SamplingParams parse_sampling(const FieldReader& in, const ParseOptions& options) {
+  engine::SamplingParams sampling;
+  sampling.seed = options.default_seed;
+  if (auto v = in.number("top_p", 0.0, 1.0, /*lo_open=*/true)) sampling.top_p = static_cast<float>(*v);
+  if (auto v = in.integer("top_k", 0, kInt32Max)) sampling.top_k = static_cast<std::int32_t>(*v);
+  if (auto v = in.number("min_p", 0.0, 1.0)) sampling.min_p = static_cast<float>(*v);
+  sampling.ignore_eos = in.boolean("ignore_eos", /*extended=*/true).value_or(false);
+  if (const json* seed = in.find("seed")) {
+    const auto n = FieldReader::to_integer(*seed, "seed", std::numeric_limits<std::int64_t>::min(),
+                                           std::numeric_limits<std::int64_t>::max());
+    // Negative seeds ask for a random one (llama.cpp's -1); others are taken modulo 2^32.
+    sampling.seed = n < 0 ? engine::kRandomSeed : static_cast<std::uint32_t>(n & 0xFFFFFFFF);
+  }
+  if (auto v = in.number("temperature", 0.0, 2.0)) {
+    sampling.temperature = static_cast<float>(*v);
+    // Temperature 0 means "always the most likely token": top_k = 1 makes it greedy whatever
+    // sampler chain the engine builds.
+    if (*v == 0.0) sampling.top_k = 1;
+  }
+  // Accepted for compatibility and range-checked, but this server applies no penalties.
+  in.number("presence_penalty", -2.0, 2.0);
+  in.number("frequency_penalty", -2.0, 2.0);
+  return sampling;
+}
+
+CacheFields parse_cache_fields(const FieldReader& in, const ParseOptions& options) {
+  CacheFields cache;
+  cache.enabled = options.cache_prompt_default && in.boolean("cache_prompt", /*extended=*/true).value_or(true);
+  const auto key = in.string("prompt_cache_key", /*extended=*/true);
+  const auto user = in.string("user");
+  cache.session_key = key ? *key : user.value_or("");
+  cache.salt = in.string("cache_salt", /*extended=*/true);
+  // An empty salt used to mean "no salt": a client that meant to separate itself and sent "" by
+  // mistake would silently share. Absent is the only way to say none.
+  if (cache.salt && cache.salt->empty()) reject("cache_salt", "'cache_salt' must be a non-empty string when present");
+  return cache;
+}
+
+CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
+  check_model(in, options);
+  CommonParams params;
+  params.sampling = parse_sampling(in, options);
+  params.max_tokens = parse_max_tokens(in);
+  params.stop = parse_stop(in);
+  params.stream = in.boolean("stream").value_or(false);
+  if (const json* stream_options = in.find("stream_options")) {
+    if (!stream_options->is_object()) reject("stream_options", "'stream_options' must be an object");
+    params.include_usage = FieldReader(*stream_options).boolean("include_usage").value_or(false);
+  }
+  if (auto n = in.integer("n", std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max());
+      n && *n != 1) {
+    reject("n", "only n = 1 is supported");
+  }
+  params.cache = parse_cache_fields(in, options);
+  return params;
+}
+
+// OpenAI content is a string or an array of parts; templates expect strings, so text parts are
+// joined. Anything but text needs a multimodal model this server does not have. The text is moved
+// out of the request tree, which is not read again: a long prompt is not copied.
+json flatten_content(json& content, const std::string& param) {
+  if (content.is_string()) return std::move(content);
+  if (!content.is_array()) reject(param, std::format("'{}' must be a string or an array of content parts", param));
+  std::string text;
+  for (std::size_t j = 0; j < content.size(); ++j) {
+    json& part = content[j];
+    const std::string part_param = std::format("{}[{}]", param, j);
+    if (!part.is_object()) reject(part_param, std::format("'{}' must be an object", part_param));
+    const auto type = part.find("type");
+    if (type == part.end() || !type->is_string()) reject(part_param + ".type", std::format("'{}.type' must be a string", part_param));
+    if (*type != "text") {
+      reject(part_param + ".type", std::format("content parts of type '{}' are not supported (text only)", type->get<std::string>()));
+    }
+    const auto part_text = part.find("text");
+    if (part_text == part.end() || !part_text->is_string()) {
+      reject(part_param + ".text", std::format("'{}.text' must be a string", part_param));
+    }
+    if (j > 0) text += '\n';
+    text += part_text->get_ref<const std::string&>();
+  }
+  return text;
+}
+
+void check_tool_calls(const json& calls, const std::string& param) {
+  if (!calls.is_array()) reject(param, "'tool_calls' must be an array");
+  for (std::size_t j = 0; j < calls.size(); ++j) {
+    const json& call = calls[j];
+    const std::string call_param = std::format("{}[{}]", param, j);
+    const auto function = call.is_object() ? call.find("function") : call.end();
+    if (!call.is_object() || function == call.end() || !function->is_object() || !function->contains("name") ||
+        !(*function)["name"].is_string()) {
+      reject(call_param, "each tool call needs a 'function' object with a string 'name'");
+    }
+    if (const auto type = call.find("type"); type != call.end() && !type->is_null() && *type != "function") {
+      reject(call_param + ".type", "only tool calls of type 'function' are supported");
+    }
+  }
+}
+
+// The roles of OpenAI's chat API. Any other role is refused rather than handed to a template that
+// might skip it without a word ("function", the predecessor of "tool", included: templates do not
+// render it).
+constexpr std::string_view kRoles[] = {"system", "developer", "user", "assistant", "tool"};
+
+// Validates the messages and shapes them for the template, in place: the caller's tree is consumed.
+json parse_messages(json& root) {
+  const auto found = root.find("messages");
+  if (found == root.end() || found->is_null()) reject("messages", "'messages' is required");
+  json& messages = *found;
+  if (!messages.is_array()) reject("messages", "'messages' must be an array");
+  if (messages.empty()) reject("messages", "'messages' must contain at least one message");
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    json& message = messages[i];
+    const std::string param = std::format("messages[{}]", i);
+    if (!message.is_object()) reject(param, std::format("'{}' must be an object", param));
+    const auto role = message.find("role");
+    if (role == message.end() || !role->is_string() || role->get_ref<const std::string&>().empty()) {
+      reject(param + ".role", std::format("'{}.role' must be a non-empty string", param));
+    }
+    if (std::ranges::find(kRoles, role->get_ref<const std::string&>()) == std::end(kRoles)) {
+      reject(param + ".role", std::format("'{}.role' is '{}'; the roles are system, developer, user, assistant and tool",
+                                          param, role->get<std::string>()));
+    }
+    // "developer" is OpenAI's newer name for "system"; chat templates only know the old one.
+    if (*role == "developer") *role = "system";
+    if (const auto name = message.find("name"); name != message.end() && !name->is_null() && !name->is_string()) {
+      reject(param + ".name", std::format("'{}.name' must be a string", param));
+    }
+    // A tool result names the call it answers; without the id a template renders it as a reply to
+    // nothing (or to the wrong call when there were several), so it is the client's mistake.
+    if (*role == "tool") {
+      const auto id = message.find("tool_call_id");
+      if (id == message.end() || !id->is_string() || id->get_ref<const std::string&>().empty()) {
+        reject(param + ".tool_call_id",
+               std::format("'{}.tool_call_id' is required: a tool message names the tool call it answers", param));
+      }
+    }
+    const bool has_tool_calls = message.contains("tool_calls") && !message["tool_calls"].is_null();
+    if (has_tool_calls) {
+      if (*role != "assistant") reject(param + ".tool_calls", "only assistant messages carry tool_calls");
+      check_tool_calls(message["tool_calls"], param + ".tool_calls");
+    }
+    const auto content = message.find("content");
+    if (content == message.end() || content->is_null()) {
+      if (!has_tool_calls) reject(param + ".content", std::format("'{}.content' is required", param));
+      message["content"] = nullptr;
+    } else {
+      *content = flatten_content(*content, param + ".content");
+    }
+  }
+  return std::move(messages);
+}
+
+json parse_tools(const FieldReader& in) {
+  const json* tools = in.find("tools");
+  if (!tools) return nullptr;
+  if (!tools->is_array()) reject("tools", "'tools' must be an array");
+  FunctionTools checked;
+  for (std::size_t i = 0; i < tools->size(); ++i) {
+    const json& tool = (*tools)[i];
+    const std::string at = std::format("tools[{}]", i);
+    const auto function = tool.is_object() ? tool.find("function") : tool.end();
+    if (!tool.is_object() || function == tool.end() || !function->is_object() || !function->contains("name") ||
+        !(*function)["name"].is_string()) {
+      reject(at + ".function", std::format("'{}' needs a 'function' object with a string 'name'", at));
+    }
+    if (tool.contains("type") && tool["type"] != "function") reject(at + ".type", "only tools of type 'function' are supported");
+    // The checks only: the template receives the tools as sent.
+    checked.add(nlohmann::ordered_json(*function), at + ".function.name", at + ".function.parameters");
+  }
+  return *tools;
+}
+
+json parse_tool_choice(const FieldReader& in, const json& tools) {
+  const bool has_tools = tools.is_array() && !tools.empty();
+  const json* choice = in.find("tool_choice");
+  if (!choice) return has_tools ? "auto" : "none";
+  if (choice->is_string()) {
+    if (*choice != "none" && *choice != "auto" && *choice != "required") {
+      reject("tool_choice", "'tool_choice' must be 'none', 'auto', 'required' or a function object");
+    }
+  } else if (!choice->is_object()) {
+    reject("tool_choice", "'tool_choice' must be a string or an object");
+  } else {
+    // {"type": "function", "function": {"name": ...}}: one of the request's functions.
+    const auto function = choice->find("function");
+    if (choice->value("type", "function") != "function" || function == choice->end() || !function->is_object() ||
+        !function->contains("name") || !(*function)["name"].is_string()) {
+      reject("tool_choice", "'tool_choice' as an object is {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    const std::string& name = (*function)["name"].get_ref<const std::string&>();
+    const bool defined = has_tools && std::ranges::any_of(tools, [&](const json& tool) { return tool["function"]["name"] == name; });
+    if (!defined) reject("tool_choice.function.name", std::format("'tool_choice' names '{}', which 'tools' does not define", name));
+  }
+  if (*choice != "none" && !has_tools) reject("tool_choice", "'tool_choice' needs 'tools'");
+  return *choice;
+}
+
+// response_format: {"type": "text"} (nothing), {"type": "json_object"} or {"type": "json_schema",
+// "json_schema": {"name"?, "schema", "strict"?}}. The schema is taken from `ordered` (the body
+// parsed keeping key order), since its property order becomes the order of the output's keys.
+OutputFormat parse_response_format(const FieldReader& in, const nlohmann::ordered_json& ordered) {
+  OutputFormat out;
+  const json* format = in.find("response_format");
+  if (!format) return out;
+  if (!format->is_object() || !format->contains("type") || !(*format)["type"].is_string()) {
+    reject("response_format", "'response_format' must be an object with a string 'type'");
+  }
+  const std::string& type = (*format)["type"].get_ref<const std::string&>();
+  if (type == "text") return out;
+  if (type == "json_object") {
+    out.kind = OutputFormat::Kind::json_object;
+    return out;
+  }
+  if (type != "json_schema") {
+    reject("response_format.type", "'response_format.type' must be 'text', 'json_object' or 'json_schema'");
+  }
+  const auto spec = format->find("json_schema");
+  if (spec == format->end() || !spec->is_object()) {
+    reject("response_format.json_schema", "'response_format.json_schema' must be an object with a 'schema'");
+  }
+  const auto schema = spec->find("schema");
+  if (schema == spec->end() || !(schema->is_object() || schema->is_boolean())) {
+    reject("response_format.json_schema.schema", "'response_format.json_schema.schema' must be a JSON Schema object");
+  }
+  if (const auto name = spec->find("name"); name != spec->end() && !name->is_string()) {
+    reject("response_format.json_schema.name", "'response_format.json_schema.name' must be a string");
+  }
+  out.kind = OutputFormat::Kind::json_schema;
+  out.schema = ordered.at("response_format").at("json_schema").at("schema");
+  return out;
+}
+
+json parse_template_kwargs(const FieldReader& in) {
+  const json* kwargs = in.find_extended("chat_template_kwargs");
+  // `thinking` is the switch reasoning templates read as `enable_thinking`; it is a kwarg like any
+  // other (part of the namespace), so warming a key with it on and generating with it on agree.
+  const std::optional<bool> thinking = in.boolean("thinking");
+  if (!kwargs && !thinking) return nullptr;
+  if (kwargs && !kwargs->is_object()) reject("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+  json out = kwargs ? *kwargs : json::object();
+  // These names are the template's own inputs; a kwarg must not silently replace them.
+  for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}) {
+    if (out.contains(reserved)) {
+      reject("chat_template_kwargs", std::format("'chat_template_kwargs' must not set '{}'", reserved));
+    }
+  }
+  if (thinking) {
+    if (const auto set = out.find("enable_thinking"); set != out.end() && *set != *thinking) {
+      reject("thinking", "'thinking' contradicts 'chat_template_kwargs.enable_thinking'");
+    }
+    out["enable_thinking"] = *thinking;
+  }
+  return out;
+}
+
+TokenPrompt parse_token_ids(const json& ids, const ParseOptions& options) {
+  TokenPrompt tokens;
+  tokens.reserve(ids.size());
+  const std::int64_t hi = options.vocab_size > 0 ? options.vocab_size - 1 : kInt32Max;
+  for (const auto& id : ids) tokens.push_back(static_cast<engine::Token>(FieldReader::to_integer(id, "prompt", 0, hi)));
+  return tokens;
+}
+
+std::variant<std::string, TokenPrompt> parse_prompt(const FieldReader& in, const ParseOptions& options) {
+  const json* prompt = in.find("prompt");
+  if (!prompt) reject("prompt", "'prompt' is required");
+  auto text = [](const json& value) {
+    auto s = value.get<std::string>();
+    if (s.empty()) reject("prompt", "'prompt' must not be empty");
+    return s;
+  };
+  if (prompt->is_string()) return text(*prompt);
+  if (!prompt->is_array()) reject("prompt", "'prompt' must be a string, an array of token ids or an array with one string");
+  if (prompt->empty()) reject("prompt", "'prompt' must not be empty");
+  const json& first = prompt->front();
+  if (first.is_number()) return parse_token_ids(*prompt, options);
+  // A batch of prompts would need n choices; only a batch of one is accepted.
+  if (prompt->size() != 1) reject("prompt", "only one prompt per request is supported");
+  if (first.is_string()) return text(first);
+  if (first.is_array() && !first.empty()) return parse_token_ids(first, options);
+  reject("prompt", "'prompt' must be a string, an array of token ids or an array with one string");
+}
+
+}  // namespace
+
+std::expected<json, ApiError> parse_json_object(std::string_view body, std::size_t max_nodes) {
+  if (auto refused = refuse_unbounded_json(body, max_nodes)) return std::unexpected(std::move(*refused));
+  // nlohmann's parser takes a NUL byte for the end of its input, so "{...}\0anything" would parse
+  // as the object alone; JSON allows no raw NUL anywhere (inside strings it must be escaped).
+  if (body.find('\0') != std::string_view::npos) {
+    return std::unexpected(invalid_request("the request body is not valid JSON: it holds a NUL byte", "invalid_json"));
+  }
+  json root = json::parse(body, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return std::unexpected(invalid_request("the request body is not valid JSON", "invalid_json"));
+  if (!root.is_object()) return std::unexpected(invalid_request("the request body must be a JSON object"));
+  return root;
+}
+
+std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, const ParseOptions& options) {
+  auto root = parse_json_object(body, options.max_json_nodes);
+  if (!root) return std::unexpected(root.error());
+  return guarded([&] {
+    const FieldReader in(*root);
+    ChatRequest request;
+    request.params = parse_common(in, options);
+    // OpenAI: `logprobs` turns them on, `top_logprobs` (0-20) adds alternatives and needs it.
+    const bool logprobs = in.boolean("logprobs").value_or(false);
+    const auto top = in.integer("top_logprobs", 0, scheduler::kMaxTopLogprobs);
+    if (top && !logprobs) reject("top_logprobs", "'top_logprobs' requires 'logprobs': true");
+    request.params.logprobs = logprobs ? static_cast<std::int32_t>(top.value_or(0)) : -1;
+    request.chat.messages = parse_messages(*root);
+    request.tools = parse_tools(in);
+    request.tool_choice = parse_tool_choice(in, request.tools);
+    // Schemas keep the key order they were sent in (it becomes the order of the output's keys).
+    const bool constrained = root->contains("response_format") || request.tool_choice == "required" ||
+                             request.tool_choice.is_object();
+    const nlohmann::ordered_json ordered =
+        constrained ? nlohmann::ordered_json::parse(body, nullptr, false) : nlohmann::ordered_json();
+    request.response_format = parse_response_format(in, ordered);
+    request.parallel_tool_calls = in.boolean("parallel_tool_calls").value_or(true);
+    if (request.response_format.kind != OutputFormat::Kind::text && (request.tool_choice == "required" || request.tool_choice.is_object())) {
+      reject("response_format", "'response_format' cannot constrain a reply that 'tool_choice' forces to be a tool call");
+    }
+    if (constrained && request.tools.is_array()) request.ordered_tools = ordered.at("tools");
+    if (request.tool_choice != "none") request.chat.tools = request.tools;
+    request.chat.add_generation_prompt = in.boolean("add_generation_prompt").value_or(true);
+    request.chat.extra_context = parse_template_kwargs(in);
+    return request;
+  });
+}
+
+std::expected<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
+                                                                    const ParseOptions& options) {
+  auto root = parse_json_object(body, options.max_json_nodes);
+  if (!root) return std::unexpected(root.error());
+  return guarded([&] {
+    const FieldReader in(*root);
+    CompletionRequest request;
+    request.params = parse_common(in, options);
+    // Legacy completions: `logprobs: n` returns each token's log-probability and n alternatives.
+    if (auto logprobs = in.integer("logprobs", 0, scheduler::kMaxTopLogprobs)) {
+      request.params.logprobs = static_cast<std::int32_t>(*logprobs);
+    }
+    if (auto echo = in.boolean("echo"); echo && *echo) reject("echo", "echo is not supported");
+    request.prompt = parse_prompt(in, options);
+    return request;
+  });
+}
+
+}  // namespace prefixd::api

@@ -1,0 +1,43 @@
+// prefixd api — JSON request bodies in, validated requests (or the ApiError to answer) out.
+//
+// Pure functions: no model, no scheduler, no I/O, so every rejection rule is unit-testable.
+// Tokenizing and the prompt-length check happen later (prompt_builder.h), where the vocabulary is.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/chat_request.h"
+#include "api/errors.h"
+#include "api/body/json_bounds.h"
+#include "engine/types.h"
+#include "scheduler/request.h"
+
+namespace prefixd::api {
+
+struct ParseOptions {
+  std::vector<std::string> model_names;  // accepted values of `model` (served id, alias)
+  bool cache_prompt_default = true;      // false: the server runs with --no-cache-prompt
+  std::int32_t vocab_size = 0;           // token ids in a prompt must be below this; 0: unchecked
+  // The seed of a request that sends none (--seed); kRandomSeed: a random one per request.
+  std::uint32_t default_seed = engine::kRandomSeed;
+  std::size_t max_json_nodes = kDefaultMaxJsonNodes;  // values a body may hold (--max-json-nodes)
+};
+
+// The body parsed, or why not: nested deeper than kMaxJsonDepth or holding more than `max_nodes`
+// values (refused before parsing: json_bounds.h), malformed, or not an object. Every request body
+// the server parses goes through here.
+std::expected<nlohmann::json, ApiError> parse_json_object(std::string_view body, std::size_t max_nodes);
+
+std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, const ParseOptions& options);
+std::expected<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
+                                                                    const ParseOptions& options);
+
+}  // namespace prefixd::api

@@ -1,0 +1,110 @@
+// prefixd api — the JSON bodies and SSE frames the server sends, in OpenAI's shapes.
+//
+// Every completion (streamed or not) carries `usage`, plus two prefixd extensions: `prompt_cache`
+// (what the prompt cache did) and `timings` (prefill and decode speed, for benchmarks).
+#pragma once
+
+#include "api/tools/tool_call_stream.h"
+#include "api/tools/tool_calls.h"
+
+#include <cstdint>
+#include <mutex>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/types.h"
+#include "scheduler/request.h"
+#include "scheduler/scheduler.h"
+
+namespace prefixd::api {
+
+using OrderedJson = nlohmann::ordered_json;
+
+enum class Endpoint { chat, completion };
+
+// The fields every body and chunk of one response repeats.
+struct ResponseMeta {
+  Endpoint endpoint = Endpoint::chat;
+  std::string id;            // "chatcmpl-..." or "cmpl-..."
+  std::int64_t created = 0;  // Unix seconds
+  std::string model;         // the served model id
+  bool logprobs = false;     // the request asked for log-probabilities
+};
+
+// choices[].logprobs for the tokens of one body or chunk: null when the request did not ask for
+// them; chat: {"content": [{token, logprob, bytes, top_logprobs}], "refusal": null}; legacy
+// completions: {tokens, token_logprobs, top_logprobs, text_offset}, where `text_offset` counts
+// bytes of generated text before each token and carries on across chunks through `offset`.
+OrderedJson logprobs_json(const ResponseMeta& meta, std::span<const scheduler::GeneratedLogprobs> tokens,
+                          std::size_t& offset);
+
+// "stop" / "length"; a cancelled request reports "stop" (its client is gone or the server is
+// stopping) and an error "error".
+const char* finish_reason_text(scheduler::FinishReason reason);
+
+OrderedJson usage_json(const scheduler::Usage& usage);
+OrderedJson prompt_cache_json(const scheduler::CacheReport& report);
+OrderedJson timings_json(const scheduler::StreamEvent& done);
+
+// The body of a non-streaming response: all of the text and the `done` event that ended it.
+OrderedJson completion_body(const ResponseMeta& meta, std::string_view text, const scheduler::StreamEvent& done,
+                            std::span<const scheduler::GeneratedLogprobs> logprobs = {});
+// A chat body whose text was parsed into content and tool calls (tool_calls.h): the message has
+// `tool_calls` and `content` null when it was only calls; finish_reason "tool_calls" when the model
+// ended its turn after calling.
+OrderedJson tool_call_body(const ResponseMeta& meta, const ParsedAssistant& parsed, const scheduler::StreamEvent& done,
+                           std::span<const scheduler::GeneratedLogprobs> logprobs = {});
+// finish_reason for a reply that called tools: "tool_calls" unless it was cut off by length, an
+// error or a cancellation.
+const char* tool_call_finish_reason(scheduler::FinishReason reason);
+
+// Streaming chunks. A chat stream opens with role_chunk; every chunk but the usage chunk has one
+// choice; the finish chunk carries finish_reason, usage, prompt_cache and timings; the usage chunk
+// (stream_options.include_usage) has no choices, as OpenAI sends it.
+OrderedJson role_chunk(const ResponseMeta& meta);
+OrderedJson text_chunk(const ResponseMeta& meta, std::string_view text,
+                       std::span<const scheduler::GeneratedLogprobs> logprobs, std::size_t& offset);
+inline OrderedJson text_chunk(const ResponseMeta& meta, std::string_view text) {
+  std::size_t offset = 0;
+  return text_chunk(meta, text, {}, offset);
+}
+// `finish_reason`: nullptr for the scheduler's own (finish_reason_text).
+OrderedJson finish_chunk(const ResponseMeta& meta, const scheduler::StreamEvent& done, const char* finish_reason = nullptr);
+// A chunk with one tool-call delta (choices[0].delta.tool_calls[0]).
+OrderedJson tool_call_chunk(const ResponseMeta& meta, const ToolCallDelta& delta,
+                            std::span<const scheduler::GeneratedLogprobs> logprobs, std::size_t& offset);
+OrderedJson usage_chunk(const ResponseMeta& meta, const scheduler::StreamEvent& done);
+
+// Server-sent events: one `data:` line per JSON payload, a blank line after each.
+std::string sse_data(const OrderedJson& payload);
+std::string sse_data(const nlohmann::json& payload);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+
+// JSON text that never throws on invalid UTF-8 (it is replaced by U+FFFD).
+std::string dump_json(const OrderedJson& value);
+std::string dump_json(const nlohmann::json& value);
+
+OrderedJson models_body(const std::string& served_id, const engine::ModelInfo& model, std::int64_t created);
+OrderedJson model_body(const std::string& served_id, const engine::ModelInfo& model, std::int64_t created);
+
+// Prometheus text exposition format (version 0.0.4).
+std::string metrics_text(const scheduler::SchedulerStats& stats);
+
+// Unique, unguessable-enough response ids. Thread-safe.
+class IdGenerator {
+ public:
+  IdGenerator();
+  std::string next(std::string_view prefix);
+
+ private:
+  std::mutex mutex_;
+  std::mt19937_64 rng_;
+};
+
+std::int64_t unix_seconds();
+
+}  // namespace prefixd::api

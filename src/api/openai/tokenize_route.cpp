@@ -1,0 +1,41 @@
+#include "api/openai/tokenize_route.h"
+
+#include <format>
+
+namespace prefixd::api {
+
+std::expected<nlohmann::json, ApiError> tokenize_answer(std::string_view body, const PromptBuilder& prompts,
+                                                        const ParseOptions& parse_options,
+                                                        std::int32_t max_prompt_tokens) {
+  if (auto refused = prompts.refuse_oversized_chat(body, max_prompt_tokens)) return std::unexpected(std::move(*refused));
+  auto root = parse_json_object(body, parse_options.max_json_nodes);
+  if (!root) return std::unexpected(root.error());
+  if (root->contains("messages")) {
+    root = nlohmann::json();  // the chat parser reads the body itself
+    auto chat = parse_chat_request(body, parse_options);
+    if (!chat) return std::unexpected(chat.error());
+    auto tokens = prompts.chat_tokens(*chat, max_prompt_tokens);
+    if (!tokens) return std::unexpected(tokens.error());
+    return nlohmann::json{{"tokens", std::move(*tokens)}};
+  }
+  const auto content = root->find("content");
+  if (content == root->end() || !content->is_string()) {
+    return std::unexpected(invalid_param("content", "'content' must be a string (or send 'messages' to tokenize a chat)"));
+  }
+  auto flag = [&](const char* name, bool fallback) -> std::expected<bool, ApiError> {
+    const auto it = root->find(name);
+    if (it == root->end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) return std::unexpected(invalid_param(name, std::format("'{}' must be a boolean", name)));
+    return it->get<bool>();
+  };
+  // Defaults as llama.cpp's /tokenize: no BOS, special tokens parsed.
+  const auto add_special = flag("add_special", false);
+  const auto parse_special = flag("parse_special", true);
+  if (!add_special) return std::unexpected(add_special.error());
+  if (!parse_special) return std::unexpected(parse_special.error());
+  auto tokens = prompts.tokenize(content->get_ref<const std::string&>(), *add_special, *parse_special, max_prompt_tokens);
+  if (!tokens) return std::unexpected(tokens.error());
+  return nlohmann::json{{"tokens", std::move(*tokens)}};
+}
+
+}  // namespace prefixd::api

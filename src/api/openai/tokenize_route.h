@@ -1,0 +1,25 @@
+// prefixd api — POST /tokenize: what a text, or a chat, becomes as prompt tokens.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "api/errors.h"
+#include "api/prompt/prompt_builder.h"
+#include "api/openai/request_parser.h"
+
+namespace prefixd::api {
+
+// The answer {"tokens": [...]} for a body that is either llama.cpp's {"content", "add_special"
+// (false), "parse_special" (true)}, or a chat request ({"messages", "tools", ...}), whose tokens
+// are exactly those generation feeds: the chat template applied, special-token strings of the
+// client's text read as text. A text or chat surely longer than `max_prompt_tokens` is refused
+// (context_length_exceeded) without being tokenized.
+std::expected<nlohmann::json, ApiError> tokenize_answer(std::string_view body, const PromptBuilder& prompts,
+                                                        const ParseOptions& parse_options,
+                                                        std::int32_t max_prompt_tokens);
+
+}  // namespace prefixd::api
