@@ -33,6 +33,7 @@
 #include "api/prompt/prompt_builder.h"
 #include "api/openai/request_parser.h"
 #include "api/openai/responses.h"
+#include "api/reasoning/reasoning.h"
 #include "api/stream_relay.h"
 #include "api/openai/tokenize_route.h"
 #include "api/transport_metrics.h"
@@ -139,7 +140,7 @@ class HttpServer::Impl {
               : options_.api_key.empty() ? nullptr
                                          : std::make_shared<KeyStore>(KeyRing::single(options_.api_key))),
         served_id_(options_.model_alias.empty() ? engine.model().id : options_.model_alias),
-        prompts_(engine.vocab(), model_chat_template(engine.model(), engine.vocab()),
+        prompts_(engine.vocab(), chat_template_for(options_.chat_template, engine.model(), engine.vocab()),
                  engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint,
                  engine.model().runtime_signature, PromptOptions{.allow_special_in_content = options_.allow_special_in_content,
                                .isolation = options_.cache_isolation,
@@ -149,6 +150,7 @@ class HttpServer::Impl {
                  ControlOptions{.artifact_dir = options_.artifact_dir,
                                 .model_key = engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint}),
         tool_format_(detect_tool_call_format(prompts_.chat_template().source())),
+        reasoning_(reasoning_syntax(prompts_.chat_template().source())),
         started_(unix_seconds()),
         transport_(options_.http, http::Handlers{
                                       .handle = [this](http::Request& req) { return handle(req); },
@@ -164,6 +166,7 @@ class HttpServer::Impl {
     parse_options_.default_seed = options_.default_seed;
     parse_options_.max_json_nodes = options_.max_json_nodes;
     spdlog::info("tool calls: the chat template writes them as {}", tool_call_format_name(tool_format_));
+    if (reasoning_) spdlog::info("reasoning: the chat template has the model think between {} and {}", reasoning_->open, reasoning_->close);
   }
 
   bool run() {
@@ -437,12 +440,15 @@ class HttpServer::Impl {
   // fed), and the next turn feeds only the tool results and their scaffolding.
   // `compact_arguments`: the client sends calls back as objects (Anthropic's tool_use input), which
   // its adapter renders as compact JSON, so the cached turn must hold them compact too.
+  // `with_reasoning`: the reply comes back with its reasoning (Anthropic clients resend thinking
+  // blocks; a previous_response_id continuation keeps it); Chat Completions clients send content.
   void cache_next_turn(const ChatRequest& request, const ParsedAssistant& reply, const std::string& tenant,
-                       bool compact_arguments = false) {
+                       bool compact_arguments = false, bool with_reasoning = false) {
     if (reply.tool_calls.empty() || stopping_) return;
     ChatRequest next = request;
     nlohmann::json message{{"role", "assistant"},
                            {"content", reply.content.empty() ? nlohmann::json(nullptr) : nlohmann::json(reply.content)}};
+    if (with_reasoning && !reply.reasoning.empty()) message["reasoning_content"] = reply.reasoning;
     std::vector<ToolCall> calls = reply.tool_calls;
     if (compact_arguments) {
       for (ToolCall& call : calls) call.arguments = canonical_arguments(call.arguments);
@@ -481,6 +487,29 @@ class HttpServer::Impl {
     return std::nullopt;
   }
 
+  // Prompt tokens read back to decide whether the template opened a reasoning block at the end.
+  static constexpr std::size_t kReasoningTailTokens = 16;
+
+  // The splitter of a chat reply's reasoning when the template reasons (reasoning.h): the reply
+  // starts inside the block when the prompt's end opened it.
+  std::optional<ReasoningSplitter> reasoning_for(std::span<const engine::Token> prompt) const {
+    if (!reasoning_) return std::nullopt;
+    std::string tail;
+    for (const engine::Token t : prompt.last(std::min(prompt.size(), kReasoningTailTokens))) {
+      tail += engine_.vocab().piece(t, /*render_special=*/true);
+    }
+    return ReasoningSplitter(*reasoning_, prompt_opens_reasoning(tail, *reasoning_));
+  }
+
+  static SplitReply split_reply(std::optional<ReasoningSplitter> splitter, std::string text) {
+    if (!splitter) return SplitReply{.reasoning = {}, .content = std::move(text)};
+    SplitReply out = splitter->feed(text);
+    const SplitReply rest = splitter->finish();
+    out.reasoning += rest.reasoning;
+    out.content += rest.content;
+    return out;
+  }
+
   template <class Parsed>
   http::Response serve(const http::Request& req, std::expected<Parsed, ApiError> parsed, Endpoint endpoint) {
     if (!parsed) return error_response(parsed.error());
@@ -493,7 +522,9 @@ class HttpServer::Impl {
     std::optional<nlohmann::json> call_tools;
     // A chat whose reply may call tools, kept to cache the reply as the next turn renders it.
     std::shared_ptr<const ChatRequest> replayed;
+    std::optional<ReasoningSplitter> reasoning;
     if constexpr (std::is_same_v<Parsed, ChatRequest>) {
+      reasoning = reasoning_for(generation->prompt);
       if (tool_format_ != ToolCallFormat::none && parsed->tools.is_array() && parsed->tool_choice != "none") {
         call_tools = parsed->tools;
         if (generation->cache.enabled) replayed = std::make_shared<const ChatRequest>(*parsed);
@@ -527,14 +558,18 @@ class HttpServer::Impl {
           return error_response(internal_error(collected.done.error.empty() ? "generation failed" : collected.done.error));
         case scheduler::FinishReason::cancelled:
           return error_response(should_stop().value_or(server_busy("the request was cancelled")));
-        default:
+        default: {
+          SplitReply split = split_reply(std::move(reasoning), std::move(collected.text));
           if (call_tools) {
-            const ParsedAssistant reply = parse_tool_calls(collected.text, tool_format_, *call_tools);
+            ParsedAssistant reply = parse_tool_calls(split.content, tool_format_, *call_tools);
+            reply.reasoning = std::move(split.reasoning);
             for (const std::string& warning : reply.warnings) spdlog::warn("{}: tool call: {}", meta.id, warning);
             if (replayed) cache_next_turn(*replayed, reply, caller->tenant);
             return json_response(200, dump_json(tool_call_body(meta, reply, collected.done, collected.logprobs)));
           }
-          return json_response(200, dump_json(completion_body(meta, collected.text, collected.done, collected.logprobs)));
+          return json_response(
+              200, dump_json(completion_body(meta, split.content, collected.done, collected.logprobs, split.reasoning)));
+        }
       }
     }
 
@@ -542,13 +577,13 @@ class HttpServer::Impl {
     if (call_tools) parser.emplace(tool_format_, *call_tools, ToolCallIdGenerator{});
     SseRelay::ReplyDone after_reply;
     if (replayed) {
-      after_reply = [this, replayed, tools = *call_tools, tenant = caller->tenant](const std::string& text) {
-        cache_next_turn(*replayed, parse_tool_calls(text, tool_format_, tools), tenant);
+      after_reply = [this, replayed, tools = *call_tools, tenant = caller->tenant](const SplitReply& reply) {
+        cache_next_turn(*replayed, parse_tool_calls(reply.content, tool_format_, tools), tenant);
       };
     }
     auto relay = std::make_shared<SseRelay>(std::move(*stream),
                                             openai_stream_format(std::move(meta), params.include_usage, std::move(parser)),
-                                            std::move(should_stop), std::move(after_reply));
+                                            std::move(should_stop), std::move(after_reply), std::move(reasoning));
     return event_stream(std::move(relay));
   }
 
@@ -558,6 +593,7 @@ class HttpServer::Impl {
     std::size_t prompt_tokens = 0;
     std::optional<nlohmann::json> call_tools;     // the template has a call syntax and tool_choice allows
     std::shared_ptr<const ChatRequest> replayed;  // to cache a reply that called tools (cache_next_turn)
+    std::optional<ReasoningSplitter> reasoning;   // the template reasons (reasoning_for)
   };
 
   // Builds the prompt of `chat` for `tenant` as a chat completion's, constrains it with its
@@ -572,7 +608,7 @@ class HttpServer::Impl {
       ask.length = std::min(ask.length, static_cast<std::int32_t>(generation->prompt.size()));
     }
     generation->cache.retain = std::move(retain);
-    QueuedChat queued{.prompt_tokens = generation->prompt.size()};
+    QueuedChat queued{.prompt_tokens = generation->prompt.size(), .reasoning = reasoning_for(generation->prompt)};
     if (tool_format_ != ToolCallFormat::none && chat.tools.is_array() && chat.tool_choice != "none") {
       queued.call_tools = chat.tools;
       if (generation->cache.enabled) queued.replayed = std::make_shared<const ChatRequest>(chat);
@@ -604,12 +640,14 @@ class HttpServer::Impl {
       default: break;
     }
     Reply reply{.done = std::move(collected.done)};
+    SplitReply split = split_reply(std::move(queued.reasoning), std::move(collected.text));
     if (queued.call_tools) {
-      reply.parsed = parse_tool_calls(collected.text, tool_format_, *queued.call_tools);
+      reply.parsed = parse_tool_calls(split.content, tool_format_, *queued.call_tools);
       for (const std::string& warning : reply.parsed.warnings) spdlog::warn("{}: tool call: {}", id, warning);
     } else {
-      reply.parsed.content = std::move(collected.text);
+      reply.parsed.content = std::move(split.content);
     }
+    reply.parsed.reasoning = std::move(split.reasoning);
     return reply;
   }
 
@@ -649,18 +687,23 @@ class HttpServer::Impl {
     if (!chat.params.stream) {
       auto reply = collect_reply(*queued, req, meta.id);
       if (!reply) return fail(reply.error());
-      if (queued->replayed) cache_next_turn(*queued->replayed, reply->parsed, caller->tenant, /*compact_arguments=*/true);
+      if (queued->replayed) {
+        cache_next_turn(*queued->replayed, reply->parsed, caller->tenant, /*compact_arguments=*/true, /*with_reasoning=*/true);
+      }
       return json_response(200, dump_json(messages_body(meta, reply->parsed, reply->done, messages_usage(reply->done.usage, breakpoint))));
     }
     SseRelay::ReplyDone after_reply;
     if (queued->replayed) {
-      after_reply = [this, replayed = queued->replayed, tools = *queued->call_tools, tenant = caller->tenant](const std::string& text) {
-        cache_next_turn(*replayed, parse_tool_calls(text, tool_format_, tools), tenant, /*compact_arguments=*/true);
+      after_reply = [this, replayed = queued->replayed, tools = *queued->call_tools, tenant = caller->tenant](const SplitReply& reply) {
+        ParsedAssistant parsed = parse_tool_calls(reply.content, tool_format_, tools);
+        parsed.reasoning = reply.reasoning;
+        cache_next_turn(*replayed, parsed, tenant, /*compact_arguments=*/true, /*with_reasoning=*/true);
       };
     }
     auto relay = std::make_shared<SseRelay>(std::move(queued->stream),
                                             anthropic_stream_format(std::move(meta), whole_call_parser(*queued), breakpoint),
-                                            [&req] { return stop_reason(req); }, std::move(after_reply));
+                                            [&req] { return stop_reason(req); }, std::move(after_reply),
+                                            std::move(queued->reasoning));
     return event_stream(std::move(relay));
   }
 
@@ -716,7 +759,7 @@ class HttpServer::Impl {
         kept.push_back(reply_message(reply));
         responses_.put(tenant, id, StoredResponse{.object = response, .conversation = std::move(kept)});
       }
-      if (replayed) cache_next_turn(*replayed, reply, tenant);
+      if (replayed) cache_next_turn(*replayed, reply, tenant, /*compact_arguments=*/false, /*with_reasoning=*/true);
     };
     if (!chat.params.stream) {
       auto reply = collect_reply(*queued, req, meta.id);
@@ -728,7 +771,7 @@ class HttpServer::Impl {
     auto relay = std::make_shared<SseRelay>(
         std::move(queued->stream),
         responses_stream_format(std::move(meta), std::move(*parsed), whole_call_parser(*queued), std::move(completed)),
-        [&req] { return stop_reason(req); });
+        [&req] { return stop_reason(req); }, SseRelay::ReplyDone{}, std::move(queued->reasoning));
     return event_stream(std::move(relay));
   }
 
@@ -755,6 +798,7 @@ class HttpServer::Impl {
   PromptBuilder prompts_;
   CacheControl control_;
   ToolCallFormat tool_format_;  // how the model's template writes a tool call (tool_calls.h)
+  std::optional<ReasoningSyntax> reasoning_;  // where the template has the model think (reasoning.h)
   IdGenerator ids_;
   ResponseStore responses_{options_.response_store_bytes, std::chrono::seconds(options_.response_ttl_seconds)};  // POST /v1/responses with store
   std::int64_t started_;

@@ -29,6 +29,9 @@ struct ServerOptions {
   // request is the default tenant's.
   std::shared_ptr<KeyStore> keys;
   std::string model_alias;                // served model id; empty: the engine's model id
+  // A Jinja chat template to use instead of the model's (--chat-template-file); empty: the
+  // model's. The server refuses to start when it does not parse.
+  std::string chat_template;
   bool metrics = true;                    // serve GET /metrics
   bool cache_prompt_default = true;       // false: --no-cache-prompt, every request bypasses
   std::string artifact_dir;               // POST /v1/cache/save and /load; empty: off

@@ -85,6 +85,9 @@ class OpenAiStreamFormat final : public StreamFormat {
 
   std::string stopped(const ApiError& why) override { return sse_data(why.to_json()) + std::string(kSseDone); }
 
+  // llama.cpp's server and vLLM send a chat's reasoning as delta.reasoning_content.
+  std::string reasoning(std::string_view text) override { return sse_data(reasoning_chunk(meta_, text)); }
+
  private:
   // The chunks of parsed deltas; the event's log-probabilities ride on the first one (or wait).
   std::string delta_frames(const std::vector<AssistantDelta>& deltas, std::vector<scheduler::GeneratedLogprobs> logprobs) {
@@ -113,11 +116,12 @@ std::unique_ptr<StreamFormat> openai_stream_format(ResponseMeta meta, bool inclu
 }
 
 SseRelay::SseRelay(std::shared_ptr<scheduler::RequestStream> stream, std::unique_ptr<StreamFormat> format,
-                   StopCheck should_stop, ReplyDone after_reply)
+                   StopCheck should_stop, ReplyDone after_reply, std::optional<ReasoningSplitter> reasoning)
     : stream_(std::move(stream)),
       format_(std::move(format)),
       should_stop_(std::move(should_stop)),
-      after_reply_(std::move(after_reply)) {}
+      after_reply_(std::move(after_reply)),
+      reasoning_(std::move(reasoning)) {}
 
 SseRelay::~SseRelay() { abort(); }
 
@@ -167,15 +171,38 @@ SseRelay::Step SseRelay::pump(const Write& write) {
   return Step::more;
 }
 
+std::string SseRelay::split_frames(SplitReply split, const scheduler::StreamEvent& event) {
+  std::string frames;
+  if (!split.reasoning.empty()) {
+    frames += format_->reasoning(split.reasoning);
+    if (after_reply_) reply_.reasoning += split.reasoning;
+  }
+  if (split.content.empty() && event.logprobs.empty()) return frames;
+  scheduler::StreamEvent answer;
+  answer.kind = scheduler::StreamEvent::Kind::text;
+  answer.text = std::move(split.content);
+  answer.logprobs = event.logprobs;
+  if (after_reply_) reply_.content += answer.text;
+  return frames + format_->text(answer);
+}
+
 bool SseRelay::write_event(const scheduler::StreamEvent& event, const Write& write) {
   if (event.kind == scheduler::StreamEvent::Kind::text) {
-    if (after_reply_) reply_text_ += event.text;
-    const std::string frames = format_->text(event);
+    std::string frames;
+    if (reasoning_) {
+      frames = split_frames(reasoning_->feed(event.text), event);
+    } else {
+      if (after_reply_) reply_.content += event.text;
+      frames = format_->text(event);
+    }
     return frames.empty() || write(frames);
   }
-  const bool written = write(format_->done(event));
+  std::string frames;
+  // What the splitter held back (a partial marker) is decided now, before the reply ends.
+  if (reasoning_ && event.finish != scheduler::FinishReason::error) frames = split_frames(reasoning_->finish(), {});
+  const bool written = write(frames + format_->done(event));
   if (after_reply_ && (event.finish == scheduler::FinishReason::stop || event.finish == scheduler::FinishReason::length)) {
-    after_reply_(reply_text_);
+    after_reply_(reply_);
   }
   return written;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "api/errors.h"
+#include "api/reasoning/reasoning.h"
 #include "api/openai/responses.h"
 #include "scheduler/request.h"
 
@@ -46,8 +47,13 @@ class StreamFormat {
   virtual ~StreamFormat() = default;
   // Frames before the first event (OpenAI's role chunk, Anthropic's message_start); may be empty.
   virtual std::string open() = 0;
-  // The frames of one text event (possibly none while a tool-call parser holds text back).
+  // The frames of one text event (possibly none while a tool-call parser holds text back). With a
+  // reasoning template, the event holds only the answer's text; the reasoning comes before it
+  // through reasoning().
   virtual std::string text(const scheduler::StreamEvent& event) = 0;
+  // The frames of a piece of the reply's reasoning (reasoning.h): OpenAI's reasoning_content,
+  // Anthropic's thinking block, the Responses API's reasoning item. Never called with "".
+  virtual std::string reasoning(std::string_view text) = 0;
   // The last frames, of the `done` event: the finish, usage, the end of the stream.
   virtual std::string done(const scheduler::StreamEvent& event) = 0;
   // The frames that end a stream the server stopped (shutdown, the client gone) with `why`.
@@ -68,11 +74,14 @@ class SseRelay {
   // Polled while streaming: an error means the request must stop now (the server is shutting
   // down, the client went away); the stream then ends with the format's stopped() frames.
   using StopCheck = std::function<std::optional<ApiError>()>;
-  // Called with the whole generated text once a reply that ran to its end was sent.
-  using ReplyDone = std::function<void(const std::string& text)>;
+  // Called with the whole reply (its answer, and its reasoning when the template reasons) once a
+  // reply that ran to its end was sent.
+  using ReplyDone = std::function<void(const SplitReply& reply)>;
 
+  // `reasoning`: splits the reply's reasoning from its answer (a template that reasons); the
+  // answer alone reaches format->text() and `after_reply`.
   SseRelay(std::shared_ptr<scheduler::RequestStream> stream, std::unique_ptr<StreamFormat> format, StopCheck should_stop,
-           ReplyDone after_reply = {});
+           ReplyDone after_reply = {}, std::optional<ReasoningSplitter> reasoning = std::nullopt);
   ~SseRelay();  // aborts if the stream has not finished
   SseRelay(const SseRelay&) = delete;
   SseRelay& operator=(const SseRelay&) = delete;
@@ -85,6 +94,8 @@ class SseRelay {
 
  private:
   bool write_event(const scheduler::StreamEvent& event, const Write& write);
+  // The frames of the reasoning and the answer in `split`; `event` carries the log-probabilities.
+  std::string split_frames(SplitReply split, const scheduler::StreamEvent& event);
 
   std::shared_ptr<scheduler::RequestStream> stream_;
   std::unique_ptr<StreamFormat> format_;
@@ -93,7 +104,8 @@ class SseRelay {
   bool opened_ = false;
   bool ended_ = false;
   ReplyDone after_reply_;
-  std::string reply_text_;  // kept only for after_reply_
+  std::optional<ReasoningSplitter> reasoning_;
+  SplitReply reply_;  // kept only for after_reply_
 };
 
 }  // namespace prefixd::api

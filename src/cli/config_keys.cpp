@@ -37,6 +37,7 @@ constexpr std::array kKeys{
     // [model]: which model, how its context is built, and its default sampling seed.
     ConfigKey{"model", model},
     ConfigKey{"alias", model},
+    ConfigKey{"chat-template-file", model},
     ConfigKey{"ctx-size", model},
     ConfigKey{"parallel", model},
     ConfigKey{"batch-size", model},

@@ -44,6 +44,7 @@ struct ServeOptions {
   std::string prefill_packing = "auto";
   std::string swa_full = "auto";
   std::string fingerprint_cache;  // empty: default_fingerprint_cache_path; "off": none
+  std::string chat_template_file;  // --chat-template-file; empty: the model's template
   std::string api_keys_path;      // --api-keys
   std::string cache_isolation = "tenant";
   std::string shared_prefix_path;  // --cache-shared-prefix-file
@@ -164,6 +165,13 @@ int run_serve(ServeOptions& o) {
   // is on (reuse at checkpoints, exact).
   o.context.restores_segments = cache_on;
   o.context.kv_memory_budget = available_memory_bytes() / 4;
+  if (!o.chat_template_file.empty()) {
+    // Read before the model loads: a wrong path fails in a moment, not after minutes.
+    std::ifstream file(o.chat_template_file, std::ios::binary);
+    if (!file) throw std::runtime_error("--chat-template-file: cannot read " + o.chat_template_file);
+    o.server.chat_template.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    if (o.server.chat_template.empty()) throw std::runtime_error("--chat-template-file: " + o.chat_template_file + " is empty");
+  }
   std::unique_ptr<engine::Engine> model = engine::load_llama_engine(o.model_path, o.context, o.server.model_alias);
   o.server.max_json_nodes = o.http.max_json_nodes > 0
                                 ? o.http.max_json_nodes
@@ -245,6 +253,9 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--alias", o->server.model_alias, "Model id the API reports (default: the file name)")
       ->envname("PREFIXD_ALIAS");
+  cmd->add_option("--chat-template-file", o->chat_template_file,
+                  "A Jinja chat template to render prompts with instead of the model's own")
+      ->envname("PREFIXD_CHAT_TEMPLATE_FILE");
   cmd->add_option("-c,--ctx-size", o->context.n_ctx,
                   "KV cache cells shared by all sequences (0: the model's training context, or as much of it as fits "
                   "in a quarter of the available memory)")

@@ -293,3 +293,39 @@ TEST(ApiStreamRelay, GenerationErrorBecomesAnErrorPayloadThenDone) {
 
 }  // namespace
 }  // namespace prefixd::api
+
+namespace prefixd::api {
+namespace {
+
+// A reasoning template's reply: the reasoning goes out as delta.reasoning_content, the answer as
+// content, whatever pieces the markers arrive in; after_reply gets both apart.
+TEST(ApiStreamRelay, ReasoningAndAnswerLeaveApartWhateverPiecesTheMarkersArriveIn) {
+  auto stream = std::make_shared<RequestStream>();
+  SplitReply replied;
+  SseRelay relay(stream, openai_stream_format(chat_meta(), /*include_usage=*/false), [] { return std::optional<ApiError>(); },
+                 [&](const SplitReply& reply) { replied = reply; }, ReasoningSplitter(ReasoningSyntax{}, /*starts_inside=*/true));
+  std::vector<std::string> written;
+  auto write = [&](std::string_view frame) {
+    written.emplace_back(frame);
+    return true;
+  };
+  for (const char* piece : {"Plan: ", "look it up.</th", "ink>\n\nIt ", "rains."}) stream->push(text(piece));
+  stream->push(done(FinishReason::stop));
+  SseRelay::Step step = SseRelay::Step::more;
+  for (int i = 0; i < 100 && step == SseRelay::Step::more; ++i) step = relay.pump(write);
+  ASSERT_EQ(step, SseRelay::Step::finished);
+  bool saw_done = false;
+  std::string reasoning, content;
+  for (const json& chunk : frames_to_json(written, saw_done)) {
+    const json& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+  }
+  EXPECT_EQ(reasoning, "Plan: look it up.");
+  EXPECT_EQ(content, "It rains.");
+  EXPECT_EQ(replied.reasoning, "Plan: look it up.");
+  EXPECT_EQ(replied.content, "It rains.");
+}
+
+}  // namespace
+}  // namespace prefixd::api

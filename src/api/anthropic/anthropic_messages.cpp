@@ -433,6 +433,9 @@ ordered_json tool_use_input(const ToolCall& call) {
 ordered_json messages_body(const ResponseMeta& meta, const ParsedAssistant& reply, const scheduler::StreamEvent& done,
                            const MessagesUsage& usage) {
   ordered_json content = ordered_json::array();
+  // The signature proves a thinking block to the service that wrote it; prefixd renders a block it
+  // gets back whatever its signature, so it signs nothing.
+  if (!reply.reasoning.empty()) content.push_back({{"type", "thinking"}, {"thinking", reply.reasoning}, {"signature", ""}});
   if (!reply.content.empty()) content.push_back({{"type", "text"}, {"text", reply.content}});
   for (const ToolCall& call : reply.tool_calls) {
     content.push_back({{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", tool_use_input(call)}});

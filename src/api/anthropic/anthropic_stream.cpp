@@ -64,15 +64,38 @@ class AnthropicStreamFormat final : public StreamFormat {
 
   std::string stopped(const ApiError& why) override { return close_block() + error_event(why); }
 
+  // Reasoning comes first, in a thinking block of its own.
+  std::string reasoning(std::string_view text) override {
+    std::string frames;
+    if (open_ != Block::thinking) {
+      frames += close_block();
+      frames += sse_event("content_block_start",
+                          {{"type", "content_block_start"},
+                           {"index", index_},
+                           {"content_block", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}}});
+      open_ = Block::thinking;
+    }
+    return frames + sse_event("content_block_delta", {{"type", "content_block_delta"},
+                                                      {"index", index_},
+                                                      {"delta", {{"type", "thinking_delta"}, {"thinking", text}}}});
+  }
+
  private:
-  enum class Block { none, text, tool_use };
+  enum class Block { none, thinking, text, tool_use };
 
   std::string error_event(const ApiError& error) { return sse_event("error", anthropic_error_json(error)); }
 
   std::string close_block() {
     if (open_ == Block::none) return {};
+    std::string frames;
+    // A thinking block ends with its signature (empty: see messages_body).
+    if (open_ == Block::thinking) {
+      frames += sse_event("content_block_delta", {{"type", "content_block_delta"},
+                                                  {"index", index_},
+                                                  {"delta", {{"type", "signature_delta"}, {"signature", ""}}}});
+    }
     open_ = Block::none;
-    return sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_++}});
+    return frames + sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_++}});
   }
 
   std::string text_delta(const std::string& text) {

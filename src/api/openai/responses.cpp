@@ -119,11 +119,12 @@ OrderedJson timings_json(const scheduler::StreamEvent& done) {
 }
 
 OrderedJson completion_body(const ResponseMeta& meta, std::string_view text, const scheduler::StreamEvent& done,
-                            std::span<const scheduler::GeneratedLogprobs> logprobs) {
+                            std::span<const scheduler::GeneratedLogprobs> logprobs, std::string_view reasoning) {
   OrderedJson body = header(meta, false);
   OrderedJson content = meta.endpoint == Endpoint::chat
                             ? OrderedJson{{"role", "assistant"}, {"content", text}}
                             : OrderedJson(text);
+  if (!reasoning.empty()) content["reasoning_content"] = reasoning;
   std::size_t offset = 0;
   body["choices"] = OrderedJson::array({choice(meta, std::move(content), finish_reason_text(done.finish), false,
                                                logprobs_json(meta, logprobs, offset))});
@@ -139,11 +140,12 @@ const char* tool_call_finish_reason(scheduler::FinishReason reason) {
 
 OrderedJson tool_call_body(const ResponseMeta& meta, const ParsedAssistant& parsed, const scheduler::StreamEvent& done,
                            std::span<const scheduler::GeneratedLogprobs> logprobs) {
-  if (parsed.tool_calls.empty()) return completion_body(meta, parsed.content, done, logprobs);
+  if (parsed.tool_calls.empty()) return completion_body(meta, parsed.content, done, logprobs, parsed.reasoning);
   OrderedJson body = header(meta, false);
   OrderedJson message{{"role", "assistant"},
-                      {"content", parsed.content.empty() ? OrderedJson(nullptr) : OrderedJson(parsed.content)},
-                      {"tool_calls", tool_calls_json(parsed.tool_calls)}};
+                      {"content", parsed.content.empty() ? OrderedJson(nullptr) : OrderedJson(parsed.content)}};
+  if (!parsed.reasoning.empty()) message["reasoning_content"] = parsed.reasoning;
+  message["tool_calls"] = tool_calls_json(parsed.tool_calls);
   std::size_t offset = 0;
   body["choices"] = OrderedJson::array({choice(meta, std::move(message), tool_call_finish_reason(done.finish), false,
                                                logprobs_json(meta, logprobs, offset))});
@@ -164,6 +166,12 @@ OrderedJson tool_call_chunk(const ResponseMeta& meta, const ToolCallDelta& delta
 OrderedJson role_chunk(const ResponseMeta& meta) {
   OrderedJson chunk = header(meta, true);
   chunk["choices"] = OrderedJson::array({choice(meta, {{"role", "assistant"}, {"content", ""}}, nullptr, true)});
+  return chunk;
+}
+
+OrderedJson reasoning_chunk(const ResponseMeta& meta, std::string_view text) {
+  OrderedJson chunk = header(meta, true);
+  chunk["choices"] = OrderedJson::array({choice(meta, {{"reasoning_content", text}}, nullptr, true)});
   return chunk;
 }
 

@@ -51,8 +51,9 @@ OrderedJson prompt_cache_json(const scheduler::CacheReport& report);
 OrderedJson timings_json(const scheduler::StreamEvent& done);
 
 // The body of a non-streaming response: all of the text and the `done` event that ended it.
+// `reasoning` (a chat whose template reasons, reasoning.h): the message's reasoning_content.
 OrderedJson completion_body(const ResponseMeta& meta, std::string_view text, const scheduler::StreamEvent& done,
-                            std::span<const scheduler::GeneratedLogprobs> logprobs = {});
+                            std::span<const scheduler::GeneratedLogprobs> logprobs = {}, std::string_view reasoning = {});
 // A chat body whose text was parsed into content and tool calls (tool_calls.h): the message has
 // `tool_calls` and `content` null when it was only calls; finish_reason "tool_calls" when the model
 // ended its turn after calling.
@@ -66,6 +67,8 @@ const char* tool_call_finish_reason(scheduler::FinishReason reason);
 // choice; the finish chunk carries finish_reason, usage, prompt_cache and timings; the usage chunk
 // (stream_options.include_usage) has no choices, as OpenAI sends it.
 OrderedJson role_chunk(const ResponseMeta& meta);
+// A piece of a chat reply's reasoning: delta.reasoning_content.
+OrderedJson reasoning_chunk(const ResponseMeta& meta, std::string_view text);
 OrderedJson text_chunk(const ResponseMeta& meta, std::string_view text,
                        std::span<const scheduler::GeneratedLogprobs> logprobs, std::size_t& offset);
 inline OrderedJson text_chunk(const ResponseMeta& meta, std::string_view text) {

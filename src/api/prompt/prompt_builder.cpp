@@ -42,6 +42,14 @@ ChatTemplate model_chat_template(const engine::ModelInfo& model, const engine::V
   return std::move(*chatml);
 }
 
+ChatTemplate chat_template_for(const std::string& source, const engine::ModelInfo& model, const engine::Vocabulary& vocab) {
+  if (source.empty()) return model_chat_template(model, vocab);
+  auto tmpl = ChatTemplate::create(source, "", guess_eos_text(vocab));
+  if (!tmpl) throw std::invalid_argument("the chat template does not parse: " + tmpl.error());
+  spdlog::info("chat template: the one given at startup, not the model's");
+  return std::move(*tmpl);
+}
+
 // What prepare() made of a chat: the input the template rendered (the request's own, or a copy
 // with placeholders for special-token strings), the text it rendered, and the prompt's tokens.
 struct PromptBuilder::ChatPrompt {

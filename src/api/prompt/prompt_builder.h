@@ -27,6 +27,9 @@ namespace prefixd::api {
 
 // The model's own template when it has one that parses; otherwise ChatML (logged).
 ChatTemplate model_chat_template(const engine::ModelInfo& model, const engine::Vocabulary& vocab);
+// `source` when it is not empty (throws std::invalid_argument naming the parser's reason when it
+// does not parse), else the model's (model_chat_template).
+ChatTemplate chat_template_for(const std::string& source, const engine::ModelInfo& model, const engine::Vocabulary& vocab);
 
 struct PromptOptions {
   // --allow-special-in-content: special-token strings in messages become control tokens, as the

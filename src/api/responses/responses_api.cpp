@@ -276,6 +276,8 @@ json conversation_of(const ResponsesRequest& request, const json& history) {
 json reply_message(const ParsedAssistant& reply) {
   json message = {{"role", "assistant"}, {"content", reply.content.empty() && !reply.tool_calls.empty() ? json(nullptr) : json(reply.content)}};
   if (!reply.tool_calls.empty()) message["tool_calls"] = json::parse(dump_json(tool_calls_json(reply.tool_calls)));
+  // Templates that reason render it where they keep it (often only within the current tool loop).
+  if (!reply.reasoning.empty()) message["reasoning_content"] = reply.reasoning;
   return message;
 }
 
@@ -283,6 +285,13 @@ ordered_json response_output(const std::string& response_id, const ParsedAssista
   // resp_X -> msg_X, fc_X_0...: stable ids a client can refer to.
   const std::string suffix = response_id.substr(response_id.find('_') + 1);
   ordered_json output = ordered_json::array();
+  if (!reply.reasoning.empty()) {
+    output.push_back({{"type", "reasoning"},
+                      {"id", "rs_" + suffix},
+                      {"summary", ordered_json::array()},
+                      {"content", ordered_json::array({{{"type", "reasoning_text"}, {"text", reply.reasoning}}})},
+                      {"status", "completed"}});
+  }
   if (!reply.content.empty() || reply.tool_calls.empty()) {
     output.push_back({{"type", "message"},
                       {"id", "msg_" + suffix},

@@ -1,5 +1,6 @@
 #include "api/responses/responses_stream.h"
 
+#include <algorithm>
 #include <format>
 #include <string>
 #include <utility>
@@ -47,7 +48,8 @@ class ResponsesStreamFormat final : public StreamFormat {
       for (const std::string& warning : end.warnings) spdlog::warn("{}: tool call: {}", meta_.id, warning);
     }
     frames += close_item();
-    if (output_.empty()) {  // a reply with no text still has its message
+    if (std::ranges::none_of(output_, [](const ordered_json& item) { return item["type"] != "reasoning"; })) {
+      // A reply with no text (or only reasoning) still has its message.
       frames += text_delta("");
       frames += close_item();
     }
@@ -65,8 +67,26 @@ class ResponsesStreamFormat final : public StreamFormat {
     return frames + error_event(why);
   }
 
+  // Reasoning comes first, as a reasoning item with one reasoning_text part.
+  std::string reasoning(std::string_view text) override {
+    std::string frames;
+    if (open_ != Item::reasoning) {
+      frames += close_item();
+      item_id_ = "rs_" + suffix_;
+      open_ = Item::reasoning;
+      item_text_.clear();
+      output_.push_back({{"type", "reasoning"}, {"id", item_id_}, {"summary", ordered_json::array()},
+                         {"content", ordered_json::array()}, {"status", "in_progress"}});
+      frames += event("response.output_item.added", {{"output_index", output_.size() - 1}, {"item", output_.back()}});
+    }
+    item_text_ += text;
+    reply_.reasoning += text;
+    return frames + event("response.reasoning_text.delta",
+                          {{"item_id", item_id_}, {"output_index", output_.size() - 1}, {"content_index", 0}, {"delta", text}});
+  }
+
  private:
-  enum class Item { none, message, call };
+  enum class Item { none, reasoning, message, call };
 
   std::string event(const char* type, ordered_json fields) {
     ordered_json payload = {{"type", type}, {"sequence_number", sequence_++}};
@@ -103,7 +123,9 @@ class ResponsesStreamFormat final : public StreamFormat {
     std::string frames;
     if (open_ != Item::message) {
       frames += close_item();
-      item_id_ = output_.empty() ? "msg_" + suffix_ : std::format("msg_{}_{}", suffix_, output_.size());
+      // The reply's first message is msg_X, as response_output names it; one after a call gets its index.
+      const bool first = std::ranges::none_of(output_, [](const ordered_json& item) { return item["type"] != "reasoning"; });
+      item_id_ = first ? "msg_" + suffix_ : std::format("msg_{}_{}", suffix_, output_.size());
       open_ = Item::message;
       item_text_.clear();
       output_.push_back({{"type", "message"}, {"id", item_id_}, {"status", "in_progress"}, {"role", "assistant"},
@@ -126,6 +148,10 @@ class ResponsesStreamFormat final : public StreamFormat {
       const ordered_json part = {{"type", "output_text"}, {"text", item_text_}, {"annotations", ordered_json::array()}};
       frames += event("response.output_text.done", {{"item_id", item_id_}, {"output_index", index}, {"content_index", 0}, {"text", item_text_}});
       frames += event("response.content_part.done", {{"item_id", item_id_}, {"output_index", index}, {"content_index", 0}, {"part", part}});
+      output_[index]["content"] = ordered_json::array({part});
+    } else if (open_ == Item::reasoning) {
+      const ordered_json part = {{"type", "reasoning_text"}, {"text", item_text_}};
+      frames += event("response.reasoning_text.done", {{"item_id", item_id_}, {"output_index", index}, {"content_index", 0}, {"text", item_text_}});
       output_[index]["content"] = ordered_json::array({part});
     } else if (open_ == Item::call) {
       const std::string& arguments = reply_.tool_calls.back().arguments;

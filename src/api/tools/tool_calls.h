@@ -64,6 +64,7 @@ struct ToolCall {
 struct ParsedAssistant {
   std::string content;                // "" when the output was only calls (the API sends null)
   std::vector<ToolCall> tool_calls;   // in the order generated: OpenAI's parallel calls
+  std::string reasoning;              // what the model thought before answering (reasoning.h), or ""
   std::vector<std::string> warnings;  // why some text that looked like a call stayed content
 };
 
