@@ -116,10 +116,12 @@ std::unique_ptr<StreamFormat> openai_stream_format(ResponseMeta meta, bool inclu
 }
 
 SseRelay::SseRelay(std::shared_ptr<scheduler::RequestStream> stream, std::unique_ptr<StreamFormat> format,
-                   StopCheck should_stop, ReplyDone after_reply, std::optional<ReasoningSplitter> reasoning)
+                   StopCheck should_stop, ReplyDone after_reply, std::optional<ReasoningSplitter> reasoning,
+                   std::chrono::milliseconds keep_alive)
     : stream_(std::move(stream)),
       format_(std::move(format)),
       should_stop_(std::move(should_stop)),
+      keep_alive_(keep_alive),
       after_reply_(std::move(after_reply)),
       reasoning_(std::move(reasoning)) {}
 
@@ -131,8 +133,12 @@ void SseRelay::abort() {
   cancel_and_drain(*stream_);
 }
 
-SseRelay::Step SseRelay::pump(const Write& write) {
+SseRelay::Step SseRelay::pump(const Write& write_frames) {
   if (ended_) return Step::finished;
+  const Write write = [&](std::string_view frames) {
+    last_write_ = std::chrono::steady_clock::now();
+    return write_frames(frames);
+  };
   if (!opened_) {
     opened_ = true;
     if (const std::string frames = format_->open(); !frames.empty() && !write(frames)) {
@@ -157,6 +163,10 @@ SseRelay::Step SseRelay::pump(const Write& write) {
       return Step::finished;
     }
     event = stream_->next(std::chrono::milliseconds(0));
+  }
+  if (std::chrono::steady_clock::now() - last_write_ >= keep_alive_ && !write(format_->keep_alive())) {
+    abort();  // the client is gone
+    return Step::aborted;
   }
   // Checked on a clock, not only when idle: a fast decoder may never leave the stream idle.
   if (const auto now = std::chrono::steady_clock::now(); now >= next_check_) {

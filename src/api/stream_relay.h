@@ -23,6 +23,10 @@
 namespace prefixd::api {
 
 inline constexpr std::chrono::milliseconds kPollInterval{50};
+// A stream silent this long (a long prompt in prefill) gets a keep-alive frame: HTTP clients
+// abandon a response body that stays silent (Node's fetch after 300 s), and only a write tells a
+// client that closed its connection from one that waits.
+inline constexpr std::chrono::seconds kKeepAliveInterval{15};
 // After cancel(), how long to wait for the scheduler's `done` before giving up on the stream.
 inline constexpr std::chrono::seconds kDrainLimit{30};
 
@@ -58,6 +62,9 @@ class StreamFormat {
   virtual std::string done(const scheduler::StreamEvent& event) = 0;
   // The frames that end a stream the server stopped (shutdown, the client gone) with `why`.
   virtual std::string stopped(const ApiError& why) = 0;
+  // A frame that says nothing but that the stream is alive: an SSE comment, which every client
+  // skips (Anthropic's format sends its `ping` event).
+  virtual std::string keep_alive() { return ": keep-alive\n\n"; }
 };
 
 // OpenAI's chat and legacy completion chunks, ending with [DONE]. `tool_calls`: the parser for a
@@ -81,7 +88,8 @@ class SseRelay {
   // `reasoning`: splits the reply's reasoning from its answer (a template that reasons); the
   // answer alone reaches format->text() and `after_reply`.
   SseRelay(std::shared_ptr<scheduler::RequestStream> stream, std::unique_ptr<StreamFormat> format, StopCheck should_stop,
-           ReplyDone after_reply = {}, std::optional<ReasoningSplitter> reasoning = std::nullopt);
+           ReplyDone after_reply = {}, std::optional<ReasoningSplitter> reasoning = std::nullopt,
+           std::chrono::milliseconds keep_alive = kKeepAliveInterval);
   ~SseRelay();  // aborts if the stream has not finished
   SseRelay(const SseRelay&) = delete;
   SseRelay& operator=(const SseRelay&) = delete;
@@ -101,6 +109,8 @@ class SseRelay {
   std::unique_ptr<StreamFormat> format_;
   StopCheck should_stop_;
   std::chrono::steady_clock::time_point next_check_ = std::chrono::steady_clock::now();
+  std::chrono::milliseconds keep_alive_;
+  std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();
   bool opened_ = false;
   bool ended_ = false;
   ReplyDone after_reply_;

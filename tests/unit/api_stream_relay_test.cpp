@@ -2,6 +2,7 @@
 // produces the right final frames, and a client that goes away cancels its request.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
@@ -325,6 +326,38 @@ TEST(ApiStreamRelay, ReasoningAndAnswerLeaveApartWhateverPiecesTheMarkersArriveI
   EXPECT_EQ(content, "It rains.");
   EXPECT_EQ(replied.reasoning, "Plan: look it up.");
   EXPECT_EQ(replied.content, "It rains.");
+}
+
+}  // namespace
+}  // namespace prefixd::api
+
+namespace prefixd::api {
+namespace {
+
+// A long prefill sends nothing for minutes: the relay writes keep-alive frames meanwhile, and the
+// first one a client that left cannot take ends the request.
+TEST(ApiStreamRelay, ASilentStreamIsKeptAliveAndAClientThatLeftIsNoticedByTheWrite) {
+  auto stream = std::make_shared<RequestStream>();
+  CancellationResponder responder(stream);
+  SseRelay relay(stream, openai_stream_format(chat_meta(), false), [] { return std::optional<ApiError>(); }, {}, std::nullopt,
+                 std::chrono::milliseconds(20));
+  std::vector<std::string> written;
+  bool client_there = true;
+  auto write = [&](std::string_view frame) {
+    if (!client_there) return false;
+    written.emplace_back(frame);
+    return true;
+  };
+  const auto silent_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (std::chrono::steady_clock::now() < silent_until) ASSERT_EQ(relay.pump(write), SseRelay::Step::more);
+  const auto keep_alives = std::ranges::count(written, std::string(": keep-alive\n\n"));
+  EXPECT_GE(keep_alives, 2) << "the role chunk, then a comment every 20 ms of silence";
+  client_there = false;
+  SseRelay::Step step = SseRelay::Step::more;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (step == SseRelay::Step::more && std::chrono::steady_clock::now() < deadline) step = relay.pump(write);
+  EXPECT_EQ(step, SseRelay::Step::aborted);
+  EXPECT_TRUE(stream->cancelled());
 }
 
 }  // namespace

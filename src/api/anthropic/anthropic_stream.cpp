@@ -64,6 +64,9 @@ class AnthropicStreamFormat final : public StreamFormat {
 
   std::string stopped(const ApiError& why) override { return close_block() + error_event(why); }
 
+  // Anthropic's own keep-alive.
+  std::string keep_alive() override { return sse_event("ping", {{"type", "ping"}}); }
+
   // Reasoning comes first, in a thinking block of its own.
   std::string reasoning(std::string_view text) override {
     std::string frames;
