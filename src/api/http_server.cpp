@@ -187,7 +187,17 @@ class HttpServer::Impl {
  private:
   // Every request but the quick ones runs here, on a transport worker. Nothing a request does may
   // take the server down: whatever escapes a handler becomes a 500.
+  // Each request's method, path, status and handling time at debug level (--log-level debug); a
+  // streamed reply's status is logged when its stream begins. The body is never logged.
   http::Response handle(http::Request& req) {
+    const auto started = std::chrono::steady_clock::now();
+    http::Response res = answer(req);
+    spdlog::debug("{} {} -> {}{} ({:.1f} ms)", req.method, req.path, res.status, res.stream ? " (stream)" : "",
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
+    return res;
+  }
+
+  http::Response answer(http::Request& req) {
     const auto fail = [&req](const ApiError& error) {
       return is_anthropic_route(req.path) ? json_response(error.status, dump_json(anthropic_error_json(error)))
                                           : error_response(error);

@@ -165,13 +165,15 @@ SseRelay::Step SseRelay::pump(const Write& write_frames) {
     event = stream_->next(std::chrono::milliseconds(0));
   }
   if (std::chrono::steady_clock::now() - last_write_ >= keep_alive_ && !write(format_->keep_alive())) {
-    abort();  // the client is gone
+    spdlog::debug("stream stopped: the client is gone (a keep-alive could not be written)");
+    abort();
     return Step::aborted;
   }
   // Checked on a clock, not only when idle: a fast decoder may never leave the stream idle.
   if (const auto now = std::chrono::steady_clock::now(); now >= next_check_) {
     next_check_ = now + kPollInterval;
     if (auto stop = should_stop_ ? should_stop_() : std::nullopt) {
+      spdlog::debug("stream stopped: {}", stop->message);
       abort();
       // Best effort: a client that is gone does not read it, one that stays learns why.
       write(format_->stopped(*stop));
