@@ -113,6 +113,27 @@ TEST(AnthropicMessages, TheLastBreakpointSaysHowManyMessagesItCovers) {
   EXPECT_EQ(parsed_ok(body(one, {{"tools", tools}})).breakpoint_messages, 0u);
 }
 
+// What an agent CLI (Claude Code) sends besides the basics: its environment as a system message
+// inside the conversation, adaptive thinking, and deferred tools it loads later by search.
+TEST(AnthropicMessages, SystemTurnsAdaptiveThinkingAndDeferredToolsAsAnAgentSendsThem) {
+  const json messages = json::parse(R"([
+      {"role": "user", "content": [{"type": "text", "text": "Say hi"}]},
+      {"role": "system", "content": [{"type": "text", "text": "# Environment\ncwd: /work", "cache_control": {"type": "ephemeral"}}]}])");
+  const json tools = json::parse(R"([
+      {"name": "Read", "description": "Reads a file.", "input_schema": {"type": "object"}},
+      {"name": "Later", "description": "Found by search.", "input_schema": {"type": "object"}, "defer_loading": true}])");
+  const MessagesRequest r = parsed_ok(body(messages, {{"system", "You are an agent."}, {"tools", tools},
+                                                      {"thinking", {{"type", "adaptive"}, {"display", "omitted"}}}}));
+  const json& m = r.chat.chat.messages;
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[1], json({{"role", "user"}, {"content", "Say hi"}}));
+  EXPECT_EQ(m[2], json({{"role", "system"}, {"content", "# Environment\ncwd: /work"}}));
+  EXPECT_EQ(r.breakpoint_messages, 3u) << "the system turn's breakpoint";
+  EXPECT_EQ(r.chat.chat.extra_context, json({{"enable_thinking", true}}));
+  ASSERT_EQ(r.chat.tools.size(), 1u) << "a deferred tool is not shown to the model";
+  EXPECT_EQ(r.chat.tools[0]["function"]["name"], "Read");
+}
+
 TEST(AnthropicMessages, EachTtlRetainsThePrefixUpToItsLastBreakpoint) {
   using namespace std::chrono_literals;
   const json system = json::parse(R"([{"type": "text", "text": "Rules.", "cache_control": {"type": "ephemeral", "ttl": "1h"}}])");
@@ -150,7 +171,12 @@ TEST(AnthropicMessages, WhatCannotBeServedIsA400NamingTheField) {
   EXPECT_EQ(parsed_error(body(json::array({{{"role", "user"}, {"content", json::array({{{"type", "image"}, {"source", json::object()}}})}}})))
                 .param,
             "messages[0].content[0].type");
-  EXPECT_EQ(parsed_error(body(json::array({{{"role", "system"}, {"content", "x"}}}))).param, "messages[0].role");
+  EXPECT_EQ(parsed_error(body(json::array({{{"role", "tool"}, {"content", "x"}}}))).param, "messages[0].role");
+  EXPECT_EQ(parsed_error(body(json::array({{{"role", "user"}, {"content", "x"}}}), {{"thinking", {{"type", "sometimes"}}}})).param,
+            "thinking.type");
+  EXPECT_EQ(parsed_error(body(json::array({{{"role", "user"}, {"content", "x"}}}), {{"thinking", {{"type", "adaptive"}, {"display", "all"}}}}))
+                .param,
+            "thinking.display");
   EXPECT_EQ(parsed_error(body(json::array({{{"role", "user"}, {"content", "a"}}, {{"role", "assistant"}, {"content", "pre"}}})))
                 .param,
             "messages[1]");

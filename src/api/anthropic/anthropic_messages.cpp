@@ -212,11 +212,18 @@ Conversation parse_conversation(const ordered_json& root) {
     if (!message.is_object()) reject(param, std::format("'{}' must be an object", param));
     const auto role = message.find("role");
     const auto content = message.find("content");
-    if (role == message.end() || (*role != "user" && *role != "assistant")) {
-      reject(param + ".role", std::format("'{}.role' must be 'user' or 'assistant'", param));
+    if (role == message.end() || (*role != "user" && *role != "assistant" && *role != "system")) {
+      reject(param + ".role", std::format("'{}.role' must be 'user', 'assistant' or 'system'", param));
     }
     if (content == message.end() || content->is_null()) reject(param + ".content", std::format("'{}.content' is required", param));
-    if (*role == "user") {
+    if (*role == "system") {
+      // A system message within the conversation (agents send their environment this way): a
+      // system turn where it stands, as the template renders one.
+      auto breakpoint = std::chrono::seconds::zero();
+      std::string text = joined_text(*content, param + ".content", breakpoint);
+      out.messages.push_back({{"role", "system"}, {"content", std::move(text)}});
+      out.mark(breakpoint);
+    } else if (*role == "user") {
       add_user_turn(out, *content, param + ".content");
     } else {
       if (i + 1 == messages->size()) {
@@ -249,6 +256,9 @@ json parse_tools(const ordered_json& root, std::chrono::seconds& breakpoint, ord
     }
     check_cache_control(tool, at);
     breakpoint = std::max(breakpoint, breakpoint_ttl(tool));
+    // A deferred tool is one the model does not see until the client loads it (tool search):
+    // its schema checked, not rendered.
+    if (const auto deferred = tool.find("defer_loading"); deferred != tool.end() && *deferred == true) continue;
     // A function as Chat Completions defines it: the schema is its parameters; the envelope
     // (type, cache_control) is this protocol's, not the tool's.
     ordered_json function = ordered_json::object();
@@ -342,8 +352,15 @@ json parse_thinking(const FieldReader& in) {
     reject("thinking", "'thinking' must be an object with a string 'type'");
   }
   const std::string& type = (*thinking)["type"].get_ref<const std::string&>();
-  if (type != "enabled" && type != "disabled") reject("thinking.type", "'thinking.type' must be 'enabled' or 'disabled'");
-  return json{{"enable_thinking", type == "enabled"}};
+  if (type != "enabled" && type != "disabled" && type != "adaptive") {
+    reject("thinking.type", "'thinking.type' must be 'enabled', 'adaptive' or 'disabled'");
+  }
+  if (const auto display = thinking->find("display"); display != thinking->end() && !display->is_null() &&
+                                                       *display != "summarized" && *display != "omitted") {
+    reject("thinking.display", "'thinking.display' must be 'summarized' or 'omitted'");
+  }
+  // Adaptive: the model decides how much to think, which a reasoning template leaves to it anyway.
+  return json{{"enable_thinking", type != "disabled"}};
 }
 
 }  // namespace
