@@ -513,11 +513,7 @@ class HttpServer::Impl {
 
   static SplitReply split_reply(std::optional<ReasoningSplitter> splitter, std::string text) {
     if (!splitter) return SplitReply{.reasoning = {}, .content = std::move(text)};
-    SplitReply out = splitter->feed(text);
-    const SplitReply rest = splitter->finish();
-    out.reasoning += rest.reasoning;
-    out.content += rest.content;
-    return out;
+    return split_whole(std::move(*splitter), text);
   }
 
   template <class Parsed>

@@ -92,17 +92,6 @@ void Retentions::clear_scope(const ScopeId& scope) {
   }
 }
 
-void Retentions::clear_namespace(const std::string& ns) {
-  for (auto it = retentions_.begin(); it != retentions_.end();) {
-    if (it->ns == ns) {
-      counters_.lifted += 1;
-      erase(it++);
-    } else {
-      ++it;
-    }
-  }
-}
-
 void Retentions::lift_path(const std::string& ns, std::span<const engine::Token> tokens, std::int32_t keep) {
   for (auto it = retentions_.begin(); it != retentions_.end();) {
     const std::size_t n = std::min(it->tokens.size(), tokens.size());

@@ -54,7 +54,6 @@ class Retentions {
   std::int64_t expire(RetentionClock::time_point now);
   void clear();
   void clear_scope(const ScopeId& scope);
-  void clear_namespace(const std::string& ns);
   // Lifts the retentions of `ns` that share more than `keep` tokens with `tokens` (what a
   // forget() of that path removes).
   void lift_path(const std::string& ns, std::span<const engine::Token> tokens, std::int32_t keep);

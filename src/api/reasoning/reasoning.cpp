@@ -92,8 +92,7 @@ void ReasoningSplitter::step(SplitReply& out, bool last) {
   }
 }
 
-SplitReply split_reasoning(std::string_view text, const ReasoningSyntax& syntax, bool starts_inside) {
-  ReasoningSplitter splitter(syntax, starts_inside);
+SplitReply split_whole(ReasoningSplitter splitter, std::string_view text) {
   SplitReply out = splitter.feed(text);
   SplitReply rest = splitter.finish();
   out.reasoning += rest.reasoning;

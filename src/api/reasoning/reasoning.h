@@ -54,7 +54,10 @@ class ReasoningSplitter {
   std::string pending_;
 };
 
-// The whole reply at once.
-SplitReply split_reasoning(std::string_view text, const ReasoningSyntax& syntax, bool starts_inside);
+// The whole reply at once, by a splitter that has seen nothing yet.
+SplitReply split_whole(ReasoningSplitter splitter, std::string_view text);
+inline SplitReply split_reasoning(std::string_view text, const ReasoningSyntax& syntax, bool starts_inside) {
+  return split_whole(ReasoningSplitter(syntax, starts_inside), text);
+}
 
 }  // namespace prefixd::api
