@@ -8,11 +8,14 @@
 // - disk_record: the files a prompt cache with a disk tier writes behind (cache::DiskStore) over
 //   the FakeEngine, for a dense model (segments) and a hybrid one (segments and checkpoints);
 // - artifact: what PrefixCache::save_artifact writes for the same prefixes, with a manifest;
-// - json_schema: schemas using each supported feature once, and the costly shapes.
+// - json_schema: schemas using each supported feature once, and the costly shapes;
+// - image_input: image headers of each format the header reader knows, and data URLs of them.
 // The disk records and artifacts carry their creation time, so a rerun writes other bytes.
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <utility>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -200,6 +203,49 @@ void schema_seeds(CorpusWriter& out) {
   for (const char* schema : schemas) out.add("json_schema", "schema-" + std::to_string(n++), json::parse(schema).dump());
 }
 
+// Image headers of every format the header reader knows (and one it refuses), whole small files,
+// and data URLs carrying them.
+void image_seeds(CorpusWriter& out) {
+  std::string bmp = "BM";
+  const auto put = [&bmp](std::uint32_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) bmp.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  };
+  put(54 + 4 * 4 * 3, 4);
+  put(0, 4);
+  put(54, 4);
+  put(40, 4);
+  put(4, 4);
+  put(4, 4);
+  put(1, 2);
+  put(24, 2);
+  for (int i = 0; i < 6; ++i) put(i == 1 ? 48 : 0, 4);
+  for (int i = 0; i < 48; ++i) bmp.push_back(static_cast<char>(i * 5));
+  const std::string png = std::string("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR\0\0\0\x10\0\0\0\x08\x08\x02\0\0\0", 29);
+  const std::string jpeg = std::string("\xFF\xD8\xFF\xE0\0\x10JFIF\0\x01\x01\0\0\x01\0\x01\0\0"
+                                       "\xFF\xC0\0\x11\x08\0\x20\0\x30\x03\x01\x22\0\x02\x11\x01\x03\x11\x01", 39);
+  const std::string gif = std::string("GIF89a\x10\0\x08\0\x80\0\0", 13);
+  const std::string webp = std::string("RIFF\x24\0\0\0WEBPVP8 ", 16);
+  const std::pair<const char*, std::string> files[] = {{"bmp", bmp}, {"png", png}, {"jpeg", jpeg}, {"gif", gif}, {"webp", webp}};
+  for (const auto& [name, bytes] : files) {
+    out.add("image_input", std::string("file-") + name, bytes);
+    std::string b64;
+    static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::uint32_t bits = 0;
+    int count = 0;
+    for (const char c : bytes) {
+      bits = (bits << 8) | static_cast<std::uint8_t>(c);
+      count += 8;
+      while (count >= 6) {
+        count -= 6;
+        b64.push_back(kAlphabet[(bits >> count) & 63]);
+      }
+    }
+    if (count > 0) b64.push_back(kAlphabet[(bits << (6 - count)) & 63]);
+    while (b64.size() % 4 != 0) b64.push_back('=');
+    out.add("image_input", std::string("url-") + name, std::string("data:image/") + name + ";base64," + b64);
+  }
+}
+
 // A prompt cache with a disk tier over the FakeEngine, fed as the scheduler feeds it.
 class CacheBench {
  public:
@@ -281,6 +327,7 @@ int main(int argc, char** argv) {
     prefixd::fuzz::CorpusWriter out(argv[1]);
     prefixd::fuzz::request_seeds(out);
     prefixd::fuzz::schema_seeds(out);
+    prefixd::fuzz::image_seeds(out);
     prefixd::fuzz::record_seeds(out, work);
     fs::remove_all(work);
     std::cout << "wrote " << out.written() << " seeds under " << argv[1] << "\n";

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/images/image_input.h"
 #include "api/prompt/chat_template.h"
 #include "engine/types.h"
 
@@ -59,6 +60,8 @@ struct ChatRequest {
   // The tools with their keys in the order sent, when a grammar is built from their schemas
   // (tool_choice "required" or a named function); null otherwise.
   nlohmann::ordered_json ordered_tools;
+  // The images, in the order their kImageMarker stands in the messages' text (image_input.h).
+  std::vector<ImageInput> images;
 };
 
 using TokenPrompt = std::vector<engine::Token>;

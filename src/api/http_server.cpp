@@ -145,7 +145,8 @@ class HttpServer::Impl {
                  engine.model().runtime_signature, PromptOptions{.allow_special_in_content = options_.allow_special_in_content,
                                .isolation = options_.cache_isolation,
                                .shared_prefix_text = options_.cache_shared_prefix,
-                               .turn_boundaries = !engine::memory_is_trimmable(engine.model())}),
+                               .turn_boundaries = !engine::memory_is_trimmable(engine.model()),
+                               .vision = engine.vision()}),
         control_(prompts_, scheduler_, control_parse_options(engine, options_, served_id_),
                  ControlOptions{.artifact_dir = options_.artifact_dir,
                                 .model_key = engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint}),
@@ -165,6 +166,8 @@ class HttpServer::Impl {
     parse_options_.vocab_size = engine.vocab().size();
     parse_options_.default_seed = options_.default_seed;
     parse_options_.max_json_nodes = options_.max_json_nodes;
+    parse_options_.images = options_.images;
+    if (engine.vision() == nullptr) parse_options_.images.max_images = 0;
     spdlog::info("tool calls: the chat template writes them as {}", tool_call_format_name(tool_format_));
     if (reasoning_) spdlog::info("reasoning: the chat template has the model think between {} and {}", reasoning_->open, reasoning_->close);
   }
@@ -267,6 +270,16 @@ class HttpServer::Impl {
       const std::string key_tenant = tenant->value_or(caller_of(req).value_or(Caller{}).tenant);
       view["keys"] = control_.key_count(key_tenant);
       view["meta_by_key"] = control_.meta_by_key(key_tenant);
+      if (engine_.vision() != nullptr) {
+        const scheduler::SchedulerStats stats = scheduler_.stats();
+        view["images"] = {{"total", stats.images_total},
+                          {"cached", stats.images_cached_total},
+                          {"encoded", stats.images_encoded_total},
+                          {"embedding_hits", stats.image_embedding_hits_total},
+                          {"embeddings", stats.image_embeddings},
+                          {"embedding_bytes", stats.image_embedding_bytes},
+                          {"embedding_capacity_bytes", stats.image_embedding_capacity_bytes}};
+      }
       return json_response(200, view.dump());
     }
     if (post && path == "/v1/cache/reset") {

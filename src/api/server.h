@@ -14,6 +14,7 @@
 
 #include "api/control/cache_isolation.h"
 #include "api/body/json_bounds.h"
+#include "api/images/image_input.h"
 #include "api/structured/json_schema_grammar.h"
 #include "api/auth/tenants.h"
 #include "engine/engine.h"
@@ -44,6 +45,8 @@ struct ServerOptions {
   std::size_t response_store_bytes = 64u << 20;          // --response-store-bytes (response_store.h)
   std::int64_t response_ttl_seconds = 3600;               // --response-ttl
   std::size_t max_json_nodes = kDefaultMaxJsonNodes;  // --max-json-nodes: values a request body may hold
+  // --max-images, --max-image-bytes; images are refused whatever they say without a projector.
+  ImageLimits images{.max_images = 16};
   // Called on the HTTP worker before each request is handled and after its response is handed
   // over, with the size of its body (http::Handlers::began, finished); either may be empty.
   std::function<void(std::size_t body_bytes)> request_began;

@@ -126,6 +126,18 @@ struct CacheConfig {
 enum class ReuseMode { trim, checkpoints };
 const char* reuse_mode_name(ReuseMode mode);
 
+// Prompt positions [begin, end) computed in one piece: an image's tokens, which its projector's
+// embeddings fill together (and, on some models, attend to each other both ways). A reuse never
+// ends strictly inside one, and no checkpoint is planned there.
+struct UnbrokenSpan {
+  engine::Pos begin = 0;
+  engine::Pos end = 0;
+  friend bool operator==(const UnbrokenSpan&, const UnbrokenSpan&) = default;
+};
+
+// `length` when no span of `spans` (sorted) has it strictly inside, else that span's begin.
+std::int32_t outside_unbroken(std::span<const UnbrokenSpan> spans, std::int32_t length);
+
 // Keep positions [0, length) of a request's tokens for `duration` after the request ends.
 struct RetainAsk {
   std::int32_t length = 0;
@@ -149,6 +161,8 @@ struct RequestKey {
   // Prefixes of this request's tokens to keep ahead of LRU eviction for a while once it is
   // donated (a cache_control breakpoint with a TTL): see retention.h.
   std::vector<RetainAsk> retain;
+  // Ranges of the prompt computed in one piece (images); sorted, non-overlapping.
+  std::vector<UnbrokenSpan> unbroken;
 };
 
 enum class Outcome { cold, hit_extend, hit_restore, partial, bypass };

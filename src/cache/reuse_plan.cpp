@@ -15,6 +15,12 @@ constexpr std::array kCheckpointSources = {Source::entry_state, Source::checkpoi
 
 }  // namespace
 
+std::int32_t outside_unbroken(std::span<const UnbrokenSpan> spans, std::int32_t length) {
+  // The first span that ends after `length`: the only one that can hold it strictly inside.
+  const auto it = std::ranges::upper_bound(spans, length, {}, &UnbrokenSpan::end);
+  return it != spans.end() && it->begin < length ? it->begin : length;
+}
+
 std::span<const Source> resumable_sources(ReuseMode mode) {
   if (mode == ReuseMode::trim) return kTrimSources;
   return kCheckpointSources;

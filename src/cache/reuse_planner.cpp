@@ -37,8 +37,9 @@ ReusePlanner::RunningOffer ReusePlanner::running_offer(const Lease& lease, std::
     // A wait is only ever for an older request, so waits never form a cycle; a request that waits
     // itself has computed nothing to share now.
     if (may_wait ? other.order >= lease.order : other.waits_for.has_value()) continue;
-    const std::int32_t common = shared_with(lease, other, common_prefix(query, other.prompt));
-    const std::int32_t now = std::min(common, other.computed);
+    const std::int32_t common =
+        outside_unbroken(lease.key.unbroken, shared_with(lease, other, common_prefix(query, other.prompt)));
+    const std::int32_t now = outside_unbroken(lease.key.unbroken, std::min(common, other.computed));
     const bool better = may_wait ? common > best.common || (common == best.common && now > best.now) : now > best.now;
     if (better) best = RunningOffer{&other, common, now};
   }
@@ -62,12 +63,18 @@ Acquisition ReusePlanner::adopt_cells(Lease& lease) {
   const auto query = std::span<const engine::Token>(lease.prompt).first(static_cast<size_t>(n - 1));  // one-token guard
 
   const std::string& ns = lease.lineage.ns;
-  const RadixTree::Match device = tiers_.config.apc_enabled ? tiers_.device.match(ns, query, lease.session, lease.reach)
+  const std::span<const UnbrokenSpan> unbroken = lease.key.unbroken;
+  RadixTree::Match device = tiers_.config.apc_enabled ? tiers_.device.match(ns, query, lease.session, lease.reach)
                                                       : tiers_.device.match_whole(ns, query, lease.session, lease.reach);
+  device.length = outside_unbroken(unbroken, device.length);
   const RunningOffer running = running_offer(lease, query, /*may_wait=*/true);
   std::int32_t host_only = 0;
-  const HostTier::Plan host_plan =
+  HostTier::Plan host_plan =
       plan_with_disk(lease.lineage, query, device.length, std::max(device.length, running.now), host_only);
+  if (const std::int32_t cut = outside_unbroken(unbroken, host_plan.length); cut < host_plan.length) {
+    host_plan = cut > device.length ? tiers_.host.clip(host_plan, cut) : HostTier::Plan{};
+    host_only = std::min(host_only, host_plan.length);
+  }
   const std::array offers = {Offer{Source::device, device.length}, Offer{Source::running, running.now},
                              Offer{Source::host, host_plan.length}};
   const std::int32_t best_now = std::max({device.length, running.now, host_plan.length});
@@ -96,7 +103,13 @@ Acquisition ReusePlanner::adopt_cells(Lease& lease) {
   make_room_();
   if (chosen && source == Source::host) {
     const std::int32_t from = got.reused;
-    const std::int32_t held = tiers_.host.restore(host_plan, lease.seq, from, counters_.totals.failed_restores, pin_);
+    std::int32_t held = tiers_.host.restore(host_plan, lease.seq, from, counters_.totals.failed_restores, pin_);
+    // A segment that failed may leave the prefix inside an unbroken span: cut it back to its start
+    // (never below `from`, which is outside every span).
+    if (const std::int32_t cut = outside_unbroken(unbroken, held); cut < held) {
+      tiers_.engine.remove_sequence(lease.seq, cut, -1);
+      held = cut;
+    }
     if (held >= tiers_.config.min_prefix && held > from) {
       const Tier tier = credited_tier(held, Provenance{.device = from, .host = host_only, .remote_from = lease.remote_from});
       // Under session isolation a restore past the shared prefix can only be the session's own.
@@ -150,6 +163,7 @@ Acquisition ReusePlanner::adopt_state(Lease& lease) {
   // is the state there, as a checkpoint would be (the window is known unbroken from window_from).
   std::int32_t window_reach = 0;
   if (tiers_.device.window_only() && at.device.length > 0 &&
+      outside_unbroken(lease.key.unbroken, at.device.length) == at.device.length &&
       tiers_.device.window_run(tiers_.device.entry(at.device.entry).holder, tiers_.device.entry(at.device.entry).window_from) <=
           at.device.length - tiers_.engine.model().sliding_window + 1) {
     window_reach = at.device.length;
@@ -261,6 +275,7 @@ void ReusePlanner::plan_stops(Lease& lease) const {
   const std::int32_t reusable = lease.reach.own ? n : lease.reach.others;
   std::erase_if(stops, [&](engine::Pos p) {
     return p <= lease.computed || p > n || p < tiers_.config.min_prefix || p > reusable ||
+           outside_unbroken(lease.key.unbroken, p) != p ||
            tiers_.checkpoints.contains(tiers_.checkpoints.key_of(lease.lineage, lease.prompt, lease.chain, p));
   });
   lease.stops = std::move(stops);

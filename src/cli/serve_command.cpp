@@ -256,6 +256,19 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
   cmd->add_option("--chat-template-file", o->chat_template_file,
                   "A Jinja chat template to render prompts with instead of the model's own")
       ->envname("PREFIXD_CHAT_TEMPLATE_FILE");
+  cmd->add_option("--mmproj", o->context.mmproj_path,
+                  "A vision projector GGUF for the model (libmtmd's format): chat messages may then carry images")
+      ->envname("PREFIXD_MMPROJ")->check(CLI::ExistingFile);
+  cmd->add_option("--max-images", o->server.images.max_images, "Images one request may carry (with --mmproj)")
+      ->capture_default_str()->envname("PREFIXD_MAX_IMAGES")->check(CLI::Range(1, 1024));
+  cmd->add_option("--max-image-bytes", o->server.images.max_bytes, "Largest image file a request may carry, in bytes")
+      ->capture_default_str()->envname("PREFIXD_MAX_IMAGE_BYTES")->check(CLI::Range(1, 1 << 30));
+  cmd->add_option("--max-image-pixels", o->context.max_image_pixels,
+                  "Largest image, in pixels (width x height), read from its header before it is decoded (0: 33554432)")
+      ->capture_default_str()->envname("PREFIXD_MAX_IMAGE_PIXELS");
+  cmd->add_option("--image-embedding-bytes", o->scheduler.image_embedding_bytes,
+                  "Memory for image embeddings kept by digest, so a recomputed image is not encoded again")
+      ->capture_default_str()->envname("PREFIXD_IMAGE_EMBEDDING_BYTES");
   cmd->add_option("-c,--ctx-size", o->context.n_ctx,
                   "KV cache cells shared by all sequences (0: the model's training context, or as much of it as fits "
                   "in a quarter of the available memory)")

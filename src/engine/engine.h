@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/types.h"
+#include "engine/vision.h"
 
 namespace prefixd::engine {
 
@@ -102,6 +103,16 @@ class Engine {
   // holds no partial result of this batch.
   virtual DecodeStatus decode(std::span<const BatchToken> batch) = 0;
   virtual std::span<const float> logits(std::int32_t row) const = 0;
+  // The vision projector, or nullptr for a text-only engine.
+  virtual Vision* vision() const { return nullptr; }
+  // Runs the model over embedding rows instead of tokens (an image's, from Vision::encode):
+  // `embeddings` holds `rows` rows of model().n_embd floats for positions [pos, pos + rows) of
+  // `seq`, at most batch_size() rows; no logits are produced. With `non_causal` the rows attend to
+  // each other both ways (VisionInfo::non_causal). On failure the KV cache holds nothing of it.
+  virtual DecodeStatus decode_embeddings(std::span<const float> /*embeddings*/, std::int32_t /*rows*/, Pos /*pos*/,
+                                         SeqId /*seq*/, bool /*non_causal*/) {
+    return DecodeStatus::error;
+  }
   // Throws std::invalid_argument for a grammar check_grammar refuses. Safe from any thread, also
   // while the engine decodes: building a large grammar's sampler takes time no step should wait for.
   virtual std::unique_ptr<Sampler> make_sampler(const SamplingParams& params) = 0;

@@ -16,6 +16,7 @@
 #include "engine/llama_vocabulary.h"
 #include "engine/model_fingerprint.h"
 #include "engine/model_info_internal.h"
+#include "engine/mtmd_vision.h"
 
 namespace prefixd::engine {
 namespace detail {
@@ -75,12 +76,13 @@ using detail::ModelPtr;
 
 class LlamaEngine final : public Engine {
  public:
-  LlamaEngine(ModelPtr model, ContextPtr ctx, ModelInfo info)
+  LlamaEngine(ModelPtr model, ContextPtr ctx, ModelInfo info, std::unique_ptr<Vision> vision)
       : model_(std::move(model)),
         ctx_(std::move(ctx)),
         info_(std::move(info)),
         vocab_(llama_model_get_vocab(model_.get())),
-        batch_(static_cast<int>(llama_n_batch(ctx_.get()))) {
+        batch_(static_cast<int>(llama_n_batch(ctx_.get()))),
+        vision_(std::move(vision)) {
     // Every sequence is empty now: sequence 0's partial state is the empty one.
     empty_checkpoint_ = save_checkpoint(0);
   }
@@ -104,6 +106,35 @@ class LlamaEngine final : public Engine {
       batch.logits[i] = tokens[i].logits ? 1 : 0;
     }
     const int32_t rc = llama_decode(ctx_.get(), batch);
+    switch (rc) {
+      case 0: return DecodeStatus::ok;
+      case 1: return DecodeStatus::no_kv_space;
+      case 2: return DecodeStatus::aborted;
+      default: return DecodeStatus::error;
+    }
+  }
+
+  Vision* vision() const override { return vision_.get(); }
+
+  DecodeStatus decode_embeddings(std::span<const float> embeddings, std::int32_t rows, Pos pos, SeqId seq,
+                                 bool non_causal) override {
+    const auto width = static_cast<size_t>(llama_model_n_embd_inp(model_.get()));
+    if (rows <= 0 || rows > batch_.capacity() || embeddings.size() != static_cast<size_t>(rows) * width) {
+      return DecodeStatus::error;
+    }
+    if (!embedding_batch_) embedding_batch_ = std::make_unique<detail::OwnedBatch>(batch_.capacity(), static_cast<int>(width));
+    llama_batch& batch = embedding_batch_->get();
+    batch.n_tokens = rows;
+    std::memcpy(batch.embd, embeddings.data(), embeddings.size() * sizeof(float));
+    for (std::int32_t i = 0; i < rows; ++i) {
+      batch.pos[i] = pos + i;
+      batch.n_seq_id[i] = 1;
+      batch.seq_id[i][0] = seq;
+      batch.logits[i] = 0;
+    }
+    if (non_causal) llama_set_causal_attn(ctx_.get(), false);
+    const int32_t rc = llama_decode(ctx_.get(), batch);
+    if (non_causal) llama_set_causal_attn(ctx_.get(), true);
     switch (rc) {
       case 0: return DecodeStatus::ok;
       case 1: return DecodeStatus::no_kv_space;
@@ -189,6 +220,8 @@ class LlamaEngine final : public Engine {
   ModelInfo info_;
   detail::LlamaVocabulary vocab_;
   detail::OwnedBatch batch_;
+  std::unique_ptr<Vision> vision_;
+  std::unique_ptr<detail::OwnedBatch> embedding_batch_;  // made at the first image
   Bytes empty_checkpoint_;  // the partial state of an empty sequence (see drop_checkpoint_state)
 };
 
@@ -367,7 +400,16 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
                info.id, info.description, family_name(info.family), info.n_layer, info.kv_bytes_per_token,
                llama_n_ctx(ctx.get()), n_seq, threads);
   log_reuse_policy(info, options);
-  return std::make_unique<LlamaEngine>(std::move(model), std::move(ctx), std::move(info));
+  std::unique_ptr<Vision> vision;
+  if (!options.mmproj_path.empty()) {
+    vision = detail::load_mtmd_vision(options.mmproj_path, model.get(),
+                                      detail::VisionOptions{.n_threads = threads,
+                                                            .use_gpu = info.on_accelerator,
+                                                            .flash_attention = options.flash_attention,
+                                                            .n_batch = options.n_batch,
+                                                            .max_pixels = options.max_image_pixels});
+  }
+  return std::make_unique<LlamaEngine>(std::move(model), std::move(ctx), std::move(info), std::move(vision));
 }
 
 ModelInfo inspect_model(const std::string& model_path, const std::string& fingerprint_cache) {

@@ -26,7 +26,8 @@ using SamplerPtr = std::unique_ptr<llama_sampler, SamplerDeleter>;
 // A llama_batch sized once for the context; llama_batch_free runs on destruction.
 class OwnedBatch {
  public:
-  explicit OwnedBatch(int capacity) : batch_(llama_batch_init(capacity, 0, 1)), capacity_(capacity) {}
+  // `embd` > 0: a batch of embedding rows of that width instead of token ids.
+  explicit OwnedBatch(int capacity, int embd = 0) : batch_(llama_batch_init(capacity, embd, 1)), capacity_(capacity) {}
   ~OwnedBatch() { llama_batch_free(batch_); }
   OwnedBatch(const OwnedBatch&) = delete;
   OwnedBatch& operator=(const OwnedBatch&) = delete;

@@ -101,6 +101,10 @@ struct ContextOptions {
   // which libllama cannot restore whole into a full window cache: automatic then keeps only the
   // window, whose checkpoints restore exactly (see decide_swa_full).
   bool restores_segments = false;
+  // A vision projector (GGUF, libmtmd's format) to load with the model: images in prompts. Empty:
+  // text only.
+  std::string mmproj_path;
+  std::uint64_t max_image_pixels = 0;  // width × height an image may have; 0: the default (mtmd_vision.h)
   // Text file remembering model file digests across restarts (model_fingerprint.h); empty: the
   // file is hashed at every load.
   std::string fingerprint_cache;

@@ -79,7 +79,7 @@ void generate_model(const GenerateOptions& options) {
                  static_cast<unsigned long long>(options.seed), options.out_path.c_str());
   }
 
-  const Vocabulary vocab = build_vocabulary(spec.vocab);
+  const Vocabulary vocab = spec.vocab.size == 0 ? Vocabulary{} : build_vocabulary(spec.vocab);
   TemporaryFile temporary(options.out_path + ".tmp");
   const WriteResult written = write_gguf(spec, vocab, matrix_type, options.seed, temporary.path());
   temporary.commit_as(destination);

@@ -325,6 +325,7 @@ std::vector<PresetInfo> presets() {
   for (const auto& entry : preset_table()) {
     out.push_back(entry.info);
   }
+  for (const auto& entry : projector_presets()) out.push_back({entry.name, "clip", entry.summary});
   return out;
 }
 
@@ -334,10 +335,14 @@ ModelSpec make_spec(const std::string& preset) {
       return entry.build();
     }
   }
+  for (const auto& entry : projector_presets()) {
+    if (entry.name == preset) return entry.build();
+  }
   std::string known;
   for (const auto& entry : preset_table()) {
     known += (known.empty() ? "" : ", ") + entry.info.name;
   }
+  for (const auto& entry : projector_presets()) known += ", " + entry.name;
   throw std::runtime_error(std::format("unknown model preset '{}' (known presets: {})", preset, known));
 }
 

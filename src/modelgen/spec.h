@@ -11,9 +11,9 @@
 namespace prefixd::modelgen {
 
 // One GGUF metadata value. Arrays are stored as vectors; the writer maps each alternative to the
-// matching gguf type (u32, i32, f32, bool, str, arr[u32], arr[i32]).
+// matching gguf type (u32, i32, f32, bool, str, arr[u32], arr[i32], arr[f32]).
 using MetaValue = std::variant<std::uint32_t, std::int32_t, float, bool, std::string,
-                               std::vector<std::uint32_t>, std::vector<std::int32_t>>;
+                               std::vector<std::uint32_t>, std::vector<std::int32_t>, std::vector<float>>;
 
 struct MetaEntry {
   std::string key;
@@ -67,9 +67,20 @@ struct ModelSpec {
   VocabLayout vocab;
   std::vector<MetaEntry> hparams;  // keys without the architecture prefix, e.g. "block_count"
   std::vector<TensorSpec> tensors;
+  // "model", or "mmproj" for a vision projector: no tokenizer (vocab.size is 0), keys under
+  // "clip." (architecture "clip").
+  std::string file_kind = "model";
 };
 
 // Builds the spec for a preset name; throws std::runtime_error for an unknown name.
 ModelSpec make_spec(const std::string& preset);
+
+// Vision projector presets (projector_presets.cpp): make_spec finds them too.
+struct ProjectorPreset {
+  std::string name;
+  std::string summary;
+  ModelSpec (*build)();
+};
+const std::vector<ProjectorPreset>& projector_presets();
 
 }  // namespace prefixd::modelgen

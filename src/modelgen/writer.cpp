@@ -46,6 +46,8 @@ void set_meta(gguf_context* ctx, const std::string& key, const MetaValue& value)
           gguf_set_arr_data(ctx, key.c_str(), GGUF_TYPE_UINT32, v.data(), v.size());
         } else if constexpr (std::is_same_v<T, std::vector<std::int32_t>>) {
           gguf_set_arr_data(ctx, key.c_str(), GGUF_TYPE_INT32, v.data(), v.size());
+        } else if constexpr (std::is_same_v<T, std::vector<float>>) {
+          gguf_set_arr_data(ctx, key.c_str(), GGUF_TYPE_FLOAT32, v.data(), v.size());
         }
       },
       value);
@@ -63,7 +65,7 @@ void set_string_array(gguf_context* ctx, const char* key, const std::vector<std:
 void set_metadata(gguf_context* ctx, const ModelSpec& spec, const Vocabulary& vocab, ggml_type matrix_type,
                   std::uint64_t seed) {
   gguf_set_val_str(ctx, "general.architecture", spec.architecture.c_str());
-  gguf_set_val_str(ctx, "general.type", "model");
+  gguf_set_val_str(ctx, "general.type", spec.file_kind.c_str());
   gguf_set_val_str(ctx, "general.name", spec.display_name.c_str());
   gguf_set_val_u32(ctx, "general.file_type", file_type(matrix_type));
   gguf_set_val_u32(ctx, "general.quantization_version", GGML_QNT_VERSION);
@@ -74,6 +76,7 @@ void set_metadata(gguf_context* ctx, const ModelSpec& spec, const Vocabulary& vo
   for (const auto& entry : spec.hparams) {
     set_meta(ctx, spec.architecture + "." + entry.key, entry.value);
   }
+  if (spec.vocab.size == 0) return;  // a projector: no tokenizer
 
   gguf_set_val_str(ctx, "tokenizer.ggml.model", "gpt2");
   gguf_set_val_str(ctx, "tokenizer.ggml.pre", "qwen2");

@@ -8,7 +8,8 @@ cache::RequestKey cache_key(const CacheOptions& options) {
                            .boundaries = options.boundaries,
                            .scope = options.scope,
                            .shared_prefix = options.shared_prefix,
-                           .retain = options.retain};
+                           .retain = options.retain,
+                           .unbroken = options.unbroken};
 }
 
 const char* finish_reason_name(FinishReason reason) {

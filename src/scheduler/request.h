@@ -13,6 +13,7 @@
 
 #include "cache/prefix_cache.h"
 #include "engine/types.h"
+#include "engine/vision.h"
 
 namespace prefixd::scheduler {
 
@@ -43,6 +44,8 @@ struct CacheOptions {
   // Prefixes to keep ahead of LRU eviction for a while after the request (a cache_control
   // breakpoint with a TTL; cache/retention.h).
   std::vector<cache::RetainAsk> retain;
+  // The prompt's images: ranges computed in one piece (GenerationRequest::images).
+  std::vector<cache::UnbrokenSpan> unbroken;
 };
 
 // Who a request is to the prompt cache: the one place a cache::RequestKey is made from a request.
@@ -51,8 +54,19 @@ cache::RequestKey cache_key(const CacheOptions& options);
 // Most alternatives a request may ask for with each generated token.
 inline constexpr std::int32_t kMaxTopLogprobs = 20;
 
+// An image in a prompt: positions [begin, begin + image->n_tokens) hold its stand-in token ids
+// (engine::image_token_ids), which the scheduler computes from the image's embeddings.
+struct PromptImage {
+  engine::Pos begin = 0;
+  std::shared_ptr<const engine::PreparedImage> image;
+  engine::Pos end() const { return begin + image->n_tokens; }
+};
+
 struct GenerationRequest {
   std::vector<engine::Token> prompt;        // at least one token
+  // Sorted by position, non-overlapping; the prompt's last token is never an image's. Requires an
+  // engine with a vision projector.
+  std::vector<PromptImage> images;
   engine::SamplingParams sampling;
   std::int32_t max_tokens = -1;             // -1: until end of generation or the context is full
   // Feed the whole prompt, sample nothing, and leave all of it to the cache (the control plane's
@@ -91,6 +105,12 @@ struct CacheReport {
   // The prompt inputs (CacheOptions::prompt_inputs) that differ from the session's previous
   // request: why its prompt may diverge from that request's earlier than its messages do.
   std::vector<std::string> changed_inputs;
+  // The prompt's images: those whose positions were all reused (cached), those whose embeddings
+  // came from the embedding cache, and those the vision encoder ran for.
+  std::int32_t images = 0;
+  std::int32_t images_cached = 0;
+  std::int32_t image_embeddings_reused = 0;
+  std::int32_t images_encoded = 0;
 };
 
 struct Usage {

@@ -74,6 +74,9 @@ std::expected<std::shared_ptr<RequestStream>, SubmitError> Scheduler::Impl::subm
       sampler = nullptr;
     }
   }
+  // An image's positions are computed in one piece: the cache never resumes inside one.
+  request.cache.unbroken.clear();
+  for (const PromptImage& image : request.images) request.cache.unbroken.push_back({image.begin, image.end()});
   std::lock_guard lock(mutex_);
   if (request.prompt.empty()) return reject(SubmitError::empty_prompt);
   if (static_cast<std::int32_t>(request.prompt.size()) > max_prompt_tokens()) {
@@ -95,7 +98,9 @@ std::expected<std::shared_ptr<RequestStream>, SubmitError> Scheduler::Impl::subm
 
 SchedulerStats Scheduler::Impl::stats() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  SchedulerStats out = stats_;
+  out.image_embedding_capacity_bytes = options_.image_embedding_bytes;
+  return out;
 }
 
 cache::ResetReport Scheduler::Impl::reset_cache(const std::optional<cache::ScopeId>& scope) {

@@ -40,6 +40,8 @@ struct SchedulerOptions {
   // After a reply, feed the end of the assistant turn the template renders in the next request
   // and keep the sequence with it (see CacheOptions::continuation).
   bool cache_warmup = true;
+  // Image embeddings kept by digest (image_embeddings.h): the byte budget.
+  std::uint64_t image_embedding_bytes = 256ull << 20;
   cache::CacheConfig cache;
 };
 
@@ -55,6 +57,15 @@ struct SchedulerStats {
   std::int64_t warmup_tokens_total = 0;      // tokens fed after replies for the next turn (warm-up)
   std::int64_t warmups_total = 0;            // replies whose sequence was warmed up
   std::int64_t prompt_input_changes_total = 0;  // requests whose session changed template inputs
+  // Images in the prompts of finished requests; of which every position was reused from the cache;
+  // the vision encoder's runs; embeddings taken from the embedding cache instead; what it keeps.
+  std::int64_t images_total = 0;
+  std::int64_t images_cached_total = 0;
+  std::int64_t images_encoded_total = 0;
+  std::int64_t image_embedding_hits_total = 0;
+  std::int64_t image_embeddings = 0;
+  std::uint64_t image_embedding_bytes = 0;
+  std::uint64_t image_embedding_capacity_bytes = 0;
   std::int32_t running = 0;
   std::int32_t queued = 0;
   // Time to first token (submission to first sampled token), as cumulative histogram buckets.

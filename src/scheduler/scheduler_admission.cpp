@@ -89,8 +89,14 @@ void Scheduler::Impl::start(Queued queued) {
 void Scheduler::Impl::apply(Active& a, const cache::Acquisition& got) {
   a.waiting = got.waiting;
   a.n_past = got.reused;
-  a.cache = CacheReport{got.outcome, got.reused, a.n_prompt - got.reused, got.tier, got.in_session,
-                        std::move(a.cache.changed_inputs)};
+  CacheReport report{got.outcome, got.reused, a.n_prompt - got.reused, got.tier, got.in_session,
+                     std::move(a.cache.changed_inputs)};
+  report.images = static_cast<std::int32_t>(a.request.images.size());
+  report.images_cached = static_cast<std::int32_t>(
+      std::ranges::count_if(a.request.images, [&](const PromptImage& image) { return image.end() <= got.reused; }));
+  report.image_embeddings_reused = a.cache.image_embeddings_reused;
+  report.images_encoded = a.cache.images_encoded;
+  a.cache = std::move(report);
 }
 
 // A named session's template, kwargs, tools or tool_choice that changed since its previous

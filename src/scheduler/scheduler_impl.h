@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "scheduler/image_embeddings.h"
 #include "scheduler/masked_draws.h"
 #include "scheduler/remote_waits.h"
 #include "scheduler/scheduler.h"
@@ -26,6 +27,9 @@ namespace prefixd::scheduler {
 inline double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
+
+// The order in which prompts get prefill (scheduler_step.cpp).
+bool prefills_before(const Active* x, const Active* y);
 
 class Scheduler::Impl {
  public:
@@ -76,6 +80,10 @@ class Scheduler::Impl {
   void finish_prefills();
   void end_sequence(Active& a, bool keep);
 
+  // scheduler_images.cpp
+  bool prefill_next_image();
+  bool prefill_image(Active& a, const PromptImage& image);
+
   // scheduler_warmup.cpp
   void remember_reply(const Active& a);
   bool warmup_applies(const Active& a) const;
@@ -96,6 +104,7 @@ class Scheduler::Impl {
   std::deque<Queued> queue_;      // admitted in order once a sequence is free and the prompt fits
   std::unique_ptr<RemoteWaits> remote_waits_;  // requests waiting for their shared-tier lookup
   std::vector<engine::SeqId> free_seqs_;
+  ImageEmbeddings image_embeddings_{options_.image_embedding_bytes};
 
   // Shared with submitters; guarded by mutex_.
   mutable std::mutex mutex_;

@@ -62,6 +62,21 @@ struct Active {
   // got none: how long shortest-remaining-first has held it back, in the unit its own work is.
   std::int64_t passed_over_tokens = 0;
 
+  // The image whose positions hold `pos`, or null.
+  const PromptImage* image_at(engine::Pos pos) const {
+    for (const PromptImage& image : request.images) {
+      if (image.begin <= pos && pos < image.end()) return &image;
+    }
+    return nullptr;
+  }
+  // Where the next image at or after `pos` begins; n_prompt when none does.
+  engine::Pos next_image(engine::Pos pos) const {
+    for (const PromptImage& image : request.images) {
+      if (image.begin >= pos) return image.begin;
+    }
+    return n_prompt;
+  }
+
   bool prefilling() const { return !waiting && n_past < n_prompt; }
   bool decoding() const { return !waiting && !drawing && n_past >= n_prompt; }
   bool uses_cache() const { return request.cache.enabled; }

@@ -20,6 +20,8 @@ bool held_back_too_long(const Active& a) {
   return a.passed_over_tokens >= kMaxPrefillSlowdown * static_cast<std::int64_t>(a.n_prompt - a.n_past);
 }
 
+}  // namespace
+
 // Prefill order: waiting prompts before warm-ups; among them, those held back too long first
 // (the longest held back first), then shortest remaining first.
 bool prefills_before(const Active* x, const Active* y) {
@@ -31,8 +33,6 @@ bool prefills_before(const Active* x, const Active* y) {
   return x->n_prompt - x->n_past < y->n_prompt - y->n_past;
 }
 
-}  // namespace
-
 using engine::BatchToken;
 using engine::DecodeStatus;
 using engine::Token;
@@ -40,6 +40,8 @@ using engine::Token;
 // Builds one batch: a decode token for every generating request, then prefill chunks in turn.
 void Scheduler::Impl::step() {
   if (active_.empty()) return;
+  // An image is decoded on its own (its rows are embeddings, not tokens), before the batch.
+  if (!prefill_next_image()) return;
   batch_.clear();
   for (auto& a : active_) a->row = -1;
   const auto capacity = static_cast<size_t>(engine_.batch_size());
@@ -62,8 +64,10 @@ void Scheduler::Impl::step() {
   std::vector<Chunk> chunks;
   for (Active* a : order) {
     if (batch_.size() >= capacity) break;
+    if (a->image_at(a->n_past) != nullptr) continue;  // its image goes first, in a step of its own
     auto take = static_cast<std::int32_t>(
         std::min<size_t>(capacity - batch_.size(), static_cast<size_t>(a->n_prompt - a->n_past)));
+    take = std::min(take, a->next_image(a->n_past) - a->n_past);
     // A chunk ends where the cache takes a checkpoint of the sequence.
     if (const std::int32_t stop = a->uses_cache() && !a->warming ? cache_->next_stop(a->seq) : -1; stop > a->n_past) {
       take = std::min(take, stop - a->n_past);
@@ -301,6 +305,8 @@ void Scheduler::Impl::finish(size_t index, FinishReason reason, std::string erro
     if (!warm) free_seqs_.push_back(a->seq);
     stats_.prompt_tokens_total += a->n_prompt;
     stats_.generated_tokens_total += a->generated;
+    stats_.images_total += a->cache.images;
+    stats_.images_cached_total += a->cache.images_cached;
     // A warm-up keeps the sequence running; counted before the reply is delivered, so a client
     // that sees the reply and then the stats sees it.
     stats_.running = static_cast<std::int32_t>(active_.size()) + (warm ? 1 : 0);

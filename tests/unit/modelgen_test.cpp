@@ -151,8 +151,36 @@ TEST(ModelgenPresets, ListsEachPresetWithItsArchitecture) {
   const std::set<std::pair<std::string, std::string>> expected = {
       {"tiny", "qwen2"},           {"qwen2-0.5b", "qwen2"},   {"gemma3-tiny", "gemma3"},
       {"mamba2-tiny", "mamba2"}, {"qwen35-tiny", "qwen35"},   {"qwen35-0.8b", "qwen35"},
+      {"tiny-mmproj", "clip"},   {"gemma3-tiny-mmproj", "clip"}, {"tiny256-mmproj", "clip"},
+      {"gemma3-4b-mmproj", "clip"},
   };
   EXPECT_EQ(listed, expected);
+}
+
+// A projector's shapes must agree with each other and with its text model, or libmtmd refuses it
+// at load (output width) or computes garbage (position rows): checked on the spec.
+TEST(ModelgenPresets, ProjectorsProjectIntoTheirTextModelAndHaveAPositionPerPatch) {
+  const struct {
+    const char* projector;
+    std::int64_t text_embd;
+    std::int64_t patches;
+  } cases[] = {{"tiny-mmproj", 64, 16 * 16}, {"gemma3-tiny-mmproj", 128, 16 * 16}, {"tiny256-mmproj", 256, 16 * 16},
+               {"gemma3-4b-mmproj", 2560, 64 * 64}};
+  for (const auto& c : cases) {
+    const auto spec = prefixd::modelgen::make_spec(c.projector);
+    EXPECT_EQ(spec.file_kind, "mmproj");
+    EXPECT_EQ(spec.vocab.size, 0u);
+    const auto tensor = [&](const std::string& name) {
+      for (const auto& t : spec.tensors) {
+        if (t.name == name) return t;
+      }
+      ADD_FAILURE() << c.projector << " has no " << name;
+      return prefixd::modelgen::TensorSpec{};
+    };
+    EXPECT_EQ(tensor("mm.input_projection.weight").ne.at(0), c.text_embd) << c.projector;
+    EXPECT_EQ(tensor("v.position_embd.weight").ne.at(1), c.patches) << c.projector;
+    EXPECT_EQ(tensor("v.position_embd.weight").storage, prefixd::modelgen::StorageClass::f32) << c.projector;
+  }
 }
 
 TEST(ModelgenDeterminism, SameSeedGivesByteIdenticalFiles) {

@@ -64,8 +64,11 @@ void check_cache_control(const ordered_json& block, const std::string& param) {
 }
 
 [[noreturn]] void unsupported_block(const std::string& type, const std::string& param) {
-  if (type == "image" || type == "document") {
-    reject(param + ".type", std::format("'{}' blocks are not supported: this server serves text only", type));
+  if (type == "image") {
+    reject(param + ".type", "'image' blocks are served in user messages only (with --mmproj)");
+  }
+  if (type == "document") {
+    reject(param + ".type", "'document' blocks are not supported: send the document's text");
   }
   reject(param + ".type", std::format("content blocks of type '{}' are not supported here", type));
 }
@@ -93,6 +96,7 @@ void require_blocks(const ordered_json& content, const std::string& param) {
 
 struct Conversation {
   json messages = json::array();
+  std::vector<ImageInput> images;  // in the order their markers stand in the messages
   std::optional<std::size_t> breakpoint_messages;
   std::vector<CacheBreakpoint> breakpoints;  // in order
 
@@ -104,7 +108,27 @@ struct Conversation {
   }
 };
 
-void add_user_turn(Conversation& out, const ordered_json& content, const std::string& param) {
+// An image block: {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ...}}.
+// A URL source is refused (this server fetches nothing).
+std::string image_block_bytes(const ordered_json& block, const std::string& param, const ImageLimits& limits) {
+  const auto source = block.find("source");
+  if (source == block.end() || !source->is_object()) reject(param + ".source", std::format("'{}.source' must be an object", param));
+  const std::string type = source->value("type", "");
+  if (type == "url") {
+    reject(param + ".source", std::format("'{}.source' is a URL; this server fetches nothing: send the image as base64", param));
+  }
+  if (type != "base64") reject(param + ".source.type", std::format("'{}.source.type' must be 'base64'", param));
+  const auto media_type = source->find("media_type");
+  if (media_type == source->end() || !media_type->is_string() ||
+      !media_type->get_ref<const std::string&>().starts_with("image/")) {
+    reject(param + ".source.media_type", std::format("'{}.source.media_type' must be an image type (image/png, ...)", param));
+  }
+  const auto data = source->find("data");
+  if (data == source->end() || !data->is_string()) reject(param + ".source.data", std::format("'{}.source.data' must be a string", param));
+  return image_bytes_from_base64(data->get_ref<const std::string&>(), param + ".source.data", limits);
+}
+
+void add_user_turn(Conversation& out, const ordered_json& content, const std::string& param, const ImageLimits& limits) {
   if (content.is_string()) {
     out.messages.push_back({{"role", "user"}, {"content", content.get<std::string>()}});
     return;
@@ -135,6 +159,13 @@ void add_user_turn(Conversation& out, const ordered_json& content, const std::st
     } else if (type == "text") {
       if (has_text) text += '\n';
       text += text_of(block, at);
+      has_text = true;
+      breakpoint = std::max(breakpoint, breakpoint_ttl(block));
+    } else if (type == "image") {
+      require_projector(at, limits);
+      add_image(out.images, image_block_bytes(block, at, limits), at, limits);
+      if (has_text) text += '\n';
+      text += kImageMarker;
       has_text = true;
       breakpoint = std::max(breakpoint, breakpoint_ttl(block));
     } else {
@@ -195,7 +226,7 @@ void add_assistant_turn(Conversation& out, const ordered_json& content, const st
   out.mark(breakpoint);
 }
 
-Conversation parse_conversation(const ordered_json& root) {
+Conversation parse_conversation(const ordered_json& root, const ImageLimits& limits) {
   Conversation out;
   if (const auto system = root.find("system"); system != root.end() && !system->is_null()) {
     auto breakpoint = std::chrono::seconds::zero();
@@ -224,7 +255,7 @@ Conversation parse_conversation(const ordered_json& root) {
       out.messages.push_back({{"role", "system"}, {"content", std::move(text)}});
       out.mark(breakpoint);
     } else if (*role == "user") {
-      add_user_turn(out, *content, param + ".content");
+      add_user_turn(out, *content, param + ".content", limits);
     } else {
       if (i + 1 == messages->size()) {
         reject(param, std::format("'{}': a final assistant message (a prefill of the reply) is not supported", param));
@@ -377,7 +408,7 @@ std::expected<MessagesRequest, ApiError> parse_messages_request(std::string_view
     MessagesRequest out;
     ChatRequest& request = out.chat;
     request.params = parse_params(in, options, route);
-    Conversation conversation = parse_conversation(ordered);
+    Conversation conversation = parse_conversation(ordered, options.images);
     auto tools_breakpoint = std::chrono::seconds::zero();
     ordered_json ordered_tools;
     request.tools = parse_tools(ordered, tools_breakpoint, ordered_tools);
@@ -385,6 +416,8 @@ std::expected<MessagesRequest, ApiError> parse_messages_request(std::string_view
     if (request.tool_choice == "required" || request.tool_choice.is_object()) request.ordered_tools = std::move(ordered_tools);
     if (request.tool_choice != "none") request.chat.tools = request.tools;
     request.chat.messages = std::move(conversation.messages);
+    request.images = std::move(conversation.images);
+    if (!request.images.empty()) check_image_markers(request.chat.messages, request.images.size());
     request.chat.extra_context = parse_thinking(in);
     out.breakpoint_messages = conversation.breakpoint_messages;
     if (tools_breakpoint > std::chrono::seconds::zero() && !out.breakpoint_messages) out.breakpoint_messages = 0;

@@ -18,8 +18,9 @@
 //                                          none -> auto / required / the function / none
 //   stop_sequences, temperature, top_p, top_k, max_tokens (required), metadata.user_id (the
 //   cache session), thinking {type: enabled|disabled} (the template's enable_thinking)
-// What cannot be served is a 400 naming the field: image and document blocks, server tools, a
-// final assistant message (a prefill of the reply).
+// Image blocks in user messages (base64 sources) become the request's images (images/image_input.h).
+// What cannot be served is a 400 naming the field: URL image sources, document blocks, server
+// tools, a final assistant message (a prefill of the reply).
 #pragma once
 
 #include <chrono>

@@ -120,10 +120,31 @@ CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
   return params;
 }
 
+// An image_url part: {"type": "image_url", "image_url": {"url": "data:image/...;base64,..."}} (the
+// url alone as a string is accepted too).
+void read_image_part(const json& part, const std::string& part_param, std::vector<ImageInput>& images,
+                     const ImageLimits& limits) {
+  require_projector(part_param, limits);
+  const auto image_url = part.find("image_url");
+  const std::string url_param = part_param + ".image_url";
+  const json* url = nullptr;
+  if (image_url != part.end() && image_url->is_string()) {
+    url = &*image_url;
+  } else if (image_url != part.end() && image_url->is_object() && image_url->contains("url")) {
+    url = &(*image_url)["url"];
+  }
+  if (url == nullptr || !url->is_string()) {
+    reject(url_param + ".url", std::format("'{}.url' must be a string (a data: URL)", url_param));
+  }
+  std::string bytes = image_bytes_from_url(url->get_ref<const std::string&>(), url_param + ".url", limits);
+  add_image(images, std::move(bytes), part_param, limits);
+}
+
 // OpenAI content is a string or an array of parts; templates expect strings, so text parts are
-// joined. Anything but text needs a multimodal model this server does not have. The text is moved
-// out of the request tree, which is not read again: a long prompt is not copied.
-json flatten_content(json& content, const std::string& param) {
+// joined, and an image part becomes kImageMarker in that text with its bytes kept in `images`. The
+// text is moved out of the request tree, which is not read again: a long prompt is not copied.
+json flatten_content(json& content, const std::string& param, std::vector<ImageInput>& images,
+                     const ImageLimits& limits) {
   if (content.is_string()) return std::move(content);
   if (!content.is_array()) reject(param, std::format("'{}' must be a string or an array of content parts", param));
   std::string text;
@@ -133,8 +154,15 @@ json flatten_content(json& content, const std::string& param) {
     if (!part.is_object()) reject(part_param, std::format("'{}' must be an object", part_param));
     const auto type = part.find("type");
     if (type == part.end() || !type->is_string()) reject(part_param + ".type", std::format("'{}.type' must be a string", part_param));
+    if (*type == "image_url") {
+      read_image_part(part, part_param, images, limits);
+      if (j > 0) text += '\n';
+      text += kImageMarker;
+      continue;
+    }
     if (*type != "text") {
-      reject(part_param + ".type", std::format("content parts of type '{}' are not supported (text only)", type->get<std::string>()));
+      reject(part_param + ".type",
+             std::format("content parts of type '{}' are not supported (text and image_url)", type->get<std::string>()));
     }
     const auto part_text = part.find("text");
     if (part_text == part.end() || !part_text->is_string()) {
@@ -168,7 +196,7 @@ void check_tool_calls(const json& calls, const std::string& param) {
 constexpr std::string_view kRoles[] = {"system", "developer", "user", "assistant", "tool"};
 
 // Validates the messages and shapes them for the template, in place: the caller's tree is consumed.
-json parse_messages(json& root) {
+json parse_messages(json& root, std::vector<ImageInput>& images, const ImageLimits& limits) {
   const auto found = root.find("messages");
   if (found == root.end() || found->is_null()) reject("messages", "'messages' is required");
   json& messages = *found;
@@ -210,7 +238,7 @@ json parse_messages(json& root) {
       if (!has_tool_calls) reject(param + ".content", std::format("'{}.content' is required", param));
       message["content"] = nullptr;
     } else {
-      *content = flatten_content(*content, param + ".content");
+      *content = flatten_content(*content, param + ".content", images, limits);
     }
   }
   return std::move(messages);
@@ -374,7 +402,8 @@ std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, c
     const auto top = in.integer("top_logprobs", 0, scheduler::kMaxTopLogprobs);
     if (top && !logprobs) reject("top_logprobs", "'top_logprobs' requires 'logprobs': true");
     request.params.logprobs = logprobs ? static_cast<std::int32_t>(top.value_or(0)) : -1;
-    request.chat.messages = parse_messages(*root);
+    request.chat.messages = parse_messages(*root, request.images, options.images);
+    if (!request.images.empty()) check_image_markers(request.chat.messages, request.images.size());
     request.tools = parse_tools(in);
     request.tool_choice = parse_tool_choice(in, request.tools);
     // Schemas keep the key order they were sent in (it becomes the order of the output's keys).

@@ -29,6 +29,7 @@ struct ParseOptions {
   // The seed of a request that sends none (--seed); kRandomSeed: a random one per request.
   std::uint32_t default_seed = engine::kRandomSeed;
   std::size_t max_json_nodes = kDefaultMaxJsonNodes;  // values a body may hold (--max-json-nodes)
+  ImageLimits images;                    // image parts; none accepted without a vision projector
 };
 
 // The body parsed, or why not: nested deeper than kMaxJsonDepth or holding more than `max_nodes`

@@ -102,6 +102,14 @@ OrderedJson prompt_cache_json(const scheduler::CacheReport& report) {
                      {"tier", null_if_empty(cache::tier_name(report.tier))},
                      {"scope", null_if_empty(hit ? (report.in_session ? "in_session" : "cross_session") : "")}};
   if (!report.changed_inputs.empty()) out["changed_inputs"] = report.changed_inputs;
+  if (report.images > 0) {
+    // cached: images whose every position came from the cache; embeddings_reused: images computed
+    // again from kept embeddings; encoded: images the vision encoder ran for.
+    out["images"] = {{"count", report.images},
+                     {"cached", report.images_cached},
+                     {"embeddings_reused", report.image_embeddings_reused},
+                     {"encoded", report.images_encoded}};
+  }
   return out;
 }
 
@@ -245,6 +253,17 @@ std::string metrics_text(const scheduler::SchedulerStats& stats) {
              "Requests of a named session whose chat template, kwargs, tools or tool_choice differ from its previous "
              "request's.",
              stats.prompt_input_changes_total);
+  add_metric(out, "prefixd_images_total", "counter", "Images in the prompts of finished requests.", stats.images_total);
+  add_metric(out, "prefixd_images_cached_total", "counter",
+             "Images whose every position was reused from the prompt cache.", stats.images_cached_total);
+  add_metric(out, "prefixd_images_encoded_total", "counter", "Images the vision encoder ran for.",
+             stats.images_encoded_total);
+  add_metric(out, "prefixd_image_embedding_hits_total", "counter",
+             "Images computed again from kept embeddings instead of the vision encoder.",
+             stats.image_embedding_hits_total);
+  add_metric(out, "prefixd_image_embeddings", "gauge", "Image embeddings kept by digest.", stats.image_embeddings);
+  add_metric(out, "prefixd_image_embedding_bytes", "gauge", "Bytes of the image embeddings kept.",
+             static_cast<std::int64_t>(stats.image_embedding_bytes));
   add_metric(out, "prefixd_requests_running", "gauge", "Requests holding a sequence now.", stats.running);
   add_metric(out, "prefixd_requests_queued", "gauge", "Requests waiting for a sequence.", stats.queued);
   return out;

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "api/images/image_prompt.h"
 #include "api/prompt/cache_namespace.h"
 #include "api/prompt/turn_layout.h"
 
@@ -57,6 +58,7 @@ struct PromptBuilder::ChatPrompt {
   std::vector<std::string> originals;  // what the placeholders in `shielded` stand for
   std::string rendered;                // the template's output for that input (placeholders included)
   std::vector<engine::Token> tokens;
+  std::vector<scheduler::PromptImage> images;  // where the request's images stand in `tokens`
 };
 
 PromptBuilder::PromptBuilder(const engine::Vocabulary& vocab, ChatTemplate chat_template, std::string model_key,
@@ -162,6 +164,21 @@ std::expected<PromptBuilder::ChatPrompt, ApiError> PromptBuilder::prepare(const 
   if (auto refused = refuse_text(weigh(text), max_prompt_tokens, "messages")) return std::unexpected(std::move(*refused));
   // Special tokens are parsed: the template's markers (<|im_start|>...) must become their single
   // special tokens, not be spelled out as text. The client's special-token strings are not.
+  if (!request.images.empty()) {
+    if (options_.vision == nullptr) {
+      return std::unexpected(invalid_param(request.images.front().param,
+                                           "this server has no vision projector for images (start it with --mmproj)"));
+    }
+    const PieceTokenizer piece = [this](std::string_view piece_text, bool add_special,
+                                        std::span<const engine::TextRange> literal) {
+      return vocab_.tokenize_with_literals(piece_text, add_special, literal);
+    };
+    auto with_images = tokenize_with_images(text, restored.literal, request.images, *options_.vision, piece);
+    if (!with_images) return std::unexpected(std::move(with_images.error()));
+    prompt.tokens = std::move(with_images->tokens);
+    prompt.images = std::move(with_images->images);
+    return prompt;
+  }
   prompt.tokens = vocab_.tokenize_with_literals(text, /*add_special=*/true, restored.literal);
   return prompt;
 }
@@ -174,7 +191,10 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const
   // Checked before the layout is computed, so an oversized prompt costs one tokenization.
   const bool fits = max_prompt_tokens < 0 || prompt->tokens.size() <= static_cast<std::size_t>(max_prompt_tokens);
   TurnLayout layout;
-  if (fits && request.params.cache.enabled) {
+  // A prompt with images carries no turn layout: the layout re-renders the history as text, where
+  // an image is its marker and not its tokens. Checkpoint families checkpoint at the images' edges
+  // (below), along the prompt and at its end, which the next turn extends.
+  if (fits && request.params.cache.enabled && prompt->images.empty()) {
     const auto& originals = prompt->originals;
     const RenderedTokenizer tokenize = [this, &originals](std::string_view rendered, bool add_special) {
       const LiteralText text = special_text_.restore(rendered, originals);
@@ -189,6 +209,14 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::build(const
   if (built) {
     built->cache.boundaries = std::move(layout.boundaries);
     built->cache.continuation = std::move(layout.continuation);
+    // Checkpoint families resume at an image's edges: before it (a prompt that holds another image
+    // there) and after it (another question about the same image).
+    for (const scheduler::PromptImage& image : prompt->images) {
+      if (built->cache.boundaries.size() + 2 > kMaxTurnBoundaries) break;
+      built->cache.boundaries.push_back(image.begin);
+      built->cache.boundaries.push_back(image.end());
+    }
+    built->images = std::move(prompt->images);
   }
   return built;
 }

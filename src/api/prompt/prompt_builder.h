@@ -42,6 +42,8 @@ struct PromptOptions {
   // reused at checkpoints take checkpoints there; finding them costs a render and a tokenization
   // of the history before each, more than the whole prompt's own tokenization, on every request.
   bool turn_boundaries = true;
+  // The engine's vision projector (engine::Engine::vision), or null: chats with images are refused.
+  const engine::Vision* vision = nullptr;
 };
 
 class PromptBuilder {

@@ -1,0 +1,57 @@
+// prefixd api — images in requests: where they stand in a message and the bytes of each.
+//
+// Every protocol's parser replaces an image part with kImageMarker in the message text it hands
+// the chat template (as text parts are joined) and keeps the image's bytes, in order, with the
+// field that sent it. The prompt builder finds the markers in the rendered prompt and puts each
+// image's tokens there (prompt_builder.h). Images come inline only (base64, a data: URL in OpenAI's
+// form); the server fetches nothing.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace prefixd::api {
+
+// What an image part becomes in the text the template renders. Client text that contains it is
+// refused when the request carries images (the markers would not match the images).
+inline constexpr std::string_view kImageMarker = "<__media__>";
+
+struct ImageLimits {
+  std::size_t max_images = 0;           // per request; 0: no vision projector, every image refused
+  std::size_t max_bytes = 20u << 20;    // one image file, decoded from base64
+};
+
+struct ImageInput {
+  std::string bytes;  // the image file as sent (PNG, JPEG, ...)
+  std::string param;  // the field that carried it, for errors: "messages[1].content[0]"
+};
+
+// The bytes of standard base64 (padding optional, no whitespace or other characters), or nullopt.
+std::optional<std::string> decode_base64(std::string_view text);
+
+// Reads an image URL: "data:<media type>;base64,<data>" gives its decoded bytes. Throws the
+// parser's rejection (fields::Rejection) naming `param`: for a remote URL (not fetched), another
+// scheme, a data URL that is not base64 or not an image type, and an image over the byte limit.
+std::string image_bytes_from_url(std::string_view url, const std::string& param, const ImageLimits& limits);
+
+// Checks an inline image's base64 payload against the limits and decodes it; throws as above.
+std::string image_bytes_from_base64(std::string_view data, const std::string& param, const ImageLimits& limits);
+
+// Refuses (naming `param`) an image part on a server without a vision projector, before anything
+// else about it is read.
+void require_projector(const std::string& param, const ImageLimits& limits);
+
+// Appends an image to `images`, refusing it past the per-request limit (or on a server without a
+// projector); throws as above.
+void add_image(std::vector<ImageInput>& images, std::string bytes, std::string param, const ImageLimits& limits);
+
+// Checks that the messages' text (chat template input, string contents) holds exactly `images`
+// markers; throws the parser's rejection (param "messages") when client text spells the marker.
+void check_image_markers(const nlohmann::json& messages, std::size_t images);
+
+}  // namespace prefixd::api

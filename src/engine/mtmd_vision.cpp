@@ -1,0 +1,182 @@
+// Images through libmtmd: the projector's own preprocessing and tokenization (what text goes
+// around an image, how many positions it takes) and its encoder.
+#include "engine/mtmd_vision.h"
+
+#include <cstring>
+#include <format>
+#include <mutex>
+#include <stdexcept>
+
+#include <gguf.h>
+#include <mtmd-helper.h>
+#include <mtmd.h>
+#include <spdlog/spdlog.h>
+#include <xxhash.h>
+
+namespace prefixd::engine::detail {
+namespace {
+
+struct MtmdDeleter {
+  void operator()(mtmd_context* ctx) const { mtmd_free(ctx); }
+  void operator()(mtmd_bitmap* bitmap) const { mtmd_bitmap_free(bitmap); }
+  void operator()(mtmd_input_chunks* chunks) const { mtmd_input_chunks_free(chunks); }
+  void operator()(mtmd_input_chunk* chunk) const { mtmd_input_chunk_free(chunk); }
+};
+using MtmdContextPtr = std::unique_ptr<mtmd_context, MtmdDeleter>;
+using BitmapPtr = std::unique_ptr<mtmd_bitmap, MtmdDeleter>;
+using ChunksPtr = std::unique_ptr<mtmd_input_chunks, MtmdDeleter>;
+using ChunkPtr = std::unique_ptr<mtmd_input_chunk, MtmdDeleter>;
+
+void route_mtmd_log(ggml_log_level level, const char* text, void* /*user_data*/) {
+  std::string_view line(text);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  if (line.empty()) return;
+  switch (level) {
+    case GGML_LOG_LEVEL_ERROR: spdlog::error("mtmd: {}", line); break;
+    case GGML_LOG_LEVEL_WARN: spdlog::warn("mtmd: {}", line); break;
+    default: spdlog::trace("mtmd: {}", line); break;
+  }
+}
+
+// The projector type the file names (clip.projector_type), for the log and /v1/models; empty when
+// it names none.
+std::string projector_type(const std::string& path) {
+  gguf_init_params params{};
+  params.no_alloc = true;
+  params.ctx = nullptr;
+  const std::unique_ptr<gguf_context, decltype(&gguf_free)> gguf(gguf_init_from_file(path.c_str(), params), &gguf_free);
+  if (!gguf) return {};
+  const int64_t key = gguf_find_key(gguf.get(), "clip.projector_type");
+  if (key < 0 || gguf_get_kv_type(gguf.get(), key) != GGUF_TYPE_STRING) return {};
+  return gguf_get_val_str(gguf.get(), key);
+}
+
+class MtmdImage final : public PreparedImage {
+ public:
+  ChunkPtr chunk;  // the image chunk, as mtmd_encode_chunk takes it
+};
+
+ImageDigest digest_of(const mtmd_bitmap* bitmap) {
+  XXH3_state_t* state = XXH3_createState();
+  if (state == nullptr) throw std::bad_alloc();
+  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> owned(state, &XXH3_freeState);
+  XXH3_128bits_reset(state);
+  const std::uint32_t size[2] = {mtmd_bitmap_get_nx(bitmap), mtmd_bitmap_get_ny(bitmap)};
+  std::uint8_t header[8];
+  for (int i = 0; i < 2; ++i) {
+    for (int b = 0; b < 4; ++b) header[i * 4 + b] = static_cast<std::uint8_t>(size[i] >> (8 * b));
+  }
+  XXH3_128bits_update(state, header, sizeof(header));
+  XXH3_128bits_update(state, mtmd_bitmap_get_data(bitmap), mtmd_bitmap_get_n_bytes(bitmap));
+  XXH128_canonical_t canonical;
+  XXH128_canonicalFromHash(&canonical, XXH3_128bits_digest(state));
+  ImageDigest digest;
+  std::memcpy(digest.data(), canonical.digest, digest.size());
+  return digest;
+}
+
+class MtmdVision final : public Vision {
+ public:
+  MtmdVision(MtmdContextPtr ctx, VisionInfo info, std::int32_t n_batch)
+      : ctx_(std::move(ctx)), info_(std::move(info)), n_batch_(n_batch) {}
+
+  const VisionInfo& info() const override { return info_; }
+
+  std::shared_ptr<const PreparedImage> prepare(std::span<const std::uint8_t> file) const override {
+    const ImageSize size = read_image_size(file);
+    if (size.width == 0 || size.height == 0) throw ImageError("the image has no pixels");
+    if (static_cast<std::uint64_t>(size.width) * size.height > info_.max_pixels) {
+      throw ImageError(std::format("the image is {}x{} pixels, more than the {} this server decodes (--max-image-pixels)",
+                                   size.width, size.height, info_.max_pixels));
+    }
+    const mtmd_helper_bitmap_wrapper wrapper =
+        mtmd_helper_bitmap_init_from_buf(ctx_.get(), file.data(), file.size(), false, mtmd_helper_init_opt_default());
+    BitmapPtr bitmap(wrapper.bitmap);
+    if (wrapper.video_ctx != nullptr) mtmd_helper_video_free(wrapper.video_ctx);
+    if (!bitmap) throw ImageError("the image decoder cannot read it (a damaged or unsupported file)");
+    if (mtmd_bitmap_is_audio(bitmap.get())) throw ImageError("it is audio, not an image");
+
+    auto image = std::make_shared<MtmdImage>();
+    image->digest = digest_of(bitmap.get());
+    image->width = static_cast<std::int32_t>(mtmd_bitmap_get_nx(bitmap.get()));
+    image->height = static_cast<std::int32_t>(mtmd_bitmap_get_ny(bitmap.get()));
+    // The projector decides the text around the image and its positions: tokenize its marker alone.
+    ChunksPtr chunks(mtmd_input_chunks_init());
+    const char* marker = mtmd_default_marker();
+    const mtmd_input_text text{marker, std::strlen(marker), /*add_special=*/false, /*parse_special=*/true};
+    const mtmd_bitmap* bitmaps[] = {bitmap.get()};
+    if (const int32_t rc = mtmd_tokenize(ctx_.get(), chunks.get(), &text, bitmaps, 1); rc != 0) {
+      throw ImageError(rc == 2 ? "the projector could not preprocess it" : "the projector could not place it");
+    }
+    bool seen_image = false;
+    for (size_t i = 0; i < mtmd_input_chunks_size(chunks.get()); ++i) {
+      const mtmd_input_chunk* chunk = mtmd_input_chunks_get(chunks.get(), i);
+      if (mtmd_input_chunk_get_type(chunk) == MTMD_INPUT_CHUNK_TYPE_TEXT) {
+        size_t n = 0;
+        const llama_token* tokens = mtmd_input_chunk_get_tokens_text(chunk, &n);
+        auto& side = seen_image ? image->after : image->before;
+        side.insert(side.end(), tokens, tokens + n);
+        continue;
+      }
+      if (mtmd_input_chunk_get_type(chunk) != MTMD_INPUT_CHUNK_TYPE_IMAGE || seen_image) {
+        throw ImageError("the projector turned it into something other than one image");
+      }
+      seen_image = true;
+      image->n_tokens = static_cast<std::int32_t>(mtmd_input_chunk_get_n_tokens(chunk));
+      if (mtmd_input_chunk_get_n_pos(chunk) != image->n_tokens) {
+        throw ImageError("the projector places its tokens at fewer positions than it has tokens");
+      }
+      image->non_causal = mtmd_decode_use_non_causal(ctx_.get(), chunk);
+      image->chunk.reset(mtmd_input_chunk_copy(chunk));
+    }
+    if (!seen_image || image->n_tokens <= 0) throw ImageError("the projector produced no image tokens for it");
+    if (image->n_tokens > n_batch_) {
+      throw ImageError(std::format("it takes {} positions, more than one batch of {} (--batch-size)", image->n_tokens,
+                                   n_batch_));
+    }
+    return image;
+  }
+
+  std::vector<float> encode(const PreparedImage& image) override {
+    const auto& mtmd_image = dynamic_cast<const MtmdImage&>(image);
+    if (mtmd_encode_chunk(ctx_.get(), mtmd_image.chunk.get()) != 0) throw ImageError("the vision encoder failed");
+    const float* embd = mtmd_get_output_embd(ctx_.get());
+    if (embd == nullptr) throw ImageError("the vision encoder returned nothing");
+    const size_t n = static_cast<size_t>(image.n_tokens) * static_cast<size_t>(info_.n_embd);
+    return std::vector<float>(embd, embd + n);
+  }
+
+ private:
+  MtmdContextPtr ctx_;
+  VisionInfo info_;
+  std::int32_t n_batch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Vision> load_mtmd_vision(const std::string& path, const llama_model* model, const VisionOptions& options) {
+  static std::once_flag log_once;
+  std::call_once(log_once, [] { mtmd_helper_log_set(route_mtmd_log, nullptr); });
+  mtmd_context_params params = mtmd_context_params_default();
+  params.use_gpu = options.use_gpu;
+  params.print_timings = false;
+  params.n_threads = options.n_threads;
+  params.flash_attn_type = options.flash_attention ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  params.warmup = false;
+  MtmdContextPtr ctx(mtmd_init_from_file(path.c_str(), model, params));
+  if (!ctx) throw std::runtime_error("cannot load the vision projector '" + path + "' (see the log above)");
+  if (!mtmd_support_vision(ctx.get())) throw std::runtime_error("'" + path + "' is not a vision projector");
+  if (mtmd_decode_use_mrope(ctx.get())) {
+    throw std::runtime_error("'" + path + "' places image tokens with M-RoPE positions, which prefixd does not serve yet");
+  }
+  VisionInfo info;
+  info.path = path;
+  info.n_embd = llama_model_n_embd_inp(model);
+  info.max_pixels = options.max_pixels > 0 ? options.max_pixels : kDefaultMaxImagePixels;
+  info.projector = projector_type(path);
+  spdlog::info("vision projector {} ({}) loaded: images of at most {:.1f} megapixels", path,
+               info.projector.empty() ? "type not named" : info.projector, static_cast<double>(info.max_pixels) / 1e6);
+  return std::make_unique<MtmdVision>(std::move(ctx), std::move(info), options.n_batch);
+}
+
+}  // namespace prefixd::engine::detail

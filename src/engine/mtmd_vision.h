@@ -1,0 +1,28 @@
+// The Vision implementation over libmtmd. Internal to src/engine/.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <llama.h>
+
+#include "engine/vision.h"
+
+namespace prefixd::engine::detail {
+
+struct VisionOptions {
+  int n_threads = 1;
+  bool use_gpu = false;
+  bool flash_attention = true;
+  std::int32_t n_batch = 512;         // an image must fit in one decode
+  std::uint64_t max_pixels = 0;       // 0: kDefaultMaxImagePixels
+};
+
+inline constexpr std::uint64_t kDefaultMaxImagePixels = 32ull << 20;  // about 33 megapixels
+
+// Loads the projector at `path` for `model`. Throws std::runtime_error with the reason when the
+// file is not a projector libmtmd loads, does not match the model, or places image tokens in a way
+// the prompt cache cannot follow (M-RoPE positions, which do not advance one per token).
+std::unique_ptr<Vision> load_mtmd_vision(const std::string& path, const llama_model* model, const VisionOptions& options);
+
+}  // namespace prefixd::engine::detail

@@ -1,0 +1,122 @@
+// Vision projector presets: GGUF files in the layout libmtmd loads ("clip" files, as llama.cpp's
+// converter writes them with --mmproj), with random weights. Shapes follow the vision towers they
+// are named after; the projection's output width is the paired text model's n_embd.
+#include <cmath>
+#include <format>
+#include <string_view>
+
+#include "modelgen/spec.h"
+
+namespace prefixd::modelgen {
+namespace {
+
+TensorSpec matrix(std::string name, std::int64_t in, std::int64_t out) {
+  return {std::move(name), {in, out}, Normal{1.0f / std::sqrt(static_cast<float>(in))}, StorageClass::matrix};
+}
+// The loader adds or transposes these in f32/f16 graph ops that take no quantized type.
+TensorSpec f32_matrix(std::string name, std::vector<std::int64_t> ne, float stddev) {
+  return {std::move(name), std::move(ne), Normal{stddev}, StorageClass::f32};
+}
+TensorSpec ones(std::string name, std::int64_t n) { return {std::move(name), {n}, Constant{1.0f}, StorageClass::f32}; }
+TensorSpec small(std::string name, std::int64_t n) { return {std::move(name), {n}, Normal{0.02f}, StorageClass::f32}; }
+std::string vblk(int layer, std::string_view what) { return std::format("v.blk.{}.{}", layer, what); }
+
+// A SigLIP vision tower with Gemma 3's projector: patches, a learned position per patch, pre-norm
+// transformer blocks (GELU MLP), a final norm, an average pool of merge×merge patches, an RMS norm
+// and a linear map into the text model's embedding width. Every image is resized to
+// image_size² and gives (image_size / patch / merge)² tokens, which attend to each other both ways.
+struct SiglipShape {
+  std::uint32_t n_embd, n_ff, n_layer, n_head, image_size, patch, text_embd;
+};
+
+ModelSpec gemma3_projector(std::string preset, std::string display, const SiglipShape& s) {
+  ModelSpec spec{.preset = std::move(preset), .architecture = "clip", .display_name = std::move(display),
+                 .default_weight_type = "f16", .vocab = {.size = 0, .n_regular = 0}};
+  spec.file_kind = "mmproj";
+  spec.hparams = {
+      {"projector_type", std::string("gemma3")},
+      {"has_vision_encoder", true},
+      {"use_gelu", true},
+      {"vision.image_size", s.image_size},
+      {"vision.patch_size", s.patch},
+      {"vision.embedding_length", s.n_embd},
+      {"vision.feed_forward_length", s.n_ff},
+      {"vision.block_count", s.n_layer},
+      {"vision.attention.head_count", s.n_head},
+      {"vision.attention.layer_norm_epsilon", 1e-6f},
+      {"vision.projection_dim", s.text_embd},
+      {"vision.image_mean", std::vector<float>{0.5f, 0.5f, 0.5f}},
+      {"vision.image_std", std::vector<float>{0.5f, 0.5f, 0.5f}},
+  };
+  const std::int64_t n = s.n_embd;
+  const std::int64_t patches = static_cast<std::int64_t>(s.image_size / s.patch) * (s.image_size / s.patch);
+  const float patch_fan_in = static_cast<float>(3 * s.patch * s.patch);
+  spec.tensors.push_back(f32_matrix("v.patch_embd.weight", {s.patch, s.patch, 3, n}, 1.0f / std::sqrt(patch_fan_in)));
+  spec.tensors.push_back(small("v.patch_embd.bias", n));
+  spec.tensors.push_back(f32_matrix("v.position_embd.weight", {n, patches}, 0.02f));
+  for (int il = 0; il < static_cast<int>(s.n_layer); ++il) {
+    for (const char* proj : {"attn_q", "attn_k", "attn_v"}) {
+      spec.tensors.push_back(matrix(vblk(il, std::format("{}.weight", proj)), n, n));
+      spec.tensors.push_back(small(vblk(il, std::format("{}.bias", proj)), n));
+    }
+    spec.tensors.push_back(matrix(vblk(il, "attn_out.weight"), n, n));
+    spec.tensors.push_back(small(vblk(il, "attn_out.bias"), n));
+    spec.tensors.push_back(ones(vblk(il, "ln1.weight"), n));
+    spec.tensors.push_back(small(vblk(il, "ln1.bias"), n));
+    spec.tensors.push_back(ones(vblk(il, "ln2.weight"), n));
+    spec.tensors.push_back(small(vblk(il, "ln2.bias"), n));
+    spec.tensors.push_back(matrix(vblk(il, "ffn_up.weight"), n, s.n_ff));
+    spec.tensors.push_back(small(vblk(il, "ffn_up.bias"), s.n_ff));
+    spec.tensors.push_back(matrix(vblk(il, "ffn_down.weight"), s.n_ff, n));
+    spec.tensors.push_back(small(vblk(il, "ffn_down.bias"), n));
+  }
+  spec.tensors.push_back(ones("v.post_ln.weight", n));
+  spec.tensors.push_back(small("v.post_ln.bias", n));
+  spec.tensors.push_back(ones("mm.soft_emb_norm.weight", n));
+  spec.tensors.push_back(f32_matrix("mm.input_projection.weight", {s.text_embd, n}, 1.0f / std::sqrt(static_cast<float>(n))));
+  return spec;
+}
+
+// 64×64-pixel images in 4-pixel patches, pooled 4×4: 16 tokens per image.
+ModelSpec gemma3_tiny_mmproj() {
+  return gemma3_projector("gemma3-tiny-mmproj", "prefixd gemma3-tiny projector (random)",
+                          {.n_embd = 64, .n_ff = 128, .n_layer = 2, .n_head = 4, .image_size = 64, .patch = 4,
+                           .text_embd = 128});
+}
+
+// The same tower for the dense `tiny` model (64 wide).
+ModelSpec tiny_mmproj() {
+  return gemma3_projector("tiny-mmproj", "prefixd tiny projector (random)",
+                          {.n_embd = 64, .n_ff = 128, .n_layer = 2, .n_head = 4, .image_size = 64, .patch = 4,
+                           .text_embd = 64});
+}
+
+// The same tower into 256 wide: the hybrid and sliding-window models llama.cpp's test-llama-archs
+// writes (jamba, falcon-h1, gemma2, gpt-oss).
+ModelSpec tiny256_mmproj() {
+  return gemma3_projector("tiny256-mmproj", "prefixd 256-wide tiny projector (random)",
+                          {.n_embd = 64, .n_ff = 128, .n_layer = 2, .n_head = 4, .image_size = 64, .patch = 4,
+                           .text_embd = 256});
+}
+
+// Gemma 3 4B's SigLIP-So400m tower (1152 wide, 27 layers, 896-pixel images in 14-pixel patches,
+// 256 tokens per image), projecting into 2560: the real shapes, random weights (~420 M parameters).
+ModelSpec gemma3_4b_mmproj() {
+  return gemma3_projector("gemma3-4b-mmproj", "prefixd gemma3-4b projector (random)",
+                          {.n_embd = 1152, .n_ff = 4304, .n_layer = 27, .n_head = 16, .image_size = 896, .patch = 14,
+                           .text_embd = 2560});
+}
+
+}  // namespace
+
+const std::vector<ProjectorPreset>& projector_presets() {
+  static const std::vector<ProjectorPreset> table = {
+      {"gemma3-tiny-mmproj", "Gemma 3 (SigLIP) projector for gemma3-tiny: 64-pixel images, 16 tokens each", gemma3_tiny_mmproj},
+      {"tiny-mmproj", "Gemma 3 (SigLIP) projector for tiny (64 wide): 64-pixel images, 16 tokens each", tiny_mmproj},
+      {"tiny256-mmproj", "Gemma 3 (SigLIP) projector into 256 wide (test-llama-archs models): 16 tokens per image", tiny256_mmproj},
+      {"gemma3-4b-mmproj", "Gemma 3 4B's SigLIP-So400m projector shapes into 2560 wide, f16 (~840 MB)", gemma3_4b_mmproj},
+  };
+  return table;
+}
+
+}  // namespace prefixd::modelgen
