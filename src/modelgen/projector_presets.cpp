@@ -77,6 +77,77 @@ ModelSpec gemma3_projector(std::string preset, std::string display, const Siglip
   return spec;
 }
 
+// Qwen3-VL's vision tower and merger (Qwen3.5 converts to the same): two patch kernels summed, a
+// learned position grid resized to the image's patches, blocks with a fused QKV and 2-D rotary
+// positions, then 2×2 patches merged through an MLP into the text width. Dynamic resolution: an
+// image keeps its aspect and gives (W/32)·(H/32) tokens after a resize into [8, 4096] tokens'
+// worth of pixels; causal. With a text model whose RoPE is not M-RoPE its tokens take one
+// position each.
+struct Qwen3VlShape {
+  std::uint32_t n_embd, n_ff, n_layer, n_head, grid, text_embd;
+};
+
+ModelSpec qwen3vl_projector(std::string preset, std::string display, const Qwen3VlShape& s) {
+  constexpr std::uint32_t patch = 16;
+  ModelSpec spec{.preset = std::move(preset), .architecture = "clip", .display_name = std::move(display),
+                 .default_weight_type = "f16", .vocab = {.size = 0, .n_regular = 0}};
+  spec.file_kind = "mmproj";
+  spec.hparams = {
+      {"projector_type", std::string("qwen3vl_merger")},
+      {"has_vision_encoder", true},
+      {"use_gelu", true},
+      {"vision.image_size", s.grid * patch},
+      {"vision.patch_size", patch},
+      {"vision.embedding_length", s.n_embd},
+      {"vision.feed_forward_length", s.n_ff},
+      {"vision.block_count", s.n_layer},
+      {"vision.attention.head_count", s.n_head},
+      {"vision.attention.layer_norm_epsilon", 1e-6f},
+      {"vision.projection_dim", s.text_embd},
+      {"vision.spatial_merge_size", std::uint32_t{2}},
+      {"vision.image_mean", std::vector<float>{0.5f, 0.5f, 0.5f}},
+      {"vision.image_std", std::vector<float>{0.5f, 0.5f, 0.5f}},
+  };
+  const std::int64_t n = s.n_embd;
+  const float patch_fan_in = static_cast<float>(3 * patch * patch);
+  spec.tensors.push_back(f32_matrix("v.patch_embd.weight", {patch, patch, 3, n}, 1.0f / std::sqrt(patch_fan_in)));
+  spec.tensors.push_back(f32_matrix("v.patch_embd.weight.1", {patch, patch, 3, n}, 1.0f / std::sqrt(patch_fan_in)));
+  spec.tensors.push_back(small("v.patch_embd.bias", n));
+  spec.tensors.push_back(f32_matrix("v.position_embd.weight", {n, static_cast<std::int64_t>(s.grid) * s.grid}, 0.02f));
+  for (int il = 0; il < static_cast<int>(s.n_layer); ++il) {
+    spec.tensors.push_back(ones(vblk(il, "ln1.weight"), n));
+    spec.tensors.push_back(small(vblk(il, "ln1.bias"), n));
+    spec.tensors.push_back(matrix(vblk(il, "attn_qkv.weight"), n, 3 * n));
+    spec.tensors.push_back(small(vblk(il, "attn_qkv.bias"), 3 * n));
+    spec.tensors.push_back(matrix(vblk(il, "attn_out.weight"), n, n));
+    spec.tensors.push_back(small(vblk(il, "attn_out.bias"), n));
+    spec.tensors.push_back(ones(vblk(il, "ln2.weight"), n));
+    spec.tensors.push_back(small(vblk(il, "ln2.bias"), n));
+    spec.tensors.push_back(matrix(vblk(il, "ffn_up.weight"), n, s.n_ff));
+    spec.tensors.push_back(small(vblk(il, "ffn_up.bias"), s.n_ff));
+    spec.tensors.push_back(matrix(vblk(il, "ffn_down.weight"), s.n_ff, n));
+    spec.tensors.push_back(small(vblk(il, "ffn_down.bias"), n));
+  }
+  spec.tensors.push_back(ones("v.post_ln.weight", n));
+  spec.tensors.push_back(small("v.post_ln.bias", n));
+  spec.tensors.push_back(matrix("mm.0.weight", 4 * n, 4 * n));
+  spec.tensors.push_back(small("mm.0.bias", 4 * n));
+  spec.tensors.push_back(matrix("mm.2.weight", 4 * n, s.text_embd));
+  spec.tensors.push_back(small("mm.2.bias", s.text_embd));
+  return spec;
+}
+
+ModelSpec tiny_qwen3vl_mmproj() {
+  return qwen3vl_projector("tiny-qwen3vl-mmproj", "prefixd tiny Qwen3-VL-style projector (random)",
+                           {.n_embd = 64, .n_ff = 128, .n_layer = 2, .n_head = 4, .grid = 16, .text_embd = 64});
+}
+
+// Qwen3-VL-2B's tower (1024 wide, 24 layers, a 48×48 position grid) into its 2048-wide text model.
+ModelSpec qwen3vl_2b_mmproj() {
+  return qwen3vl_projector("qwen3vl-2b-mmproj", "prefixd qwen3vl-2b projector (random)",
+                           {.n_embd = 1024, .n_ff = 4096, .n_layer = 24, .n_head = 16, .grid = 48, .text_embd = 2048});
+}
+
 // 64×64-pixel images in 4-pixel patches, pooled 4×4: 16 tokens per image.
 ModelSpec gemma3_tiny_mmproj() {
   return gemma3_projector("gemma3-tiny-mmproj", "prefixd gemma3-tiny projector (random)",
@@ -114,6 +185,8 @@ const std::vector<ProjectorPreset>& projector_presets() {
       {"gemma3-tiny-mmproj", "Gemma 3 (SigLIP) projector for gemma3-tiny: 64-pixel images, 16 tokens each", gemma3_tiny_mmproj},
       {"tiny-mmproj", "Gemma 3 (SigLIP) projector for tiny (64 wide): 64-pixel images, 16 tokens each", tiny_mmproj},
       {"tiny256-mmproj", "Gemma 3 (SigLIP) projector into 256 wide (test-llama-archs models): 16 tokens per image", tiny256_mmproj},
+      {"tiny-qwen3vl-mmproj", "Qwen3-VL-style projector for tiny (64 wide): tokens by image size, (W/32)x(H/32)", tiny_qwen3vl_mmproj},
+      {"qwen3vl-2b-mmproj", "Qwen3-VL 2B's vision tower and merger shapes into 2048 wide, f16 (~830 MB)", qwen3vl_2b_mmproj},
       {"gemma3-4b-mmproj", "Gemma 3 4B's SigLIP-So400m projector shapes into 2560 wide, f16 (~840 MB)", gemma3_4b_mmproj},
   };
   return table;

@@ -152,7 +152,7 @@ TEST(ModelgenPresets, ListsEachPresetWithItsArchitecture) {
       {"tiny", "qwen2"},           {"qwen2-0.5b", "qwen2"},   {"gemma3-tiny", "gemma3"},
       {"mamba2-tiny", "mamba2"}, {"qwen35-tiny", "qwen35"},   {"qwen35-0.8b", "qwen35"},
       {"tiny-mmproj", "clip"},   {"gemma3-tiny-mmproj", "clip"}, {"tiny256-mmproj", "clip"},
-      {"gemma3-4b-mmproj", "clip"},
+      {"gemma3-4b-mmproj", "clip"},  {"tiny-qwen3vl-mmproj", "clip"}, {"qwen3vl-2b-mmproj", "clip"},
   };
   EXPECT_EQ(listed, expected);
 }
@@ -164,8 +164,14 @@ TEST(ModelgenPresets, ProjectorsProjectIntoTheirTextModelAndHaveAPositionPerPatc
     const char* projector;
     std::int64_t text_embd;
     std::int64_t patches;
-  } cases[] = {{"tiny-mmproj", 64, 16 * 16}, {"gemma3-tiny-mmproj", 128, 16 * 16}, {"tiny256-mmproj", 256, 16 * 16},
-               {"gemma3-4b-mmproj", 2560, 64 * 64}};
+    const char* output;  // the tensor whose shape gives the output width
+    int output_dim;
+  } cases[] = {{"tiny-mmproj", 64, 16 * 16, "mm.input_projection.weight", 0},
+               {"gemma3-tiny-mmproj", 128, 16 * 16, "mm.input_projection.weight", 0},
+               {"tiny256-mmproj", 256, 16 * 16, "mm.input_projection.weight", 0},
+               {"gemma3-4b-mmproj", 2560, 64 * 64, "mm.input_projection.weight", 0},
+               {"tiny-qwen3vl-mmproj", 64, 16 * 16, "mm.2.weight", 1},
+               {"qwen3vl-2b-mmproj", 2048, 48 * 48, "mm.2.weight", 1}};
   for (const auto& c : cases) {
     const auto spec = prefixd::modelgen::make_spec(c.projector);
     EXPECT_EQ(spec.file_kind, "mmproj");
@@ -177,7 +183,7 @@ TEST(ModelgenPresets, ProjectorsProjectIntoTheirTextModelAndHaveAPositionPerPatc
       ADD_FAILURE() << c.projector << " has no " << name;
       return prefixd::modelgen::TensorSpec{};
     };
-    EXPECT_EQ(tensor("mm.input_projection.weight").ne.at(0), c.text_embd) << c.projector;
+    EXPECT_EQ(tensor(c.output).ne.at(static_cast<size_t>(c.output_dim)), c.text_embd) << c.projector;
     EXPECT_EQ(tensor("v.position_embd.weight").ne.at(1), c.patches) << c.projector;
     EXPECT_EQ(tensor("v.position_embd.weight").storage, prefixd::modelgen::StorageClass::f32) << c.projector;
   }
