@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Images, prefixd beside llama-server: a three-turn chat whose first turn carries one image, on each
+model family, each server with its own defaults (one slot, 2 threads, same context); the assistant
+turns sent back are fixed text, so both servers get identical conversations. Per turn it
+records the prompt tokens, the tokens each server evaluated, and how many times its vision
+encoder ran (prefixd: the response's prompt_cache.images.encoded; llama-server: its
+"encoding mtmd batch" log lines at -lv 4). Then it checks that prefixd's greedy first answer with
+the prefix cached equals the answer computed cold (cache_prompt false).
+
+usage (inside the build environment, after `make build`; generated models under build/models):
+  scripts/in-env python3 bench/images_side_by_side.py [--prefixd build/bin/prefixd] [--models build/models]
+Prints one markdown table (docs/benchmarks.md, "Images").
+"""
+import argparse
+import base64
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+FAMILIES = [
+    ("dense (Gemma 3 projector)", "tiny.gguf", "tiny-mmproj.gguf"),
+    ("dense (Qwen3-VL projector)", "tiny.gguf", "tiny-qwen3vl-mmproj.gguf"),
+    ("sliding window (gemma3)", "gemma3-tiny.gguf", "gemma3-tiny-mmproj.gguf"),
+    ("hybrid (jamba)", "archs/jamba-dense.gguf", "tiny256-mmproj.gguf"),
+    ("recurrent (mamba2)", "mamba2-tiny.gguf", "gemma3-tiny-mmproj.gguf"),
+]
+
+
+def bmp(width, height, shade):
+    row = (width * 3 + 3) // 4 * 4
+    pixels = bytearray()
+    for y in range(height):
+        line = bytearray()
+        for x in range(width):
+            line += bytes([(x * 7 + shade) % 256, (y * 5 + shade * 3) % 256, (x * y + shade) % 256])
+        pixels += line + b"\0" * (row - width * 3)
+    header = b"BM" + struct.pack("<IHHI", 54 + len(pixels), 0, 0, 54)
+    header += struct.pack("<IiiHHIIiiII", 40, width, height, 1, 24, 0, len(pixels), 2835, 2835, 0, 0)
+    return header + bytes(pixels)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(port, path, body, timeout=600):
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as reply:
+        return json.load(reply)
+
+
+class Server:
+    def __init__(self, argv, port, log_path):
+        self.port = port
+        self.log_path = log_path
+        self.log = open(log_path, "w")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFIXD_")}
+        self.process = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.2)
+        raise RuntimeError(f"{argv[0]} did not come up; see {log_path}")
+
+    def log_text(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+QUESTIONS = ["What does this picture show?", "Which colour covers most of it?", "Describe its shapes in one line."]
+# The assistant turns both servers are sent back: fixed text, so both get identical conversations
+# (their own greedy replies differ in the last digits of random-weight logits).
+ANSWERS = ["A pattern of coloured stripes and gradients.", "Mostly a dark green, fading to blue at the top."]
+
+
+def conversation(image_url):
+    system = {"role": "system", "content": "You are a careful assistant who looks at pictures and answers briefly."}
+    first = {"role": "user", "content": [{"type": "text", "text": QUESTIONS[0]},
+                                         {"type": "image_url", "image_url": {"url": image_url}}]}
+    return [system, first]
+
+
+def run_turns(server, is_prefixd, image_url):
+    messages = conversation(image_url)
+    turns = []
+    replies = []
+    for turn in range(3):
+        before = server.log_text().count("encoding mtmd batch") if not is_prefixd else 0
+        body = {"messages": messages, "max_tokens": 8, "temperature": 0}
+        reply = post(server.port, "/v1/chat/completions", body)
+        text = reply["choices"][0]["message"]["content"]
+        replies.append(text)
+        prompt = reply["usage"]["prompt_tokens"]
+        if is_prefixd:
+            evaluated = reply["prompt_cache"]["fed_tokens"]
+            encodes = reply["prompt_cache"].get("images", {}).get("encoded", 0)
+        else:
+            evaluated = reply["timings"]["prompt_n"]
+            time.sleep(0.2)
+            encodes = server.log_text().count("encoding mtmd batch") - before
+        turns.append((prompt, evaluated, encodes))
+        if turn + 1 < len(QUESTIONS):
+            messages = messages + [{"role": "assistant", "content": ANSWERS[turn]},
+                                   {"role": "user", "content": QUESTIONS[turn + 1]}]
+    return turns, replies
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--prefixd", default="build/bin/prefixd")
+    parser.add_argument("--llama-server", default="llama-server")
+    parser.add_argument("--models", default="build/models")
+    parser.add_argument("--threads", default="2")
+    args = parser.parse_args()
+    image_url = "data:image/bmp;base64," + base64.b64encode(bmp(40, 30, 3)).decode()
+    logs = tempfile.mkdtemp(prefix="prefixd-images-")
+    rows = []
+    for name, model, projector in FAMILIES:
+        model_path = os.path.join(args.models, model)
+        projector_path = os.path.join(args.models, projector)
+        results = {}
+        for target in ("prefixd", "llama-server"):
+            port = free_port()
+            if target == "prefixd":
+                argv = [args.prefixd, "serve", "--model", model_path, "--mmproj", projector_path, "--host", "127.0.0.1",
+                        "--port", str(port), "--ctx-size", "4096", "--parallel", "1", "--threads", args.threads,
+                        "--model-fingerprint-cache", "off"]
+            else:
+                argv = [args.llama_server, "-m", model_path, "--mmproj", projector_path, "--host", "127.0.0.1",
+                        "--port", str(port), "-c", "4096", "-np", "1", "-t", args.threads, "--no-webui", "-lv", "4"]
+            server = Server(argv, port, os.path.join(logs, f"{target}-{model.replace('/', '-')}-{projector}.log"))
+            try:
+                turns, replies = run_turns(server, target == "prefixd", image_url)
+                cold_equal = None
+                if target == "prefixd":
+                    # The first turn again with nothing cached: greedy output must not depend on the cache.
+                    cold = post(port, "/v1/chat/completions", {"messages": conversation(image_url), "max_tokens": 8,
+                                                               "temperature": 0, "cache_prompt": False})
+                    cold_equal = cold["choices"][0]["message"]["content"] == replies[0]
+                results[target] = (turns, cold_equal)
+            finally:
+                server.stop()
+        rows.append((name, results))
+    print("| model (projector) | turn | prompt tokens prefixd / llama-server | evaluated prefixd / llama-server | "
+          "image encodes prefixd / llama-server |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, results in rows:
+        p_turns, cold_equal = results["prefixd"]
+        l_turns, _ = results["llama-server"]
+        for turn in range(3):
+            p, l = p_turns[turn], l_turns[turn]
+            print(f"| {name if turn == 0 else ''} | {turn + 1} | {p[0]} / {l[0]} | {p[1]} / {l[1]} | {p[2]} / {l[2]} |")
+        print(f"| | warm = cold (greedy, prefixd) | {'yes' if cold_equal else 'NO'} | | |")
+    print(f"\nlogs: {logs}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
