@@ -149,6 +149,36 @@ TEST_F(CacheFixture, GrowingConversationExtendsItsEntryInPlace) {
   EXPECT_EQ(cache->stats().device_entries, 1) << "each turn supersedes the previous entry";
 }
 
+// An image's positions are computed in one piece: a reuse that would end inside one (an entry or
+// a host segment that diverges there) starts at the image instead, from the device tier and from
+// the host tier alike.
+TEST_F(CacheFixture, AReuseNeverEndsInsideAnUnbrokenSpan) {
+  auto cache = make();
+  const auto prompt = range_tokens(0, 60);
+  auto edited = prompt;
+  edited[30] = 249;  // diverges inside [20, 36)
+  RequestKey key{"ns", "s"};
+  key.unbroken = {{20, 36}};
+  serve(*cache, {"ns", "s"}, prompt);
+  const Acquisition from_device = serve(*cache, key, edited);
+  EXPECT_EQ(from_device.tier, Tier::device);
+  EXPECT_EQ(from_device.reused, 20);
+
+  ASSERT_GT(cache->release_device_cells(1 << 20), 0);  // everything to the host tier
+  auto again = edited;
+  again[31] = 248;  // the host tier holds `edited`: it diverges inside the span again
+  const Acquisition from_host = serve(*cache, key, again);
+  EXPECT_EQ(from_host.tier, Tier::host);
+  EXPECT_EQ(from_host.reused, 20);
+  EXPECT_EQ(cache->verify(), "");
+
+  // Without the span the same prompt reuses up to where it diverges.
+  ASSERT_GT(cache->release_device_cells(1 << 20), 0);
+  auto third = again;
+  third[32] = 247;
+  EXPECT_EQ(serve(*cache, {"ns", "s"}, third).reused, 32);
+}
+
 TEST_F(CacheFixture, DifferentNamespaceNeverHits) {
   auto cache = make();
   const auto prompt = range_tokens(0, 40);
