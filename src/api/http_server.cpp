@@ -327,11 +327,13 @@ class HttpServer::Impl {
     if (!admin) return error_response(admin.error());
     const scheduler::SchedulerStats stats = scheduler_.stats();
     const cache::CacheStats cache = scheduler_.cache_stats();
-    return http::Response{.status = 200,
-                          .content_type = "text/plain; version=0.0.4; charset=utf-8",
-                          .body = metrics_text(stats) + ttft_metrics_text(stats) + cache_metrics_text(cache) +
-                                  tenant_metrics_text(cache, TenantNames(keys_.get())) + control_.metrics_text() +
-                                  transport_metrics_text(transport_.stats())};
+    metrics::Registry registry;
+    add_scheduler_metrics(registry, stats);
+    add_cache_metrics(registry, cache);
+    add_tenant_metrics(registry, cache, TenantNames(keys_.get()));
+    control_.add_metrics(registry);
+    add_transport_metrics(registry, transport_.stats());
+    return http::Response{.status = 200, .content_type = "text/plain; version=0.0.4; charset=utf-8", .body = registry.text()};
   }
 
   // GET /v1/cache/summary (cache_routing.h): scoped like /metrics, it names every tenant's prefixes.

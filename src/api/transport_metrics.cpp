@@ -1,37 +1,23 @@
 #include "api/transport_metrics.h"
 
-#include <cstdint>
-#include <format>
-#include <string_view>
-
 namespace prefixd::api {
-namespace {
 
-void metric(std::string& out, std::string_view name, std::string_view type, std::string_view help, std::uint64_t value) {
-  out += std::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
-}
-
-}  // namespace
-
-std::string transport_metrics_text(const http::ServerStats& stats) {
-  std::string out;
-  metric(out, "prefixd_http_connections_open", "gauge", "Client connections open now.", stats.connections_open);
-  metric(out, "prefixd_http_connections_accepted_total", "counter", "Client connections accepted.",
-         stats.connections_accepted);
-  metric(out, "prefixd_http_connections_evicted_total", "counter",
-         "Connections waiting for a request that were closed to make room for new ones.", stats.connections_evicted);
-  metric(out, "prefixd_http_connections_refused_total", "counter",
-         "Connections closed at once: the connection limit was reached and none was waiting.",
-         stats.connections_refused);
-  metric(out, "prefixd_http_timeouts_total", "counter",
-         "Connections closed because headers, a body, a keep-alive wait or a write ran past its deadline.",
-         stats.timeouts);
-  metric(out, "prefixd_http_requests_total", "counter", "Requests read in full.", stats.requests);
-  metric(out, "prefixd_http_rejected_total", "counter",
-         "Requests the transport refused itself (malformed, too large, URL or headers too long).", stats.rejected);
-  metric(out, "prefixd_http_requests_in_flight", "gauge", "Requests being handled on worker threads.",
-         stats.requests_in_flight);
-  return out;
+void add_transport_metrics(metrics::Registry& r, const http::ServerStats& stats) {
+  const auto n = [](std::uint64_t value) { return static_cast<double>(value); };
+  r.gauge("prefixd_http_connections_open", "Client connections open now.", n(stats.connections_open));
+  r.counter("prefixd_http_connections_accepted_total", "Client connections accepted.", n(stats.connections_accepted));
+  r.counter("prefixd_http_connections_evicted_total",
+            "Connections waiting for a request that were closed to make room for new ones.", n(stats.connections_evicted));
+  r.counter("prefixd_http_connections_refused_total",
+            "Connections closed at once: the connection limit was reached and none was waiting.",
+            n(stats.connections_refused));
+  r.counter("prefixd_http_timeouts_total",
+            "Connections closed because headers, a body, a keep-alive wait or a write ran past its deadline.",
+            n(stats.timeouts));
+  r.counter("prefixd_http_requests_total", "Requests read in full.", n(stats.requests));
+  r.counter("prefixd_http_rejected_total",
+            "Requests the transport refused itself (malformed, too large, URL or headers too long).", n(stats.rejected));
+  r.gauge("prefixd_http_requests_in_flight", "Requests being handled on worker threads.", n(stats.requests_in_flight));
 }
 
 }  // namespace prefixd::api

@@ -1,12 +1,11 @@
-// prefixd api — the HTTP transport's counters in Prometheus text form.
+// prefixd api — the HTTP transport's counters as /metrics families (prefixd_http_*).
 #pragma once
 
-#include <string>
-
 #include "http/server.h"
+#include "metrics/registry.h"
 
 namespace prefixd::api {
 
-std::string transport_metrics_text(const http::ServerStats& stats);
+void add_transport_metrics(metrics::Registry& registry, const http::ServerStats& stats);
 
 }  // namespace prefixd::api

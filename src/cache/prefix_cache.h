@@ -170,6 +170,7 @@ inline constexpr int kOutcomeCount = 5;
 const char* outcome_name(Outcome outcome);
 
 enum class Tier { none, device, host, disk, remote };
+inline constexpr int kTierCount = 5;
 const char* tier_name(Tier tier);  // "" for none
 
 struct Acquisition {

@@ -73,6 +73,20 @@ struct SchedulerStats {
   std::array<std::int64_t, kTtftBounds.size()> ttft_buckets{};
   std::int64_t ttft_count = 0;
   double ttft_sum_seconds = 0;
+  // The same histogram by what the prompt cache did for the request (cache::Outcome).
+  struct TtftHistogram {
+    std::array<std::int64_t, kTtftBounds.size()> buckets{};
+    std::int64_t count = 0;
+    double sum_seconds = 0;
+  };
+  std::array<TtftHistogram, cache::kOutcomeCount> ttft_by_outcome{};
+  // The prefix cache in the field's terms, counted as each request's lookup is final: prompt
+  // tokens of requests that looked the cache up, the tokens it served (by the tier credited), and
+  // the prefill time those tokens would have cost at the prefill rate measured when they were
+  // served (0 until a prefill was measured).
+  std::int64_t prefix_cache_query_tokens = 0;
+  std::array<std::int64_t, cache::kTierCount> prefix_cache_hit_tokens{};  // by cache::Tier
+  double prefill_seconds_saved = 0;
 };
 
 class Scheduler {

@@ -58,7 +58,7 @@ class Scheduler::Impl {
   void admit();
   std::int64_t running_cells() const;
   void start(Queued queued);
-  static void apply(Active& a, const cache::Acquisition& got);
+  void apply(Active& a, const cache::Acquisition& got);
   void observe_prompt_inputs(Active& a);
   void take_resolved_prefixes();
   void drop_cancelled();
@@ -67,7 +67,7 @@ class Scheduler::Impl {
   // scheduler_step.cpp
   void step();
   void observe_prefill_speed(std::span<const Chunk> chunks, Clock::duration took);
-  void observe_ttft(double seconds);
+  void observe_ttft(double seconds, cache::Outcome outcome);
   FinishReason finish_reason_for(const Active& a) const;
   void sample_all();
   void take_masked_draws();

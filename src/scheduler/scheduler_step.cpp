@@ -188,13 +188,19 @@ void Scheduler::Impl::observe_prefill_speed(std::span<const Chunk> chunks, Clock
       seconds_per_prompt_token_ > 0 ? 0.8 * seconds_per_prompt_token_ + 0.2 * per_token : per_token;
 }
 
-void Scheduler::Impl::observe_ttft(double seconds) {
+void Scheduler::Impl::observe_ttft(double seconds, cache::Outcome outcome) {
   std::lock_guard lock(mutex_);
+  SchedulerStats::TtftHistogram& by_outcome = stats_.ttft_by_outcome[static_cast<size_t>(outcome)];
   for (size_t i = 0; i < SchedulerStats::kTtftBounds.size(); ++i) {
-    if (seconds <= SchedulerStats::kTtftBounds[i]) stats_.ttft_buckets[i] += 1;
+    if (seconds <= SchedulerStats::kTtftBounds[i]) {
+      stats_.ttft_buckets[i] += 1;
+      by_outcome.buckets[i] += 1;
+    }
   }
   stats_.ttft_count += 1;
   stats_.ttft_sum_seconds += seconds;
+  by_outcome.count += 1;
+  by_outcome.sum_seconds += seconds;
 }
 
 FinishReason Scheduler::Impl::finish_reason_for(const Active& a) const {
@@ -207,7 +213,7 @@ bool Scheduler::Impl::take_token(Active& a, Token token, std::span<const float> 
   const auto now = Clock::now();
   if (a.generated == 0 && a.first_token == Clock::time_point{}) {
     a.first_token = now;
-    observe_ttft(std::chrono::duration<double>(now - a.submitted).count());
+    observe_ttft(std::chrono::duration<double>(now - a.submitted).count(), a.cache.outcome);
   }
   if (engine_.vocab().is_end_of_generation(token)) return false;
   a.generated += 1;

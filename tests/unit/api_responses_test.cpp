@@ -185,7 +185,9 @@ TEST(ApiResponses, MetricsTextHasHelpTypeAndValueForEveryCounter) {
   stats.generated_tokens_total = 7;
   stats.running = 1;
   stats.queued = 2;
-  const std::string text = metrics_text(stats);
+  metrics::Registry registry;
+  add_scheduler_metrics(registry, stats);
+  const std::string text = registry.text();
   for (const auto& [name, type, value] :
        {std::tuple{"prefixd_requests_total", "counter", "3"}, {"prefixd_prompt_tokens_total", "counter", "30"},
         {"prefixd_prompt_tokens_fed_total", "counter", "20"}, {"prefixd_generated_tokens_total", "counter", "7"},

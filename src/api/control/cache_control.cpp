@@ -64,28 +64,23 @@ std::size_t operation_index(std::string_view name) {
 
 }  // namespace
 
-std::string CacheControl::metrics_text() const {
+void CacheControl::add_metrics(metrics::Registry& r) const {
   static_assert(std::size(kOperations) == kOperationCount);
   constexpr std::array<std::string_view, 3> kResults = {"ok", "error", "unsupported"};
-  std::string out =
-      "# HELP prefixd_cache_control_operations_total Cache control-plane operations answered, by operation and result.\n"
-      "# TYPE prefixd_cache_control_operations_total counter\n";
   for (std::size_t i = 0; i < kOperationCount; ++i) {
-    for (std::size_t r = 0; r < kResults.size(); ++r) {
-      out += std::format("prefixd_cache_control_operations_total{{operation=\"{}\",result=\"{}\"}} {}\n", kOperations[i].name,
-                         kResults[r], answered_[i][r].load());
+    for (std::size_t k = 0; k < kResults.size(); ++k) {
+      r.counter("prefixd_cache_control_operations_total",
+                "Cache control-plane operations answered, by operation and result.",
+                static_cast<double>(answered_[i][k].load()),
+                {{"operation", std::string(kOperations[i].name)}, {"result", std::string(kResults[k])}});
     }
   }
   const auto [keys, modules] = keys_.totals();
-  out += std::format(
-      "# HELP prefixd_cache_control_keys Prompt cache keys held, every tenant.\n# TYPE prefixd_cache_control_keys gauge\n"
-      "prefixd_cache_control_keys {}\n"
-      "# HELP prefixd_cache_control_modules Prepared modules registered, every tenant.\n"
-      "# TYPE prefixd_cache_control_modules gauge\nprefixd_cache_control_modules {}\n"
-      "# HELP prefixd_cache_control_prefill_tokens_total Prompt tokens the control plane fed (update, set, prepare_modules).\n"
-      "# TYPE prefixd_cache_control_prefill_tokens_total counter\nprefixd_cache_control_prefill_tokens_total {}\n",
-      keys, modules, prefill_tokens_.load());
-  return out;
+  r.gauge("prefixd_cache_control_keys", "Prompt cache keys held, every tenant.", static_cast<double>(keys));
+  r.gauge("prefixd_cache_control_modules", "Prepared modules registered, every tenant.", static_cast<double>(modules));
+  r.counter("prefixd_cache_control_prefill_tokens_total",
+            "Prompt tokens the control plane fed (update, set, prepare_modules).",
+            static_cast<double>(prefill_tokens_.load()));
 }
 
 ControlReply CacheControl::handle(std::string_view operation, std::string_view method, const Caller& caller,

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "metrics/registry.h"
 #include "api/auth/access.h"
 #include "api/control/cache_isolation.h"
 #include "api/control/cache_keys.h"
@@ -61,8 +62,8 @@ class CacheControl {
   // For GET /v1/cache/stats: the tenant's keys' caller metadata and their number.
   nlohmann::json meta_by_key(const std::string& tenant) const { return keys_.meta_by_key(tenant); }
   std::size_t key_count(const std::string& tenant) const { return keys_.key_count(tenant); }
-  // Prometheus text: operations by result, keys and modules held, tokens the control plane fed.
-  std::string metrics_text() const;
+  // Its /metrics families: operations by result, keys and modules held, tokens it fed.
+  void add_metrics(metrics::Registry& registry) const;
 
  private:
   struct Context;  // one operation's caller, body and name (cache_control.cpp)

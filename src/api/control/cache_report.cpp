@@ -1,5 +1,7 @@
 #include "api/control/cache_report.h"
 
+#include "metrics/registry.h"
+
 #include <format>
 #include <array>
 #include <span>
@@ -150,168 +152,127 @@ nlohmann::ordered_json cache_reset_json(const cache::ResetReport& report) {
 namespace {
 
 // Prometheus text, one family at a time: HELP and TYPE, then its samples.
-class MetricsText {
- public:
-  // A family with one unlabeled sample.
-  template <typename T>
-  void single(std::string_view name, std::string_view type, std::string_view help, T value) {
-    header(name, type, help);
-    out_ += std::format("{} {}\n", name, value);
+// Samples of one family, one per label value.
+template <typename T>
+void labeled(metrics::Registry& r, metrics::Type type, std::string_view name, std::string_view help, std::string_view label,
+             std::span<const std::pair<std::string_view, T>> samples) {
+  for (const auto& [value, sample] : samples) {
+    const metrics::Labels labels = {{std::string(label), std::string(value)}};
+    if (type == metrics::Type::counter) {
+      r.counter(name, help, static_cast<double>(sample), labels);
+    } else {
+      r.gauge(name, help, static_cast<double>(sample), labels);
+    }
   }
-  // A family with one sample per value of `label`.
-  template <typename T>
-  void labeled(std::string_view name, std::string_view type, std::string_view help, std::string_view label,
-               std::span<const std::pair<std::string_view, T>> samples) {
-    header(name, type, help);
-    for (const auto& [value, sample] : samples) out_ += std::format("{}{{{}=\"{}\"}} {}\n", name, label, value, sample);
-  }
-  std::string take() { return std::move(out_); }
-
- private:
-  void header(std::string_view name, std::string_view type, std::string_view help) {
-    out_ += std::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-  }
-  std::string out_;
-};
+}
 
 }  // namespace
 
-std::string cache_metrics_text(const cache::CacheStats& s) {
+void add_cache_metrics(metrics::Registry& m, const cache::CacheStats& s) {
   using Count = std::pair<std::string_view, std::int64_t>;
   using Size = std::pair<std::string_view, std::uint64_t>;
-  MetricsText m;
-  m.single("prefixd_prompt_cache_hits_total", "counter", "Requests that reused a cached prefix.", s.hits);
-  m.single("prefixd_prompt_cache_misses_total", "counter", "Cache-enabled requests that found no reusable prefix.",
+  m.counter("prefixd_prompt_cache_hits_total", "Requests that reused a cached prefix.", s.hits);
+  m.counter("prefixd_prompt_cache_misses_total", "Cache-enabled requests that found no reusable prefix.",
            s.misses);
-  m.single("prefixd_prompt_cache_prefix_tokens_reused_total", "counter",
-           "Prompt tokens taken from the cache instead of computed.", s.tokens_reused);
+  m.counter("prefixd_prompt_cache_prefix_tokens_reused_total", "Prompt tokens taken from the cache instead of computed.", s.tokens_reused);
   std::vector<Count> outcomes;
   for (int i = 0; i < cache::kOutcomeCount; ++i) {
     outcomes.emplace_back(cache::outcome_name(static_cast<cache::Outcome>(i)), s.outcomes[static_cast<size_t>(i)]);
   }
-  m.labeled<std::int64_t>("prefixd_prompt_cache_requests_total", "counter",
+  labeled<std::int64_t>(m, metrics::Type::counter, "prefixd_prompt_cache_requests_total",
                           "Requests by what the prompt cache did for them.", "outcome", outcomes);
-  m.single("prefixd_prompt_cache_inflight_shares_total", "counter", "Hits taken from another running request's cells.",
+  m.counter("prefixd_prompt_cache_inflight_shares_total", "Hits taken from another running request's cells.",
            s.inflight_shares);
-  m.labeled<std::int64_t>("prefixd_prompt_cache_evictions_total", "counter",
+  labeled<std::int64_t>(m, metrics::Type::counter, "prefixd_prompt_cache_evictions_total",
                           "Cached entries or segments dropped, by reason.", "reason",
                           std::array{Count{"lru", s.evictions_lru}, Count{"ttl", s.evictions_ttl},
                            Count{"capacity", s.evictions_capacity}, Count{"device", s.device_evictions}});
-  m.single("prefixd_prompt_cache_demotions_total", "counter", "Device-tier entries moved to the host tier.", s.demotions);
-  m.single("prefixd_prompt_cache_failed_restores_total", "counter", "Host segments that could not be restored.",
+  m.counter("prefixd_prompt_cache_demotions_total", "Device-tier entries moved to the host tier.", s.demotions);
+  m.counter("prefixd_prompt_cache_failed_restores_total", "Host segments that could not be restored.",
            s.failed_restores);
-  m.single("prefixd_prompt_cache_compactions_total", "counter",
-           "Times idle device entries were rewritten at the low end of the context.", s.compactions);
-  m.labeled<std::uint64_t>("prefixd_prompt_cache_bytes", "gauge", "Bytes of K/V held, by tier.", "tier",
+  m.counter("prefixd_prompt_cache_compactions_total", "Times idle device entries were rewritten at the low end of the context.", s.compactions);
+  labeled<std::uint64_t>(m, metrics::Type::gauge, "prefixd_prompt_cache_bytes", "Bytes of K/V held, by tier.", "tier",
                            std::array{Size{"device", s.device_bytes}, Size{"host", s.host_bytes}});
-  m.labeled<std::int64_t>("prefixd_prompt_cache_entries", "gauge", "Entries held, by tier (host: segments).", "tier",
+  labeled<std::int64_t>(m, metrics::Type::gauge, "prefixd_prompt_cache_entries", "Entries held, by tier (host: segments).", "tier",
                           std::array{Count{"device", s.device_entries}, Count{"host", s.host_entries}});
-  m.labeled<std::int64_t>("prefixd_prompt_cache_device_cells", "gauge",
+  labeled<std::int64_t>(m, metrics::Type::gauge, "prefixd_prompt_cache_device_cells",
                           "KV cells held by device-tier entries, and of those the ones running requests use.", "state",
                           std::array{Count{"held", s.device_cells}, Count{"locked", s.device_locked_cells}});
-  m.single("prefixd_prompt_cache_capacity_bytes", "gauge", "Host-tier byte budget.", s.host_capacity_bytes);
-  m.single("prefixd_prompt_cache_snapshots", "gauge", "Checkpoints held (recurrent state or window cells after a prefix).",
+  m.gauge("prefixd_prompt_cache_capacity_bytes", "Host-tier byte budget.", s.host_capacity_bytes);
+  m.gauge("prefixd_prompt_cache_snapshots", "Checkpoints held (recurrent state or window cells after a prefix).",
            s.checkpoints);
-  m.single("prefixd_prompt_cache_snapshot_bytes", "gauge", "Bytes of checkpoints held.", s.checkpoint_bytes);
-  m.single("prefixd_prompt_cache_snapshots_saved_total", "counter", "Checkpoints taken.", s.checkpoints_saved);
-  m.single("prefixd_prompt_cache_snapshot_restores_total", "counter", "Requests resumed from a checkpoint.",
+  m.gauge("prefixd_prompt_cache_snapshot_bytes", "Bytes of checkpoints held.", s.checkpoint_bytes);
+  m.counter("prefixd_prompt_cache_snapshots_saved_total", "Checkpoints taken.", s.checkpoints_saved);
+  m.counter("prefixd_prompt_cache_snapshot_restores_total", "Requests resumed from a checkpoint.",
            s.checkpoints_restored);
-  m.labeled<std::int64_t>("prefixd_prompt_cache_snapshot_evictions_total", "counter", "Checkpoints dropped, by reason.",
+  labeled<std::int64_t>(m, metrics::Type::counter, "prefixd_prompt_cache_snapshot_evictions_total", "Checkpoints dropped, by reason.",
                           "reason",
                           std::array{Count{"lru", s.checkpoint_evictions_lru}, Count{"ttl", s.checkpoint_evictions_ttl},
                            Count{"capacity", s.checkpoint_evictions_capacity},
                            Count{"superseded", s.checkpoints_superseded}});
-  m.labeled<std::int64_t>("prefixd_prompt_cache_snapshot_refusals_total", "counter",
+  labeled<std::int64_t>(m, metrics::Type::counter, "prefixd_prompt_cache_snapshot_refusals_total",
                           "Requests a session's longer checkpoint could not serve, by cause.", "cause",
                           std::array{Count{"diverged", s.checkpoint_refusals_diverged},
                            Count{"evicted", s.checkpoint_refusals_evicted},
                            Count{"namespace", s.checkpoint_refusals_namespace}});
-  m.single("prefixd_prompt_cache_retained_prefixes", "gauge",
-           "Prefixes kept ahead of LRU eviction until their deadline (cache_control TTLs).", s.retained_prefixes);
-  m.single("prefixd_prompt_cache_retained_tokens", "gauge", "Tokens of the retained prefixes.", s.retained_tokens);
-  m.labeled<std::int64_t>("prefixd_prompt_cache_retentions_total", "counter",
+  m.gauge("prefixd_prompt_cache_retained_prefixes", "Prefixes kept ahead of LRU eviction until their deadline (cache_control TTLs).", s.retained_prefixes);
+  m.gauge("prefixd_prompt_cache_retained_tokens", "Tokens of the retained prefixes.", s.retained_tokens);
+  labeled<std::int64_t>(m, metrics::Type::counter, "prefixd_prompt_cache_retentions_total",
                           "Retention asks, by what became of them.", "result",
                           std::array{Count{"added", s.retentions_added}, Count{"renewed", s.retentions_renewed},
                            Count{"refused", s.retentions_refused}, Count{"lifted", s.retentions_lifted},
                            Count{"expired", s.retentions_expired}});
   const cache::DiskStats& d = s.disk;
-  m.single("prefixd_prompt_cache_disk_files", "gauge", "Files in the disk tier (segments and checkpoints).", d.files);
-  m.single("prefixd_prompt_cache_disk_bytes", "gauge", "Bytes of the disk tier's files.", d.bytes);
-  m.single("prefixd_prompt_cache_disk_capacity_bytes", "gauge", "The disk tier's byte cap (0: no disk tier).",
+  m.gauge("prefixd_prompt_cache_disk_files", "Files in the disk tier (segments and checkpoints).", d.files);
+  m.gauge("prefixd_prompt_cache_disk_bytes", "Bytes of the disk tier's files.", d.bytes);
+  m.gauge("prefixd_prompt_cache_disk_capacity_bytes", "The disk tier's byte cap (0: no disk tier).",
            d.enabled ? d.capacity_bytes : 0);
-  m.single("prefixd_prompt_cache_disk_hits_total", "counter", "Requests whose reused prefix came in part from disk.",
+  m.counter("prefixd_prompt_cache_disk_hits_total", "Requests whose reused prefix came in part from disk.",
            d.hits);
-  m.single("prefixd_prompt_cache_disk_reads_total", "counter", "Disk-tier files read and verified.", d.reads);
-  m.single("prefixd_prompt_cache_disk_read_bytes_total", "counter", "Bytes read from the disk tier.", d.read_bytes);
-  m.single("prefixd_prompt_cache_disk_read_seconds_total", "counter", "Time spent reading and verifying disk files.",
+  m.counter("prefixd_prompt_cache_disk_reads_total", "Disk-tier files read and verified.", d.reads);
+  m.counter("prefixd_prompt_cache_disk_read_bytes_total", "Bytes read from the disk tier.", d.read_bytes);
+  m.counter("prefixd_prompt_cache_disk_read_seconds_total", "Time spent reading and verifying disk files.",
            d.read_seconds);
-  m.single("prefixd_prompt_cache_disk_writes_total", "counter", "Disk-tier files written.", d.writes);
-  m.single("prefixd_prompt_cache_disk_write_bytes_total", "counter", "Bytes written to the disk tier.", d.write_bytes);
-  m.single("prefixd_prompt_cache_disk_write_errors_total", "counter",
-           "Disk-tier files that could not be written (no space, read-only, ...).", d.write_errors);
-  m.single("prefixd_prompt_cache_disk_writes_dropped_total", "counter",
-           "Write-behind jobs dropped because the queue was full.", d.writes_dropped);
-  m.single("prefixd_prompt_cache_disk_queue_bytes", "gauge", "Bytes waiting to be written to the disk tier.",
+  m.counter("prefixd_prompt_cache_disk_writes_total", "Disk-tier files written.", d.writes);
+  m.counter("prefixd_prompt_cache_disk_write_bytes_total", "Bytes written to the disk tier.", d.write_bytes);
+  m.counter("prefixd_prompt_cache_disk_write_errors_total", "Disk-tier files that could not be written (no space, read-only, ...).", d.write_errors);
+  m.counter("prefixd_prompt_cache_disk_writes_dropped_total", "Write-behind jobs dropped because the queue was full.", d.writes_dropped);
+  m.gauge("prefixd_prompt_cache_disk_queue_bytes", "Bytes waiting to be written to the disk tier.",
            d.queue_bytes);
   std::vector<Count> removed;
   for (int i = 0; i < cache::kDiskRemovalCount; ++i) {
     removed.emplace_back(cache::disk_removal_name(static_cast<cache::DiskRemoval>(i)), d.removed[static_cast<size_t>(i)]);
   }
-  m.labeled<std::int64_t>("prefixd_prompt_cache_disk_removed_total", "counter",
+  labeled<std::int64_t>(m, metrics::Type::counter, "prefixd_prompt_cache_disk_removed_total",
                           "Disk-tier files removed, by reason (capacity, superseded tails, failed verification: "
                           "checksum, truncated, foreign, version; incomplete temporaries; reset; gc).",
                           "reason", removed);
   const cache::RemoteStats& r = s.remote;
-  m.single("prefixd_cache_remote_enabled", "gauge", "1 when a shared tier (--cache-remote) is configured.",
+  m.gauge("prefixd_cache_remote_enabled", "1 when a shared tier (--cache-remote) is configured.",
            r.enabled ? 1 : 0);
-  m.single("prefixd_cache_remote_hits_total", "counter",
-           "Requests whose reused prefix reached into what the shared tier gave.", r.hits);
-  m.single("prefixd_cache_remote_lookups_total", "counter", "Prompts looked up in the shared tier.", r.fetches);
-  m.single("prefixd_cache_remote_lookup_hits_total", "counter",
-           "Shared-tier lookups that brought back at least one usable value.", r.fetch_hits);
-  m.single("prefixd_cache_remote_lookup_timeouts_total", "counter",
-           "Shared-tier lookups a request stopped waiting for at --cache-remote-timeout-ms.", r.fetch_timeouts);
-  m.single("prefixd_cache_remote_lookup_seconds_total", "counter",
-           "Wall time of shared-tier lookups run (mean latency: divide by the lookups run).",
+  m.counter("prefixd_cache_remote_hits_total", "Requests whose reused prefix reached into what the shared tier gave.", r.hits);
+  m.counter("prefixd_cache_remote_lookups_total", "Prompts looked up in the shared tier.", r.fetches);
+  m.counter("prefixd_cache_remote_lookup_hits_total", "Shared-tier lookups that brought back at least one usable value.", r.fetch_hits);
+  m.counter("prefixd_cache_remote_lookup_timeouts_total", "Shared-tier lookups a request stopped waiting for at --cache-remote-timeout-ms.", r.fetch_timeouts);
+  m.counter("prefixd_cache_remote_lookup_seconds_total", "Wall time of shared-tier lookups run (mean latency: divide by the lookups run).",
            static_cast<double>(r.fetch_latency_us_sum) / 1e6);
-  m.single("prefixd_cache_remote_lookups_run_total", "counter",
-           "Shared-tier lookups the reader ran (a lookup whose deadline passed in the queue is not run).",
+  m.counter("prefixd_cache_remote_lookups_run_total", "Shared-tier lookups the reader ran (a lookup whose deadline passed in the queue is not run).",
            r.fetch_latency_count);
-  m.single("prefixd_cache_remote_misses_total", "counter", "Shared-tier GETs that found nothing (or failed).",
+  m.counter("prefixd_cache_remote_misses_total", "Shared-tier GETs that found nothing (or failed).",
            r.gets_missed);
-  m.single("prefixd_cache_remote_gets_hit_total", "counter", "Shared-tier GETs that returned a value.", r.gets_hit);
-  m.single("prefixd_cache_remote_read_bytes_total", "counter", "Value bytes read from the shared tier.", r.bytes_read);
-  m.single("prefixd_cache_remote_write_bytes_total", "counter", "Value bytes written to the shared tier.",
+  m.counter("prefixd_cache_remote_gets_hit_total", "Shared-tier GETs that returned a value.", r.gets_hit);
+  m.counter("prefixd_cache_remote_read_bytes_total", "Value bytes read from the shared tier.", r.bytes_read);
+  m.counter("prefixd_cache_remote_write_bytes_total", "Value bytes written to the shared tier.",
            r.bytes_written);
-  m.single("prefixd_cache_remote_writes_total", "counter", "Values written to the shared tier.", r.writes);
-  m.single("prefixd_cache_remote_writes_dropped_total", "counter",
-           "Shared-tier writes dropped because the write-behind queue was full.", r.writes_dropped);
-  m.single("prefixd_cache_remote_errors_total", "counter",
-           "Shared-tier commands that failed (connection refused, timeout, server error).", r.errors);
-  m.single("prefixd_cache_remote_bad_values_total", "counter",
-           "Shared-tier values that failed verification (checksum, foreign model, wrong content): deleted, never used.",
+  m.counter("prefixd_cache_remote_writes_total", "Values written to the shared tier.", r.writes);
+  m.counter("prefixd_cache_remote_writes_dropped_total", "Shared-tier writes dropped because the write-behind queue was full.", r.writes_dropped);
+  m.counter("prefixd_cache_remote_errors_total", "Shared-tier commands that failed (connection refused, timeout, server error).", r.errors);
+  m.counter("prefixd_cache_remote_bad_values_total", "Shared-tier values that failed verification (checksum, foreign model, wrong content): deleted, never used.",
            r.bad_values);
-  m.single("prefixd_cache_remote_promoted_segments_total", "counter",
-           "Segments from the shared tier adopted into the host tier.", r.promoted_segments);
-  m.single("prefixd_cache_remote_promoted_checkpoints_total", "counter",
-           "Checkpoints from the shared tier adopted into the checkpoint store.", r.promoted_checkpoints);
-  m.single("prefixd_cache_remote_queue_bytes", "gauge", "Bytes waiting to be written to the shared tier.",
+  m.counter("prefixd_cache_remote_promoted_segments_total", "Segments from the shared tier adopted into the host tier.", r.promoted_segments);
+  m.counter("prefixd_cache_remote_promoted_checkpoints_total", "Checkpoints from the shared tier adopted into the checkpoint store.", r.promoted_checkpoints);
+  m.gauge("prefixd_cache_remote_queue_bytes", "Bytes waiting to be written to the shared tier.",
            r.queued_bytes);
-  return m.take();
-}
-
-std::string ttft_metrics_text(const scheduler::SchedulerStats& stats) {
-  std::string out =
-      "# HELP prefixd_time_to_first_token_seconds Time from a request's arrival to its first generated token.\n"
-      "# TYPE prefixd_time_to_first_token_seconds histogram\n";
-  const auto& bounds = scheduler::SchedulerStats::kTtftBounds;
-  for (size_t i = 0; i < bounds.size(); ++i) {
-    out += std::format("prefixd_time_to_first_token_seconds_bucket{{le=\"{}\"}} {}\n", bounds[i], stats.ttft_buckets[i]);
-  }
-  out += std::format("prefixd_time_to_first_token_seconds_bucket{{le=\"+Inf\"}} {}\n", stats.ttft_count);
-  out += std::format("prefixd_time_to_first_token_seconds_sum {}\n", stats.ttft_sum_seconds);
-  out += std::format("prefixd_time_to_first_token_seconds_count {}\n", stats.ttft_count);
-  return out;
 }
 
 }  // namespace prefixd::api

@@ -1,5 +1,5 @@
 // prefixd api — the prompt cache's state as the API shows it: /v1/cache/stats JSON and the
-// cache part of /metrics; and the time-to-first-token histogram.
+// cache part of /metrics.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/prefix_cache.h"
+#include "metrics/registry.h"
 #include "scheduler/scheduler.h"
 
 namespace prefixd::api {
@@ -15,10 +16,8 @@ namespace prefixd::api {
 // `model`: the family and how its memory is reused are part of the answer.
 nlohmann::ordered_json cache_stats_json(const cache::CacheStats& stats, const engine::ModelInfo& model);
 nlohmann::ordered_json cache_reset_json(const cache::ResetReport& report);
-// Prometheus text for the prompt cache (prefixd_prompt_cache_*).
-std::string cache_metrics_text(const cache::CacheStats& stats);
-
-// Prometheus histogram text of the scheduler's time-to-first-token buckets.
-std::string ttft_metrics_text(const scheduler::SchedulerStats& stats);
+// The prompt cache's families (prefixd_prompt_cache_*, prefixd_cache_remote_*), and the prefix-cache
+// counters in the field's convention (prefixd_prefix_cache_queries_total / _hits_total, in tokens).
+void add_cache_metrics(metrics::Registry& registry, const cache::CacheStats& stats);
 
 }  // namespace prefixd::api

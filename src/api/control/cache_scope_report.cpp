@@ -65,47 +65,45 @@ nlohmann::ordered_json cache_view_json(const cache::CacheStats& stats, const eng
   return out;
 }
 
-std::string tenant_metrics_text(const cache::CacheStats& stats, const TenantNames& names) {
+void add_tenant_metrics(metrics::Registry& r, const cache::CacheStats& stats, const TenantNames& names) {
   std::vector<std::pair<std::string, const cache::ScopeStats*>> tenants;
   for (const auto& [scope, scoped] : stats.scopes) tenants.emplace_back(names.name_of(scope), &scoped);
-  std::string out;
-  const auto family = [&](std::string_view name, std::string_view type, std::string_view help) {
-    out += std::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-  };
-  family("prefixd_tenant_prompt_cache_requests_total", "counter",
-         "Requests by tenant and by what the prompt cache did for them.");
+  constexpr std::string_view kRequests = "prefixd_tenant_prompt_cache_requests_total";
+  constexpr std::string_view kRequestsHelp = "Requests by tenant and by what the prompt cache did for them.";
+  constexpr std::string_view kReused = "prefixd_tenant_prompt_cache_prefix_tokens_reused_total";
+  constexpr std::string_view kReusedHelp = "Prompt tokens taken from the cache instead of computed, by tenant.";
+  constexpr std::string_view kEntries = "prefixd_tenant_prompt_cache_entries";
+  constexpr std::string_view kEntriesHelp =
+      "Entries a tenant holds, by tier (host: segments; snapshots: checkpoints; disk: files).";
+  constexpr std::string_view kBytes = "prefixd_tenant_prompt_cache_bytes";
+  constexpr std::string_view kBytesHelp = "Bytes a tenant's entries hold, by tier.";
+  r.declare(kRequests, metrics::Type::counter, kRequestsHelp);
   for (const auto& [name, s] : tenants) {
     for (int i = 0; i < cache::kOutcomeCount; ++i) {
-      out += std::format("prefixd_tenant_prompt_cache_requests_total{{tenant=\"{}\",outcome=\"{}\"}} {}\n", name,
-                         cache::outcome_name(static_cast<cache::Outcome>(i)), s->outcomes[static_cast<size_t>(i)]);
+      r.counter(kRequests, kRequestsHelp, static_cast<double>(s->outcomes[static_cast<size_t>(i)]),
+                {{"tenant", name}, {"outcome", cache::outcome_name(static_cast<cache::Outcome>(i))}});
     }
   }
-  family("prefixd_tenant_prompt_cache_prefix_tokens_reused_total", "counter",
-         "Prompt tokens taken from the cache instead of computed, by tenant.");
-  for (const auto& [name, s] : tenants) {
-    out += std::format("prefixd_tenant_prompt_cache_prefix_tokens_reused_total{{tenant=\"{}\"}} {}\n", name,
-                       s->tokens_reused);
-  }
-  family("prefixd_tenant_prompt_cache_entries", "gauge",
-         "Entries a tenant holds, by tier (host: segments; snapshots: checkpoints; disk: files).");
+  r.declare(kReused, metrics::Type::counter, kReusedHelp);
+  for (const auto& [name, s] : tenants) r.counter(kReused, kReusedHelp, static_cast<double>(s->tokens_reused), {{"tenant", name}});
+  r.declare(kEntries, metrics::Type::gauge, kEntriesHelp);
   for (const auto& [name, s] : tenants) {
     for (const auto& [tier, n] : {std::pair<std::string_view, std::int64_t>{"device", s->device_entries},
                                   {"host", s->host.entries},
                                   {"snapshots", s->checkpoints.entries},
                                   {"disk", s->disk.entries}}) {
-      out += std::format("prefixd_tenant_prompt_cache_entries{{tenant=\"{}\",tier=\"{}\"}} {}\n", name, tier, n);
+      r.gauge(kEntries, kEntriesHelp, static_cast<double>(n), {{"tenant", name}, {"tier", std::string(tier)}});
     }
   }
-  family("prefixd_tenant_prompt_cache_bytes", "gauge", "Bytes a tenant's entries hold, by tier.");
+  r.declare(kBytes, metrics::Type::gauge, kBytesHelp);
   for (const auto& [name, s] : tenants) {
     for (const auto& [tier, n] : {std::pair<std::string_view, std::uint64_t>{"device", s->device_bytes},
                                   {"host", s->host.bytes},
                                   {"snapshots", s->checkpoints.bytes},
                                   {"disk", s->disk.bytes}}) {
-      out += std::format("prefixd_tenant_prompt_cache_bytes{{tenant=\"{}\",tier=\"{}\"}} {}\n", name, tier, n);
+      r.gauge(kBytes, kBytesHelp, static_cast<double>(n), {{"tenant", name}, {"tier", std::string(tier)}});
     }
   }
-  return out;
 }
 
 }  // namespace prefixd::api

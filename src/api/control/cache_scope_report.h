@@ -9,6 +9,7 @@
 
 #include "api/auth/access.h"
 #include "cache/prefix_cache.h"
+#include "metrics/registry.h"
 #include "engine/engine.h"
 
 namespace prefixd::api {
@@ -24,8 +25,8 @@ nlohmann::ordered_json tenant_cache_stats_json(const cache::CacheStats& stats, c
 nlohmann::ordered_json cache_view_json(const cache::CacheStats& stats, const engine::ModelInfo& model,
                                        const std::optional<std::string>& tenant, const TenantNames& names);
 
-// Prometheus text: prefixd_tenant_prompt_cache_* families, one sample per tenant (and tier or
-// outcome). Summed over tenants they equal the unlabelled totals.
-std::string tenant_metrics_text(const cache::CacheStats& stats, const TenantNames& names);
+// The prefixd_tenant_prompt_cache_* families, one sample per tenant (and tier or outcome). Summed
+// over tenants they equal the unlabelled totals.
+void add_tenant_metrics(metrics::Registry& registry, const cache::CacheStats& stats, const TenantNames& names);
 
 }  // namespace prefixd::api

@@ -32,10 +32,6 @@ double per_second(std::int64_t count, double ms) { return ms > 0 ? 1000.0 * stat
 
 OrderedJson null_if_empty(const std::string& s) { return s.empty() ? OrderedJson(nullptr) : OrderedJson(s); }
 
-void add_metric(std::string& out, std::string_view name, std::string_view type, std::string_view help, std::int64_t value) {
-  out += std::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
-}
-
 OrderedJson byte_values(std::string_view piece) {
   OrderedJson bytes = OrderedJson::array();
   for (const char c : piece) bytes.push_back(static_cast<unsigned char>(c));
@@ -237,36 +233,68 @@ OrderedJson models_body(const std::string& served_id, const engine::ModelInfo& m
   return {{"object", "list"}, {"data", OrderedJson::array({model_body(served_id, model, created)})}};
 }
 
-std::string metrics_text(const scheduler::SchedulerStats& stats) {
-  std::string out;
-  add_metric(out, "prefixd_requests_total", "counter", "Requests admitted by the scheduler.", stats.requests_total);
-  add_metric(out, "prefixd_requests_rejected_total", "counter", "Requests the scheduler refused (queue full, too long).",
+namespace {
+
+void add_ttft_metrics(metrics::Registry& r, const scheduler::SchedulerStats& stats) {
+  const auto& bounds = scheduler::SchedulerStats::kTtftBounds;
+  r.histogram("prefixd_time_to_first_token_seconds", "Time from a request's arrival to its first generated token.",
+              {bounds, stats.ttft_buckets, stats.ttft_count, stats.ttft_sum_seconds});
+  for (int i = 0; i < cache::kOutcomeCount; ++i) {
+    const auto& h = stats.ttft_by_outcome[static_cast<size_t>(i)];
+    r.histogram("prefixd_time_to_first_token_by_cache_outcome_seconds",
+                "Time from a request's arrival to its first generated token, by what the prompt cache did for it.",
+                {bounds, h.buckets, h.count, h.sum_seconds},
+                {{"outcome", cache::outcome_name(static_cast<cache::Outcome>(i))}});
+  }
+}
+
+// The prefix cache in the units the field's servers report it in: tokens queried and hit.
+void add_field_metrics(metrics::Registry& r, const scheduler::SchedulerStats& stats) {
+  std::int64_t hits = 0;
+  for (const std::int64_t n : stats.prefix_cache_hit_tokens) hits += n;
+  r.counter("prefixd_prefix_cache_queries_total",
+            "Prompt tokens of requests that looked up the prefix cache (the field's prefix_cache_queries).",
+            static_cast<double>(stats.prefix_cache_query_tokens));
+  r.counter("prefixd_prefix_cache_hits_total",
+            "Prompt tokens the prefix cache served instead of computing (the field's prefix_cache_hits).",
+            static_cast<double>(hits));
+  for (int t = 1; t < cache::kTierCount; ++t) {
+    r.counter("prefixd_prefix_cache_hit_tokens_total", "Prompt tokens the prefix cache served, by the deepest tier used.",
+              static_cast<double>(stats.prefix_cache_hit_tokens[static_cast<size_t>(t)]),
+              {{"tier", cache::tier_name(static_cast<cache::Tier>(t))}});
+  }
+  r.counter("prefixd_prefill_seconds_saved_total",
+            "Prefill time the served tokens would have cost, at the prefill rate measured when they were served.",
+            stats.prefill_seconds_saved);
+}
+
+}  // namespace
+
+void add_scheduler_metrics(metrics::Registry& r, const scheduler::SchedulerStats& stats) {
+  r.counter("prefixd_requests_total", "Requests admitted by the scheduler.", stats.requests_total);
+  r.counter("prefixd_requests_rejected_total", "Requests the scheduler refused (queue full, too long).",
              stats.requests_rejected);
-  add_metric(out, "prefixd_prompt_tokens_total", "counter", "Prompt tokens of finished requests.", stats.prompt_tokens_total);
-  add_metric(out, "prefixd_prompt_tokens_fed_total", "counter",
-             "Prompt tokens run through the model (the rest came from the prompt cache).", stats.prompt_tokens_fed_total);
-  add_metric(out, "prefixd_generated_tokens_total", "counter", "Tokens generated.", stats.generated_tokens_total);
-  add_metric(out, "prefixd_warmup_tokens_total", "counter",
-             "Tokens fed after replies so the next turn resumes after the assistant's end of turn.",
+  r.counter("prefixd_prompt_tokens_total", "Prompt tokens of finished requests.", stats.prompt_tokens_total);
+  r.counter("prefixd_prompt_tokens_fed_total", "Prompt tokens run through the model (the rest came from the prompt cache).", stats.prompt_tokens_fed_total);
+  r.counter("prefixd_generated_tokens_total", "Tokens generated.", stats.generated_tokens_total);
+  r.counter("prefixd_warmup_tokens_total", "Tokens fed after replies so the next turn resumes after the assistant's end of turn.",
              stats.warmup_tokens_total);
-  add_metric(out, "prefixd_prompt_input_changes_total", "counter",
-             "Requests of a named session whose chat template, kwargs, tools or tool_choice differ from its previous "
+  r.counter("prefixd_prompt_input_changes_total", "Requests of a named session whose chat template, kwargs, tools or tool_choice differ from its previous "
              "request's.",
              stats.prompt_input_changes_total);
-  add_metric(out, "prefixd_images_total", "counter", "Images in the prompts of finished requests.", stats.images_total);
-  add_metric(out, "prefixd_images_cached_total", "counter",
-             "Images whose every position was reused from the prompt cache.", stats.images_cached_total);
-  add_metric(out, "prefixd_images_encoded_total", "counter", "Images the vision encoder ran for.",
+  r.counter("prefixd_images_total", "Images in the prompts of finished requests.", stats.images_total);
+  r.counter("prefixd_images_cached_total", "Images whose every position was reused from the prompt cache.", stats.images_cached_total);
+  r.counter("prefixd_images_encoded_total", "Images the vision encoder ran for.",
              stats.images_encoded_total);
-  add_metric(out, "prefixd_image_embedding_hits_total", "counter",
-             "Images computed again from kept embeddings instead of the vision encoder.",
+  r.counter("prefixd_image_embedding_hits_total", "Images computed again from kept embeddings instead of the vision encoder.",
              stats.image_embedding_hits_total);
-  add_metric(out, "prefixd_image_embeddings", "gauge", "Image embeddings kept by digest.", stats.image_embeddings);
-  add_metric(out, "prefixd_image_embedding_bytes", "gauge", "Bytes of the image embeddings kept.",
-             static_cast<std::int64_t>(stats.image_embedding_bytes));
-  add_metric(out, "prefixd_requests_running", "gauge", "Requests holding a sequence now.", stats.running);
-  add_metric(out, "prefixd_requests_queued", "gauge", "Requests waiting for a sequence.", stats.queued);
-  return out;
+  r.gauge("prefixd_image_embeddings", "Image embeddings kept by digest.", stats.image_embeddings);
+  r.gauge("prefixd_image_embedding_bytes", "Bytes of the image embeddings kept.",
+             static_cast<double>(stats.image_embedding_bytes));
+  r.gauge("prefixd_requests_running", "Requests holding a sequence now.", stats.running);
+  r.gauge("prefixd_requests_queued", "Requests waiting for a sequence.", stats.queued);
+  add_ttft_metrics(r, stats);
+  add_field_metrics(r, stats);
 }
 
 IdGenerator::IdGenerator() : rng_(std::random_device{}()) {}

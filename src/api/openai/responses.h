@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/types.h"
+#include "metrics/registry.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
 
@@ -94,8 +95,10 @@ std::string dump_json(const nlohmann::json& value);
 OrderedJson models_body(const std::string& served_id, const engine::ModelInfo& model, std::int64_t created);
 OrderedJson model_body(const std::string& served_id, const engine::ModelInfo& model, std::int64_t created);
 
-// Prometheus text exposition format (version 0.0.4).
-std::string metrics_text(const scheduler::SchedulerStats& stats);
+// The scheduler's families: requests, tokens, images, time to first token (overall and by cache
+// outcome), and the prefix cache in the field's terms (prefixd_prefix_cache_queries_total / _hits_total
+// in tokens, hit tokens by tier, prefill seconds saved).
+void add_scheduler_metrics(metrics::Registry& registry, const scheduler::SchedulerStats& stats);
 
 // Unique, unguessable-enough response ids. Thread-safe.
 class IdGenerator {

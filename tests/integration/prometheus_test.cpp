@@ -1,0 +1,223 @@
+// /metrics as Prometheus reads it: promtool's linter passes the text of a server that has served
+// chats; and a real Prometheus scraping a running server evaluates every panel expression of the
+// Grafana dashboard (docs/grafana/prefixd.json) and every rule (docs/prometheus/prefixd-rules.yml)
+// without error, each panel returning data after a short workload.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server_process.h"
+#include "valkey_process.h"
+
+namespace prefixd::testing {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+const fs::path kSource = PREFIXD_SOURCE_DIR;
+
+fs::path temp_dir(const std::string& stem) {
+  std::string name = "/tmp/" + stem + "-XXXXXX";
+  if (::mkdtemp(name.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  return name;
+}
+
+void chat_turns(httplib::Client& client, int conversations) {
+  for (int c = 0; c < conversations; ++c) {
+    json request = {{"messages", json::array({{{"role", "system"}, {"content", "You keep the archive of letters and answer briefly."}},
+                                              {{"role", "user"}, {"content", "Where are the letters of " + std::to_string(1900 + c) + "?"}}})},
+                    {"max_tokens", 4},
+                    {"temperature", 0}};
+    for (int turn = 0; turn < 2; ++turn) {
+      const auto reply = post_json(client, "/v1/chat/completions", request);
+      ASSERT_EQ(reply.status, 200) << reply.raw;
+      request["messages"].push_back({{"role", "assistant"}, {"content", reply.body["choices"][0]["message"]["content"]}});
+      request["messages"].push_back({{"role", "user"}, {"content", "And the next year?"}});
+    }
+  }
+}
+
+TEST(Prometheus, PromtoolFindsNothingToLintInTheMetricsText) {
+  ServerProcess server;
+  auto client = server.client();
+  chat_turns(*client, 2);
+  const std::string text = client->Get("/metrics")->body;
+  // The field's counters agree with prefixd's own: every request here looked the cache up.
+  EXPECT_GT(metric_value(text, "prefixd_prefix_cache_hits_total"), 0);
+  EXPECT_EQ(metric_value(text, "prefixd_prefix_cache_hits_total"),
+            metric_value(text, "prefixd_prompt_cache_prefix_tokens_reused_total"));
+  EXPECT_EQ(metric_value(text, "prefixd_prefix_cache_queries_total"), metric_value(text, "prefixd_prompt_tokens_total"));
+  double by_tier = 0;
+  for (const char* tier : {"device", "host", "disk", "remote"}) {
+    by_tier += metric_value(text, std::string("prefixd_prefix_cache_hit_tokens_total{tier=\"") + tier + "\"}");
+  }
+  EXPECT_EQ(by_tier, metric_value(text, "prefixd_prefix_cache_hits_total"));
+  double by_outcome = 0;
+  for (const char* outcome : {"cold", "hit_extend", "hit_restore", "partial", "bypass"}) {
+    by_outcome += metric_value(text, std::string("prefixd_time_to_first_token_by_cache_outcome_seconds_count{outcome=\"") +
+                                         outcome + "\"}");
+  }
+  EXPECT_EQ(by_outcome, metric_value(text, "prefixd_time_to_first_token_seconds_count"));
+  EXPECT_EQ(by_outcome, 4);
+
+  const fs::path dir = temp_dir("prefixd-promtool");
+  const fs::path file = dir / "metrics.txt";
+  std::ofstream(file) << text;
+  const std::string output = run_command("promtool check metrics < " + file.string() + " 2>&1; echo \"exit $?\"");
+  EXPECT_NE(output.find("exit 0"), std::string::npos) << output;
+  EXPECT_EQ(output, "exit 0\n") << "promtool reports problems";
+  fs::remove_all(dir);
+}
+
+// A prometheus child scraping one target every second, with the project's rules.
+class PrometheusProcess {
+ public:
+  PrometheusProcess(int target_port, const fs::path& dir) : port_(pick_free_port()) {
+    const fs::path config = dir / "prometheus.yml";
+    std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                          << "rule_files:\n  - " << (kSource / "docs/prometheus/prefixd-rules.yml").string() << "\n"
+                          << "scrape_configs:\n  - job_name: prefixd\n    static_configs:\n      - targets: ['127.0.0.1:"
+                          << target_port << "']\n";
+    std::vector<std::string> args = {"prometheus", "--config.file=" + config.string(),
+                                     "--storage.tsdb.path=" + (dir / "data").string(),
+                                     "--web.listen-address=127.0.0.1:" + std::to_string(port_), "--log.level=warn"};
+    const std::string log = (dir / "prometheus.log").string();
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      std::vector<char*> argv;
+      for (auto& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      execvp("prometheus", argv.data());
+      _exit(127);
+    }
+    httplib::Client client("127.0.0.1", port_);
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (auto ready = client.Get("/-/ready"); ready && ready->status == 200) return;
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        throw std::runtime_error("prometheus exited at startup: " + run_command("cat " + log));
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    throw std::runtime_error("prometheus did not become ready");
+  }
+  ~PrometheusProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  PrometheusProcess(const PrometheusProcess&) = delete;
+  PrometheusProcess& operator=(const PrometheusProcess&) = delete;
+
+  // An instant query's result vector; fails the test on an error.
+  json query(const std::string& expr) const {
+    httplib::Client client("127.0.0.1", port_);
+    const auto reply = client.Get("/api/v1/query", httplib::Params{{"query", expr}}, httplib::Headers{});
+    if (!reply) return json();
+    const json body = json::parse(reply->body, nullptr, false);
+    EXPECT_EQ(body.value("status", ""), "success") << expr << ": " << reply->body;
+    return body.contains("data") ? body["data"]["result"] : json();
+  }
+  json rules() const {
+    httplib::Client client("127.0.0.1", port_);
+    const auto reply = client.Get("/api/v1/rules");
+    return reply ? json::parse(reply->body, nullptr, false) : json();
+  }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+};
+
+// The dashboard's expressions with Grafana's variables as Grafana would fill them.
+std::vector<std::string> panel_expressions() {
+  std::ifstream in(kSource / "docs/grafana/prefixd.json");
+  const json dashboard = json::parse(in);
+  std::vector<std::string> out;
+  for (const json& panel : dashboard["panels"]) {
+    for (const json& target : panel["targets"]) {
+      std::string expr = target["expr"].get<std::string>();
+      for (const auto& [variable, value] : {std::pair<std::string, std::string>{"$__rate_interval", "30s"}, {"$instance", ".*"}}) {
+        for (auto at = expr.find(variable); at != std::string::npos; at = expr.find(variable)) expr.replace(at, variable.size(), value);
+      }
+      out.push_back(expr);
+    }
+  }
+  return out;
+}
+
+TEST(Prometheus, EveryDashboardPanelAndRuleEvaluatesAgainstARunningServer) {
+  ASSERT_TRUE(have_program("prometheus")) << "prometheus is part of the build environment (scripts/sid-packages.txt)";
+  const fs::path dir = temp_dir("prefixd-prometheus");
+  ServerProcess server;
+  auto client = server.client();
+  PrometheusProcess prometheus(server.port(), dir);
+  // Traffic spread over several scrapes, so that every rate has two samples with movement between.
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  int rounds = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    chat_turns(*client, 1);
+    ++rounds;
+    const json scrapes = prometheus.query("count_over_time(up{job=\"prefixd\"}[1m])");
+    if (rounds >= 3 && scrapes.is_array() && !scrapes.empty() && std::stod(scrapes[0]["value"][1].get<std::string>()) >= 6) break;
+    std::this_thread::sleep_for(500ms);
+  }
+  const json up = prometheus.query("up{job=\"prefixd\"}");
+  ASSERT_FALSE(up.empty());
+  ASSERT_EQ(up[0]["value"][1], "1") << "prometheus cannot scrape prefixd";
+
+  const std::vector<std::string> expressions = panel_expressions();
+  ASSERT_GE(expressions.size(), 20u);
+  for (const std::string& expr : expressions) {
+    const json result = prometheus.query(expr);
+    EXPECT_TRUE(result.is_array() && !result.empty()) << "no data for " << expr;
+  }
+
+  // Every rule loaded and evaluated without error; the recording rules produce series.
+  const auto rules_deadline = std::chrono::steady_clock::now() + 30s;
+  json groups;
+  bool evaluated = false;
+  while (!evaluated && std::chrono::steady_clock::now() < rules_deadline) {
+    groups = prometheus.rules()["data"]["groups"];
+    evaluated = groups.is_array() && groups.size() == 2;
+    for (const json& group : groups) {
+      for (const json& rule : group["rules"]) evaluated = evaluated && rule.value("lastEvaluation", "").rfind("0001", 0) != 0;
+    }
+    if (!evaluated) std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_TRUE(evaluated) << groups.dump();
+  int rule_count = 0;
+  for (const json& group : groups) {
+    for (const json& rule : group["rules"]) {
+      ++rule_count;
+      EXPECT_EQ(rule["health"], "ok") << rule.dump();
+      if (rule["type"] == "recording") {
+        EXPECT_FALSE(prometheus.query(rule["name"].get<std::string>()).empty()) << rule["name"];
+      }
+    }
+  }
+  EXPECT_EQ(rule_count, 9);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace prefixd::testing
