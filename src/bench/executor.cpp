@@ -1,5 +1,6 @@
 #include "bench/executor.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <format>
@@ -236,6 +237,17 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
     progress << tag << " " << line << std::endl;  // std::endl: a long run should show it is alive
   };
 
+  // Steps finished and what is left, estimated from the pace so far: a long run says when it ends.
+  std::atomic<std::size_t> finished{0};
+  auto left = [&] {
+    const std::size_t done = ++finished;
+    const double elapsed = seconds_since(origin);
+    const double remaining = elapsed / static_cast<double>(done) * static_cast<double>(w.steps.size() - done);
+    return done == w.steps.size() ? std::string(" [done]")
+                                  : std::format(" [about {}m{:02}s left]", static_cast<int>(remaining) / 60,
+                                                static_cast<int>(remaining) % 60);
+  };
+
   std::vector<nlohmann::json> records(w.steps.size());
   // Per step, the messages it sent and the reply, for a later step that continues it. A step
   // that continues another also waits for it (Step::after), so the dispatcher's lock orders the
@@ -288,8 +300,8 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
         const double start_s = seconds_since(origin);
         if (!step.control.empty()) {
           records[static_cast<std::size_t>(i)] = control_record(client, i, step, start_s);
-          note(std::format("{}/{} {} {}: HTTP {}", i + 1, w.steps.size(), step.arm, step.control,
-                           records[static_cast<std::size_t>(i)].value("status", 0)));
+          note(std::format("{}/{} {} {}: HTTP {}{}", i + 1, w.steps.size(), step.arm, step.control,
+                           records[static_cast<std::size_t>(i)].value("status", 0), left()));
           dispatcher.finish(i);
           continue;
         }
@@ -311,9 +323,9 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
         replies[static_cast<std::size_t>(i)] = r;
         records[static_cast<std::size_t>(i)] = request_record(i, step.arm, sent_s, r);
         if (step.continues >= 0) records[static_cast<std::size_t>(i)]["history_tokens"] = history;
-        note(std::format("{}/{} {}: prompt {}, evaluated {}, cached {}{}, TTFT {:.0f} ms{}", i + 1, w.steps.size(), step.arm,
-                         r.prompt_tokens, evaluated_tokens(r), cached_tokens(r), r.tier.empty() ? "" : " (" + r.tier + ")",
-                         r.ttft_ms, r.ok() ? "" : " ERROR " + r.error));
+        note(std::format("{}/{} {}: prompt {}, evaluated {}, cached {}{}, TTFT {:.0f} ms{}{}", i + 1, w.steps.size(),
+                         step.arm, r.prompt_tokens, evaluated_tokens(r), cached_tokens(r),
+                         r.tier.empty() ? "" : " (" + r.tier + ")", r.ttft_ms, r.ok() ? "" : " ERROR " + r.error, left()));
         if (!disk_facts.is_null()) {
           try {
             disk_facts.update(disk->measure(*server, client, note));
