@@ -125,6 +125,8 @@ ParseOptions control_parse_options(const engine::Engine& engine, const ServerOpt
   out.vocab_size = engine.vocab().size();
   out.default_seed = options.default_seed;
   out.max_json_nodes = options.max_json_nodes;
+  out.images = options.images;
+  if (engine.vision() == nullptr) out.images.max_images = 0;
   return out;
 }
 
