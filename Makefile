@@ -9,7 +9,7 @@ PORT ?= 8080
 MODEL ?= models/default.gguf
 DEFAULT_PRESET ?= qwen2-0.5b
 
-.PHONY: all build test test-asan serve model bench bench-families microbench fuzz fuzz-build fuzz-seeds soak clean env shell
+.PHONY: all build test browser test-asan serve model bench bench-families microbench fuzz fuzz-build fuzz-seeds soak clean env shell
 
 all: build
 
@@ -22,8 +22,15 @@ $(BUILD)/build.ninja: CMakeLists.txt | env
 build: $(BUILD)/build.ninja
 	$(IN_ENV) cmake --build $(BUILD) -j $(JOBS)
 
-test: build
+test: build browser
 	$(IN_ENV) bash -c 'cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600'
+
+# The web UI's browser test drives Debian's Chromium on the host (tests/browser/chromium.sh says
+# how it is reached from the build root); it is installed here when missing.
+browser:
+	@command -v chromium >/dev/null || { echo "installing Debian's chromium on the host for the browser test"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }; }
 
 build-asan/build.ninja: CMakeLists.txt | env
 	$(IN_ENV) cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPREFIXD_SANITIZE=ON

@@ -4,6 +4,7 @@
 #include "api/server.h"
 
 #include <algorithm>
+#include <charconv>
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -28,6 +29,7 @@
 #include "api/control/cache_report.h"
 #include "api/routing/cache_routing.h"
 #include "api/control/cache_scope_report.h"
+#include "api/control/cache_tree_report.h"
 #include "api/errors.h"
 #include "api/structured/output_grammar.h"
 #include "api/prompt/prompt_builder.h"
@@ -38,6 +40,7 @@
 #include "api/openai/tokenize_route.h"
 #include "api/transport_metrics.h"
 #include "cache/disk_format.h"
+#include "webui/site.h"
 
 namespace prefixd::api {
 namespace {
@@ -54,9 +57,12 @@ constexpr Route kRoutes[] = {
     {"/chat/completions", "POST"}, {"/v1/completions", "POST"},   {"/completions", "POST"},
     {"/metrics", "GET"},         {"/tokenize", "POST"},           {"/apply-template", "POST"},
     {"/v1/cache/stats", "GET"},  {"/v1/cache/reset", "POST"},
-    {"/v1/cache/summary", "GET"}, {"/v1/cache/chain", "POST"}, {"/v1/messages", "POST"},
+    {"/v1/cache/summary", "GET"}, {"/v1/cache/chain", "POST"}, {"/v1/cache/tree", "GET"}, {"/v1/messages", "POST"},
     {"/v1/messages/count_tokens", "POST"}, {"/v1/responses", "POST"},
 };
+
+// The most nodes one GET /v1/cache/tree returns (its JSON grows with them).
+constexpr std::int64_t kMaxTreeNodes = 100'000;
 
 constexpr std::string_view kResponsesPrefix = "/v1/responses/";
 
@@ -117,6 +123,30 @@ ApiError submit_error(scheduler::SubmitError error) {
   return internal_error(message);
 }
 
+// The web UI's files, unless --no-webui. Throws std::runtime_error for a --webui-dir it cannot use.
+std::optional<webui::Site> web_site(const ServerOptions& options) {
+  if (!options.webui) return std::nullopt;
+  if (options.webui_dir.empty()) return webui::Site::builtin();
+  try {
+    return webui::Site::from_directory(options.webui_dir);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("--webui-dir: ") + e.what());
+  }
+}
+
+// A UI file. The policy keeps the pages to this server: no script, style or connection elsewhere
+// (the UI works offline, and nothing a model writes can load code); no-cache, so that a new
+// binary's UI is seen at once.
+http::Response web_file(webui::File file) {
+  http::Response res{.status = 200, .content_type = std::move(file.content_type), .body = std::move(file.body)};
+  res.headers.push_back({"Cache-Control", "no-cache"});
+  res.headers.push_back({"X-Content-Type-Options", "nosniff"});
+  res.headers.push_back({"Content-Security-Policy",
+                         "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                         "connect-src 'self'; frame-ancestors 'none'"});
+  return res;
+}
+
 // What the control plane parses the conversations it renders with (as chat requests are).
 ParseOptions control_parse_options(const engine::Engine& engine, const ServerOptions& options, const std::string& served_id) {
   ParseOptions out;
@@ -153,6 +183,7 @@ class HttpServer::Impl {
                  ControlOptions{.artifact_dir = options_.artifact_dir,
                                 .model_key = engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint}),
         tool_format_(detect_tool_call_format(prompts_.chat_template().source())),
+        site_(web_site(options_)),
         reasoning_(reasoning_syntax(prompts_.chat_template().source())),
         started_(unix_seconds()),
         transport_(options_.http, http::Handlers{
@@ -172,6 +203,7 @@ class HttpServer::Impl {
     if (engine.vision() == nullptr) parse_options_.images.max_images = 0;
     spdlog::info("tool calls: the chat template writes them as {}", tool_call_format_name(tool_format_));
     if (reasoning_) spdlog::info("reasoning: the chat template has the model think between {} and {}", reasoning_->open, reasoning_->close);
+    if (site_) spdlog::info("web UI at / (files {})", site_->origin());
   }
 
   bool run() {
@@ -208,7 +240,9 @@ class HttpServer::Impl {
                                           : error_response(error);
     };
     try {
-      if (keys_ != nullptr && req.path != "/health" && !caller_of(req)) return fail(unauthorized());
+      // The UI's files hold nothing of the server's: they load without a key and ask for one.
+      const bool public_path = req.path == "/health" || (site_ && webui::Site::is_ui_path(req.path));
+      if (keys_ != nullptr && !public_path && !caller_of(req)) return fail(unauthorized());
       if (req.method == "POST" && req.path == "/v1/messages") return serve_messages(req, MessagesRoute::create);
       if (req.method == "POST" && req.path == "/v1/messages/count_tokens") return serve_messages(req, MessagesRoute::count_tokens);
       http::Response res = route(req);
@@ -231,6 +265,10 @@ class HttpServer::Impl {
     const bool post = req.method == "POST";
     const std::string& path = req.path;
     if (get && path == "/health") return json_response(200, R"({"status":"ok"})");
+    if (get && site_ && webui::Site::is_ui_path(path)) {
+      if (auto file = site_->find(path)) return web_file(std::move(*file));
+      return error_response(ApiError{.status = 404, .message = std::format("the web UI has no file {}", path), .code = "not_found"});
+    }
     if (get && path == "/v1/models") return json_response(200, dump_json(models_body(served_id_, engine_.model(), started_)));
     if (get && path.starts_with(kModelPrefix) && path.size() > kModelPrefix.size()) return model(path.substr(kModelPrefix.size()));
     // A prompt that cannot fit is refused from the raw body, before it is parsed and copied.
@@ -272,8 +310,15 @@ class HttpServer::Impl {
       const std::string key_tenant = tenant->value_or(caller_of(req).value_or(Caller{}).tenant);
       view["keys"] = control_.key_count(key_tenant);
       view["meta_by_key"] = control_.meta_by_key(key_tenant);
+      view["key_list"] = control_.key_list(key_tenant);
+      const scheduler::SchedulerStats stats = scheduler_.stats();
+      if (!*tenant) {
+        // Server-wide, so only in the whole cache's view: the prompt tokens the cache was asked
+        // about (tokens_reused of them were served) and the prefill time that saved.
+        view["prompt_tokens"] = stats.prefix_cache_query_tokens;
+        view["seconds_saved"] = stats.prefill_seconds_saved;
+      }
       if (engine_.vision() != nullptr) {
-        const scheduler::SchedulerStats stats = scheduler_.stats();
         view["images"] = {{"total", stats.images_total},
                           {"cached", stats.images_cached_total},
                           {"encoded", stats.images_encoded_total},
@@ -294,6 +339,7 @@ class HttpServer::Impl {
       return json_response(200, cache_reset_json(report).dump());
     }
     if (get && path == "/v1/cache/summary") return cache_summary(req);
+    if (get && path == "/v1/cache/tree") return cache_tree(req);
     if (post && path == "/v1/cache/chain") return cache_chain(req);
     if (path.starts_with(kCachePrefix)) {
       const std::string_view operation = std::string_view(path).substr(kCachePrefix.size());
@@ -354,6 +400,27 @@ class HttpServer::Impl {
                                .hash = cache::hash_algorithm_name(config.hash), .running = stats.running,
                                .queued = stats.queued, .slots = options_.slots};
     return json_response(200, dump_json(cache_summary_json(header, summary)));
+  }
+
+  // GET /v1/cache/tree (cache_tree_report.h): scoped like /v1/cache/stats; `limit` bounds the nodes.
+  http::Response cache_tree(const http::Request& req) {
+    const auto tenant = viewed_tenant(req);
+    if (!tenant) return error_response(tenant.error());
+    cache::TreeQuery query;
+    if (*tenant) query.scope = tenant_scope(**tenant);
+    if (const std::string limit = req.query_param("limit"); !limit.empty()) {
+      std::int64_t value = 0;
+      const auto [end, ec] = std::from_chars(limit.data(), limit.data() + limit.size(), value);
+      if (ec != std::errc{} || end != limit.data() + limit.size() || value < 1 || value > kMaxTreeNodes) {
+        return error_response(invalid_param("limit", std::format("'limit' must be a whole number from 1 to {}", kMaxTreeNodes)));
+      }
+      query.node_limit = value;
+    }
+    cache::CacheTree tree;
+    if (!scheduler_.with_cache([&](cache::PrefixCache& cache) { tree = cache.tree(query); })) {
+      return error_response(shutting_down_error());
+    }
+    return json_response(200, dump_json(cache_tree_json(tree, engine_.vocab(), TenantNames(keys_.get()))));
   }
 
   // POST /v1/cache/chain (cache_routing.h): the request's prompt and cache key built exactly as
@@ -821,6 +888,7 @@ class HttpServer::Impl {
   PromptBuilder prompts_;
   CacheControl control_;
   ToolCallFormat tool_format_;  // how the model's template writes a tool call (tool_calls.h)
+  std::optional<webui::Site> site_;  // the web UI's files; nullopt: --no-webui
   std::optional<ReasoningSyntax> reasoning_;  // where the template has the model think (reasoning.h)
   IdGenerator ids_;
   ResponseStore responses_{options_.response_store_bytes, std::chrono::seconds(options_.response_ttl_seconds)};  // POST /v1/responses with store

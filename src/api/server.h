@@ -34,6 +34,8 @@ struct ServerOptions {
   // model's. The server refuses to start when it does not parse.
   std::string chat_template;
   bool metrics = true;                    // serve GET /metrics
+  bool webui = true;                      // serve the web UI at / (--no-webui: off)
+  std::string webui_dir;                  // serve the UI's files from this folder; empty: the built-in ones
   bool cache_prompt_default = true;       // false: --no-cache-prompt, every request bypasses
   std::string artifact_dir;               // POST /v1/cache/save and /load; empty: off
   bool allow_special_in_content = false;  // special-token strings in messages act as control tokens

@@ -61,15 +61,21 @@ std::optional<DiskFile> open_disk_file(const fs::path& path, const Digest* model
   return file;
 }
 
-std::vector<DiskFile> list_disk_files(const fs::path& dir, const Digest* model) {
-  std::vector<DiskFile> out;
+std::vector<DiskFile> list_disk_files(const fs::path& dir, const Digest* model, const ListProgress& progress) {
+  // Names first (cheap), then headers, so that progress knows the total.
+  std::vector<fs::path> paths;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir / "kv", ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
-    const fs::path path = it->path();
-    const std::string ext = path.extension().string();
+    const std::string ext = it->path().extension().string();
     if (!it->is_regular_file(ec) || (ext != ".seg" && ext != ".ckpt")) continue;
-    if (std::optional<DiskFile> file = open_disk_file(path, model)) out.push_back(std::move(*file));
+    paths.push_back(it->path());
+  }
+  std::vector<DiskFile> out;
+  out.reserve(paths.size());
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    if (std::optional<DiskFile> file = open_disk_file(paths[i], model)) out.push_back(std::move(*file));
+    if (progress) progress(i + 1, paths.size());
   }
   return out;
 }

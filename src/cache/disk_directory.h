@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -45,8 +46,11 @@ std::optional<DiskFile> open_disk_file(const std::filesystem::path& path, const 
 
 // Every regular *.seg and *.ckpt file under DIR/kv, in directory order, with its header read
 // and checked (`model` nullptr: every model's records are usable). Files that cannot be opened
-// are left out. Reads headers only.
-std::vector<DiskFile> list_disk_files(const std::filesystem::path& dir, const Digest* model);
+// are left out. Reads headers only. `progress`, when given, is called after each file with the
+// files read so far and the files found (the store logs it at startup).
+using ListProgress = std::function<void(std::size_t read, std::size_t found)>;
+std::vector<DiskFile> list_disk_files(const std::filesystem::path& dir, const Digest* model,
+                                      const ListProgress& progress = {});
 
 // Reads all of the file at `path` and checks it as a record: header, token ids, size, payload
 // checksum (decode_record) — not its name. `truncated` when it cannot be read.

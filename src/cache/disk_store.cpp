@@ -16,6 +16,7 @@
 
 #include "cache/disk_directory.h"
 #include "cache/file_io.h"
+#include "util/progress_log.h"
 
 namespace prefixd::cache {
 namespace fs = std::filesystem;
@@ -76,7 +77,12 @@ void DiskStore::rebuild_index() {
   }
   std::vector<DiskFile> found;
   const Digest* model = options_.model ? &*options_.model : nullptr;
-  for (DiskFile& file : list_disk_files(options_.dir, model)) {
+  std::optional<util::ProgressLog> progress;
+  const auto report = [&](std::size_t read, std::size_t found) {
+    if (!progress) progress.emplace("cache: reading the disk tier's headers", "files", static_cast<double>(found));
+    progress->update(static_cast<double>(read));
+  };
+  for (DiskFile& file : list_disk_files(options_.dir, model, report)) {
     if (file.header.fault != RecordFault::none) {
       spdlog::warn("cache: disk file {} is not usable ({}); removed", file.path.string(), record_fault_name(file.header.fault));
       fs::remove(file.path, ec);

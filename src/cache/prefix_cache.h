@@ -56,6 +56,7 @@
 
 #include "cache/artifact.h"
 #include "cache/block_hash.h"
+#include "cache/cache_tree.h"
 #include "cache/disk_stats.h"
 #include "cache/remote_tier.h"
 #include "cache/scope.h"
@@ -387,6 +388,10 @@ class PrefixCache {
   void abandon_remote();
   // Blocks until the shared tier's write-behind queue is written (no-op without one).
   void flush_remote();
+
+  // The tiers' holdings as one radix tree per namespace, for people to browse (cache_tree.h).
+  // A pure query: no counter, LRU order or tier changes.
+  CacheTree tree(const TreeQuery& query) const;
 
   // A key's path (the control plane: a key names a token prefix). held() is a pure query: no
   // counter, LRU order, tier or file changes.

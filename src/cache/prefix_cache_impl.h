@@ -25,6 +25,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cache/backing_tiers.h"
+#include "cache/cache_tree.h"
 #include "cache/checkpoint_store.h"
 #include "cache/device_budget.h"
 #include "cache/device_tier.h"
@@ -156,6 +157,7 @@ class PrefixCache::Impl {
   // The holdings summary (holdings_summary.h); a prompt's chain (prefix_cache_scopes.cpp).
   CacheSummary summary(std::optional<std::uint64_t> since) { return summary_.summary(since); }
   std::vector<Digest> chain_of(const RequestKey& key, std::span<const Token> prompt) const;
+  CacheTree tree(const TreeQuery& query) const;  // prefix_cache_tree.cpp
 
   // Counters and the published snapshot (prefix_cache_stats.cpp).
   CacheStats stats() const;

@@ -29,6 +29,8 @@ constexpr std::array kKeys{
     ConfigKey{"api-key", server},
     ConfigKey{"api-keys", server},
     ConfigKey{"metrics", server},
+    ConfigKey{"webui", server},
+    ConfigKey{"webui-dir", server},
     ConfigKey{"allow-special-in-content", server},
     ConfigKey{"max-grammar-rules", server},
     ConfigKey{"response-store-bytes", server},

@@ -315,6 +315,13 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
       ->envname("PREFIXD_CACHE_SHARED_PREFIX_FILE");
   cmd->add_flag("--metrics,!--no-metrics", o->server.metrics, "Serve Prometheus metrics at GET /metrics")
       ->capture_default_str()->envname("PREFIXD_METRICS");
+  cmd->add_flag("--webui,!--no-webui", o->server.webui,
+                "Serve the web UI (chat and cache pages) at / and /cache; its files need no API key, its API calls do")
+      ->capture_default_str()->envname("PREFIXD_WEBUI");
+  cmd->add_option("--webui-dir", o->server.webui_dir,
+                  "Serve the web UI's files from this folder (read on every request) instead of the copy built into "
+                  "the binary")
+      ->envname("PREFIXD_WEBUI_DIR")->check(CLI::ExistingDirectory);
   cmd->add_flag("--allow-special-in-content", o->server.allow_special_in_content,
                 "Let special-token strings inside messages (<|im_end|>, ...) become control tokens like the chat "
                 "template's own markers (default: they are read as text)")
@@ -427,6 +434,7 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
   // Flags report their current value as options do (--help, `config print`, `config init`).
   for (auto [flag, value] : {std::pair{"--flash-attn", &o->context.flash_attention},
                              {"--metrics", &o->server.metrics},
+                             {"--webui", &o->server.webui},
                              {"--allow-special-in-content", &o->server.allow_special_in_content},
                              {"--no-cache-prompt", &o->no_cache_prompt},
                              {"--cache-warmup", &o->scheduler.cache_warmup},

@@ -18,6 +18,8 @@
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
 
+#include "util/progress_log.h"
+
 #include "util/hex.h"
 #include "util/unique_fd.h"
 
@@ -157,6 +159,10 @@ std::string hash_model_file(const fs::path& path) {
   std::unique_ptr<XXH3_state_t, Xxh3StateDeleter> state(XXH3_createState());
   if (!state || XXH3_128bits_reset(state.get()) != XXH_OK) throw std::runtime_error("cannot create an XXH3 state");
   const auto buffer = std::make_unique_for_overwrite<std::byte[]>(kReadChunk);
+  struct stat st{};
+  const double mib = ::fstat(fd.get(), &st) == 0 ? static_cast<double>(st.st_size) / (1 << 20) : 0;
+  util::ProgressLog progress("fingerprinting " + path.filename().string(), "MiB", mib);
+  std::uint64_t read = 0;
   for (;;) {
     const ssize_t n = ::read(fd.get(), buffer.get(), kReadChunk);
     if (n == 0) break;
@@ -165,6 +171,8 @@ std::string hash_model_file(const fs::path& path) {
       throw read_error(path, errno);
     }
     XXH3_128bits_update(state.get(), buffer.get(), static_cast<std::size_t>(n));
+    read += static_cast<std::uint64_t>(n);
+    progress.update(static_cast<double>(read) / (1 << 20));
   }
   XXH128_canonical_t canonical;
   XXH128_canonicalFromHash(&canonical, XXH3_128bits_digest(state.get()));

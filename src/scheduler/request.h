@@ -111,6 +111,9 @@ struct CacheReport {
   std::int32_t images_cached = 0;
   std::int32_t image_embeddings_reused = 0;
   std::int32_t images_encoded = 0;
+  // Prefill time the cached tokens saved: cached_tokens at the prompt rate measured when the request
+  // was admitted (what /metrics sums in prefixd_prefill_seconds_saved_total).
+  double seconds_saved = 0;
 };
 
 struct Usage {

@@ -97,6 +97,7 @@ void Scheduler::Impl::apply(Active& a, const cache::Acquisition& got) {
   a.n_past = got.reused;
   CacheReport report{got.outcome, got.reused, a.n_prompt - got.reused, got.tier, got.in_session,
                      std::move(a.cache.changed_inputs)};
+  report.seconds_saved = seconds_per_prompt_token_ * got.reused;
   report.images = static_cast<std::int32_t>(a.request.images.size());
   report.images_cached = static_cast<std::int32_t>(
       std::ranges::count_if(a.request.images, [&](const PromptImage& image) { return image.end() <= got.reused; }));

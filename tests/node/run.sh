@@ -19,19 +19,7 @@ if [ ! -f node_modules/openai/package.json ] || [ ! -f node_modules/@anthropic-a
   npm ci --no-audit --no-fund --loglevel=error
 fi
 
-# A port that was free a moment ago, drawn below the kernel's range for outgoing connections
-# (ip_local_port_range), where another client's connection cannot take it before the server binds.
-port=$(node -e '
-const net = require("net");
-const low = Number((require("fs").readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").split(/\s+/)[0]) || 32768);
-const top = low - 1 >= 11000 ? low - 1 : 0;
-const tryPort = (left) => {
-  const port = top ? 10000 + Math.floor(Math.random() * (top - 10000 + 1)) : 0;
-  const s = net.createServer();
-  s.once("error", () => left > 0 ? tryPort(left - 1) : process.exit(1));
-  s.listen(port, "127.0.0.1", () => { console.log(s.address().port); s.close(); });
-};
-tryPort(64);')
+port=$(node "$here/../support/free-port.cjs")
 log=$(mktemp /tmp/prefixd-node-test-XXXXXX)
 
 # The server must not pick up a developer's PREFIXD_* settings (an API key would fail every call),

@@ -19,6 +19,7 @@ scheduler::StreamEvent done_event(scheduler::FinishReason finish = scheduler::Fi
   scheduler::StreamEvent done{.kind = scheduler::StreamEvent::Kind::done, .finish = finish};
   done.usage = {.prompt_tokens = 12, .completion_tokens = 4, .cached_tokens = 8};
   done.cache = {.outcome = cache::Outcome::hit_extend, .cached_tokens = 8, .fed_tokens = 4, .tier = cache::Tier::device, .in_session = true};
+  done.cache.seconds_saved = 0.25;
   done.timings = {.queued_ms = 1, .prefill_ms = 2, .decode_ms = 8};
   return done;
 }
@@ -100,7 +101,7 @@ TEST(ApiResponses, ChatCompletionBody) {
   EXPECT_EQ(body["usage"]["total_tokens"], 16);
   EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
   EXPECT_EQ(body["prompt_cache"], json({{"outcome", "hit_extend"}, {"cached_tokens", 8}, {"fed_tokens", 4},
-                                        {"tier", "device"}, {"scope", "in_session"}}));
+                                        {"tier", "device"}, {"scope", "in_session"}, {"seconds_saved", 0.25}}));
   EXPECT_DOUBLE_EQ(body["timings"]["prompt_ms"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(body["timings"]["prompt_per_second"].get<double>(), 2000.0);  // 4 fed tokens in 2 ms
   EXPECT_DOUBLE_EQ(body["timings"]["predicted_ms"].get<double>(), 8.0);

@@ -62,6 +62,7 @@ class CacheControl {
   // For GET /v1/cache/stats: the tenant's keys' caller metadata and their number.
   nlohmann::json meta_by_key(const std::string& tenant) const { return keys_.meta_by_key(tenant); }
   std::size_t key_count(const std::string& tenant) const { return keys_.key_count(tenant); }
+  nlohmann::json key_list(const std::string& tenant) const { return keys_.key_list(tenant); }
   // Its /metrics families: operations by result, keys and modules held, tokens it fed.
   void add_metrics(metrics::Registry& registry) const;
 

@@ -199,6 +199,32 @@ nlohmann::json KeyRegistry::meta_by_key(const std::string& tenant) const {
   return out;
 }
 
+nlohmann::json KeyRegistry::key_list(const std::string& tenant) const {
+  const auto now = KeyClock::now();
+  std::lock_guard lock(mutex_);
+  nlohmann::json out = nlohmann::json::array();
+  const auto t = tenants_.find(tenant);
+  if (t == tenants_.end()) return out;
+  for (const auto& [name, record] : t->second.keys) {
+    const auto idle = std::chrono::duration_cast<std::chrono::seconds>(now - record.last_used);
+    nlohmann::json ttl = nullptr;
+    nlohmann::json expires_in = nullptr;
+    if (record.ttl) {
+      ttl = record.ttl->count();
+      expires_in = std::max<std::int64_t>(0, (*record.ttl - idle).count());
+    }
+    out.push_back({{"name", name},
+                   {"tokens", record.tokens.size()},
+                   {"ttl_seconds", ttl},
+                   {"idle_seconds", idle.count()},
+                   {"expires_in_seconds", expires_in},
+                   {"created_unix_ms", record.created_unix_ms},
+                   {"forked_from", record.forked_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(record.forked_from)},
+                   {"meta", record.meta}});
+  }
+  return out;
+}
+
 std::size_t KeyRegistry::key_count(const std::string& tenant) const {
   std::lock_guard lock(mutex_);
   const auto t = tenants_.find(tenant);

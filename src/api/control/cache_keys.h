@@ -116,6 +116,9 @@ class KeyRegistry {
   // Caller metadata of every key of `tenant`, by key (stats' meta_by_key), and the key count.
   nlohmann::json meta_by_key(const std::string& tenant) const;
   std::size_t key_count(const std::string& tenant) const;
+  // Every key of `tenant` as people look at it (stats' key_list): name, tokens, TTL, idle time,
+  // time left before its TTL clears it, creation, the key it was forked from, metadata.
+  nlohmann::json key_list(const std::string& tenant) const;
   // Keys and prepared modules of every tenant.
   std::pair<std::size_t, std::size_t> totals() const;
 

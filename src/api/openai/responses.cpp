@@ -96,7 +96,8 @@ OrderedJson prompt_cache_json(const scheduler::CacheReport& report) {
                      {"cached_tokens", report.cached_tokens},
                      {"fed_tokens", report.fed_tokens},
                      {"tier", null_if_empty(cache::tier_name(report.tier))},
-                     {"scope", null_if_empty(hit ? (report.in_session ? "in_session" : "cross_session") : "")}};
+                     {"scope", null_if_empty(hit ? (report.in_session ? "in_session" : "cross_session") : "")},
+                     {"seconds_saved", report.seconds_saved}};
   if (!report.changed_inputs.empty()) out["changed_inputs"] = report.changed_inputs;
   if (report.images > 0) {
     // cached: images whose every position came from the cache; embeddings_reused: images computed

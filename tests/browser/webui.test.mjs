@@ -1,0 +1,238 @@
+// The built-in web UI in headless Chromium against real prefixd servers (run.sh starts them):
+//   1. the chat page streams a reply (its text grows in steps) and marks it done;
+//   2. a second turn reuses the first turn's prefix, and the numbers the page shows are the ones
+//      the API sent in that very stream;
+//   3. the cache page shows tier cards, charts, a control-plane key and the radix tree with the
+//      system prompt in it, and a node the user opened or closed stays so across a refresh;
+//   4. a server with --api-key: the page asks for the key, asks again after a wrong one, then
+//      chats;
+// with no console error or uncaught exception on any page (but the 401s that make the page ask
+// for the key). Screenshots: chat.png and cache.png in $PREFIXD_TEST_ARTIFACTS.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const baseUrl = requiredEnv('PREFIXD_WEBUI_URL');
+const keyedUrl = requiredEnv('PREFIXD_WEBUI_KEYED_URL');
+const apiKey = requiredEnv('PREFIXD_WEBUI_API_KEY');
+const artifacts = requiredEnv('PREFIXD_TEST_ARTIFACTS');
+
+// The machine that runs this can be slow and busy: every wait is for a condition, with room.
+const WAIT_MS = 60_000;
+const TEST_MS = 240_000;
+
+// Longer than the cache's minimum prefix (32 tokens), so the second turn has a prefix to reuse.
+const SYSTEM_PROMPT =
+  'You are Quill, a patient assistant for a small bookshop. Answer questions about opening hours, ' +
+  'orders and recommendations in two or three plain sentences, and say so when you do not know.';
+
+let browser;
+let page; // the keyless server's page, shared by tests 1 to 3: they continue one session
+const problems = []; // console errors and uncaught exceptions of that page
+
+before(async () => {
+  browser = await chromium.launch({
+    executablePath: path.join(here, 'chromium.sh'),
+    headless: true,
+    // As root in a chroot Chromium has no sandbox to start; there is no GPU either.
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+    timeout: WAIT_MS,
+  });
+  page = await newPage(problems);
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+test('the chat page streams a reply', { timeout: TEST_MS }, async () => {
+  await page.goto(`${baseUrl}/`);
+  await page.locator('#model-name').filter({ hasText: 'model' }).waitFor();
+  assert.equal(await page.locator('#api-key-form').isVisible(), false, 'a server without keys must not ask for one');
+
+  await page.fill('#system-prompt', SYSTEM_PROMPT);
+  await page.fill('#temperature', '0');
+  await page.fill('#max-tokens', '48');
+
+  // Every length the newest reply's text has had, recorded as the page changes it.
+  await page.evaluate(() => {
+    window.replyLengths = [];
+    const messages = document.getElementById('messages');
+    new MutationObserver(() => {
+      const replies = messages.querySelectorAll('.assistant-message .message-content');
+      const length = replies.length ? replies[replies.length - 1].textContent.length : 0;
+      if (window.replyLengths.at(-1) !== length) window.replyLengths.push(length);
+    }).observe(messages, { childList: true, subtree: true, characterData: true });
+  });
+
+  await page.fill('#chat-input', 'Hello there');
+  await page.press('#chat-input', 'Enter');
+  const reply = page.locator('.assistant-message[data-done="true"]').first();
+  await reply.waitFor();
+
+  const finalLength = (await reply.locator('.message-content').textContent()).length;
+  const lengths = await page.evaluate(() => window.replyLengths);
+  const steps = new Set(lengths.filter((n) => n > 0 && n < finalLength));
+  assert.ok(finalLength > 0, 'the reply has text');
+  assert.ok(steps.size >= 2, `the reply grew in steps before reaching ${finalLength} characters; lengths seen: ${lengths.join(', ')}`);
+  assert.equal(await page.locator('.error-message').count(), 0, 'no error in the conversation');
+
+  const data = await reply.evaluate((e) => ({ ...e.dataset }));
+  assert.match(data.promptTokens, /^[1-9]\d*$/);
+  assert.match(data.cachedTokens, /^\d+$/);
+  assert.match(data.computedTokens, /^[1-9]\d*$/);
+  assert.match(data.ttftMs, /^\d+$/);
+  assert.ok(data.tier, 'data-tier is set');
+  assert.match(await reply.locator('.stats-line').textContent(), /prompt \d+ tokens · \d+ cached/);
+});
+
+test('a second turn reuses the first one, and the page shows the API\'s numbers', { timeout: TEST_MS }, async () => {
+  const posted = page.waitForResponse(
+    (r) => r.url().endsWith('/v1/chat/completions') && r.request().method() === 'POST',
+    { timeout: WAIT_MS });
+  await page.fill('#chat-input', 'Are you open on Sunday?');
+  await page.click('#chat-send');
+  const reply = page.locator('.assistant-message[data-done="true"]').nth(1);
+  await reply.waitFor();
+
+  const response = await posted;
+  assert.equal(response.status(), 200);
+  const chunks = (await response.text()).split('\n')
+    .filter((line) => line.startsWith('data: ') && line !== 'data: [DONE]')
+    .map((line) => JSON.parse(line.slice(6)));
+  const cacheChunk = chunks.find((c) => c.prompt_cache);
+  assert.ok(cacheChunk, 'the stream carries prompt_cache');
+  const usage = chunks.findLast((c) => c.usage)?.usage;
+  assert.ok(usage, 'the stream carries usage');
+
+  const data = await reply.evaluate((e) => ({ ...e.dataset }));
+  assert.equal(Number(data.promptTokens), usage.prompt_tokens);
+  assert.equal(Number(data.cachedTokens), cacheChunk.prompt_cache.cached_tokens);
+  assert.equal(Number(data.computedTokens), cacheChunk.prompt_cache.fed_tokens);
+  assert.equal(data.tier, cacheChunk.prompt_cache.tier ?? 'none');
+  assert.ok(cacheChunk.prompt_cache.cached_tokens > 0, `the second turn reuses the first turn's prefix (${JSON.stringify(cacheChunk.prompt_cache)})`);
+  assert.match(await reply.locator('.stats-line').textContent(), new RegExp(`prompt ${usage.prompt_tokens} tokens`));
+
+  await screenshot(page, 'chat.png');
+});
+
+test('the cache page shows the tiers, charts, keys and the radix tree', { timeout: TEST_MS }, async () => {
+  const created = await fetch(`${baseUrl}/v1/cache/set`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ key: 'webui-test-key', ttl_seconds: 600, meta: { purpose: 'browser test' } }),
+  });
+  assert.equal(created.status, 200, await created.text());
+
+  await page.goto(`${baseUrl}/cache`);
+  await page.locator('.tier-card[data-tier="device"]').waitFor();
+  await page.locator('.tier-card[data-tier="host"]').waitFor();
+  for (const tier of ['checkpoints', 'disk', 'shared']) {
+    assert.equal(await page.locator(`.tier-card[data-tier="${tier}"]`).count(), 1, `a ${tier} card`);
+  }
+  assert.match(await page.locator('.tier-card[data-tier="disk"] .tier-state').textContent(), /off/);
+  await page.locator('.chart').first().waitFor();
+  await page.locator('.chart svg .point').first().waitFor();
+  assert.ok(await page.locator('.chart').count() >= 2, 'hit ratio and tokens saved charts');
+  assert.equal(await page.locator('#tenant-select').isVisible(), false, 'one tenant: no tenant picker');
+  const keyRow = page.locator('#keys-table tbody tr').filter({ hasText: 'webui-test-key' });
+  await keyRow.waitFor();
+  assert.match(await keyRow.textContent(), /10 min.*browser test/);
+
+  // The tree holds the conversation: some node's text starts with the system prompt.
+  const tree = page.locator('#cache-tree');
+  await tree.locator('.tree-node', { hasText: 'patient assistant for a small bookshop' }).first().waitFor();
+
+  // Close a node with children, refresh, and it stays closed; open it again.
+  const node = tree.locator('details.tree-node:not(.leaf)').first();
+  await node.waitFor();
+  const key = await node.getAttribute('data-key');
+  const byKey = tree.locator(`details.tree-node[data-key="${key}"]`);
+  const isOpen = () => byKey.evaluate((e) => e.open);
+  if (await isOpen()) {
+    await byKey.locator(':scope > summary').click();
+    assert.equal(await isOpen(), false);
+  }
+  const renders = Number(await tree.getAttribute('data-renders'));
+  await page.click('#cache-refresh');
+  await page.waitForFunction((n) => Number(document.getElementById('cache-tree').dataset.renders) > n, renders, { timeout: WAIT_MS });
+  assert.equal(await isOpen(), false, 'a closed node stays closed across a refresh');
+  await byKey.locator(':scope > summary').click();
+  assert.equal(await isOpen(), true, 'the node opens');
+  await byKey.locator(':scope > details.tree-node').first().waitFor();
+  const renders2 = Number(await tree.getAttribute('data-renders'));
+  await page.click('#cache-refresh');
+  await page.waitForFunction((n) => Number(document.getElementById('cache-tree').dataset.renders) > n, renders2, { timeout: WAIT_MS });
+  assert.equal(await isOpen(), true, 'an opened node stays open across a refresh');
+
+  // A request between two polls gives the hit ratio chart its first interval: the first
+  // turn's prompt again, all of it cached now.
+  const ratioValue = page.locator('.chart[data-chart="hit-ratio"] .chart-value');
+  assert.equal(await ratioValue.textContent(), '', 'no interval with requests yet');
+  const again = await fetch(`${baseUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'system', content: SYSTEM_PROMPT }, { role: 'user', content: 'Hello there' }], max_tokens: 4, temperature: 0 }),
+  });
+  assert.equal(again.status, 200, await again.text());
+  await page.waitForFunction(() => /\d%$/.test(document.querySelector('.chart[data-chart="hit-ratio"] .chart-value').textContent), null, { timeout: WAIT_MS });
+
+  await screenshot(page, 'cache.png');
+  assert.deepEqual(problems, [], 'no console errors on the keyless server\'s pages');
+});
+
+test('a server with a key: the page asks for it, then chats', { timeout: TEST_MS }, async () => {
+  const seen = [];
+  const keyed = await newPage(seen);
+  await keyed.goto(`${keyedUrl}/`);
+  await keyed.locator('#api-key-form').waitFor({ state: 'visible' });
+  // A wrong key: the server refuses it and the form asks again.
+  await keyed.fill('#api-key', 'sk-not-this-one');
+  await keyed.locator('#api-key-form button[type="submit"]').click();
+  await keyed.locator('#api-key-note', { hasText: 'did not accept' }).waitFor();
+  await keyed.locator('#api-key-form').waitFor({ state: 'visible' });
+  await keyed.fill('#api-key', apiKey);
+  await keyed.locator('#api-key-form button[type="submit"]').click();
+  await keyed.locator('#api-key-form').waitFor({ state: 'hidden' });
+  await keyed.locator('#model-name').filter({ hasText: 'model' }).waitFor();
+
+  await keyed.fill('#max-tokens', '16');
+  await keyed.fill('#temperature', '0');
+  await keyed.fill('#chat-input', 'Hello with a key');
+  await keyed.click('#chat-send');
+  await keyed.locator('.assistant-message[data-done="true"]').waitFor();
+  assert.equal(await keyed.locator('.error-message').count(), 0, 'no error in the conversation');
+  assert.match(await keyed.locator('.assistant-message .stats-line').textContent(), /prompt \d+ tokens/);
+
+  // The browser reports the 401 that made the page ask for the key as a failed resource.
+  const unexpected = seen.filter((p) => !/status of 401/.test(p));
+  assert.deepEqual(unexpected, [], 'no console errors but the 401 before the key');
+  await keyed.context().close();
+});
+
+async function newPage(sink) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const p = await context.newPage();
+  p.setDefaultTimeout(WAIT_MS);
+  p.on('console', (m) => {
+    if (m.type() === 'error' || m.type() === 'warning') sink.push(`console ${m.type()} on ${p.url()}: ${m.text()}`);
+  });
+  p.on('pageerror', (err) => sink.push(`uncaught on ${p.url()}: ${err.message}`));
+  return p;
+}
+
+// From the top: a full-page capture keeps the scroll position, and the sticky bar would show
+// halfway down.
+async function screenshot(p, name) {
+  await p.evaluate(() => window.scrollTo(0, 0));
+  await p.screenshot({ path: path.join(artifacts, name), fullPage: true });
+}
+
+function requiredEnv(name) {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: run this through tests/browser/run.sh`);
+  return value;
+}
