@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs the built-in web UI (webui/, served by prefixd at /, /cache and /ui/*) in headless
-# Chromium against two real prefixd servers (webui.test.mjs says what is checked):
+# Chromium against three real prefixd servers (webui.test.mjs says what is checked):
 # - one without a key that serves webui/ from the working tree (--webui-dir);
 # - one with --api-key that serves the copy compiled into the binary, which must be the same
-#   bytes as webui/ (a binary built before the last edit of webui/ fails: rebuild it).
+#   bytes as webui/ (a binary built before the last edit of webui/ fails: rebuild it);
+# - one with --api-keys (a key file of three tenants: an admin key of `ops`, a key of `acme` and
+#   one of `globex`), for the cache page's per-tenant view.
 # Screenshots go to $PREFIXD_TEST_ARTIFACTS (default: build/test-artifacts/webui).
 # Usage: run.sh PATH_TO_PREFIXD PATH_TO_TINY_MODEL
 # Needs Debian's chromium (chromium.sh finds it) and, on first use, the npm registry to install
@@ -37,12 +39,39 @@ artifacts=${PREFIXD_TEST_ARTIFACTS:-$repo/build/test-artifacts/webui}
 mkdir -p "$artifacts"
 artifacts=$(realpath "$artifacts")
 
-free_port() { node "$repo/tests/support/free-port.cjs" "${1:-0}"; }
+# A free port that is none of the ports given: free-port.cjs avoids one of them, and a draw that
+# hits another is drawn again.
+free_port() {
+  local candidate avoid taken
+  for _ in $(seq 1 64); do
+    candidate=$(node "$repo/tests/support/free-port.cjs" "${1:-0}") || return 1
+    taken=0
+    for avoid in "$@"; do
+      if [ "$candidate" = "$avoid" ]; then taken=1; fi
+    done
+    if [ "$taken" -eq 0 ]; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  echo "$0: no free port found" >&2
+  return 1
+}
+random_key() { echo "sk-webui-$1-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"; }
 port=$(free_port)
 keyed_port=$(free_port "$port")
-api_key="sk-webui-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+tenants_port=$(free_port "$port" "$keyed_port")
+api_key=$(random_key keyed)
+admin_key=$(random_key ops)
+acme_key=$(random_key acme)
+globex_key=$(random_key globex)
 log=$(mktemp /tmp/prefixd-webui-test-XXXXXX)
 keyed_log=$(mktemp /tmp/prefixd-webui-test-keyed-XXXXXX)
+tenants_log=$(mktemp /tmp/prefixd-webui-test-tenants-XXXXXX)
+# The key file's format: docs/operator-guide.md, "Keys and tenants". mktemp makes it readable by
+# this user only.
+keys_file=$(mktemp /tmp/prefixd-webui-test-keys-XXXXXX)
+printf '%s ops admin\n%s acme\n%s globex\n' "$admin_key" "$acme_key" "$globex_key" >"$keys_file"
 
 # The servers must not pick up a developer's PREFIXD_* settings (an API key would fail every
 # call), nor write the user's model fingerprint cache. A request that sends no seed samples with
@@ -57,18 +86,22 @@ start_server "$port" "$log" --webui-dir "$repo/webui"
 pid=$!
 start_server "$keyed_port" "$keyed_log" --api-key "$api_key"
 keyed_pid=$!
+start_server "$tenants_port" "$tenants_log" --api-keys "$keys_file"
+tenants_pid=$!
 
 cleanup() {
   status=$?
-  kill "$pid" "$keyed_pid" 2>/dev/null || true
-  wait "$pid" "$keyed_pid" 2>/dev/null || true
+  kill "$pid" "$keyed_pid" "$tenants_pid" 2>/dev/null || true
+  wait "$pid" "$keyed_pid" "$tenants_pid" 2>/dev/null || true
   if [ "$status" -ne 0 ]; then
     echo "--- prefixd log (no key) ---" >&2
     cat "$log" >&2
     echo "--- prefixd log (--api-key) ---" >&2
     cat "$keyed_log" >&2
+    echo "--- prefixd log (--api-keys) ---" >&2
+    cat "$tenants_log" >&2
   fi
-  rm -f "$log" "$keyed_log"
+  rm -f "$log" "$keyed_log" "$tenants_log" "$keys_file"
   exit "$status"
 }
 trap cleanup EXIT
@@ -89,6 +122,7 @@ wait_healthy() {
 }
 wait_healthy "$pid" "$port" "no key"
 wait_healthy "$keyed_pid" "$keyed_port" "--api-key"
+wait_healthy "$tenants_pid" "$tenants_port" "--api-keys"
 
 # The keyed server's UI is the one compiled in: it must be today's webui/, byte for byte.
 if ! node -e '
@@ -113,5 +147,7 @@ const files = fs.readdirSync(dir, { recursive: true, withFileTypes: true })
 fi
 
 PREFIXD_WEBUI_URL="http://127.0.0.1:$port" PREFIXD_WEBUI_KEYED_URL="http://127.0.0.1:$keyed_port" \
-  PREFIXD_WEBUI_API_KEY="$api_key" PREFIXD_TEST_ARTIFACTS="$artifacts" \
+  PREFIXD_WEBUI_API_KEY="$api_key" PREFIXD_WEBUI_TENANTS_URL="http://127.0.0.1:$tenants_port" \
+  PREFIXD_WEBUI_ADMIN_KEY="$admin_key" PREFIXD_WEBUI_ACME_KEY="$acme_key" \
+  PREFIXD_WEBUI_GLOBEX_KEY="$globex_key" PREFIXD_TEST_ARTIFACTS="$artifacts" \
   node --test --test-reporter=spec webui.test.mjs

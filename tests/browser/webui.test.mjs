@@ -6,8 +6,11 @@
 //      system prompt in it, and a node the user opened or closed stays so across a refresh;
 //   4. a server with --api-key: the page asks for the key, asks again after a wrong one, then
 //      chats;
+//   5. a server with --api-keys (tenants acme and globex, and an admin key of tenant ops): the
+//      cache page, with the admin key, offers a tenant picker and shows the picked tenant's tree
+//      alone; with acme's key it shows no picker and only acme's tree;
 // with no console error or uncaught exception on any page (but the 401s that make the page ask
-// for the key). Screenshots: chat.png and cache.png in $PREFIXD_TEST_ARTIFACTS.
+// for the key). Screenshots: chat.png, cache.png and cache-tenant.png in $PREFIXD_TEST_ARTIFACTS.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -18,6 +21,10 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const baseUrl = requiredEnv('PREFIXD_WEBUI_URL');
 const keyedUrl = requiredEnv('PREFIXD_WEBUI_KEYED_URL');
 const apiKey = requiredEnv('PREFIXD_WEBUI_API_KEY');
+const tenantsUrl = requiredEnv('PREFIXD_WEBUI_TENANTS_URL');
+const adminKey = requiredEnv('PREFIXD_WEBUI_ADMIN_KEY');
+const acmeKey = requiredEnv('PREFIXD_WEBUI_ACME_KEY');
+const globexKey = requiredEnv('PREFIXD_WEBUI_GLOBEX_KEY');
 const artifacts = requiredEnv('PREFIXD_TEST_ARTIFACTS');
 
 // The machine that runs this can be slow and busy: every wait is for a condition, with room.
@@ -28,6 +35,18 @@ const TEST_MS = 240_000;
 const SYSTEM_PROMPT =
   'You are Quill, a patient assistant for a small bookshop. Answer questions about opening hours, ' +
   'orders and recommendations in two or three plain sentences, and say so when you do not know.';
+
+// One system prompt per tenant of the --api-keys server, each longer than the cache's minimum
+// prefix, and each with a phrase near its start (a tree node's text is at most 200 bytes) that
+// the other lacks.
+const ACME_PHRASE = 'Roadrunner, the order desk of Acme';
+const GLOBEX_PHRASE = 'Hank, the front desk of Globex';
+const ACME_PROMPT =
+  `You are ${ACME_PHRASE} Corporation. Help customers track anvils, rockets and giant magnets, ` +
+  'quote delivery dates for the desert, and refuse politely to discuss any coyote.';
+const GLOBEX_PROMPT =
+  `You are ${GLOBEX_PHRASE} Corporation in Cypress Creek. Greet visitors, book meeting rooms, ` +
+  'direct them to the hammock district, and never mention the volcano lair.';
 
 let browser;
 let page; // the keyless server's page, shared by tests 1 to 3: they continue one session
@@ -212,6 +231,74 @@ test('a server with a key: the page asks for it, then chats', { timeout: TEST_MS
   assert.deepEqual(unexpected, [], 'no console errors but the 401 before the key');
   await keyed.context().close();
 });
+
+test('a server with tenants: an admin picks a tenant on the cache page, a tenant sees only its own', { timeout: TEST_MS }, async () => {
+  for (const [key, system] of [[acmeKey, ACME_PROMPT], [globexKey, GLOBEX_PROMPT]]) {
+    const response = await fetch(`${tenantsUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` },
+      body: JSON.stringify({ messages: [{ role: 'system', content: system }, { role: 'user', content: 'Hello' }], max_tokens: 4, temperature: 0 }),
+    });
+    assert.equal(response.status, 200, await response.text());
+  }
+
+  const seen = [];
+  const admin = await newPage(seen);
+  await admin.goto(`${tenantsUrl}/cache`);
+  await enterKey(admin, adminKey);
+
+  // The admin's view of the whole cache lists both tenants, and the picker offers them.
+  const select = admin.locator('#tenant-select');
+  await select.waitFor({ state: 'visible' });
+  await admin.locator('#tenant-select option[value="acme"]').waitFor({ state: 'attached' });
+  await admin.locator('#tenant-select option[value="globex"]').waitFor({ state: 'attached' });
+  await waitForTree(admin, [ACME_PHRASE, GLOBEX_PHRASE], []);
+
+  await select.selectOption('acme');
+  await waitForTree(admin, [ACME_PHRASE], [GLOBEX_PHRASE]);
+  assert.equal(new URL(admin.url()).searchParams.get('tenant'), 'acme', 'the address names the tenant picked');
+  await admin.locator('#tenants-table tbody tr').filter({ hasText: 'acme' }).waitFor();
+  assert.equal(await admin.locator('#tenants-table tbody tr').count(), 1, 'the tenants table shows acme alone');
+
+  await select.selectOption('globex');
+  await waitForTree(admin, [GLOBEX_PHRASE], [ACME_PHRASE]);
+  assert.equal(new URL(admin.url()).searchParams.get('tenant'), 'globex', 'the address names the tenant picked');
+  await admin.locator('#tenants-table tbody tr').filter({ hasText: 'globex' }).waitFor();
+  assert.equal(await admin.locator('#tenants-table tbody tr').count(), 1, 'the tenants table shows globex alone');
+  assert.equal(await select.isVisible(), true, 'the picker stays while one tenant is shown');
+  await screenshot(admin, 'cache-tenant.png');
+  await admin.context().close();
+
+  // A tenant's own key, in a browser that has not seen the admin's: its view only, no picker.
+  const tenant = await newPage(seen);
+  await tenant.goto(`${tenantsUrl}/cache`);
+  await enterKey(tenant, acmeKey);
+  await waitForTree(tenant, [ACME_PHRASE], [GLOBEX_PHRASE]);
+  await tenant.locator('#cache-updated', { hasText: 'updated' }).waitFor(); // the stats are in
+  assert.equal(await tenant.locator('#tenant-select').isVisible(), false, 'a tenant\'s key: no tenant picker');
+  await tenant.context().close();
+
+  // The browser reports the 401s that made the pages ask for the key as failed resources.
+  const unexpected = seen.filter((p) => !/status of 401/.test(p));
+  assert.deepEqual(unexpected, [], 'no console errors but the 401 before the key');
+});
+
+// The page asks for a key at its first 401; this enters one and waits for the form to go.
+async function enterKey(p, key) {
+  await p.locator('#api-key-form').waitFor({ state: 'visible' });
+  await p.fill('#api-key', key);
+  await p.locator('#api-key-form button[type="submit"]').click();
+  await p.locator('#api-key-form').waitFor({ state: 'hidden' });
+}
+
+// Waits until the cache tree has, for each phrase of `shown`, a node whose text holds it, and no
+// node whose text holds a phrase of `absent`.
+async function waitForTree(p, shown, absent) {
+  await p.waitForFunction(([yes, no]) => {
+    const texts = [...document.querySelectorAll('#cache-tree .tree-node')].map((n) => n.textContent);
+    return yes.every((s) => texts.some((t) => t.includes(s))) && !no.some((s) => texts.some((t) => t.includes(s)));
+  }, [shown, absent], { timeout: WAIT_MS });
+}
 
 async function newPage(sink) {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
