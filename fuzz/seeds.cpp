@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/images/image_input.h"
 #include "api/prompt/cache_namespace.h"
 #include "bench/request.h"
 #include "bench/workload.h"
@@ -228,20 +229,7 @@ void image_seeds(CorpusWriter& out) {
   const std::pair<const char*, std::string> files[] = {{"bmp", bmp}, {"png", png}, {"jpeg", jpeg}, {"gif", gif}, {"webp", webp}};
   for (const auto& [name, bytes] : files) {
     out.add("image_input", std::string("file-") + name, bytes);
-    std::string b64;
-    static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::uint32_t bits = 0;
-    int count = 0;
-    for (const char c : bytes) {
-      bits = (bits << 8) | static_cast<std::uint8_t>(c);
-      count += 8;
-      while (count >= 6) {
-        count -= 6;
-        b64.push_back(kAlphabet[(bits >> count) & 63]);
-      }
-    }
-    if (count > 0) b64.push_back(kAlphabet[(bits << (6 - count)) & 63]);
-    while (b64.size() % 4 != 0) b64.push_back('=');
+    const std::string b64 = api::encode_base64(bytes);
     out.add("image_input", std::string("url-") + name, std::string("data:image/") + name + ";base64," + b64);
   }
 }

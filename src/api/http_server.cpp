@@ -312,12 +312,8 @@ class HttpServer::Impl {
       view["meta_by_key"] = control_.meta_by_key(key_tenant);
       view["key_list"] = control_.key_list(key_tenant);
       const scheduler::SchedulerStats stats = scheduler_.stats();
-      if (!*tenant) {
-        // Server-wide, so only in the whole cache's view: the prompt tokens the cache was asked
-        // about (tokens_reused of them were served) and the prefill time that saved.
-        view["prompt_tokens"] = stats.prefix_cache_query_tokens;
-        view["seconds_saved"] = stats.prefill_seconds_saved;
-      }
+      // Server-wide, so only in the whole cache's view: the prefill time the cache saved.
+      if (!*tenant) view["seconds_saved"] = stats.prefill_seconds_saved;
       if (engine_.vision() != nullptr) {
         view["images"] = {{"total", stats.images_total},
                           {"cached", stats.images_cached_total},

@@ -14,11 +14,13 @@ struct CacheCounters {
   std::map<ScopeId, ScopeStats> scopes;  // the counter fields of each scope's stats
 
   // An outcome, once, when it is final.
-  void count_outcome(const Acquisition& got, const ScopeId& scope) {
+  void count_outcome(const Acquisition& got, const ScopeId& scope, std::int64_t prompt_tokens) {
     ScopeStats& scoped = scopes[scope];
     totals.outcomes[static_cast<size_t>(got.outcome)] += 1;
     scoped.outcomes[static_cast<size_t>(got.outcome)] += 1;
     if (got.outcome == Outcome::bypass) return;
+    totals.prompt_tokens += prompt_tokens;
+    scoped.prompt_tokens += prompt_tokens;
     if (got.tier == Tier::disk) {
       totals.disk.hits += 1;
       scoped.disk_hits += 1;

@@ -193,6 +193,7 @@ struct ScopeStats {
   std::int64_t hits = 0;
   std::int64_t misses = 0;
   std::int64_t tokens_reused = 0;
+  std::int64_t prompt_tokens = 0;  // of the requests that used the cache (not bypass): tokens_reused of them were served
   std::array<std::int64_t, kOutcomeCount> outcomes{};
   std::int64_t inflight_shares = 0;
   std::int64_t disk_hits = 0;
@@ -211,6 +212,7 @@ struct CacheStats {
   std::int64_t hits = 0;
   std::int64_t misses = 0;
   std::int64_t tokens_reused = 0;
+  std::int64_t prompt_tokens = 0;  // of the requests that used the cache (not bypass): tokens_reused of them were served
   std::array<std::int64_t, kOutcomeCount> outcomes{};  // by Outcome
   std::int64_t inflight_shares = 0;    // hits taken from another running request
   std::int64_t demotions = 0;          // device entries moved to the host tier

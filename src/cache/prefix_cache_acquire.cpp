@@ -20,7 +20,7 @@ Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const To
     add_evictions(evicted);
   }
   const Acquisition got = planner_.acquire(lease);
-  if (!got.waiting) record(got, key.scope);
+  if (!got.waiting) record(got, key.scope, static_cast<std::int64_t>(prompt.size()));
   trace("acquire seq={} ns={} session='{}' prompt={} -> {} reused={} tier={}{}", seq, short_hex(key.namespace_digest),
         key.session, prompt.size(), outcome_name(got.outcome), got.reused, tier_name(got.tier),
         got.waiting ? " (waiting)" : "");
@@ -30,7 +30,7 @@ Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const To
 
 Acquisition PrefixCache::Impl::bypass(const ScopeId& scope) {
   Acquisition got{Outcome::bypass};
-  record(got, scope);
+  record(got, scope, 0);
   publish();
   return got;
 }
@@ -50,7 +50,7 @@ std::vector<Resolved> PrefixCache::Impl::poll() {
     lease->waits_for.reset();
     const Acquisition got = planner_.acquire(*lease);
     if (got.waiting) continue;
-    record(got, lease->key.scope);
+    record(got, lease->key.scope, static_cast<std::int64_t>(lease->prompt.size()));
     trace("resolved seq={} -> {} reused={}", lease->seq, outcome_name(got.outcome), got.reused);
     out.push_back(Resolved{lease->seq, got});
   }

@@ -190,7 +190,8 @@ class PrefixCache::Impl {
   void repin(const std::string& ns);
 
   void add_evictions(const HostStore::Evicted& evicted) { counters_.count_evictions(evicted); }
-  void record(const Acquisition& got, const ScopeId& scope);  // counts an outcome once, when it is final
+  // Counts an outcome once, when it is final, with the prompt's length.
+  void record(const Acquisition& got, const ScopeId& scope, std::int64_t prompt_tokens);
   // Per-scope holdings of the device tier and the stores, with the scope counters, for publish().
   std::map<ScopeId, ScopeStats> scope_snapshot() const;
 

@@ -51,8 +51,8 @@ CacheStats PrefixCache::Impl::stats() const {
   return out;
 }
 
-void PrefixCache::Impl::record(const Acquisition& got, const ScopeId& scope) {
-  counters_.count_outcome(got, scope);
+void PrefixCache::Impl::record(const Acquisition& got, const ScopeId& scope, std::int64_t prompt_tokens) {
+  counters_.count_outcome(got, scope, prompt_tokens);
   if (got.tier == Tier::remote && backing_.remote() != nullptr) backing_.remote()->count_hit();
 }
 

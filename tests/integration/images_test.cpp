@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/images/image_input.h"
 #include "server_process.h"
 
 namespace prefixd::testing {
@@ -60,25 +61,7 @@ std::string bmp(int width, int height, int shade) {
   return out;
 }
 
-std::string base64(const std::string& bytes) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    const auto n = (static_cast<std::uint8_t>(bytes[i]) << 16) | (static_cast<std::uint8_t>(bytes[i + 1]) << 8) |
-                   static_cast<std::uint8_t>(bytes[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out.push_back(kAlphabet[(n >> s) & 63]);
-  }
-  if (i < bytes.size()) {
-    const bool two = i + 1 < bytes.size();
-    const auto n = (static_cast<std::uint8_t>(bytes[i]) << 16) | (two ? static_cast<std::uint8_t>(bytes[i + 1]) << 8 : 0);
-    out.push_back(kAlphabet[(n >> 18) & 63]);
-    out.push_back(kAlphabet[(n >> 12) & 63]);
-    out.push_back(two ? kAlphabet[(n >> 6) & 63] : '=');
-    out.push_back('=');
-  }
-  return out;
-}
+std::string base64(const std::string& bytes) { return api::encode_base64(bytes); }
 
 std::string data_url(const std::string& bytes) { return "data:image/bmp;base64," + base64(bytes); }
 

@@ -162,6 +162,7 @@ TEST(CacheTree, ItsDeviceNodesAreTheCellsTheStatsCount) {
   EXPECT_EQ(stats.body["tokens_reused"], second.body["prompt_cache"]["cached_tokens"]);
   EXPECT_EQ(stats.body["prompt_tokens"].get<std::int64_t>(),
             first.body["usage"]["prompt_tokens"].get<std::int64_t>() + second.body["usage"]["prompt_tokens"].get<std::int64_t>());
+  EXPECT_EQ(stats.body["tenants"]["default"]["prompt_tokens"], stats.body["prompt_tokens"]) << "one tenant: all of it";
   EXPECT_DOUBLE_EQ(stats.body["seconds_saved"].get<double>(), second.body["prompt_cache"]["seconds_saved"].get<double>());
 
   // A limit keeps the nodes nearest the root.

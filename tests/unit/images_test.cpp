@@ -47,6 +47,20 @@ TEST(ImageInput, Base64DecodesWithOrWithoutPaddingAndRefusesAnythingElse) {
   EXPECT_FALSE(api::decode_base64("aGVs-G8="));   // the URL-safe alphabet is not base64
 }
 
+TEST(ImageInput, Base64EncodesWithPaddingAndRoundTrips) {
+  EXPECT_EQ(api::encode_base64("hello"), "aGVsbG8=");
+  EXPECT_EQ(api::encode_base64("hello!"), "aGVsbG8h");
+  EXPECT_EQ(api::encode_base64("hi"), "aGk=");
+  EXPECT_EQ(api::encode_base64("h"), "aA==");
+  EXPECT_EQ(api::encode_base64(""), "");
+  std::string every_byte;
+  for (int b = 0; b < 256; ++b) every_byte.push_back(static_cast<char>(b));
+  for (std::size_t n = 0; n <= every_byte.size(); n += 37) {
+    const std::string bytes = every_byte.substr(0, n);
+    EXPECT_EQ(api::decode_base64(api::encode_base64(bytes)), bytes) << n;
+  }
+}
+
 TEST(ImageInput, ADataUrlGivesItsBytesAndEveryOtherUrlIsRefusedNamingTheField) {
   const api::ImageLimits limits{.max_images = 2, .max_bytes = 8};
   EXPECT_EQ(api::image_bytes_from_url("data:image/png;base64,aGVsbG8=", "p", limits), "hello");

@@ -108,6 +108,7 @@ nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, const engine
       {"hits", s.hits},
       {"misses", s.misses},
       {"tokens_reused", s.tokens_reused},
+      {"prompt_tokens", s.prompt_tokens},
       {"outcomes", outcomes_json(s)},
       {"inflight_shares", s.inflight_shares},
       {"evictions", {{"lru", s.evictions_lru}, {"ttl", s.evictions_ttl}, {"capacity", s.evictions_capacity},

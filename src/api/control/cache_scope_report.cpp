@@ -23,6 +23,7 @@ nlohmann::ordered_json scoped_json(const cache::ScopeStats& s, const cache::Cach
       {"hits", s.hits},
       {"misses", s.misses},
       {"tokens_reused", s.tokens_reused},
+      {"prompt_tokens", s.prompt_tokens},
       {"outcomes", outcomes},
       {"inflight_shares", s.inflight_shares},
       {"tiers",

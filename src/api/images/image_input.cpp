@@ -22,6 +22,21 @@ std::size_t decoded_size(std::size_t n) { return n / 4 * 3 + (n % 4 == 0 ? 0 : n
 
 }  // namespace
 
+std::string encode_base64(std::string_view bytes) {
+  static constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  const auto byte = [&](std::size_t i) { return i < bytes.size() ? std::uint32_t{static_cast<std::uint8_t>(bytes[i])} : 0u; };
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    const std::uint32_t n = (byte(i) << 16) | (byte(i + 1) << 8) | byte(i + 2);
+    out.push_back(kAlphabet[(n >> 18) & 63]);
+    out.push_back(kAlphabet[(n >> 12) & 63]);
+    out.push_back(i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=');
+    out.push_back(i + 2 < bytes.size() ? kAlphabet[n & 63] : '=');
+  }
+  return out;
+}
+
 std::optional<std::string> decode_base64(std::string_view text) {
   if (text.size() % 4 == 0 && !text.empty()) {
     if (text.ends_with("==")) {

@@ -33,6 +33,9 @@ struct ImageInput {
 
 // The bytes of standard base64 (padding optional, no whitespace or other characters), or nullopt.
 std::optional<std::string> decode_base64(std::string_view text);
+// Standard base64 with padding: decode_base64's inverse, for the clients that send images (the
+// test suite, the fuzz seeds).
+std::string encode_base64(std::string_view bytes);
 
 // Reads an image URL: "data:<media type>;base64,<data>" gives its decoded bytes. Throws the
 // parser's rejection (fields::Rejection) naming `param`: for a remote URL (not fetched), another
