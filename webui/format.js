@@ -6,6 +6,11 @@ export function count(n) {
   return typeof n === 'number' && Number.isFinite(n) ? grouped.format(n) : '—';
 }
 
+// "1 node", "3 nodes": a count with its noun.
+export function counted(n, noun) {
+  return `${count(n)} ${noun}${n === 1 ? '' : 's'}`;
+}
+
 export function bytes(n) {
   if (typeof n !== 'number' || !Number.isFinite(n)) return '—';
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];

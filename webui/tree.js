@@ -54,7 +54,7 @@ export class TreeView {
       el('summary', {},
         el('span', { class: 'tree-title', text: `namespace ${ns.namespace}` }),
         badge(`tenant ${ns.tenant}`),
-        el('span', { class: 'tree-meta', text: `${fmt.count(ns.tokens)} tokens · ${fmt.count(ns.nodes)} nodes` })));
+        el('span', { class: 'tree-meta', text: `${fmt.counted(ns.tokens, 'token')} · ${fmt.counted(ns.nodes, 'node')}` })));
     const children = ns.root?.children ?? [];
     if (!children.length) details.append(el('p', { class: 'tree-message', text: 'No cached prefixes.' }));
     for (const child of children) details.append(this.nodeView(ns.namespace, child, 1));

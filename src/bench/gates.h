@@ -16,9 +16,18 @@ namespace prefixd::bench {
 // have ids, else by token text); nothing when either list is missing or they share no token.
 std::optional<double> logprob_max_abs_diff(const nlohmann::json& a, const nlohmann::json& b);
 
+// True when two greedy first tokens differ only as a tie: each reply's top logprobs list both
+// tokens, their logprobs in each list are within twice the largest warm/cold difference of any
+// token the lists share (at most 0.1 nats). Two batch layouts round differently (warm and cold
+// compute the last prompt token in different batches), and between two nearly equally likely
+// tokens that rounding picks the winner; both servers show it on the same prompt.
+bool first_tokens_tie(const nlohmann::json& warm_logprobs, const std::string& warm_piece,
+                      const nlohmann::json& cold_logprobs, const std::string& cold_piece);
+
 // Replays the gate request (`messages`, its own first token `observed_first_piece`) and returns:
-// - first_token: greedy first token warm (cached prefix) vs cold (cache_prompt false) — equal —
-//   with the max abs difference of their top logprobs where the server returns logprobs;
+// - first_token: greedy first token warm (cached prefix) vs cold (cache_prompt false) — equal, or
+//   a tie (first_tokens_tie, reported as such) — with the max abs difference of their top
+//   logprobs where the server returns logprobs;
 // - determinism: the same bytes twice under two fresh cache keys give identical output;
 // - context: a follow-up question after the cached conversation vs the same question alone — the
 //   first token or its distribution differs (without logprobs: the short reply differs).

@@ -78,8 +78,9 @@ std::string diff_text(const nlohmann::json& value) {
 std::string gate_first_token(const nlohmann::json& g) {
   if (!g.contains("first_token")) return "not run";
   const auto& f = g.at("first_token");
-  std::string out = f.value("equal", false) ? "✓ " + code(f.value("warm", ""))
-                                            : "✗ warm " + code(f.value("warm", "")) + ", cold " + code(f.value("cold", ""));
+  std::string out = !f.value("equal", false) ? "✗ warm " + code(f.value("warm", "")) + ", cold " + code(f.value("cold", ""))
+                    : f.value("tie", false) ? "✓ a tie: warm " + code(f.value("warm", "")) + ", cold " + code(f.value("cold", ""))
+                                            : "✓ " + code(f.value("warm", ""));
   out += std::format("; top-{} logprob max Δ {}", 5, g.value("logprobs", false) ? diff_text(f.at("logprob_max_abs_diff")) : "n/a (no logprobs)");
   out += std::format("; evaluated warm {} / cold {}", f.value("warm_evaluated", -1), f.value("cold_evaluated", -1));
   return out;

@@ -4,25 +4,27 @@
 #include "scheduler/scheduler_impl.h"
 
 #include <algorithm>
+#include <optional>
+
 #include <spdlog/spdlog.h>
 
 namespace prefixd::scheduler {
 
 // Returns false when the step must end here (the decode failed and was recovered from).
 bool Scheduler::Impl::prefill_next_image() {
-  Active* next = nullptr;
-  for (auto& a : active_) {
+  std::optional<size_t> next;
+  for (size_t i = 0; i < active_.size(); ++i) {
+    Active* a = active_[i].get();
     if (!a->prefilling() || a->drawing || a->image_at(a->n_past) == nullptr) continue;
-    if (next == nullptr || prefills_before(a.get(), next)) next = a.get();
+    if (!next || prefills_before(a, active_[*next].get())) next = i;
   }
-  if (next == nullptr) return true;
-  return prefill_image(*next, *next->image_at(next->n_past));
+  if (!next) return true;
+  return prefill_image(*next, *active_[*next]->image_at(active_[*next]->n_past));
 }
 
-bool Scheduler::Impl::prefill_image(Active& a, const PromptImage& image) {
+bool Scheduler::Impl::prefill_image(size_t index, const PromptImage& image) {
+  Active& a = *active_[index];
   engine::Vision* vision = engine_.vision();
-  const size_t index = static_cast<size_t>(std::ranges::find_if(active_, [&](const auto& p) { return p.get() == &a; }) -
-                                           active_.begin());
   if (vision == nullptr) {
     finish(index, FinishReason::error, "the prompt holds an image and the server has no vision projector");
     return false;

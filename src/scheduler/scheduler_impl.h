@@ -82,7 +82,7 @@ class Scheduler::Impl {
 
   // scheduler_images.cpp
   bool prefill_next_image();
-  bool prefill_image(Active& a, const PromptImage& image);
+  bool prefill_image(size_t index, const PromptImage& image);  // index into active_
 
   // scheduler_warmup.cpp
   void remember_reply(const Active& a);

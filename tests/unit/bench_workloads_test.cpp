@@ -470,6 +470,23 @@ TEST(BenchGates, LogprobDifferenceOverSharedTokens) {
   EXPECT_FALSE(gates_passed(gates(false)));
 }
 
+TEST(BenchGates, TwoFirstTokensTieOnlyWithinTheRoundingOfTheirOwnLists) {
+  const auto list = [](double fall, double stop, double other) {
+    return nlohmann::json{{{"token", "fall"}, {"logprob", fall}}, {{"token", " stop"}, {"logprob", stop}},
+                          {{"token", "x"}, {"logprob", other}}};
+  };
+  // The default model's multiturn gate prompt, as both servers answered it: a 0.02-nat swap where
+  // the lists differ by up to 0.03 elsewhere.
+  EXPECT_TRUE(first_tokens_tie(list(-1.00, -1.02, -3.0), "fall", list(-1.03, -1.01, -3.03), " stop"));
+  // A gap wider than twice the rounding the lists show is an answer that changed.
+  EXPECT_FALSE(first_tokens_tie(list(-1.00, -1.20, -3.0), "fall", list(-1.21, -1.01, -3.01), " stop"));
+  // Large rounding does not widen the tie past 0.1 nats.
+  EXPECT_FALSE(first_tokens_tie(list(-1.0, -1.15, -3.0), "fall", list(-1.5, -1.35, -5.0), " stop"));
+  // A token missing from either list cannot be a tie; nor can lists without logprobs.
+  EXPECT_FALSE(first_tokens_tie(list(-1.0, -1.01, -3.0), "fall", list(-1.0, -1.01, -3.0), "other"));
+  EXPECT_FALSE(first_tokens_tie(nlohmann::json(), "fall", list(-1.0, -1.01, -3.0), " stop"));
+}
+
 TEST(BenchRequest, BodyAndCounters) {
   const auto body = chat_body(nlohmann::json::array({{{"role", "user"}, {"content", "hi"}}}),
                               {.max_tokens = 1, .session = "s", .cache_prompt = false, .top_logprobs = 5});
