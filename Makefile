@@ -49,6 +49,7 @@ serve: build $(MODEL)
 	@echo "prefixd: serving $(MODEL) on http://$(HOST):$(PORT) — try:"
 	@echo "  curl http://$(HOST):$(PORT)/v1/chat/completions -H 'Content-Type: application/json' \\"
 	@echo "    -d '{\"model\":\"default\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":16}'"
+	@echo "  or open http://$(HOST):$(PORT)/ in a browser (chat) and http://$(HOST):$(PORT)/cache (the cache)"
 	$(IN_ENV) $(BUILD)/bin/prefixd serve --model $(MODEL) --host $(HOST) --port $(PORT) $(ARGS)
 
 # prefixd vs llama-server side by side (docs/benchmarks.md), then on the hybrid, sliding-window and
