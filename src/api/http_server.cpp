@@ -4,7 +4,6 @@
 #include "api/server.h"
 
 #include <algorithm>
-#include <charconv>
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -60,9 +59,6 @@ constexpr Route kRoutes[] = {
     {"/v1/cache/summary", "GET"}, {"/v1/cache/chain", "POST"}, {"/v1/cache/tree", "GET"}, {"/v1/messages", "POST"},
     {"/v1/messages/count_tokens", "POST"}, {"/v1/responses", "POST"},
 };
-
-// The most nodes one GET /v1/cache/tree returns (its JSON grows with them).
-constexpr std::int64_t kMaxTreeNodes = 100'000;
 
 constexpr std::string_view kResponsesPrefix = "/v1/responses/";
 
@@ -404,14 +400,9 @@ class HttpServer::Impl {
     if (!tenant) return error_response(tenant.error());
     cache::TreeQuery query;
     if (*tenant) query.scope = tenant_scope(**tenant);
-    if (const std::string limit = req.query_param("limit"); !limit.empty()) {
-      std::int64_t value = 0;
-      const auto [end, ec] = std::from_chars(limit.data(), limit.data() + limit.size(), value);
-      if (ec != std::errc{} || end != limit.data() + limit.size() || value < 1 || value > kMaxTreeNodes) {
-        return error_response(invalid_param("limit", std::format("'limit' must be a whole number from 1 to {}", kMaxTreeNodes)));
-      }
-      query.node_limit = value;
-    }
+    const auto limit = parse_tree_limit(req.query_param("limit"));
+    if (!limit) return error_response(limit.error());
+    if (*limit) query.node_limit = **limit;
     cache::CacheTree tree;
     if (!scheduler_.with_cache([&](cache::PrefixCache& cache) { tree = cache.tree(query); })) {
       return error_response(shutting_down_error());

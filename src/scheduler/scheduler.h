@@ -80,11 +80,10 @@ struct SchedulerStats {
     double sum_seconds = 0;
   };
   std::array<TtftHistogram, cache::kOutcomeCount> ttft_by_outcome{};
-  // The prefix cache in the field's terms, counted as each request's lookup is final: prompt
-  // tokens of requests that looked the cache up, the tokens it served (by the tier credited), and
-  // the prefill time those tokens would have cost at the prefill rate measured when they were
-  // served (0 until a prefill was measured).
-  std::int64_t prefix_cache_query_tokens = 0;
+  // The prefix cache in the field's terms, counted as each request's lookup is final: the tokens
+  // it served (by the tier credited) and the prefill time those tokens would have cost at the
+  // prefill rate measured when they were served (0 until a prefill was measured). The prompt
+  // tokens looked up are the cache's own count (CacheStats::prompt_tokens).
   std::array<std::int64_t, cache::kTierCount> prefix_cache_hit_tokens{};  // by cache::Tier
   double prefill_seconds_saved = 0;
 };

@@ -87,17 +87,16 @@ void Scheduler::Impl::start(Queued queued) {
 
 // What the cache put into the request's sequence (or that it waits for another request).
 void Scheduler::Impl::apply(Active& a, const cache::Acquisition& got) {
-  if (!got.waiting && got.outcome != cache::Outcome::bypass) {
-    std::lock_guard lock(mutex_);
-    stats_.prefix_cache_query_tokens += a.n_prompt;
-    stats_.prefix_cache_hit_tokens[static_cast<size_t>(got.tier)] += got.reused;
-    stats_.prefill_seconds_saved += seconds_per_prompt_token_ * got.reused;
-  }
   a.waiting = got.waiting;
   a.n_past = got.reused;
   CacheReport report{got.outcome, got.reused, a.n_prompt - got.reused, got.tier, got.in_session,
                      std::move(a.cache.changed_inputs)};
   report.seconds_saved = seconds_per_prompt_token_ * got.reused;
+  if (!got.waiting && got.outcome != cache::Outcome::bypass) {
+    std::lock_guard lock(mutex_);
+    stats_.prefix_cache_hit_tokens[static_cast<size_t>(got.tier)] += got.reused;
+    stats_.prefill_seconds_saved += report.seconds_saved;
+  }
   report.images = static_cast<std::int32_t>(a.request.images.size());
   report.images_cached = static_cast<std::int32_t>(
       std::ranges::count_if(a.request.images, [&](const PromptImage& image) { return image.end() <= got.reused; }));

@@ -176,6 +176,10 @@ void add_cache_metrics(metrics::Registry& m, const cache::CacheStats& s) {
   m.counter("prefixd_prompt_cache_misses_total", "Cache-enabled requests that found no reusable prefix.",
            s.misses);
   m.counter("prefixd_prompt_cache_prefix_tokens_reused_total", "Prompt tokens taken from the cache instead of computed.", s.tokens_reused);
+  // The field's other prefix-cache counter, prefixd_prefix_cache_hits_total, is the scheduler's
+  // (add_scheduler_metrics), which splits it by tier.
+  m.counter("prefixd_prefix_cache_queries_total",
+            "Prompt tokens of requests that looked up the prefix cache (the field's prefix_cache_queries).", s.prompt_tokens);
   std::vector<Count> outcomes;
   for (int i = 0; i < cache::kOutcomeCount; ++i) {
     outcomes.emplace_back(cache::outcome_name(static_cast<cache::Outcome>(i)), s.outcomes[static_cast<size_t>(i)]);

@@ -16,8 +16,8 @@ namespace prefixd::api {
 // `model`: the family and how its memory is reused are part of the answer.
 nlohmann::ordered_json cache_stats_json(const cache::CacheStats& stats, const engine::ModelInfo& model);
 nlohmann::ordered_json cache_reset_json(const cache::ResetReport& report);
-// The prompt cache's families (prefixd_prompt_cache_*, prefixd_cache_remote_*), and the prefix-cache
-// counters in the field's convention (prefixd_prefix_cache_queries_total / _hits_total, in tokens).
+// The prompt cache's families (prefixd_prompt_cache_*, prefixd_cache_remote_*), and the field's
+// prefixd_prefix_cache_queries_total (prompt tokens looked up; its _hits_total is the scheduler's).
 void add_cache_metrics(metrics::Registry& registry, const cache::CacheStats& stats);
 
 }  // namespace prefixd::api

@@ -1,5 +1,8 @@
 #include "api/control/cache_tree_report.h"
 
+#include <charconv>
+#include <format>
+
 #include "util/hex.h"
 
 namespace prefixd::api {
@@ -60,6 +63,16 @@ OrderedJson node_json(const cache::TreeNode& node, const engine::Vocabulary& voc
 }
 
 }  // namespace
+
+std::expected<std::optional<std::int64_t>, ApiError> parse_tree_limit(std::string_view value) {
+  if (value.empty()) return std::nullopt;
+  std::int64_t limit = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), limit);
+  if (error != std::errc{} || end != value.data() + value.size() || limit < 1 || limit > kMaxTreeNodes) {
+    return std::unexpected(invalid_param("limit", std::format("'limit' must be a whole number from 1 to {}", kMaxTreeNodes)));
+  }
+  return limit;
+}
 
 OrderedJson cache_tree_json(const cache::CacheTree& tree, const engine::Vocabulary& vocab, const TenantNames& tenants) {
   OrderedJson namespaces = OrderedJson::array();

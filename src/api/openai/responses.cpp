@@ -253,9 +253,6 @@ void add_ttft_metrics(metrics::Registry& r, const scheduler::SchedulerStats& sta
 void add_field_metrics(metrics::Registry& r, const scheduler::SchedulerStats& stats) {
   std::int64_t hits = 0;
   for (const std::int64_t n : stats.prefix_cache_hit_tokens) hits += n;
-  r.counter("prefixd_prefix_cache_queries_total",
-            "Prompt tokens of requests that looked up the prefix cache (the field's prefix_cache_queries).",
-            static_cast<double>(stats.prefix_cache_query_tokens));
   r.counter("prefixd_prefix_cache_hits_total",
             "Prompt tokens the prefix cache served instead of computing (the field's prefix_cache_hits).",
             static_cast<double>(hits));
