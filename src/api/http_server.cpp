@@ -259,9 +259,12 @@ class HttpServer::Impl {
   http::Response route(http::Request& req) {
     const bool get = req.method == "GET";
     const bool post = req.method == "POST";
+    // HEAD is answered where a GET has no effect and never streams: the health check and the UI's
+    // files (the transport drops the body).
+    const bool get_or_head = get || req.method == "HEAD";
     const std::string& path = req.path;
-    if (get && path == "/health") return json_response(200, R"({"status":"ok"})");
-    if (get && site_ && webui::Site::is_ui_path(path)) {
+    if (get_or_head && path == "/health") return json_response(200, R"({"status":"ok"})");
+    if (get_or_head && site_ && webui::Site::is_ui_path(path)) {
       if (auto file = site_->find(path)) return web_file(std::move(*file));
       return error_response(ApiError{.status = 404, .message = std::format("the web UI has no file {}", path), .code = "not_found"});
     }

@@ -98,6 +98,7 @@ void Connection::read_request() {
   // it gets its 503. A connection with nothing sent closes, as at the start of the drain.
   if (served_ >= options.max_requests_per_connection || (server_.draining() && !request_begun())) return linger_then_close();
   parser_.emplace();
+  head_request_ = false;
   parser_->header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(options.max_header_bytes, UINT32_MAX)));
   parser_->body_limit(options.max_body_bytes);
   server_.waiting(*this);
@@ -130,6 +131,7 @@ void Connection::on_header(const beast::error_code& ec) {
   if (ec) return reject(400, std::format("malformed HTTP request: {}", ec.message()), "bad_request");
   const auto& message = parser_->get();
   version_ = message.version();
+  head_request_ = message.method() == bhttp::verb::head;
   if (message.target().size() > server_.options().max_target_bytes) {
     return reject(414, "the request URL is too long", "uri_too_long");
   }
@@ -291,6 +293,12 @@ void Connection::respond(Response response, bool keep_alive) {
   message->body() = std::move(response.body);
   message->keep_alive(keep);
   message->prepare_payload();
+  if (head_request_) {
+    // A HEAD is answered with the head a GET would get, Content-Length included, and no body.
+    const std::size_t length = message->body().size();
+    message->body().clear();
+    message->content_length(length);
+  }
   stream_.expires_after(server_.options().write_timeout);
   bhttp::async_write(stream_, *message, [self = shared_from_this(), message, keep](const beast::error_code& ec, std::size_t) {
     if (ec) {

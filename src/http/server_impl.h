@@ -135,6 +135,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;  // engaged while a request arrives
   std::string client_;
   unsigned version_ = 11;
+  bool head_request_ = false;  // the request being answered is a HEAD: its answer has no body
   std::size_t served_ = 0;
   bool closed_ = false;
   bool in_flight_ = false;

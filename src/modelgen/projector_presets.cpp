@@ -21,6 +21,35 @@ TensorSpec ones(std::string name, std::int64_t n) { return {std::move(name), {n}
 TensorSpec small(std::string name, std::int64_t n) { return {std::move(name), {n}, Normal{0.02f}, StorageClass::f32}; }
 std::string vblk(int layer, std::string_view what) { return std::format("v.blk.{}.{}", layer, what); }
 
+// Q, K and V as three matrices (SigLIP) or one of three times the width (Qwen3-VL).
+enum class QkvLayout { separate, fused };
+
+// One pre-norm transformer block of a vision tower, with biases everywhere: norm, attention,
+// output projection, norm, GELU MLP. The weights are seeded by tensor name, so the order here only
+// decides the file's layout.
+void push_vision_block(ModelSpec& spec, int il, std::int64_t n, std::int64_t n_ff, QkvLayout qkv) {
+  auto& t = spec.tensors;
+  t.push_back(ones(vblk(il, "ln1.weight"), n));
+  t.push_back(small(vblk(il, "ln1.bias"), n));
+  if (qkv == QkvLayout::fused) {
+    t.push_back(matrix(vblk(il, "attn_qkv.weight"), n, 3 * n));
+    t.push_back(small(vblk(il, "attn_qkv.bias"), 3 * n));
+  } else {
+    for (const char* proj : {"attn_q", "attn_k", "attn_v"}) {
+      t.push_back(matrix(vblk(il, std::format("{}.weight", proj)), n, n));
+      t.push_back(small(vblk(il, std::format("{}.bias", proj)), n));
+    }
+  }
+  t.push_back(matrix(vblk(il, "attn_out.weight"), n, n));
+  t.push_back(small(vblk(il, "attn_out.bias"), n));
+  t.push_back(ones(vblk(il, "ln2.weight"), n));
+  t.push_back(small(vblk(il, "ln2.bias"), n));
+  t.push_back(matrix(vblk(il, "ffn_up.weight"), n, n_ff));
+  t.push_back(small(vblk(il, "ffn_up.bias"), n_ff));
+  t.push_back(matrix(vblk(il, "ffn_down.weight"), n_ff, n));
+  t.push_back(small(vblk(il, "ffn_down.bias"), n));
+}
+
 // A SigLIP vision tower with Gemma 3's projector: patches, a learned position per patch, pre-norm
 // transformer blocks (GELU MLP), a final norm, an average pool of merge×merge patches, an RMS norm
 // and a linear map into the text model's embedding width. Every image is resized to
@@ -54,22 +83,7 @@ ModelSpec gemma3_projector(std::string preset, std::string display, const Siglip
   spec.tensors.push_back(f32_matrix("v.patch_embd.weight", {s.patch, s.patch, 3, n}, 1.0f / std::sqrt(patch_fan_in)));
   spec.tensors.push_back(small("v.patch_embd.bias", n));
   spec.tensors.push_back(f32_matrix("v.position_embd.weight", {n, patches}, 0.02f));
-  for (int il = 0; il < static_cast<int>(s.n_layer); ++il) {
-    for (const char* proj : {"attn_q", "attn_k", "attn_v"}) {
-      spec.tensors.push_back(matrix(vblk(il, std::format("{}.weight", proj)), n, n));
-      spec.tensors.push_back(small(vblk(il, std::format("{}.bias", proj)), n));
-    }
-    spec.tensors.push_back(matrix(vblk(il, "attn_out.weight"), n, n));
-    spec.tensors.push_back(small(vblk(il, "attn_out.bias"), n));
-    spec.tensors.push_back(ones(vblk(il, "ln1.weight"), n));
-    spec.tensors.push_back(small(vblk(il, "ln1.bias"), n));
-    spec.tensors.push_back(ones(vblk(il, "ln2.weight"), n));
-    spec.tensors.push_back(small(vblk(il, "ln2.bias"), n));
-    spec.tensors.push_back(matrix(vblk(il, "ffn_up.weight"), n, s.n_ff));
-    spec.tensors.push_back(small(vblk(il, "ffn_up.bias"), s.n_ff));
-    spec.tensors.push_back(matrix(vblk(il, "ffn_down.weight"), s.n_ff, n));
-    spec.tensors.push_back(small(vblk(il, "ffn_down.bias"), n));
-  }
+  for (int il = 0; il < static_cast<int>(s.n_layer); ++il) push_vision_block(spec, il, n, s.n_ff, QkvLayout::separate);
   spec.tensors.push_back(ones("v.post_ln.weight", n));
   spec.tensors.push_back(small("v.post_ln.bias", n));
   spec.tensors.push_back(ones("mm.soft_emb_norm.weight", n));
@@ -114,20 +128,7 @@ ModelSpec qwen3vl_projector(std::string preset, std::string display, const Qwen3
   spec.tensors.push_back(f32_matrix("v.patch_embd.weight.1", {patch, patch, 3, n}, 1.0f / std::sqrt(patch_fan_in)));
   spec.tensors.push_back(small("v.patch_embd.bias", n));
   spec.tensors.push_back(f32_matrix("v.position_embd.weight", {n, static_cast<std::int64_t>(s.grid) * s.grid}, 0.02f));
-  for (int il = 0; il < static_cast<int>(s.n_layer); ++il) {
-    spec.tensors.push_back(ones(vblk(il, "ln1.weight"), n));
-    spec.tensors.push_back(small(vblk(il, "ln1.bias"), n));
-    spec.tensors.push_back(matrix(vblk(il, "attn_qkv.weight"), n, 3 * n));
-    spec.tensors.push_back(small(vblk(il, "attn_qkv.bias"), 3 * n));
-    spec.tensors.push_back(matrix(vblk(il, "attn_out.weight"), n, n));
-    spec.tensors.push_back(small(vblk(il, "attn_out.bias"), n));
-    spec.tensors.push_back(ones(vblk(il, "ln2.weight"), n));
-    spec.tensors.push_back(small(vblk(il, "ln2.bias"), n));
-    spec.tensors.push_back(matrix(vblk(il, "ffn_up.weight"), n, s.n_ff));
-    spec.tensors.push_back(small(vblk(il, "ffn_up.bias"), s.n_ff));
-    spec.tensors.push_back(matrix(vblk(il, "ffn_down.weight"), s.n_ff, n));
-    spec.tensors.push_back(small(vblk(il, "ffn_down.bias"), n));
-  }
+  for (int il = 0; il < static_cast<int>(s.n_layer); ++il) push_vision_block(spec, il, n, s.n_ff, QkvLayout::fused);
   spec.tensors.push_back(ones("v.post_ln.weight", n));
   spec.tensors.push_back(small("v.post_ln.bias", n));
   spec.tensors.push_back(matrix("mm.0.weight", 4 * n, 4 * n));

@@ -43,6 +43,25 @@ TEST(WebUi, PagesAndFilesNeedNoKeyAndTheApiStillDoes) {
   ASSERT_TRUE(cache_page);
   EXPECT_EQ(cache_page->status, 200);
   EXPECT_EQ(cache_page->body, page->body);  // one page; its script picks the view from the path
+  // HEAD: the head a GET gets, its length included, and no body (what `curl -I` and link checkers send).
+  client->set_keep_alive(true);
+  for (int round = 0; round < 2; ++round) {  // twice on one connection: nothing of the body is left on it
+    const auto head = client->Head("/");
+    ASSERT_TRUE(head);
+    EXPECT_EQ(head->status, 200);
+    EXPECT_EQ(header(head, "Content-Length"), std::to_string(page->body.size()));
+    EXPECT_EQ(header(head, "Content-Type"), "text/html; charset=utf-8");
+    EXPECT_TRUE(head->body.empty());
+  }
+  const auto after_head = client->Get("/health");
+  ASSERT_TRUE(after_head);
+  EXPECT_EQ(after_head->status, 200);
+  EXPECT_EQ(after_head->body, R"({"status":"ok"})");
+  const auto missing_head = client->Head("/ui/no-such-file.js");
+  ASSERT_TRUE(missing_head);
+  EXPECT_EQ(missing_head->status, 404);
+  EXPECT_TRUE(missing_head->body.empty());
+  client->set_keep_alive(false);
 
   const auto files = referenced_files(page->body);
   ASSERT_FALSE(files.empty()) << page->body;
