@@ -57,6 +57,11 @@ TEST(WebUi, PagesAndFilesNeedNoKeyAndTheApiStillDoes) {
   ASSERT_TRUE(after_head);
   EXPECT_EQ(after_head->status, 200);
   EXPECT_EQ(after_head->body, R"({"status":"ok"})");
+  const auto health_head = client->Head("/health");
+  ASSERT_TRUE(health_head);
+  EXPECT_EQ(health_head->status, 200);
+  EXPECT_EQ(header(health_head, "Content-Length"), std::to_string(after_head->body.size()));
+  EXPECT_TRUE(health_head->body.empty());
   const auto missing_head = client->Head("/ui/no-such-file.js");
   ASSERT_TRUE(missing_head);
   EXPECT_EQ(missing_head->status, 404);
