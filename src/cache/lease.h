@@ -26,6 +26,7 @@ struct Lease {
   std::int32_t wait_until = 0;
   std::vector<Digest> chain;          // checkpoint families: block chain of the prompt
   std::vector<engine::Pos> stops;     // checkpoint families: positions still to checkpoint, ascending
+  engine::Pos branch = 0;             // checkpoint families: where the prompt leaves the longest prefix it shares
   engine::Pos window_from = 0;        // window-only models: where the sequence's unbroken window run starts
   // A reuse reaching past this position came from the shared tier (kNoFork: it gave nothing).
   std::int32_t remote_from = kNoFork;

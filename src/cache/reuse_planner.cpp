@@ -1,5 +1,6 @@
 #include "cache/reuse_planner.h"
 
+#include <algorithm>
 #include <array>
 #include <spdlog/spdlog.h>
 
@@ -156,6 +157,10 @@ Acquisition ReusePlanner::adopt_state(Lease& lease) {
     limit = std::max({at.device.length, at.running.now, host_plan.length});
   }
   at.checkpoint = tiers_.checkpoints.find(lineage, query, lease.chain, limit);
+  // Where this prompt leaves what another one has or is computing: a branch of the tree, where the
+  // next conversation will likely leave it too (after a system prompt that no turn boundary ends).
+  lease.branch = std::max(at.device.length, at.running.common);
+  if (lease.branch >= n - 1) lease.branch = 0;
   at.in_memory = std::max(at.whole.length, at.checkpoint.position);
   at.promoted = tiers_.backing.promote_checkpoint(lineage, query, lease.chain, at.in_memory, limit, lease.session, lease.key.scope);
   if (at.promoted) at.checkpoint = tiers_.checkpoints.find(lineage, query, lease.chain, limit);
@@ -270,6 +275,11 @@ std::vector<engine::Pos> ReusePlanner::checkpoint_positions(const RequestKey& ke
 void ReusePlanner::plan_stops(Lease& lease) const {
   const auto n = static_cast<std::int32_t>(lease.prompt.size());
   std::vector<engine::Pos> stops = checkpoint_positions(lease.key, n);
+  // Also where the prompt branches off (a position the shared-tier lookup does not ask for: a
+  // checkpoint there serves this server's next conversation).
+  if (lease.branch > 0 && !std::ranges::binary_search(stops, lease.branch)) {
+    stops.insert(std::ranges::upper_bound(stops, lease.branch), lease.branch);
+  }
   // Only positions this request computes, long enough to be worth a restore, not stored already,
   // and, for a request without a session under session isolation, that anyone could reuse.
   const std::int32_t reusable = lease.reach.own ? n : lease.reach.others;

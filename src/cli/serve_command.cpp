@@ -181,7 +181,9 @@ int run_serve(ServeOptions& o) {
                o.server.http.workers, o.server.http.max_body_bytes, o.server.max_json_nodes, cores, kLargeBodyBytes >> 10);
   if (o.device_cells >= 0) cache.device_cells = o.device_cells;  // else the backend's default
   cache.compaction = cache::parse_compaction(o.compaction);
-  if (o.prefill_packing != "auto") o.scheduler.pack_prefills = o.prefill_packing == "on";
+  if (o.prefill_packing == "on") o.scheduler.prefill_packing = scheduler::PrefillPacking::on;
+  if (o.prefill_packing == "bounded") o.scheduler.prefill_packing = scheduler::PrefillPacking::bounded;
+  if (o.prefill_packing == "off") o.scheduler.prefill_packing = scheduler::PrefillPacking::off;
   o.scheduler.n_slots = o.context.n_parallel;
   o.server.slots = o.context.n_parallel;
   o.server.default_seed = o.seed < 0 ? engine::kRandomSeed : static_cast<std::uint32_t>(o.seed);
@@ -201,8 +203,8 @@ int run_serve(ServeOptions& o) {
                per_token > 0 ? cache.host_capacity_bytes / per_token : 0, per_token, cache.host_max_segments,
                cache.min_prefix, cache.block_size, o.apc_hash, o.cache_ttl_seconds);
   if (cache_on && !trimmable) {
-    spdlog::info("checkpoints: at user-turn boundaries, every {} prompt tokens, before and after the last prompt "
-                 "token; {:.1f} MiB, {} entries, {} per session; warm-up after replies {}",
+    spdlog::info("checkpoints: at user-turn boundaries, every {} prompt tokens, where a prompt leaves a prefix it "
+                 "shares, before and after the last prompt token; {:.1f} MiB, {} entries, {} per session; warm-up after replies {}",
                  cache.checkpoint_every, static_cast<double>(cache.checkpoint_capacity_bytes) / (1 << 20),
                  cache.checkpoint_max_entries, cache.checkpoints_per_session, o.scheduler.cache_warmup ? "on" : "off");
   }
@@ -362,9 +364,11 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                   "--ctx-size when layers run on a GPU, else 0)")
       ->envname("PREFIXD_PROMPT_CACHE_DEVICE_CELLS")->check(CLI::Range(-1, 1 << 24));
   cmd->add_option("--prefill-packing", o->prefill_packing,
-                  "Let several prompts finish their prefill in one batch: auto (on a GPU yes, on the CPU no: "
-                  "shortest prompt first, one completing per batch), on, off")
-      ->capture_default_str()->envname("PREFIXD_PREFILL_PACKING")->check(CLI::IsMember({"auto", "on", "off"}));
+                  "Which prompts may finish their prefill in the batch where another one does: auto (on a "
+                  "GPU, bounded on the CPU), on (any), bounded (only prompts that finish there too, while the "
+                  "step they spare the waiting prompts outweighs their tokens), off (none)")
+      ->capture_default_str()->envname("PREFIXD_PREFILL_PACKING")
+      ->check(CLI::IsMember({"auto", "on", "bounded", "off"}));
   cmd->add_option("--prompt-cache-compaction", o->compaction,
                   "Rewrite idle device entries at the start of the context when the server goes idle: auto "
                   "(never: measured slower), idle, never")

@@ -27,16 +27,27 @@
 
 namespace prefixd::scheduler {
 
+// Which prompts share the batch in which one of them completes its prefill.
+//  - off: none; the batch ends with the completing prompt (a short prompt never waits for others).
+//  - bounded: only prompts that complete in it too, and only while what a joining prompt spares
+//    (one step, of at least the batch's decode tokens, for it and every prompt waiting behind it)
+//    outweighs what it costs (its tokens, for every prompt completing there): many short later
+//    turns beside many generating streams finish in one step instead of one step each, while a
+//    few prompts beside a few streams each get a short step of their own. No completing prompt
+//    waits for a chunk of an unfinished one.
+//  - on: any prompt, up to the batch size.
+enum class PrefillPacking { off, bounded, on };
+
 struct SchedulerOptions {
   std::int32_t n_slots = 4;       // requests running at once; they use sequence ids [0, n_slots)
   std::int32_t max_queued = 64;   // requests waiting for a slot; more are refused
   // Sequence ids [n_slots, n_slots + cache_holders) hold cached prefixes; the next one is the
   // cache's scratch sequence. The engine must have n_slots + cache_holders + 1 sequences.
   std::int32_t cache_holders = 16;
-  // Whether several prompts may complete their prefill in one batch. nullopt: on a GPU, where a
-  // larger batch costs little more; not on the CPU, where a batch costs time in proportion to its
-  // tokens and a short prompt packed with a long one waits for both.
-  std::optional<bool> pack_prefills;
+  // How many prompts may complete their prefill in one batch (PrefillPacking). nullopt: `on` on a
+  // GPU, where a larger batch costs little more; `bounded` on the CPU, where a batch costs time in
+  // proportion to its tokens.
+  std::optional<PrefillPacking> prefill_packing;
   // After a reply, feed the end of the assistant turn the template renders in the next request
   // and keep the sequence with it (see CacheOptions::continuation).
   bool cache_warmup = true;

@@ -98,7 +98,7 @@ class Scheduler::Impl {
   std::unique_ptr<cache::PrefixCache> cache_;
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<engine::BatchToken> batch_;
-  bool pack_prefills_ = false;  // several prompts may complete in one batch (see step())
+  PrefillPacking packing_ = PrefillPacking::off;  // which prompts share a completing batch (see step())
   double seconds_per_prompt_token_ = 0;  // measured (observe_prefill_speed); 0 until a prefill ran
   SessionMemory sessions_;
   std::deque<Queued> queue_;      // admitted in order once a sequence is free and the prompt fits

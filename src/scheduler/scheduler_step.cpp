@@ -52,9 +52,9 @@ void Scheduler::Impl::step() {
   }
   // Prefill goes to the prompts with the fewest tokens left first (shortest remaining first
   // minimises the summed time to first token), except those it has held back too long
-  // (prefills_before). Where a batch costs time in proportion to its tokens (the CPU), a prompt
-  // that completes in this batch is not packed with another one: the short prompt would wait for
-  // both.
+  // (prefills_before). Once a prompt completes in this batch, packing_ decides who may join it
+  // (PrefillPacking): where a batch costs time in proportion to its tokens (the CPU), a completing
+  // prompt must not wait for a long chunk beside it.
   std::vector<Active*> order;
   for (auto& a : active_) {
     if (a->prefilling()) order.push_back(a.get());
@@ -62,6 +62,10 @@ void Scheduler::Impl::step() {
   // Warm-ups (a few tokens after a delivered reply) come after every waiting prompt.
   std::ranges::stable_sort(order, prefills_before);
   std::vector<Chunk> chunks;
+  const auto decode_tokens = static_cast<std::int64_t>(batch_.size());
+  const auto waiting = static_cast<std::int64_t>(std::ranges::count_if(order, [](const Active* a) { return !a->warming; }));
+  std::int64_t served = 0;      // waiting prompts given a chunk of this batch
+  std::int64_t completing = 0;  // of which complete their prefill in it
   for (Active* a : order) {
     if (batch_.size() >= capacity) break;
     if (a->image_at(a->n_past) != nullptr) continue;  // its image goes first, in a step of its own
@@ -72,6 +76,14 @@ void Scheduler::Impl::step() {
     if (const std::int32_t stop = a->uses_cache() && !a->warming ? cache_->next_stop(a->seq) : -1; stop > a->n_past) {
       take = std::min(take, stop - a->n_past);
     }
+    const bool completes = !a->warming && a->n_past + take == a->n_prompt;
+    // Bounded packing: a prompt joining the completing ones spares itself and every prompt still
+    // waiting behind it one step, which costs at least the batch's decode tokens, and makes each
+    // completing prompt wait for its tokens. It joins when the first outweighs the second.
+    if (completing > 0 && packing_ == PrefillPacking::bounded &&
+        (!completes || completing * take > (waiting - served) * decode_tokens)) {
+      break;
+    }
     for (std::int32_t j = 0; j < take; ++j) {
       const std::int32_t pos = a->n_past + j;
       // A prefill-only request needs no logits: nothing is sampled from its last token.
@@ -80,7 +92,9 @@ void Scheduler::Impl::step() {
       batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(pos)], pos, a->seq, last});
     }
     chunks.emplace_back(a, take);
-    if (!pack_prefills_ && !a->warming && a->n_past + take == a->n_prompt) break;
+    if (completes && packing_ == PrefillPacking::off) break;
+    served += a->warming ? 0 : 1;
+    completing += completes ? 1 : 0;
   }
   std::int64_t prefilled = 0;
   for (const auto& [a, take] : chunks) prefilled += a->warming ? 0 : take;

@@ -151,6 +151,36 @@ TEST_P(Checkpoints, ResendNextTurnAndEditResumeExactlyWhereTheStateExists) {
   EXPECT_GT(s.checkpoint_bytes, 0u);
 }
 
+// A system prompt that no turn boundary ends (templates that fold it into the first user turn):
+// the second conversation takes a checkpoint where it leaves the first, and the third resumes there.
+TEST_P(Checkpoints, AConversationCheckpointsWhereItLeavesAnotherAndTheNextResumesThere) {
+  Harness h(GetParam(), 1024, small_config());
+  const auto system = tokens_from(0, 30);
+  const auto conversation = [&](int begin) {
+    auto prompt = system;
+    for (Token t : tokens_from(begin, 20)) prompt.push_back(t);
+    return prompt;
+  };
+  const auto a = conversation(100);
+  ASSERT_EQ(h.cache->acquire({"ns", "a", {}}, a, 0).reused, 0);
+  ASSERT_TRUE(h.feed(0, a, 0, 50));
+  h.cache->donate(0, a);
+
+  const auto b = conversation(150);
+  const Acquisition second = h.cache->acquire({"ns", "b", {}}, b, 0);
+  EXPECT_EQ(h.cache->next_stop(0), second.reused < 30 ? 30 : 49) << "a stop where b leaves a";
+  ASSERT_TRUE(h.feed(0, b, second.reused, 50));
+  h.cache->donate(0, b);
+  h.check("after b");
+
+  const auto c = conversation(200);
+  const Acquisition third = h.cache->acquire({"ns", "c", {}}, c, 1);
+  EXPECT_EQ(third.reused, 30);
+  h.expect_exact(1, c, 30, "third conversation");
+  h.cache->release(1);
+  h.check("end");
+}
+
 TEST_P(Checkpoints, ACheckpointPastADifferenceIsNeverRestored) {
   Harness h(GetParam(), 1024, small_config());
   const auto a = tokens_from(0, 60);

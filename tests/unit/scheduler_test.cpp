@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <functional>
 #include <future>
 #include <map>
@@ -413,7 +414,7 @@ TEST(SchedulerCache, ACacheWithoutRoomForAScratchSequenceIsOff) {
 TEST(SchedulerPrefill, ShortPromptsPreemptLongOnesAndNeverShareTheirLastBatch) {
   HeldFirstDecode hold;
   engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 8, .n_vocab = 256, .before_decode = hold.hook()});
-  Scheduler scheduler(engine, {.n_slots = 5, .cache_holders = 0, .pack_prefills = false});
+  Scheduler scheduler(engine, {.n_slots = 5, .cache_holders = 0, .prefill_packing = PrefillPacking::off});
   const auto blocker = *scheduler.submit(greedy("z", 1));
   hold.held();
   std::vector<std::shared_ptr<RequestStream>> streams;
@@ -449,12 +450,64 @@ TEST(SchedulerPrefill, ShortPromptsPreemptLongOnesAndNeverShareTheirLastBatch) {
   EXPECT_LT(completed_in.at('e'), completed_in.at('L'));
 }
 
+// Bounded packing (the CPU default): a prompt joins the batch where others complete when the step
+// it spares itself and the prompts behind it (at least the batch's decode tokens) outweighs its
+// tokens times the prompts completing there. Without decode tokens nothing joins; beside four
+// generating streams short prompts finish two and three to a batch; a chunk of a prompt that does
+// not complete never joins them.
+TEST(SchedulerPrefill, BoundedPackingJoinsPromptsWhenTheStepItSparesOutweighsTheirTokens) {
+  HeldFirstDecode hold;
+  engine::FakeEngine engine({.n_ctx = 4096, .n_batch = 64, .n_seq = 12, .n_vocab = 256, .before_decode = hold.hook()});
+  Scheduler scheduler(engine, {.n_slots = 11, .cache_holders = 0, .prefill_packing = PrefillPacking::bounded});
+  const auto blocker = *scheduler.submit(greedy("z", 1));
+  hold.held();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (char first : std::string("ABCD")) streams.push_back(*scheduler.submit(greedy(std::string(2, first), 30)));
+  for (char first : std::string("abcdef")) streams.push_back(*scheduler.submit(greedy(std::string(8, first), 1)));
+  hold.release();
+  EXPECT_EQ(collect(*blocker).done.finish, FinishReason::length);
+  for (auto& s : streams) EXPECT_EQ(collect(*s).done.finish, FinishReason::length);
+
+  std::map<engine::Token, size_t> completed_in;  // first prompt token -> batch that completed it
+  std::map<engine::SeqId, engine::Token> first_token;
+  std::map<engine::SeqId, engine::Pos> prompt_end;  // a seq's positions from here on are decode tokens
+  for (size_t b = 0; b < engine.batches().size(); ++b) {
+    std::map<engine::SeqId, int> prompt_tokens;
+    std::set<engine::SeqId> completing;
+    for (const engine::BatchToken& t : engine.batches()[b]) {
+      if (t.pos == 0) {  // a new request on this sequence (ids are reused)
+        first_token[t.seq] = t.token;
+        prompt_end.erase(t.seq);
+      }
+      if (prompt_end.contains(t.seq) && t.pos >= prompt_end[t.seq]) continue;  // a decode token
+      prompt_tokens[t.seq] += 1;
+      if (t.logits) completing.insert(t.seq);
+    }
+    for (engine::SeqId seq : completing) {
+      const engine::Token first = first_token.at(seq);
+      completed_in[first] = b;
+      prompt_end[seq] = first == 'z' ? 1 : (std::isupper(first) != 0 ? 2 : 8);
+    }
+    if (completing.empty()) continue;
+    for (const auto& [seq, n] : prompt_tokens) {
+      EXPECT_TRUE(completing.contains(seq)) << "batch " << b << " holds a chunk of a prompt it does not complete";
+    }
+  }
+  ASSERT_EQ(completed_in.size(), 11u);
+  // Batch 1 has no decode token: A alone. Batch 2 (A decoding): B, C, D, 2 tokens each, join
+  // (1 × 2 ≤ 8 × 1, 2 × 2 ≤ 7 × 1); a (3 × 8 > 6 × 1) does not. Batch 3 (four decoding): a, b, c
+  // (1 × 8 ≤ 5 × 4, 2 × 8 ≤ 4 × 4); batch 4: d, e (8 ≤ 2 × 4); batch 5: f.
+  const std::map<engine::Token, size_t> expected = {{'z', 0}, {'A', 1}, {'B', 2}, {'C', 2}, {'D', 2}, {'a', 3},
+                                                    {'b', 3}, {'c', 3}, {'d', 4}, {'e', 4}, {'f', 5}};
+  EXPECT_EQ(completed_in, expected);
+}
+
 // Shortest remaining first, with a bound: a long prompt that keeps losing to a stream of short
 // ones goes first once others have prefilled four times its own tokens while it waited.
 TEST(SchedulerPrefill, AStreamOfShortPromptsHoldsALongOneBackOnlySoLong) {
   HeldFirstDecode hold;
   engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 4, .n_vocab = 256, .before_decode = hold.hook()});
-  Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 0, .pack_prefills = false});
+  Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 0, .prefill_packing = PrefillPacking::off});
   constexpr int kLong = 64, kShort = 8, kShorts = 40;
   const auto blocker = *scheduler.submit(greedy("b", 1));
   hold.held();
