@@ -85,6 +85,7 @@ class LlamaEngine final : public Engine {
         vision_(std::move(vision)) {
     // Every sequence is empty now: sequence 0's partial state is the empty one.
     empty_checkpoint_ = save_checkpoint(0);
+    if (info_.family == ModelFamily::sliding_window && !memory_is_trimmable(info_)) window_drop_ = one_window_cell_state();
   }
 
   const ModelInfo& model() const override { return info_; }
@@ -194,8 +195,16 @@ class LlamaEngine final : public Engine {
   }
 
   // Loading the partial state of an empty sequence empties the partial state of `seq` (libllama
-  // clears the destination before it reads), and leaves the attention cells alone.
+  // clears the destination before it reads), and leaves the attention cells alone. libllama's
+  // window cache clears the destination only when the state it reads has cells, so a window-only
+  // model loads one window cell at a position no sequence reaches instead, then removes it.
   void drop_checkpoint_state(SeqId seq) override {
+    if (!window_drop_.empty()) {
+      llama_state_seq_set_data_ext(ctx_.get(), window_drop_.data(), window_drop_.size(), seq,
+                                   LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+      llama_memory_seq_rm(memory(), seq, unreached_pos(), -1);
+      return;
+    }
     if (empty_checkpoint_.empty()) return;
     llama_state_seq_set_data_ext(ctx_.get(), empty_checkpoint_.data(), empty_checkpoint_.size(), seq,
                                  LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
@@ -215,6 +224,26 @@ class LlamaEngine final : public Engine {
  private:
   llama_memory_t memory() const { return llama_get_memory(ctx_.get()); }
 
+  // A position past every one a request can reach (a sequence holds fewer than n_ctx tokens).
+  Pos unreached_pos() const { return static_cast<Pos>(llama_n_ctx(ctx_.get())); }
+
+  // The partial state of a sequence holding one window cell, at unreached_pos() (see
+  // drop_checkpoint_state). Decoded into sequence 0 while every sequence is empty, then removed.
+  Bytes one_window_cell_state() {
+    llama_batch& batch = batch_.get();
+    batch.n_tokens = 1;
+    batch.token[0] = 0;
+    batch.pos[0] = unreached_pos();
+    batch.n_seq_id[0] = 1;
+    batch.seq_id[0][0] = 0;
+    batch.logits[0] = 1;
+    Bytes state;
+    if (llama_decode(ctx_.get(), batch) == 0) state = save_checkpoint(0);
+    llama_memory_clear(memory(), true);
+    if (state.empty()) spdlog::warn("engine: cannot make a one-cell window state; dropped window cells stay until taken over");
+    return state;
+  }
+
   ModelPtr model_;
   ContextPtr ctx_;
   ModelInfo info_;
@@ -223,6 +252,7 @@ class LlamaEngine final : public Engine {
   std::unique_ptr<Vision> vision_;
   std::unique_ptr<detail::OwnedBatch> embedding_batch_;  // made at the first image
   Bytes empty_checkpoint_;  // the partial state of an empty sequence (see drop_checkpoint_state)
+  Bytes window_drop_;       // window-only models: one window cell at unreached_pos() (ditto)
 };
 
 ModelPtr load_model(const std::string& path, bool vocab_only, int gpu_layers) {
@@ -236,7 +266,8 @@ ModelPtr load_model(const std::string& path, bool vocab_only, int gpu_layers) {
 }
 
 // K/V bytes of the window layers if they keep every cell of the context, and if they keep only
-// their window (plus one batch, as libllama sizes them) per sequence.
+// their window: libllama then gives them window × sequences + one batch cells in all (padded to
+// 256, at most the context), which is all the cache may ever leave unreclaimable plus one batch.
 struct WindowCacheCost {
   std::uint64_t full = 0;
   std::uint64_t windowed = 0;
@@ -247,9 +278,10 @@ WindowCacheCost window_cache_cost(const ModelInfo& info, const ContextOptions& o
   const std::uint64_t per_layer_token = info.kv_bytes_per_token / static_cast<std::uint64_t>(info.n_layer);
   const auto window_layers = static_cast<std::uint64_t>(info.n_swa_layers);
   const auto n_seq = static_cast<std::uint64_t>(options.n_parallel + options.n_holder_seqs);
-  const std::uint64_t per_seq = static_cast<std::uint64_t>(info.sliding_window) + static_cast<std::uint64_t>(options.n_batch);
-  return {window_layers * per_layer_token * static_cast<std::uint64_t>(options.n_ctx),
-          window_layers * per_layer_token * std::min<std::uint64_t>(static_cast<std::uint64_t>(options.n_ctx), per_seq * n_seq)};
+  const auto n_ctx = static_cast<std::uint64_t>(options.n_ctx);
+  const std::uint64_t wanted = static_cast<std::uint64_t>(info.sliding_window) * n_seq + static_cast<std::uint64_t>(options.n_batch);
+  const std::uint64_t windowed_cells = (std::min(n_ctx, wanted) + 255) / 256 * 256;
+  return {window_layers * per_layer_token * n_ctx, window_layers * per_layer_token * windowed_cells};
 }
 
 // A hybrid model keeps K/V in its attention layers only, and libllama does not say which those
