@@ -259,6 +259,8 @@ DeviceTier::Compacted DeviceTier::compact() {
       engine_.remove_sequence(scratch_, 0, -1);
     }
     if (!ok[i]) lost.push_back(item.entry->id);
+    // The base's cells came with its window cells, which lie below this entry's last window.
+    if (ok[i] && item.base != nullptr) keep_only_window(item.entry->holder, n);
   }
   for (EntryId id : lost) drop(entries_.at(id));
   out.lost = static_cast<std::int64_t>(lost.size());
@@ -276,6 +278,18 @@ std::string DeviceTier::verify(bool against_engine) const {
       if (held.max + 1 != static_cast<engine::Pos>(e.tokens.size())) {
         problems += "entry " + std::to_string(id) + " holds positions to " + std::to_string(held.max) +
                     " in the engine, not to " + std::to_string(e.tokens.size() - 1) + "; ";
+      }
+    }
+  }
+  // Window-only models: a holder keeps no window cell below its last window (keep_only_window),
+  // else running requests that adopt it share cells the window cache cannot spare.
+  if (against_engine && window_only()) {
+    for (const auto& [id, e] : entries_) {
+      const engine::PosRange window = engine_.sequence_positions(e.holder);
+      const engine::Pos from = kept_window_from(static_cast<engine::Pos>(e.tokens.size()));
+      if (!window.empty() && window.min < from) {
+        problems += "entry " + std::to_string(id) + " keeps window cells from " + std::to_string(window.min) +
+                    ", below its last window at " + std::to_string(from) + "; ";
       }
     }
   }
@@ -322,6 +336,24 @@ bool DeviceTier::holds_its_start(engine::SeqId seq, std::int32_t length) const {
 engine::Pos DeviceTier::window_run(engine::SeqId seq, engine::Pos tracked) const {
   if (!window_only()) return 0;
   return std::max(tracked, engine_.sequence_positions(seq).min);
+}
+
+engine::Pos DeviceTier::kept_window_from(engine::Pos end) const {
+  return std::max<engine::Pos>(0, end - engine_.model().sliding_window);
+}
+
+void DeviceTier::keep_only_window(engine::SeqId holder, engine::Pos end) {
+  const engine::Pos from = kept_window_from(end);
+  if (!window_only() || from <= 0 || engine_.sequence_positions(holder).min >= from) return;
+  // The scratch sequence keeps the attention cells below `from` while the holder lets go of them,
+  // then gives up its own window cells (drop_checkpoint_state touches only those), so copying
+  // back returns the attention cells alone to the holder. REQUIRES: the scratch sequence is empty
+  // (it is again on return).
+  engine_.copy_sequence(holder, scratch_, 0, from);
+  engine_.remove_sequence(holder, 0, from);
+  engine_.drop_checkpoint_state(scratch_);
+  engine_.copy_sequence(scratch_, holder, 0, from);
+  engine_.remove_sequence(scratch_, 0, -1);
 }
 
 }  // namespace prefixd::cache

@@ -38,7 +38,7 @@ struct DeviceEntry {
   // was cut back: then only its attention cells serve, up to a checkpoint).
   bool state_at_end = true;
   // Window-only sliding-window models: the holder's window cells run unbroken from here to its
-  // end (cells below, copied with a shared prefix, may be there too but are not counted on).
+  // end; it holds none below kept_window_from(its length) (keep_only_window, when it is made).
   engine::Pos window_from = 0;
   ScopeId scope{};
 };
@@ -146,6 +146,22 @@ class DeviceTier {
   // Where `seq`'s unbroken run of window cells starts: `tracked`, or higher when libllama dropped
   // the cells below (0 unless window_only()).
   engine::Pos window_run(engine::SeqId seq, engine::Pos tracked) const;
+  // Window-only models: the first position whose window cells a holder ending at `end` keeps, the
+  // window the next position attends to plus the one before (so an entry also serves a prompt
+  // that repeats it, which resumes one token early under the one-token guard).
+  engine::Pos kept_window_from(engine::Pos end) const;
+  // Window-only models: drops `holder`'s window-layer cells below kept_window_from(end), leaving
+  // every attention cell where it is (metadata only, through the scratch sequence; no K/V moves).
+  //
+  // Why: libllama sizes the window cache at about window × sequences + one batch, and a decode
+  // may take over a window cell only when ONE sequence owns it and it lies behind that owner's
+  // window. A sequence that prefills alone leaves all its cells in the pool (empty cells are taken
+  // first), the holder inherits them, and a request adopting the entry shares them all: shared,
+  // they can never be taken over, and the next batch finds no cell (the 500 of a chat's second
+  // turn). Invariant kept: a holder owns at most `window` window cells, so every window cell two
+  // sequences share is one of some holder's few, and the cells no sequence can give up number at
+  // most window × sequences, which leaves a batch room.
+  void keep_only_window(engine::SeqId holder, engine::Pos end);
 
  private:
   // Whether `e` should go before `victim` (nullptr: anything goes first).

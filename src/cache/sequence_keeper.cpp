@@ -1,5 +1,7 @@
 #include "cache/sequence_keeper.h"
 
+#include <algorithm>
+
 #include "cache/trace.h"
 
 namespace prefixd::cache {
@@ -127,6 +129,13 @@ SequenceKeeper::Kept SequenceKeeper::keep_state(Lease& lease, SeqId seq, std::sp
   tiers_.engine.copy_sequence(seq, holder, shared, n);
   tiers_.engine.remove_sequence(scratch, 0, -1);
   tiers_.engine.remove_sequence(seq, 0, -1);
+  // The holder now owns every window cell the sequence computed (and the tree's, for the shared
+  // prefix): far more than the window cache has room for once requests share them. It keeps the
+  // window at its end only (DeviceTier::keep_only_window says why).
+  if (tiers_.device.window_only()) {
+    tiers_.device.keep_only_window(holder, n);
+    holder_from = std::max(holder_from, tiers_.device.kept_window_from(n));
+  }
   const DeviceEntry& entry =
       tiers_.device.add(DeviceEntry{0, lineage, lease.session, {tokens.begin(), tokens.end()}, holder, Clock::now(),
                               state_at_end, holder_from, lease.key.scope},
