@@ -49,7 +49,7 @@ void check_common(const CommonParams& p, const ParseOptions& options) {
 // Everything after the parser walks values recursively, and its memory grows with the values: an
 // accepted body is within both bounds, and the scan that enforced them counted at least what was
 // built.
-void check_bounds(std::string_view body, const nlohmann::json& root, std::size_t max_nodes) {
+void check_bounds(std::string_view body, const nlohmann::ordered_json& root, std::size_t max_nodes) {
   const api::JsonShape shape = api::json_shape(body, api::kMaxJsonDepth, max_nodes);
   require(shape.depth <= api::kMaxJsonDepth, "an accepted body nests within kMaxJsonDepth");
   require(shape.nodes <= max_nodes, "an accepted body holds at most max_json_nodes values");
@@ -137,7 +137,7 @@ void check_responses(std::string_view body, const ParseOptions& options) {
     require(m.contains("content") && (m["content"].is_string() || m["content"].is_null()), "content is text or null");
     if (role == "tool") require(m.contains("tool_call_id") && m["tool_call_id"].is_string(), "an output names its call");
   }
-  const nlohmann::json conversation = api::conversation_of(*parsed, nlohmann::json::array());
+  const nlohmann::ordered_json conversation = api::conversation_of(*parsed, nlohmann::ordered_json::array());
   require(conversation.size() == chat.chat.messages.size() + (parsed->instructions ? 1 : 0), "instructions add one message");
   const auto& choice = chat.tool_choice;
   require(choice.is_object() || choice == "none" || choice == "auto" || choice == "required", "a known tool_choice");

@@ -53,13 +53,13 @@ struct OutputFormat {
 struct ChatRequest {
   CommonParams params;
   ChatInput chat;               // messages with text parts flattened, tools (none when tool_choice is "none")
-  nlohmann::json tools;         // as requested (null when absent), for the template signature
-  nlohmann::json tool_choice;   // effective: as requested, else "auto" with tools, "none" without
+  // As requested (null when absent), keys in the order sent: what the template renders, a grammar
+  // for a forced call follows (a schema's property order is the order of the call's keys) and the
+  // template signature digests.
+  nlohmann::ordered_json tools;
+  nlohmann::ordered_json tool_choice;  // effective: as requested, else "auto" with tools, "none" without
   OutputFormat response_format;
   bool parallel_tool_calls = true;  // a reply may hold several calls
-  // The tools with their keys in the order sent, when a grammar is built from their schemas
-  // (tool_choice "required" or a named function); null otherwise.
-  nlohmann::ordered_json ordered_tools;
   // The images, in the order their kImageMarker stands in the messages' text (image_input.h).
   std::vector<ImageInput> images;
 };

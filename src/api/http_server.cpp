@@ -530,14 +530,14 @@ class HttpServer::Impl {
                        bool compact_arguments = false, bool with_reasoning = false) {
     if (reply.tool_calls.empty() || stopping_) return;
     ChatRequest next = request;
-    nlohmann::json message{{"role", "assistant"},
-                           {"content", reply.content.empty() ? nlohmann::json(nullptr) : nlohmann::json(reply.content)}};
+    nlohmann::ordered_json message{{"role", "assistant"},
+                                   {"content", reply.content.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(reply.content)}};
     if (with_reasoning && !reply.reasoning.empty()) message["reasoning_content"] = reply.reasoning;
     std::vector<ToolCall> calls = reply.tool_calls;
     if (compact_arguments) {
       for (ToolCall& call : calls) call.arguments = canonical_arguments(call.arguments);
     }
-    message["tool_calls"] = nlohmann::json::parse(dump_json(tool_calls_json(calls)));
+    message["tool_calls"] = nlohmann::ordered_json::parse(dump_json(tool_calls_json(calls)));
     next.chat.messages.push_back(std::move(message));
     next.chat.add_generation_prompt = false;
     auto warm = prompts_.build(next, scheduler_.max_prompt_tokens(), tenant);
@@ -599,7 +599,7 @@ class HttpServer::Impl {
     if (!generation) return error_response(generation.error());
     if (generation->cache.enabled) control_.adjust(*generation, caller->tenant, parsed->params.cache.session_key);
     // The tools the reply may call, when the template has a call syntax and tool_choice allows.
-    std::optional<nlohmann::json> call_tools;
+    std::optional<nlohmann::ordered_json> call_tools;
     // A chat whose reply may call tools, kept to cache the reply as the next turn renders it.
     std::shared_ptr<const ChatRequest> replayed;
     std::optional<ReasoningSplitter> reasoning;
@@ -671,7 +671,7 @@ class HttpServer::Impl {
   struct QueuedChat {
     std::shared_ptr<scheduler::RequestStream> stream;
     std::size_t prompt_tokens = 0;
-    std::optional<nlohmann::json> call_tools;     // the template has a call syntax and tool_choice allows
+    std::optional<nlohmann::ordered_json> call_tools;  // the template has a call syntax and tool_choice allows
     std::shared_ptr<const ChatRequest> replayed;  // to cache a reply that called tools (cache_next_turn)
     std::optional<ReasoningSplitter> reasoning;   // the template reasons (reasoning_for)
   };
@@ -795,8 +795,8 @@ class HttpServer::Impl {
     if (!messages || *messages == 0) return std::nullopt;
     if (*messages >= chat.chat.messages.size()) return std::numeric_limits<std::int32_t>::max();
     ChatRequest head = chat;
-    head.chat.messages = nlohmann::json(std::vector<nlohmann::json>(chat.chat.messages.begin(),
-                                                                    chat.chat.messages.begin() + static_cast<std::ptrdiff_t>(*messages)));
+    head.chat.messages = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < *messages; ++i) head.chat.messages.push_back(chat.chat.messages[i]);
     head.chat.add_generation_prompt = false;
     auto tokens = prompts_.chat_tokens(head, scheduler_.max_prompt_tokens());
     if (!tokens) return std::nullopt;
@@ -811,7 +811,7 @@ class HttpServer::Impl {
     if (!parsed) return error_response(parsed.error());
     const auto caller = caller_of(req);
     if (!caller) return error_response(caller.error());
-    nlohmann::json history = nlohmann::json::array();
+    nlohmann::ordered_json history = nlohmann::ordered_json::array();
     if (parsed->previous_response_id) {
       auto previous = responses_.find(caller->tenant, *parsed->previous_response_id);
       if (!previous) {
@@ -823,8 +823,8 @@ class HttpServer::Impl {
       history = std::move(previous->conversation);
     }
     // What the stored conversation continues with: the history and this request's input items.
-    nlohmann::json conversation = history;
-    for (const nlohmann::json& m : parsed->chat.chat.messages) conversation.push_back(m);
+    nlohmann::ordered_json conversation = history;
+    for (const nlohmann::ordered_json& m : parsed->chat.chat.messages) conversation.push_back(m);
     ChatRequest chat = parsed->chat;
     chat.chat.messages = conversation_of(*parsed, history);
     auto queued = queue_chat(chat, caller->tenant);
@@ -835,7 +835,7 @@ class HttpServer::Impl {
     auto completed = [this, store = parsed->store, replayed = queued->replayed, id = meta.id, tenant = caller->tenant,
                       conversation = std::move(conversation)](const nlohmann::ordered_json& response, const ParsedAssistant& reply) {
       if (store && options_.response_store_bytes > 0) {
-        nlohmann::json kept = conversation;
+        nlohmann::ordered_json kept = conversation;
         kept.push_back(reply_message(reply));
         responses_.put(tenant, id, StoredResponse{.object = response, .conversation = std::move(kept)});
       }

@@ -23,11 +23,11 @@ namespace prefixd::router {
 
 namespace {
 
-using nlohmann::json;
+using nlohmann::ordered_json;
 
 // The project's error shape: {"error": {"message", "type", "param", "code"}}.
 http::Response error_response(int status, std::string_view message, std::string_view code) {
-  const json body = {{"error",
+  const ordered_json body = {{"error",
                       {{"message", message},
                        {"type", status >= 500 ? "server_error" : "invalid_request_error"},
                        {"param", nullptr},
@@ -36,9 +36,9 @@ http::Response error_response(int status, std::string_view message, std::string_
 }
 
 // The session a request names: prompt_cache_key > user, at the root or inside extra_body.
-std::string session_of(const json& body) {
+std::string session_of(const ordered_json& body) {
   for (const char* field : {"prompt_cache_key", "user"}) {
-    for (const json* where : {&body, body.contains("extra_body") ? &body["extra_body"] : nullptr}) {
+    for (const ordered_json* where : {&body, body.contains("extra_body") ? &body["extra_body"] : nullptr}) {
       if (where == nullptr || !where->is_object()) continue;
       const auto found = where->find(field);
       if (found != where->end() && found->is_string() && !found->get<std::string>().empty()) return *found;
@@ -118,7 +118,7 @@ class Router::Impl {
 
   http::Response health() const {
     const auto healthy = std::ranges::count_if(backends_, [](const auto& b) { return b->healthy(); });
-    const json body = {{"status", healthy > 0 ? "ok" : "unavailable"}, {"backends", backends_.size()},
+    const ordered_json body = {{"status", healthy > 0 ? "ok" : "unavailable"}, {"backends", backends_.size()},
                        {"healthy_backends", healthy}};
     return http::Response{.status = healthy > 0 ? 200 : 503, .content_type = "application/json", .body = body.dump()};
   }
@@ -146,7 +146,7 @@ class Router::Impl {
     std::vector<bool> tried;
   };
 
-  std::optional<Choice> choose(const http::Request& req, const json& body, Routing& r) {
+  std::optional<Choice> choose(const http::Request& req, const ordered_json& body, Routing& r) {
     std::vector<std::size_t> healthy;
     for (std::size_t i = 0; i < backends_.size(); ++i) {
       if (backends_[i]->healthy() && !r.tried[i]) healthy.push_back(i);
@@ -173,16 +173,16 @@ class Router::Impl {
   }
 
   // The request's block chain as `backend` addresses it for this caller; empty when it cannot say.
-  std::vector<std::string> fetch_chain(const http::Request& req, const json& body, Routing& r, const Backend& backend) {
+  std::vector<std::string> fetch_chain(const http::Request& req, const ordered_json& body, Routing& r, const Backend& backend) {
     httplib::Client client(backend.address().host, backend.address().port);
     client.set_connection_timeout(std::chrono::seconds(2));
     client.set_read_timeout(std::chrono::seconds(60));
     httplib::Headers headers;
     for (auto& [name, value] : forwarded_headers(req)) headers.emplace(name, value);
-    const json query = {{"endpoint", r.endpoint}, {"request", body}};
+    const ordered_json query = {{"endpoint", r.endpoint}, {"request", body}};
     const auto res = client.Post("/v1/cache/chain", headers, query.dump(), "application/json");
     if (!res || res->status != 200) return {};
-    const json answer = json::parse(res->body, nullptr, false);
+    const ordered_json answer = ordered_json::parse(res->body, nullptr, false);
     if (answer.is_discarded() || !answer.contains("blocks") || !answer["blocks"].is_array()) return {};
     r.prompt_tokens = answer.value("prompt_tokens", 0);
     std::vector<std::string> chain;
@@ -193,7 +193,10 @@ class Router::Impl {
   }
 
   http::Response route(http::Request& req, std::string endpoint) {
-    const json body = json::parse(req.body, nullptr, false);
+    // Keys kept in the order sent: the backend renders the chain query's request with its own chat
+    // template, which prints tools and arguments in that order; a sorted copy would ask for the
+    // blocks of a prompt this request does not have.
+    const ordered_json body = ordered_json::parse(req.body, nullptr, false);
     if (body.is_discarded() || !body.is_object()) {
       return error_response(400, "the request body must be a JSON object", "invalid_json");
     }
@@ -251,7 +254,7 @@ class Router::Impl {
         }
         if (const std::string failure = relay->failure(); !failure.empty()) {
           metrics_.stream_error(url);
-          const json event = {{"error", {{"message", "the backend failed mid-stream: " + failure},
+          const ordered_json event = {{"error", {{"message", "the backend failed mid-stream: " + failure},
                                          {"type", "server_error"}, {"param", nullptr}, {"code", "upstream_failed"}}}};
           out.write("data: " + event.dump() + "\n\n");
         }

@@ -82,9 +82,11 @@ std::unique_ptr<httplib::Client> ServerProcess::client(const std::string& api_ke
 
 std::string ServerProcess::log() const { return process_->log(); }
 
-JsonReply post_json(httplib::Client& client, const std::string& path, const nlohmann::json& body) {
+namespace {
+
+JsonReply post_text(httplib::Client& client, const std::string& path, const std::string& body) {
   JsonReply reply;
-  auto res = client.Post(path, body.dump(), "application/json");
+  auto res = client.Post(path, body, "application/json");
   if (!res) {
     // Status 0: the request got no answer; say why, so a failure names its cause.
     reply.raw = "no HTTP answer: " + httplib::to_string(res.error());
@@ -94,6 +96,16 @@ JsonReply post_json(httplib::Client& client, const std::string& path, const nloh
   reply.raw = res->body;
   reply.body = nlohmann::json::parse(res->body, nullptr, false);
   return reply;
+}
+
+}  // namespace
+
+JsonReply post_json(httplib::Client& client, const std::string& path, const nlohmann::json& body) {
+  return post_text(client, path, body.dump());
+}
+
+JsonReply post_ordered_json(httplib::Client& client, const std::string& path, const nlohmann::ordered_json& body) {
+  return post_text(client, path, body.dump());
 }
 
 JsonReply get_json(httplib::Client& client, const std::string& path) {

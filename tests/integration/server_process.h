@@ -62,6 +62,9 @@ struct JsonReply {
   std::string raw;
 };
 JsonReply post_json(httplib::Client& client, const std::string& path, const nlohmann::json& body);
+// The same with the body's keys in the order given (post_json's nlohmann::json sends them sorted):
+// for requests whose key order is what the test is about.
+JsonReply post_ordered_json(httplib::Client& client, const std::string& path, const nlohmann::ordered_json& body);
 JsonReply get_json(httplib::Client& client, const std::string& path);
 
 // The `data:` payloads of an SSE body, in order ("[DONE]" included as a string).

@@ -86,7 +86,7 @@ TEST(AnthropicMessages, ToolChoiceSamplingStopAndSessionMapOntoTheChatRequest) {
       user, {{"tools", tools}, {"tool_choice", {{"type", "tool"}, {"name", "f"}, {"disable_parallel_tool_use", true}}}}));
   EXPECT_EQ(named.chat.tool_choice["function"]["name"], "f");
   EXPECT_FALSE(named.chat.parallel_tool_calls);
-  EXPECT_TRUE(named.chat.ordered_tools.is_array());  // a forced call's grammar reads the schema in order
+  EXPECT_TRUE(named.chat.tools.is_array());  // a forced call's grammar reads the schema in order
   const MessagesRequest r = parsed_ok(body(user, {{"temperature", 0}, {"top_k", 40}, {"top_p", 0.5},
                                                   {"stop_sequences", {"END", "STOP"}},
                                                   {"metadata", {{"user_id", "u-1"}}}, {"thinking", {{"type", "disabled"}}}}));

@@ -118,16 +118,23 @@ TEST(ApiCacheNamespace, TemplateInputsNameSourceKwargsToolsAndToolChoiceApart) {
   EXPECT_NE(raw_completion_inputs()[0].second, reference[0].second) << "a raw completion is told apart from a template";
 }
 
-TEST(ApiCacheNamespace, KwargsKeyOrderDoesNotMatter) {
-  const json a = json::parse(R"({"enable_thinking": true, "reasoning": {"effort": "low", "budget": 3}})");
-  const json b = json::parse(R"({"reasoning": {"budget": 3, "effort": "low"}, "enable_thinking": true})");
-  EXPECT_EQ(template_inputs("t", a, "none", nullptr), template_inputs("t", b, "none", nullptr));
+// The template prints kwargs and tools with their keys in the order sent, so reordering keys
+// changes the prompt: the diagnostic names the input that did it.
+TEST(ApiCacheNamespace, KwargsKeyOrderIsPartOfTheInput) {
+  using nlohmann::ordered_json;
+  const auto a = ordered_json::parse(R"({"enable_thinking": true, "reasoning": {"effort": "low", "budget": 3}})");
+  const auto b = ordered_json::parse(R"({"reasoning": {"budget": 3, "effort": "low"}, "enable_thinking": true})");
+  EXPECT_EQ(differing(template_inputs("t", a, "none", nullptr), template_inputs("t", b, "none", nullptr)),
+            Names{"chat_template_kwargs"});
+  EXPECT_EQ(template_inputs("t", a, "none", nullptr), template_inputs("t", ordered_json::parse(a.dump()), "none", nullptr));
 }
 
-TEST(ApiCacheNamespace, ToolKeyOrderDoesNotMatterButToolOrderDoes) {
-  const json tools_a = json::parse(R"([{"type":"function","function":{"name":"a","description":"d"}}])");
-  const json tools_b = json::parse(R"([{"function":{"description":"d","name":"a"},"type":"function"}])");
-  EXPECT_EQ(template_inputs("t", nullptr, "auto", tools_a), template_inputs("t", nullptr, "auto", tools_b));
+TEST(ApiCacheNamespace, ToolKeyOrderAndToolOrderArePartOfTheInput) {
+  using nlohmann::ordered_json;
+  const auto tools_a = ordered_json::parse(R"([{"type":"function","function":{"name":"a","description":"d"}}])");
+  const auto tools_b = ordered_json::parse(R"([{"function":{"description":"d","name":"a"},"type":"function"}])");
+  EXPECT_EQ(differing(template_inputs("t", nullptr, "auto", tools_a), template_inputs("t", nullptr, "auto", tools_b)),
+            Names{"tools"});
   const json reordered = json::array({kTools[1], kTools[0]});
   EXPECT_NE(template_inputs("t", nullptr, "auto", kTools), template_inputs("t", nullptr, "auto", reordered));
 }

@@ -126,7 +126,7 @@ TEST_F(ApiMessageText, SpecialStringsInToolsAndToolCallsAreTextToo) {
 
 TEST_F(ApiMessageText, GuardRestoresTheTextAndSaysWhereTheStringsAre) {
   const SpecialTextGuard guard({"<|im_end|>", "<|im_start|>"});
-  json value = {{"content", kForged}, {"key <|im_end|>", json::array({"<|im_start|><|im_start|>", 3})}};
+  nlohmann::ordered_json value = {{"content", kForged}, {"key <|im_end|>", json::array({"<|im_start|><|im_start|>", 3})}};
   EXPECT_TRUE(guard.found_in(value));
   EXPECT_FALSE(guard.found_in(json{{"content", "plain <|im_ end|>"}}));
   std::vector<std::string> originals;

@@ -23,16 +23,18 @@ ParseOptions options() {
   return o;
 }
 
-const json kSchema = json::parse(R"({"type": "object", "properties": {"path": {"type": "string"}}})");
+const ordered_json kSchema = ordered_json::parse(R"({"type": "object", "properties": {"path": {"type": "string"}}})");
 
 TEST(ToolDefinitions, TheSameFunctionReachesTheTemplateAlikeThroughEveryProtocol) {
-  const json function = {{"name", "read_file"}, {"description", "Reads a file."}, {"parameters", kSchema}, {"strict", true}};
-  const json chat_body = {{"model", "tiny"},
-                          {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
-                          {"tools", json::array({{{"type", "function"}, {"function", function}}})}};
-  json responses_tool = function;
-  responses_tool["type"] = "function";
-  const json responses_body = {{"model", "tiny"}, {"input", "hi"}, {"tools", json::array({responses_tool})}};
+  // Bodies keep their keys in the order written here, as clients send them (the envelope's "type"
+  // first): the template prints them in that order, so every protocol must hand over the same order.
+  const ordered_json function = {{"name", "read_file"}, {"description", "Reads a file."}, {"parameters", kSchema}, {"strict", true}};
+  const ordered_json chat_body = {{"model", "tiny"},
+                                  {"messages", ordered_json::array({{{"role", "user"}, {"content", "hi"}}})},
+                                  {"tools", ordered_json::array({{{"type", "function"}, {"function", function}}})}};
+  ordered_json responses_tool = {{"type", "function"}};
+  for (const auto& [key, value] : function.items()) responses_tool[key] = value;
+  const ordered_json responses_body = {{"model", "tiny"}, {"input", "hi"}, {"tools", ordered_json::array({responses_tool})}};
 
   const auto chat = parse_chat_request(chat_body.dump(), options());
   ASSERT_TRUE(chat.has_value()) << chat.error().message;
@@ -41,14 +43,14 @@ TEST(ToolDefinitions, TheSameFunctionReachesTheTemplateAlikeThroughEveryProtocol
   EXPECT_EQ(responses->chat.tools, chat->tools) << "`strict` and every other function key survive the Responses form";
 
   // The Messages form has no `strict`: the same function without it, its schema as input_schema.
-  const json messages_body = {
+  const ordered_json messages_body = {
       {"model", "tiny"}, {"max_tokens", 8},
-      {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
-      {"tools", json::array({{{"name", "read_file"}, {"description", "Reads a file."}, {"input_schema", kSchema},
-                              {"cache_control", {{"type", "ephemeral"}}}}})}};
+      {"messages", ordered_json::array({{{"role", "user"}, {"content", "hi"}}})},
+      {"tools", ordered_json::array({{{"name", "read_file"}, {"description", "Reads a file."}, {"input_schema", kSchema},
+                                      {"cache_control", {{"type", "ephemeral"}}}}})}};
   const auto messages = parse_messages_request(messages_body.dump(), options(), MessagesRoute::create);
   ASSERT_TRUE(messages.has_value()) << messages.error().message;
-  json without_strict = chat->tools;
+  ordered_json without_strict = chat->tools;
   without_strict[0]["function"].erase("strict");
   EXPECT_EQ(messages->chat.tools, without_strict) << "the envelope (cache_control) is not the function's";
 }
@@ -91,13 +93,13 @@ TEST(ToolDefinitions, NamesFollowTheLimitOfTheProtocolAndKeepTheClientsKeyOrder)
   FunctionTools anthropic(128);
   anthropic.add({{"name", std::string(65, 'a')}}, "n", "p");
   anthropic.add(ordered_json::parse(R"({"name": "b", "parameters": {"type": "object", "required": [], "properties": {}}})"), "n", "p");
-  EXPECT_EQ(anthropic.ordered()[1]["function"]["parameters"].dump(),
-            R"({"type":"object","required":[],"properties":{}})");
-  EXPECT_EQ(anthropic.rendered()[1]["function"]["parameters"].dump(),
-            R"({"properties":{},"required":[],"type":"object"})");
+  // As the template renders them and a grammar reads them: the envelope first, as OpenAI clients
+  // send it, then the function's keys in the order sent.
+  EXPECT_EQ(anthropic.tools()[1].dump(),
+            R"({"type":"function","function":{"name":"b","parameters":{"type":"object","required":[],"properties":{}}}})");
   FunctionTools nulls;
   nulls.add({{"name", "c"}, {"parameters", nullptr}}, "n", "p");
-  EXPECT_FALSE(nulls.ordered()[0]["function"].contains("parameters")) << "null parameters mean none";
+  EXPECT_FALSE(nulls.tools()[0]["function"].contains("parameters")) << "null parameters mean none";
 }
 
 }  // namespace

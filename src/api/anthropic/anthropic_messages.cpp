@@ -13,7 +13,6 @@
 namespace prefixd::api {
 namespace {
 
-using nlohmann::json;
 using nlohmann::ordered_json;
 using fields::FieldReader;
 using fields::guarded;
@@ -95,7 +94,7 @@ void require_blocks(const ordered_json& content, const std::string& param) {
 }
 
 struct Conversation {
-  json messages = json::array();
+  ordered_json messages = ordered_json::array();
   std::vector<ImageInput> images;  // in the order their markers stand in the messages
   std::optional<std::size_t> breakpoint_messages;
   std::vector<CacheBreakpoint> breakpoints;  // in order
@@ -179,7 +178,7 @@ void add_user_turn(Conversation& out, const ordered_json& content, const std::st
 }
 
 void add_assistant_turn(Conversation& out, const ordered_json& content, const std::string& param) {
-  json message = {{"role", "assistant"}};
+  ordered_json message = {{"role", "assistant"}};
   if (content.is_string()) {
     message["content"] = content.get<std::string>();
     out.messages.push_back(std::move(message));
@@ -188,7 +187,7 @@ void add_assistant_turn(Conversation& out, const ordered_json& content, const st
   require_blocks(content, param);
   std::string text;
   std::string reasoning;
-  json calls = json::array();
+  ordered_json calls = ordered_json::array();
   auto breakpoint = std::chrono::seconds::zero();
   for (std::size_t j = 0; j < content.size(); ++j) {
     const ordered_json& block = content[j];
@@ -219,7 +218,7 @@ void add_assistant_turn(Conversation& out, const ordered_json& content, const st
       unsupported_block(type, at);
     }
   }
-  message["content"] = text.empty() && !calls.empty() ? json(nullptr) : json(std::move(text));
+  message["content"] = text.empty() && !calls.empty() ? ordered_json(nullptr) : ordered_json(std::move(text));
   if (!calls.empty()) message["tool_calls"] = std::move(calls);
   if (!reasoning.empty()) message["reasoning_content"] = std::move(reasoning);
   out.messages.push_back(std::move(message));
@@ -268,7 +267,7 @@ Conversation parse_conversation(const ordered_json& root, const ImageLimits& lim
 
 // Anthropic tools -> function tools; a tool's breakpoint covers the tools, which the template
 // renders before the first message.
-json parse_tools(const ordered_json& root, std::chrono::seconds& breakpoint, ordered_json& ordered) {
+ordered_json parse_tools(const ordered_json& root, std::chrono::seconds& breakpoint) {
   const auto tools = root.find("tools");
   if (tools == root.end() || tools->is_null()) return nullptr;
   if (!tools->is_array()) reject("tools", "'tools' must be an array");
@@ -300,12 +299,11 @@ json parse_tools(const ordered_json& root, std::chrono::seconds& breakpoint, ord
     function["parameters"] = *schema;
     functions.add(std::move(function), at + ".name", at + ".input_schema");
   }
-  ordered = functions.ordered();
-  return functions.rendered();
+  return functions.tools();
 }
 
-json parse_tool_choice(const FieldReader& in, const json& tools, bool& parallel) {
-  const json* choice = in.find("tool_choice");
+ordered_json parse_tool_choice(const FieldReader& in, const ordered_json& tools, bool& parallel) {
+  const ordered_json* choice = in.find("tool_choice");
   const bool has_tools = tools.is_array() && !tools.empty();
   if (!choice) return has_tools ? "auto" : "none";
   if (!choice->is_object() || !choice->contains("type") || !(*choice)["type"].is_string()) {
@@ -323,18 +321,18 @@ json parse_tool_choice(const FieldReader& in, const json& tools, bool& parallel)
   if (type != "tool") reject("tool_choice.type", "'tool_choice.type' must be 'auto', 'any', 'tool' or 'none'");
   const auto name = choice->find("name");
   if (name == choice->end() || !name->is_string()) reject("tool_choice.name", "'tool_choice.name' must be a string");
-  const bool defined = std::ranges::any_of(tools, [&](const json& tool) { return tool["function"]["name"] == *name; });
+  const bool defined = std::ranges::any_of(tools, [&](const ordered_json& tool) { return tool["function"]["name"] == *name; });
   if (!defined) reject("tool_choice.name", std::format("'tool_choice' names '{}', which 'tools' does not define", name->get<std::string>()));
-  return json{{"type", "function"}, {"function", {{"name", *name}}}};
+  return ordered_json{{"type", "function"}, {"function", {{"name", *name}}}};
 }
 
 std::vector<std::string> parse_stop_sequences(const FieldReader& in) {
-  const json* value = in.find("stop_sequences");
+  const ordered_json* value = in.find("stop_sequences");
   if (!value) return {};
   if (!value->is_array()) reject("stop_sequences", "'stop_sequences' must be an array of strings");
   if (value->size() > kMaxStopStrings) reject("stop_sequences", std::format("at most {} stop sequences are supported", kMaxStopStrings));
   std::vector<std::string> stop;
-  for (const json& item : *value) {
+  for (const ordered_json& item : *value) {
     if (!item.is_string() || item.get_ref<const std::string&>().empty()) {
       reject("stop_sequences", "stop sequences must be non-empty strings");
     }
@@ -368,7 +366,7 @@ CommonParams parse_params(const FieldReader& in, const ParseOptions& options, Me
   params.stop = parse_stop_sequences(in);
   params.stream = in.boolean("stream").value_or(false);
   params.cache.enabled = options.cache_prompt_default;
-  if (const json* metadata = in.find("metadata")) {
+  if (const ordered_json* metadata = in.find("metadata")) {
     if (!metadata->is_object()) reject("metadata", "'metadata' must be an object");
     // The end user's id: the cache session requests of one user share, as `user` does for OpenAI.
     params.cache.session_key = FieldReader(*metadata).string("user_id").value_or("");
@@ -376,8 +374,8 @@ CommonParams parse_params(const FieldReader& in, const ParseOptions& options, Me
   return params;
 }
 
-json parse_thinking(const FieldReader& in) {
-  const json* thinking = in.find("thinking");
+ordered_json parse_thinking(const FieldReader& in) {
+  const ordered_json* thinking = in.find("thinking");
   if (!thinking) return nullptr;
   if (!thinking->is_object() || !thinking->contains("type") || !(*thinking)["type"].is_string()) {
     reject("thinking", "'thinking' must be an object with a string 'type'");
@@ -391,29 +389,27 @@ json parse_thinking(const FieldReader& in) {
     reject("thinking.display", "'thinking.display' must be 'summarized' or 'omitted'");
   }
   // Adaptive: the model decides how much to think, which a reasoning template leaves to it anyway.
-  return json{{"enable_thinking", type != "disabled"}};
+  return ordered_json{{"enable_thinking", type != "disabled"}};
 }
 
 }  // namespace
 
 std::expected<MessagesRequest, ApiError> parse_messages_request(std::string_view body, const ParseOptions& options,
                                                                 MessagesRoute route) {
+  // Tool inputs and schemas keep the key order they were sent in (parse_json_object keeps it): an
+  // input is rendered back as the model wrote it, a schema's property order becomes the order of a
+  // forced call's keys, and the template prints the tools as the client wrote them.
   auto root = parse_json_object(body, options.max_json_nodes);
   if (!root) return std::unexpected(root.error());
-  // Tool inputs and schemas keep the key order they were sent in: an input is rendered back as
-  // the model wrote it, and a schema's property order becomes the order of a forced call's keys.
-  const ordered_json ordered = ordered_json::parse(body, nullptr, false);
   return guarded([&] {
     const FieldReader in(*root);
     MessagesRequest out;
     ChatRequest& request = out.chat;
     request.params = parse_params(in, options, route);
-    Conversation conversation = parse_conversation(ordered, options.images);
+    Conversation conversation = parse_conversation(*root, options.images);
     auto tools_breakpoint = std::chrono::seconds::zero();
-    ordered_json ordered_tools;
-    request.tools = parse_tools(ordered, tools_breakpoint, ordered_tools);
+    request.tools = parse_tools(*root, tools_breakpoint);
     request.tool_choice = parse_tool_choice(in, request.tools, request.parallel_tool_calls);
-    if (request.tool_choice == "required" || request.tool_choice.is_object()) request.ordered_tools = std::move(ordered_tools);
     if (request.tool_choice != "none") request.chat.tools = request.tools;
     request.chat.messages = std::move(conversation.messages);
     request.images = std::move(conversation.images);

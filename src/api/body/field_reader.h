@@ -17,7 +17,9 @@
 
 namespace prefixd::api::fields {
 
-using nlohmann::json;
+// Bodies are read as parsed, keys in the order sent (parse_json_object): what a parser hands on to
+// the chat template keeps that order.
+using nlohmann::ordered_json;
 
 inline constexpr std::int64_t kInt32Max = std::numeric_limits<std::int32_t>::max();
 
@@ -31,7 +33,7 @@ struct Rejection {
   throw Rejection{invalid_param(std::move(param), std::move(message))};
 }
 
-inline std::string type_name(const json& value) {
+inline std::string type_name(const ordered_json& value) {
   if (value.is_number_integer()) return "integer";
   if (value.is_number()) return "number";
   return value.type_name();
@@ -42,31 +44,31 @@ inline std::string type_name(const json& value) {
 // escape hatch, sometimes sent literally) are looked up there too.
 class FieldReader {
  public:
-  explicit FieldReader(const json& root) : root_(root) {
-    if (const json* extra = at(root_, "extra_body")) {
+  explicit FieldReader(const ordered_json& root) : root_(root) {
+    if (const ordered_json* extra = at(root_, "extra_body")) {
       if (!extra->is_object()) reject("extra_body", "'extra_body' must be an object");
       extra_ = extra;
     }
   }
 
-  const json& root() const { return root_; }
+  const ordered_json& root() const { return root_; }
 
-  const json* find(std::string_view name) const { return at(root_, name); }
+  const ordered_json* find(std::string_view name) const { return at(root_, name); }
   // Root first, then extra_body.
-  const json* find_extended(std::string_view name) const {
-    if (const json* value = at(root_, name)) return value;
+  const ordered_json* find_extended(std::string_view name) const {
+    if (const ordered_json* value = at(root_, name)) return value;
     return extra_ ? at(*extra_, name) : nullptr;
   }
 
   std::optional<bool> boolean(std::string_view name, bool extended = false) const {
-    const json* value = extended ? find_extended(name) : find(name);
+    const ordered_json* value = extended ? find_extended(name) : find(name);
     if (!value) return std::nullopt;
     if (!value->is_boolean()) reject(std::string(name), std::format("'{}' must be a boolean, not {}", name, type_name(*value)));
     return value->get<bool>();
   }
 
   std::optional<std::string> string(std::string_view name, bool extended = false) const {
-    const json* value = extended ? find_extended(name) : find(name);
+    const ordered_json* value = extended ? find_extended(name) : find(name);
     if (!value) return std::nullopt;
     if (!value->is_string()) reject(std::string(name), std::format("'{}' must be a string, not {}", name, type_name(*value)));
     return value->get<std::string>();
@@ -74,7 +76,7 @@ class FieldReader {
 
   // A number in [lo, hi] (or (lo, hi] when lo_open).
   std::optional<double> number(std::string_view name, double lo, double hi, bool lo_open = false) const {
-    const json* value = find(name);
+    const ordered_json* value = find(name);
     if (!value) return std::nullopt;
     if (!value->is_number()) reject(std::string(name), std::format("'{}' must be a number, not {}", name, type_name(*value)));
     const double x = value->get<double>();
@@ -86,12 +88,12 @@ class FieldReader {
 
   // An integer in [lo, hi]; 3.0 counts as an integer, 3.5 does not.
   std::optional<std::int64_t> integer(std::string_view name, std::int64_t lo, std::int64_t hi) const {
-    const json* value = find(name);
+    const ordered_json* value = find(name);
     if (!value) return std::nullopt;
     return to_integer(*value, std::string(name), lo, hi);
   }
 
-  static std::int64_t to_integer(const json& value, const std::string& param, std::int64_t lo, std::int64_t hi) {
+  static std::int64_t to_integer(const ordered_json& value, const std::string& param, std::int64_t lo, std::int64_t hi) {
     std::int64_t n = 0;
     if (value.is_number_unsigned()) {
       const auto u = value.get<std::uint64_t>();
@@ -110,14 +112,14 @@ class FieldReader {
   }
 
  private:
-  static const json* at(const json& object, std::string_view name) {
+  static const ordered_json* at(const ordered_json& object, std::string_view name) {
     auto it = object.find(std::string(name));
     if (it == object.end() || it->is_null()) return nullptr;
     return &*it;
   }
 
-  const json& root_;
-  const json* extra_ = nullptr;
+  const ordered_json& root_;
+  const ordered_json* extra_ = nullptr;
 };
 
 // Runs a parser that rejects by throwing Rejection; returns its result or the error.
@@ -127,7 +129,7 @@ auto guarded(F&& parse) -> std::expected<decltype(parse()), ApiError> {
     return parse();
   } catch (const Rejection& rejection) {
     return std::unexpected(rejection.error);
-  } catch (const json::exception& e) {
+  } catch (const ordered_json::exception& e) {
     // A type mismatch a rule above did not anticipate is still the client's malformed input.
     return std::unexpected(invalid_request(std::format("invalid request: {}", e.what())));
   }

@@ -52,7 +52,7 @@ JsonShape json_shape(std::string_view text, std::size_t depth_limit, std::size_t
   return shape;
 }
 
-std::size_t json_value_count(const nlohmann::json& value) {
+std::size_t json_value_count(const nlohmann::ordered_json& value) {
   std::size_t count = 1;
   if (value.is_structured()) {
     for (const auto& element : value) count += json_value_count(element);

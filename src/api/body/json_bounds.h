@@ -53,7 +53,7 @@ JsonShape json_shape(std::string_view text, std::size_t depth_limit, std::size_t
 
 // The values of a parsed document, as json_shape counts them in its text (tests and fuzzing
 // compare the two). Recursive: only for documents within kMaxJsonDepth.
-std::size_t json_value_count(const nlohmann::json& value);
+std::size_t json_value_count(const nlohmann::ordered_json& value);
 
 // The nesting depth of arrays and objects in JSON text; stops counting at `limit` + 1.
 std::size_t json_nesting_depth(std::string_view text, std::size_t limit = kMaxJsonDepth);

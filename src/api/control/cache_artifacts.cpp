@@ -19,7 +19,7 @@ std::filesystem::path tenant_artifact_dir(const std::filesystem::path& base, std
   return dir;
 }
 
-std::expected<std::filesystem::path, ApiError> artifact_path(const std::filesystem::path& dir, const nlohmann::json& body) {
+std::expected<std::filesystem::path, ApiError> artifact_path(const std::filesystem::path& dir, const nlohmann::ordered_json& body) {
   if (dir.empty()) {
     return std::unexpected(invalid_request(
         "artifacts are off: start the server with --cache-disk-path or --cache-artifact-path", "artifacts_disabled"));

@@ -27,7 +27,7 @@ namespace prefixd::api {
 std::filesystem::path tenant_artifact_dir(const std::filesystem::path& base, std::string_view tenant);
 
 // The artifact file for `name` in `dir`, or a 400 naming the rule it breaks.
-std::expected<std::filesystem::path, ApiError> artifact_path(const std::filesystem::path& dir, const nlohmann::json& body);
+std::expected<std::filesystem::path, ApiError> artifact_path(const std::filesystem::path& dir, const nlohmann::ordered_json& body);
 
 // The HTTP error for an artifact operation that failed.
 ApiError artifact_error(const cache::ArtifactError& error);

@@ -122,7 +122,7 @@ ControlReply CacheControl::dispatch(std::string_view operation, std::string_view
       if (*viewed) c.tenant = **viewed;
     }
   } else {
-    c.body = nlohmann::json::object();
+    c.body = nlohmann::ordered_json::object();
   }
   expire_keys();
   ControlReply reply;
@@ -167,7 +167,7 @@ void CacheControl::adjust(scheduler::GenerationRequest& request, const std::stri
 std::expected<scheduler::GenerationRequest, ApiError> CacheControl::build(const KeyConversation& conversation,
                                                                           const std::string& session,
                                                                           const std::string& tenant) const {
-  nlohmann::json body{{"messages", conversation.messages}, {"add_generation_prompt", conversation.add_generation_prompt}};
+  nlohmann::ordered_json body{{"messages", conversation.messages}, {"add_generation_prompt", conversation.add_generation_prompt}};
   if (!session.empty()) body["prompt_cache_key"] = session;
   if (!conversation.tools.is_null()) body["tools"] = conversation.tools;
   if (!conversation.chat_template_kwargs.is_null()) body["chat_template_kwargs"] = conversation.chat_template_kwargs;
@@ -243,7 +243,7 @@ ControlReply CacheControl::set(Context& c) {
     }
     if (auto removed = keys_.remove(c.tenant, **name)) forget(c.tenant, *removed);
   }
-  KeyRecord record{.name = **name, .meta = meta->value_or(nlohmann::json::object()), .ttl = *ttl,
+  KeyRecord record{.name = **name, .meta = meta->value_or(nlohmann::ordered_json::object()), .ttl = *ttl,
                    .created_unix_ms = control::unix_ms_now(), .last_used = KeyClock::now()};
   if (const auto salt = c.body.find("cache_salt"); salt != c.body.end() && !salt->is_null()) {
     if (!salt->is_string() || salt->get_ref<const std::string&>().empty()) {
@@ -286,7 +286,7 @@ ControlReply CacheControl::update(Context& c) {
   return apply_update(c, std::move(*record), c.body, false);
 }
 
-ControlReply CacheControl::apply_update(Context& c, KeyRecord record, const nlohmann::json& body, bool created) {
+ControlReply CacheControl::apply_update(Context& c, KeyRecord record, const nlohmann::ordered_json& body, bool created) {
   const std::uint64_t read_version = record.version;
   KeyConversation& conv = record.conversation;
   if (const auto salt = body.find("cache_salt"); !created && salt != body.end() && !salt->is_null() &&
@@ -294,7 +294,7 @@ ControlReply CacheControl::apply_update(Context& c, KeyRecord record, const nloh
     return failure(c.operation, invalid_param("cache_salt", "a key's cache_salt is set when it is created and cannot change"), {});
   }
   // The appended parts are checked on their own first, so an error names the field as sent.
-  nlohmann::json check{{"messages", body.contains("messages") ? body["messages"] : nlohmann::json::array({{{"role", "user"}, {"content", "x"}}})}};
+  nlohmann::ordered_json check{{"messages", body.contains("messages") ? body["messages"] : nlohmann::ordered_json::array({{{"role", "user"}, {"content", "x"}}})}};
   for (const char* field : {"tools", "chat_template_kwargs", "thinking", "add_generation_prompt"}) {
     if (body.contains(field)) check[field] = body[field];
   }
@@ -307,7 +307,7 @@ ControlReply CacheControl::apply_update(Context& c, KeyRecord record, const nloh
     appended_messages = m->size();
   }
   if (!checked->tools.is_null()) {
-    if (conv.tools.is_null()) conv.tools = nlohmann::json::array();
+    if (conv.tools.is_null()) conv.tools = nlohmann::ordered_json::array();
     for (const auto& tool : checked->tools) conv.tools.push_back(tool);
     appended_tools = checked->tools.size();
   }
@@ -369,7 +369,7 @@ ControlReply CacheControl::fork(Context& c) {
   }
   KeyRecord copy = *source;
   copy.name = **to;
-  copy.meta = meta->value_or(nlohmann::json::object());
+  copy.meta = meta->value_or(nlohmann::ordered_json::object());
   if (*ttl) copy.ttl = *ttl;
   copy.created_unix_ms = control::unix_ms_now();
   copy.last_used = KeyClock::now();

@@ -60,9 +60,9 @@ class CacheControl {
   void adjust(scheduler::GenerationRequest& request, const std::string& tenant, const std::string& prompt_cache_key) const;
 
   // For GET /v1/cache/stats: the tenant's keys' caller metadata and their number.
-  nlohmann::json meta_by_key(const std::string& tenant) const { return keys_.meta_by_key(tenant); }
+  nlohmann::ordered_json meta_by_key(const std::string& tenant) const { return keys_.meta_by_key(tenant); }
   std::size_t key_count(const std::string& tenant) const { return keys_.key_count(tenant); }
-  nlohmann::json key_list(const std::string& tenant) const { return keys_.key_list(tenant); }
+  nlohmann::ordered_json key_list(const std::string& tenant) const { return keys_.key_list(tenant); }
   // Its /metrics families: operations by result, keys and modules held, tokens it fed.
   void add_metrics(metrics::Registry& registry) const;
 
@@ -94,7 +94,7 @@ class CacheControl {
   cache::ResetReport forget(const std::string& tenant, const KeyRecord& record);
   // Clears keys whose TTL has passed.
   void expire_keys();
-  ControlReply apply_update(Context& c, KeyRecord record, const nlohmann::json& body, bool created);
+  ControlReply apply_update(Context& c, KeyRecord record, const nlohmann::ordered_json& body, bool created);
 
   const PromptBuilder& prompts_;
   scheduler::Scheduler& scheduler_;

@@ -17,7 +17,7 @@ struct CacheControl::Context {
   std::string operation;
   Caller caller;
   std::string tenant;     // whose keys the operation steers
-  nlohmann::json body;    // an object (empty for a GET)
+  nlohmann::ordered_json body;    // an object (empty for a GET)
   std::string query_key;  // GET: the `key` query parameter
 };
 
@@ -31,12 +31,12 @@ nlohmann::ordered_json success(std::string_view operation);
 
 // A key name from body[field] (or `fallback` when absent): 1 to kMaxKeyNameBytes bytes of printable
 // ASCII. nullopt with `required` false and the field absent.
-std::expected<std::optional<std::string>, ApiError> key_name(const nlohmann::json& body, const char* field, bool required,
+std::expected<std::optional<std::string>, ApiError> key_name(const nlohmann::ordered_json& body, const char* field, bool required,
                                                              std::string_view fallback = {});
 // ttl_seconds: a positive integer up to 30 days; nullopt when absent.
-std::expected<std::optional<std::chrono::seconds>, ApiError> ttl_of(const nlohmann::json& body);
+std::expected<std::optional<std::chrono::seconds>, ApiError> ttl_of(const nlohmann::ordered_json& body);
 // meta: an object of at most kMaxMetaBytes when dumped; nullopt when absent.
-std::expected<std::optional<nlohmann::json>, ApiError> meta_of(const nlohmann::json& body);
+std::expected<std::optional<nlohmann::ordered_json>, ApiError> meta_of(const nlohmann::ordered_json& body);
 
 std::int64_t unix_ms_now();
 

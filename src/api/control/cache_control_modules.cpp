@@ -24,7 +24,7 @@ ControlReply CacheControl::prepare_modules(Context& c) {
     return failure(c.operation, invalid_param("modules", "a module chain needs a system_prompt or messages to render"), {});
   }
   KeyConversation conversation{.messages = whole.messages, .tools = whole.tools, .add_generation_prompt = false};
-  nlohmann::json check{{"messages", whole.messages}};
+  nlohmann::ordered_json check{{"messages", whole.messages}};
   for (const char* field : {"chat_template_kwargs", "thinking", "cache_salt"}) {
     if (c.body.contains(field)) check[field] = c.body[field];
   }

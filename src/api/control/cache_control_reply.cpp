@@ -34,7 +34,7 @@ nlohmann::ordered_json success(std::string_view operation) {
   return nlohmann::ordered_json{{"supported", true}, {"operation", operation}};
 }
 
-std::expected<std::optional<std::string>, ApiError> key_name(const nlohmann::json& body, const char* field, bool required,
+std::expected<std::optional<std::string>, ApiError> key_name(const nlohmann::ordered_json& body, const char* field, bool required,
                                                              std::string_view fallback) {
   const auto found = body.find(field);
   if (found == body.end() || found->is_null()) {
@@ -52,7 +52,7 @@ std::expected<std::optional<std::string>, ApiError> key_name(const nlohmann::jso
   return name;
 }
 
-std::expected<std::optional<std::chrono::seconds>, ApiError> ttl_of(const nlohmann::json& body) {
+std::expected<std::optional<std::chrono::seconds>, ApiError> ttl_of(const nlohmann::ordered_json& body) {
   constexpr std::int64_t kMaxTtl = 30LL * 24 * 3600;
   const auto found = body.find("ttl_seconds");
   if (found == body.end() || found->is_null()) return std::nullopt;
@@ -62,14 +62,14 @@ std::expected<std::optional<std::chrono::seconds>, ApiError> ttl_of(const nlohma
   return std::chrono::seconds(found->get<std::int64_t>());
 }
 
-std::expected<std::optional<nlohmann::json>, ApiError> meta_of(const nlohmann::json& body) {
+std::expected<std::optional<nlohmann::ordered_json>, ApiError> meta_of(const nlohmann::ordered_json& body) {
   const auto found = body.find("meta");
   if (found == body.end() || found->is_null()) return std::nullopt;
   if (!found->is_object()) return std::unexpected(invalid_param("meta", "'meta' must be an object"));
   if (found->dump().size() > kMaxMetaBytes) {
     return std::unexpected(invalid_param("meta", std::format("'meta' must be at most {} bytes as JSON", kMaxMetaBytes)));
   }
-  return std::optional<nlohmann::json>(*found);
+  return std::optional<nlohmann::ordered_json>(*found);
 }
 
 std::int64_t unix_ms_now() {

@@ -17,7 +17,7 @@ const char* cache_isolation_name(CacheIsolation isolation) {
 std::expected<SharedPrefix, std::string> SharedPrefix::render(const ChatTemplate& chat_template,
                                                              const engine::Vocabulary& vocab, std::string_view text) {
   ChatInput input;
-  input.messages = nlohmann::json::array({{{"role", "system"}, {"content", std::string(text)}}});
+  input.messages = nlohmann::ordered_json::array({{{"role", "system"}, {"content", std::string(text)}}});
   input.add_generation_prompt = false;
   auto rendered = chat_template.render(input);
   if (!rendered) return std::unexpected("the chat template cannot render it as a system message: " + rendered.error());

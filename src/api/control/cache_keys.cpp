@@ -19,15 +19,15 @@ std::int32_t common_token_prefix(std::span<const engine::Token> a, std::span<con
   return static_cast<std::int32_t>(i);
 }
 
-nlohmann::json KeyConversation::to_json() const {
-  nlohmann::json out{{"messages", messages}, {"add_generation_prompt", add_generation_prompt}};
+nlohmann::ordered_json KeyConversation::to_json() const {
+  nlohmann::ordered_json out{{"messages", messages}, {"add_generation_prompt", add_generation_prompt}};
   if (!tools.is_null()) out["tools"] = tools;
   if (!chat_template_kwargs.is_null()) out["chat_template_kwargs"] = chat_template_kwargs;
   if (cache_salt) out["cache_salt"] = *cache_salt;
   return out;
 }
 
-KeyConversation KeyConversation::from_json(const nlohmann::json& value) {
+KeyConversation KeyConversation::from_json(const nlohmann::ordered_json& value) {
   if (!value.is_object()) throw std::invalid_argument("the conversation is not an object");
   KeyConversation out;
   const auto messages = value.find("messages");
@@ -190,25 +190,25 @@ std::int32_t KeyRegistry::shareable_prefix(const std::string& tenant, const std:
   return longest;
 }
 
-nlohmann::json KeyRegistry::meta_by_key(const std::string& tenant) const {
+nlohmann::ordered_json KeyRegistry::meta_by_key(const std::string& tenant) const {
   std::lock_guard lock(mutex_);
-  nlohmann::json out = nlohmann::json::object();
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
   const auto t = tenants_.find(tenant);
   if (t == tenants_.end()) return out;
   for (const auto& [name, record] : t->second.keys) out[name] = record.meta;
   return out;
 }
 
-nlohmann::json KeyRegistry::key_list(const std::string& tenant) const {
+nlohmann::ordered_json KeyRegistry::key_list(const std::string& tenant) const {
   const auto now = KeyClock::now();
   std::lock_guard lock(mutex_);
-  nlohmann::json out = nlohmann::json::array();
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
   const auto t = tenants_.find(tenant);
   if (t == tenants_.end()) return out;
   for (const auto& [name, record] : t->second.keys) {
     const auto idle = std::chrono::duration_cast<std::chrono::seconds>(now - record.last_used);
-    nlohmann::json ttl = nullptr;
-    nlohmann::json expires_in = nullptr;
+    nlohmann::ordered_json ttl = nullptr;
+    nlohmann::ordered_json expires_in = nullptr;
     if (record.ttl) {
       ttl = record.ttl->count();
       expires_in = std::max<std::int64_t>(0, (*record.ttl - idle).count());
@@ -219,7 +219,7 @@ nlohmann::json KeyRegistry::key_list(const std::string& tenant) const {
                    {"idle_seconds", idle.count()},
                    {"expires_in_seconds", expires_in},
                    {"created_unix_ms", record.created_unix_ms},
-                   {"forked_from", record.forked_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(record.forked_from)},
+                   {"forked_from", record.forked_from.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(record.forked_from)},
                    {"meta", record.meta}});
   }
   return out;

@@ -39,16 +39,19 @@ inline constexpr std::size_t kMaxMetaBytes = 16 * 1024;
 using KeyClock = std::chrono::steady_clock;
 
 // What a key was built from, so that update can append to it and a saved key can be rebuilt.
+// Every object keeps its keys in the order the client sent them, here, in to_json and back from
+// from_json: the template renders them in that order, so a key rebuilt in another order would
+// render other tokens than the chat requests that send the same tools and messages.
 struct KeyConversation {
-  nlohmann::json messages = nlohmann::json::array();
-  nlohmann::json tools;                 // array, or null for none
-  nlohmann::json chat_template_kwargs;  // object (the thinking switch folded in), or null
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools;                 // array, or null for none
+  nlohmann::ordered_json chat_template_kwargs;  // object (the thinking switch folded in), or null
   std::optional<std::string> cache_salt;
-  bool add_generation_prompt = false;   // the rendering ends with the assistant's turn opener
+  bool add_generation_prompt = false;           // the rendering ends with the assistant's turn opener
 
-  nlohmann::json to_json() const;
+  nlohmann::ordered_json to_json() const;
   // Throws std::invalid_argument on a malformed value.
-  static KeyConversation from_json(const nlohmann::json& value);
+  static KeyConversation from_json(const nlohmann::ordered_json& value);
 };
 
 struct KeyRecord {
@@ -56,7 +59,7 @@ struct KeyRecord {
   KeyConversation conversation;
   std::vector<engine::Token> tokens;  // what the conversation renders to; empty: nothing yet
   scheduler::CacheOptions cache;      // namespace, session, scope, wall and boundaries of `tokens`
-  nlohmann::json meta = nlohmann::json::object();
+  nlohmann::ordered_json meta = nlohmann::ordered_json::object();
   std::optional<std::chrono::seconds> ttl;  // unused this long: cleared; nullopt: the cache's own TTL
   std::int64_t created_unix_ms = 0;
   KeyClock::time_point last_used{};
@@ -114,11 +117,11 @@ class KeyRegistry {
                                 std::span<const engine::Token> prompt) const;
 
   // Caller metadata of every key of `tenant`, by key (stats' meta_by_key), and the key count.
-  nlohmann::json meta_by_key(const std::string& tenant) const;
+  nlohmann::ordered_json meta_by_key(const std::string& tenant) const;
   std::size_t key_count(const std::string& tenant) const;
   // Every key of `tenant` as people look at it (stats' key_list): name, tokens, TTL, idle time,
   // time left before its TTL clears it, creation, the key it was forked from, metadata.
-  nlohmann::json key_list(const std::string& tenant) const;
+  nlohmann::ordered_json key_list(const std::string& tenant) const;
   // Keys and prepared modules of every tenant.
   std::pair<std::size_t, std::size_t> totals() const;
 

@@ -23,10 +23,11 @@ std::unexpected<ApiError> bad(std::string param, std::string message) {
   return std::unexpected(invalid_param(std::move(param), std::move(message)));
 }
 
-// What of a module decides its tokens, in a canonical form (object keys sorted; order of tools
-// and messages kept, since it changes the rendering).
+// What of a module decides its tokens: its parts as sent, compact, every key in the order sent.
+// The template renders tools and call arguments with their keys in that order, so a module whose
+// keys were sent in another order renders other tokens and must have another fingerprint.
 std::string canonical_module(const ModuleSpec& m) {
-  nlohmann::json out{{"module_id", m.module_id}};
+  nlohmann::ordered_json out{{"module_id", m.module_id}};
   if (m.system_prompt) out["system_prompt"] = *m.system_prompt;
   if (!m.tools.is_null()) out["tools"] = m.tools;
   if (!m.messages.is_null()) out["messages"] = m.messages;
@@ -35,7 +36,7 @@ std::string canonical_module(const ModuleSpec& m) {
 
 }  // namespace
 
-std::expected<std::vector<ModuleSpec>, ApiError> parse_modules(const nlohmann::json& body) {
+std::expected<std::vector<ModuleSpec>, ApiError> parse_modules(const nlohmann::ordered_json& body) {
   const auto found = body.find("modules");
   if (found == body.end() || !found->is_array() || found->empty()) {
     return bad("modules", "'modules' must be a non-empty array of modules");
@@ -45,7 +46,7 @@ std::expected<std::vector<ModuleSpec>, ApiError> parse_modules(const nlohmann::j
   std::set<std::string> ids;
   bool conversation_started = false;
   for (std::size_t i = 0; i < found->size(); ++i) {
-    const nlohmann::json& m = (*found)[i];
+    const nlohmann::ordered_json& m = (*found)[i];
     const std::string at = std::format("modules[{}]", i);
     if (!m.is_object()) return bad(at, std::format("'{}' must be an object", at));
     for (const auto& [field, value] : m.items()) {
@@ -105,7 +106,7 @@ ChainPart chain_through(const std::vector<ModuleSpec>& modules, std::size_t k) {
     const ModuleSpec& m = modules[i];
     if (m.system_prompt) out.messages.push_back({{"role", "system"}, {"content", *m.system_prompt}});
     if (!m.tools.is_null()) {
-      if (out.tools.is_null()) out.tools = nlohmann::json::array();
+      if (out.tools.is_null()) out.tools = nlohmann::ordered_json::array();
       for (const auto& tool : m.tools) out.tools.push_back(tool);
     }
     if (!m.messages.is_null()) {
@@ -116,7 +117,7 @@ ChainPart chain_through(const std::vector<ModuleSpec>& modules, std::size_t k) {
 }
 
 std::string ArtifactManifest::encode() const {
-  nlohmann::json out{{"format", kManifestTag}, {"kind", kind}};
+  nlohmann::ordered_json out{{"format", kManifestTag}, {"kind", kind}};
   if (!key.empty()) out["key"] = key;
   if (module) {
     out["module"] = {{"module_id", module->module_id},       {"fingerprint", module->fingerprint},
@@ -129,7 +130,7 @@ std::string ArtifactManifest::encode() const {
 
 std::optional<ArtifactManifest> ArtifactManifest::decode(std::string_view bytes) {
   if (bytes.empty()) return std::nullopt;
-  const nlohmann::json j = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(bytes, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || j.value("format", "") != kManifestTag) return std::nullopt;
   try {
     ArtifactManifest out;

@@ -31,14 +31,14 @@ inline constexpr std::size_t kMaxModules = 64;
 struct ModuleSpec {
   std::string module_id;
   std::optional<std::string> system_prompt;  // stripped; only in the first module with messages
-  nlohmann::json tools;                      // array or null
-  nlohmann::json messages;                   // array or null
+  nlohmann::ordered_json tools;              // array or null, keys in the order sent
+  nlohmann::ordered_json messages;           // array or null, keys in the order sent
 };
 
 // body["modules"], validated: every module has a non-empty module_id (unique in the chain) and at
 // least one of system_prompt, tools, messages; a system_prompt may only open the conversation.
 // Errors name the field, e.g. modules[2].tools.
-std::expected<std::vector<ModuleSpec>, ApiError> parse_modules(const nlohmann::json& body);
+std::expected<std::vector<ModuleSpec>, ApiError> parse_modules(const nlohmann::ordered_json& body);
 
 // Hex fingerprints of each module's chain: fingerprint[k] covers `root` and modules 0..k.
 // `root` names what else decides the tokens (model, template, kwargs, salt).
@@ -46,8 +46,8 @@ std::vector<std::string> chain_fingerprints(std::string_view root, const std::ve
 
 // The messages and tools of modules 0..k, in order.
 struct ChainPart {
-  nlohmann::json messages = nlohmann::json::array();
-  nlohmann::json tools;  // array, or null when no module so far has tools
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools;  // array, or null when no module so far has tools
 };
 ChainPart chain_through(const std::vector<ModuleSpec>& modules, std::size_t k);
 

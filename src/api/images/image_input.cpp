@@ -103,7 +103,7 @@ std::string image_bytes_from_url(std::string_view url, const std::string& param,
 
 // With images, the markers in the messages' text must be exactly the images': client text that
 // spells the marker would move every image after it.
-void check_image_markers(const nlohmann::json& messages, std::size_t images) {
+void check_image_markers(const nlohmann::ordered_json& messages, std::size_t images) {
   std::size_t found = 0;
   for (std::size_t i = 0; i < messages.size(); ++i) {
     const auto content = messages[i].find("content");

@@ -55,6 +55,6 @@ void add_image(std::vector<ImageInput>& images, std::string bytes, std::string p
 
 // Checks that the messages' text (chat template input, string contents) holds exactly `images`
 // markers; throws the parser's rejection (param "messages") when client text spells the marker.
-void check_image_markers(const nlohmann::json& messages, std::size_t images);
+void check_image_markers(const nlohmann::ordered_json& messages, std::size_t images);
 
 }  // namespace prefixd::api

@@ -15,7 +15,7 @@
 namespace prefixd::api {
 namespace {
 
-using nlohmann::json;
+using nlohmann::ordered_json;
 using fields::FieldReader;
 using fields::guarded;
 using fields::reject;
@@ -30,10 +30,10 @@ void check_model(const FieldReader& in, const ParseOptions& options) {
 }
 
 std::vector<std::string> parse_stop(const FieldReader& in) {
-  const json* value = in.find("stop");
+  const ordered_json* value = in.find("stop");
   if (!value) return {};
   std::vector<std::string> stop;
-  auto add = [&](const json& item) {
+  auto add = [&](const ordered_json& item) {
     if (!item.is_string()) reject("stop", "'stop' must be a string or an array of strings");
     auto text = item.get<std::string>();
     if (text.empty()) reject("stop", "stop strings must not be empty");
@@ -53,7 +53,7 @@ std::int32_t parse_max_tokens(const FieldReader& in) {
   // OpenAI renamed max_tokens to max_completion_tokens; llama.cpp clients say n_predict (where -1
   // means "no limit"). The newest name wins when several are present.
   if (auto n = in.integer("max_completion_tokens", 1, kInt32Max)) return static_cast<std::int32_t>(*n);
-  if (const json* value = in.find("max_tokens")) {
+  if (const ordered_json* value = in.find("max_tokens")) {
     return static_cast<std::int32_t>(FieldReader::to_integer(*value, "max_tokens", 1, kInt32Max));
   }
   if (auto n = in.integer("n_predict", -1, kInt32Max)) {
@@ -70,7 +70,7 @@ engine::SamplingParams parse_sampling(const FieldReader& in, const ParseOptions&
   if (auto v = in.integer("top_k", 0, kInt32Max)) sampling.top_k = static_cast<std::int32_t>(*v);
   if (auto v = in.number("min_p", 0.0, 1.0)) sampling.min_p = static_cast<float>(*v);
   sampling.ignore_eos = in.boolean("ignore_eos", /*extended=*/true).value_or(false);
-  if (const json* seed = in.find("seed")) {
+  if (const ordered_json* seed = in.find("seed")) {
     const auto n = FieldReader::to_integer(*seed, "seed", std::numeric_limits<std::int64_t>::min(),
                                            std::numeric_limits<std::int64_t>::max());
     // Negative seeds ask for a random one (llama.cpp's -1); others are taken modulo 2^32.
@@ -108,7 +108,7 @@ CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
   params.max_tokens = parse_max_tokens(in);
   params.stop = parse_stop(in);
   params.stream = in.boolean("stream").value_or(false);
-  if (const json* stream_options = in.find("stream_options")) {
+  if (const ordered_json* stream_options = in.find("stream_options")) {
     if (!stream_options->is_object()) reject("stream_options", "'stream_options' must be an object");
     params.include_usage = FieldReader(*stream_options).boolean("include_usage").value_or(false);
   }
@@ -122,12 +122,12 @@ CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
 
 // An image_url part: {"type": "image_url", "image_url": {"url": "data:image/...;base64,..."}} (the
 // url alone as a string is accepted too).
-void read_image_part(const json& part, const std::string& part_param, std::vector<ImageInput>& images,
+void read_image_part(const ordered_json& part, const std::string& part_param, std::vector<ImageInput>& images,
                      const ImageLimits& limits) {
   require_projector(part_param, limits);
   const auto image_url = part.find("image_url");
   const std::string url_param = part_param + ".image_url";
-  const json* url = nullptr;
+  const ordered_json* url = nullptr;
   if (image_url != part.end() && image_url->is_string()) {
     url = &*image_url;
   } else if (image_url != part.end() && image_url->is_object() && image_url->contains("url")) {
@@ -143,13 +143,13 @@ void read_image_part(const json& part, const std::string& part_param, std::vecto
 // OpenAI content is a string or an array of parts; templates expect strings, so text parts are
 // joined, and an image part becomes kImageMarker in that text with its bytes kept in `images`. The
 // text is moved out of the request tree, which is not read again: a long prompt is not copied.
-json flatten_content(json& content, const std::string& param, std::vector<ImageInput>& images,
+ordered_json flatten_content(ordered_json& content, const std::string& param, std::vector<ImageInput>& images,
                      const ImageLimits& limits) {
   if (content.is_string()) return std::move(content);
   if (!content.is_array()) reject(param, std::format("'{}' must be a string or an array of content parts", param));
   std::string text;
   for (std::size_t j = 0; j < content.size(); ++j) {
-    json& part = content[j];
+    ordered_json& part = content[j];
     const std::string part_param = std::format("{}[{}]", param, j);
     if (!part.is_object()) reject(part_param, std::format("'{}' must be an object", part_param));
     const auto type = part.find("type");
@@ -174,10 +174,10 @@ json flatten_content(json& content, const std::string& param, std::vector<ImageI
   return text;
 }
 
-void check_tool_calls(const json& calls, const std::string& param) {
+void check_tool_calls(const ordered_json& calls, const std::string& param) {
   if (!calls.is_array()) reject(param, "'tool_calls' must be an array");
   for (std::size_t j = 0; j < calls.size(); ++j) {
-    const json& call = calls[j];
+    const ordered_json& call = calls[j];
     const std::string call_param = std::format("{}[{}]", param, j);
     const auto function = call.is_object() ? call.find("function") : call.end();
     if (!call.is_object() || function == call.end() || !function->is_object() || !function->contains("name") ||
@@ -196,14 +196,14 @@ void check_tool_calls(const json& calls, const std::string& param) {
 constexpr std::string_view kRoles[] = {"system", "developer", "user", "assistant", "tool"};
 
 // Validates the messages and shapes them for the template, in place: the caller's tree is consumed.
-json parse_messages(json& root, std::vector<ImageInput>& images, const ImageLimits& limits) {
+ordered_json parse_messages(ordered_json& root, std::vector<ImageInput>& images, const ImageLimits& limits) {
   const auto found = root.find("messages");
   if (found == root.end() || found->is_null()) reject("messages", "'messages' is required");
-  json& messages = *found;
+  ordered_json& messages = *found;
   if (!messages.is_array()) reject("messages", "'messages' must be an array");
   if (messages.empty()) reject("messages", "'messages' must contain at least one message");
   for (std::size_t i = 0; i < messages.size(); ++i) {
-    json& message = messages[i];
+    ordered_json& message = messages[i];
     const std::string param = std::format("messages[{}]", i);
     if (!message.is_object()) reject(param, std::format("'{}' must be an object", param));
     const auto role = message.find("role");
@@ -244,13 +244,13 @@ json parse_messages(json& root, std::vector<ImageInput>& images, const ImageLimi
   return std::move(messages);
 }
 
-json parse_tools(const FieldReader& in) {
-  const json* tools = in.find("tools");
+ordered_json parse_tools(const FieldReader& in) {
+  const ordered_json* tools = in.find("tools");
   if (!tools) return nullptr;
   if (!tools->is_array()) reject("tools", "'tools' must be an array");
   FunctionTools checked;
   for (std::size_t i = 0; i < tools->size(); ++i) {
-    const json& tool = (*tools)[i];
+    const ordered_json& tool = (*tools)[i];
     const std::string at = std::format("tools[{}]", i);
     const auto function = tool.is_object() ? tool.find("function") : tool.end();
     if (!tool.is_object() || function == tool.end() || !function->is_object() || !function->contains("name") ||
@@ -259,14 +259,14 @@ json parse_tools(const FieldReader& in) {
     }
     if (tool.contains("type") && tool["type"] != "function") reject(at + ".type", "only tools of type 'function' are supported");
     // The checks only: the template receives the tools as sent.
-    checked.add(nlohmann::ordered_json(*function), at + ".function.name", at + ".function.parameters");
+    checked.add(*function, at + ".function.name", at + ".function.parameters");
   }
   return *tools;
 }
 
-json parse_tool_choice(const FieldReader& in, const json& tools) {
+ordered_json parse_tool_choice(const FieldReader& in, const ordered_json& tools) {
   const bool has_tools = tools.is_array() && !tools.empty();
-  const json* choice = in.find("tool_choice");
+  const ordered_json* choice = in.find("tool_choice");
   if (!choice) return has_tools ? "auto" : "none";
   if (choice->is_string()) {
     if (*choice != "none" && *choice != "auto" && *choice != "required") {
@@ -282,7 +282,7 @@ json parse_tool_choice(const FieldReader& in, const json& tools) {
       reject("tool_choice", "'tool_choice' as an object is {\"type\": \"function\", \"function\": {\"name\": ...}}");
     }
     const std::string& name = (*function)["name"].get_ref<const std::string&>();
-    const bool defined = has_tools && std::ranges::any_of(tools, [&](const json& tool) { return tool["function"]["name"] == name; });
+    const bool defined = has_tools && std::ranges::any_of(tools, [&](const ordered_json& tool) { return tool["function"]["name"] == name; });
     if (!defined) reject("tool_choice.function.name", std::format("'tool_choice' names '{}', which 'tools' does not define", name));
   }
   if (*choice != "none" && !has_tools) reject("tool_choice", "'tool_choice' needs 'tools'");
@@ -290,11 +290,11 @@ json parse_tool_choice(const FieldReader& in, const json& tools) {
 }
 
 // response_format: {"type": "text"} (nothing), {"type": "json_object"} or {"type": "json_schema",
-// "json_schema": {"name"?, "schema", "strict"?}}. The schema is taken from `ordered` (the body
-// parsed keeping key order), since its property order becomes the order of the output's keys.
-OutputFormat parse_response_format(const FieldReader& in, const nlohmann::ordered_json& ordered) {
+// "json_schema": {"name"?, "schema", "strict"?}}. The schema keeps its key order (the body is
+// parsed keeping it), since its property order becomes the order of the output's keys.
+OutputFormat parse_response_format(const FieldReader& in) {
   OutputFormat out;
-  const json* format = in.find("response_format");
+  const ordered_json* format = in.find("response_format");
   if (!format) return out;
   if (!format->is_object() || !format->contains("type") || !(*format)["type"].is_string()) {
     reject("response_format", "'response_format' must be an object with a string 'type'");
@@ -320,18 +320,18 @@ OutputFormat parse_response_format(const FieldReader& in, const nlohmann::ordere
     reject("response_format.json_schema.name", "'response_format.json_schema.name' must be a string");
   }
   out.kind = OutputFormat::Kind::json_schema;
-  out.schema = ordered.at("response_format").at("json_schema").at("schema");
+  out.schema = *schema;
   return out;
 }
 
-json parse_template_kwargs(const FieldReader& in) {
-  const json* kwargs = in.find_extended("chat_template_kwargs");
+ordered_json parse_template_kwargs(const FieldReader& in) {
+  const ordered_json* kwargs = in.find_extended("chat_template_kwargs");
   // `thinking` is the switch reasoning templates read as `enable_thinking`; it is a kwarg like any
   // other (part of the namespace), so warming a key with it on and generating with it on agree.
   const std::optional<bool> thinking = in.boolean("thinking");
   if (!kwargs && !thinking) return nullptr;
   if (kwargs && !kwargs->is_object()) reject("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-  json out = kwargs ? *kwargs : json::object();
+  ordered_json out = kwargs ? *kwargs : ordered_json::object();
   // These names are the template's own inputs; a kwarg must not silently replace them.
   for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}) {
     if (out.contains(reserved)) {
@@ -347,7 +347,7 @@ json parse_template_kwargs(const FieldReader& in) {
   return out;
 }
 
-TokenPrompt parse_token_ids(const json& ids, const ParseOptions& options) {
+TokenPrompt parse_token_ids(const ordered_json& ids, const ParseOptions& options) {
   TokenPrompt tokens;
   tokens.reserve(ids.size());
   const std::int64_t hi = options.vocab_size > 0 ? options.vocab_size - 1 : kInt32Max;
@@ -356,9 +356,9 @@ TokenPrompt parse_token_ids(const json& ids, const ParseOptions& options) {
 }
 
 std::variant<std::string, TokenPrompt> parse_prompt(const FieldReader& in, const ParseOptions& options) {
-  const json* prompt = in.find("prompt");
+  const ordered_json* prompt = in.find("prompt");
   if (!prompt) reject("prompt", "'prompt' is required");
-  auto text = [](const json& value) {
+  auto text = [](const ordered_json& value) {
     auto s = value.get<std::string>();
     if (s.empty()) reject("prompt", "'prompt' must not be empty");
     return s;
@@ -366,7 +366,7 @@ std::variant<std::string, TokenPrompt> parse_prompt(const FieldReader& in, const
   if (prompt->is_string()) return text(*prompt);
   if (!prompt->is_array()) reject("prompt", "'prompt' must be a string, an array of token ids or an array with one string");
   if (prompt->empty()) reject("prompt", "'prompt' must not be empty");
-  const json& first = prompt->front();
+  const ordered_json& first = prompt->front();
   if (first.is_number()) return parse_token_ids(*prompt, options);
   // A batch of prompts would need n choices; only a batch of one is accepted.
   if (prompt->size() != 1) reject("prompt", "only one prompt per request is supported");
@@ -377,14 +377,14 @@ std::variant<std::string, TokenPrompt> parse_prompt(const FieldReader& in, const
 
 }  // namespace
 
-std::expected<json, ApiError> parse_json_object(std::string_view body, std::size_t max_nodes) {
+std::expected<ordered_json, ApiError> parse_json_object(std::string_view body, std::size_t max_nodes) {
   if (auto refused = refuse_unbounded_json(body, max_nodes)) return std::unexpected(std::move(*refused));
   // nlohmann's parser takes a NUL byte for the end of its input, so "{...}\0anything" would parse
   // as the object alone; JSON allows no raw NUL anywhere (inside strings it must be escaped).
   if (body.find('\0') != std::string_view::npos) {
     return std::unexpected(invalid_request("the request body is not valid JSON: it holds a NUL byte", "invalid_json"));
   }
-  json root = json::parse(body, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  ordered_json root = ordered_json::parse(body, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return std::unexpected(invalid_request("the request body is not valid JSON", "invalid_json"));
   if (!root.is_object()) return std::unexpected(invalid_request("the request body must be a JSON object"));
   return root;
@@ -406,17 +406,11 @@ std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, c
     if (!request.images.empty()) check_image_markers(request.chat.messages, request.images.size());
     request.tools = parse_tools(in);
     request.tool_choice = parse_tool_choice(in, request.tools);
-    // Schemas keep the key order they were sent in (it becomes the order of the output's keys).
-    const bool constrained = root->contains("response_format") || request.tool_choice == "required" ||
-                             request.tool_choice.is_object();
-    const nlohmann::ordered_json ordered =
-        constrained ? nlohmann::ordered_json::parse(body, nullptr, false) : nlohmann::ordered_json();
-    request.response_format = parse_response_format(in, ordered);
+    request.response_format = parse_response_format(in);
     request.parallel_tool_calls = in.boolean("parallel_tool_calls").value_or(true);
     if (request.response_format.kind != OutputFormat::Kind::text && (request.tool_choice == "required" || request.tool_choice.is_object())) {
       reject("response_format", "'response_format' cannot constrain a reply that 'tool_choice' forces to be a tool call");
     }
-    if (constrained && request.tools.is_array()) request.ordered_tools = ordered.at("tools");
     if (request.tool_choice != "none") request.chat.tools = request.tools;
     request.chat.add_generation_prompt = in.boolean("add_generation_prompt").value_or(true);
     request.chat.extra_context = parse_template_kwargs(in);

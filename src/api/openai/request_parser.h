@@ -34,8 +34,10 @@ struct ParseOptions {
 
 // The body parsed, or why not: nested deeper than kMaxJsonDepth or holding more than `max_nodes`
 // values (refused before parsing: json_bounds.h), malformed, or not an object. Every request body
-// the server parses goes through here.
-std::expected<nlohmann::json, ApiError> parse_json_object(std::string_view body, std::size_t max_nodes);
+// the server parses goes through here. Objects keep their keys in the order sent: what a client
+// sends on to the chat template (tools, schemas, call arguments, kwargs) is rendered by `tojson` in
+// that order, as Hugging Face's tojson and llama-server render it, so nothing here may sort it.
+std::expected<nlohmann::ordered_json, ApiError> parse_json_object(std::string_view body, std::size_t max_nodes);
 
 std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, const ParseOptions& options);
 std::expected<CompletionRequest, ApiError> parse_completion_request(std::string_view body,

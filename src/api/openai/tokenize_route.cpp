@@ -11,7 +11,7 @@ std::expected<nlohmann::json, ApiError> tokenize_answer(std::string_view body, c
   auto root = parse_json_object(body, parse_options.max_json_nodes);
   if (!root) return std::unexpected(root.error());
   if (root->contains("messages")) {
-    root = nlohmann::json();  // the chat parser reads the body itself
+    root = nlohmann::ordered_json();  // the chat parser reads the body itself
     auto chat = parse_chat_request(body, parse_options);
     if (!chat) return std::unexpected(chat.error());
     auto tokens = prompts.chat_tokens(*chat, max_prompt_tokens);

@@ -40,9 +40,9 @@ class FieldHasher {
   blake3_hasher hasher_;
 };
 
-// nlohmann::json keeps object keys sorted, so dump() is a canonical form for objects. Null, absent,
-// {} and [] are the same thing to a template, so they share one encoding.
-std::string canonical(const nlohmann::json& value) {
+// The value as the template sees it: compact, keys in the order sent (which the template keeps).
+// Null, absent, {} and [] are the same thing to a template, so they share one encoding.
+std::string canonical(const nlohmann::ordered_json& value) {
   if (value.is_null() || ((value.is_object() || value.is_array()) && value.empty())) return {};
   return value.dump();
 }
@@ -71,9 +71,9 @@ std::string namespace_digest(const NamespaceFields& fields) {
 }
 
 std::vector<std::pair<std::string, std::uint64_t>> template_inputs(std::string_view template_source,
-                                                                   const nlohmann::json& chat_template_kwargs,
-                                                                   const nlohmann::json& tool_choice,
-                                                                   const nlohmann::json& tools) {
+                                                                   const nlohmann::ordered_json& chat_template_kwargs,
+                                                                   const nlohmann::ordered_json& tool_choice,
+                                                                   const nlohmann::ordered_json& tools) {
   return {{"chat_template", digest64(template_source)},
           {"chat_template_kwargs", digest64(canonical(chat_template_kwargs))},
           {"tools", digest64(canonical(tools))},

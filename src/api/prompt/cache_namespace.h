@@ -52,13 +52,15 @@ std::string namespace_digest(const NamespaceFields& fields);
 // whatever rendered them, and the token match already sees every difference they make — so they
 // are kept only as a diagnostic: the scheduler compares a session's inputs from one request to the
 // next and says which of them changed when a prompt diverges (PromptInputs in scheduler/request.h).
-// Each is XXH3-64 of a canonical form (object keys sorted, so key order in the request does not
-// matter; null, absent and {} or [] are one value); tools are hashed in request order, which
-// changes the rendered prompt. A raw completion has one input, "template", of its own value.
+// Each is XXH3-64 of the value's compact JSON in the order it was sent (null, absent and {} or []
+// are one value). Key order is part of it: the template prints tools, schemas and kwargs with
+// their keys in the order sent, so a client that reorders keys changes the prompt's tokens, and
+// the diagnostic then names the input that moved them instead of reporting nothing changed.
+// A raw completion has one input, "template", of its own value.
 std::vector<std::pair<std::string, std::uint64_t>> template_inputs(std::string_view template_source,
-                                                                   const nlohmann::json& chat_template_kwargs,
-                                                                   const nlohmann::json& tool_choice,
-                                                                   const nlohmann::json& tools);
+                                                                   const nlohmann::ordered_json& chat_template_kwargs,
+                                                                   const nlohmann::ordered_json& tool_choice,
+                                                                   const nlohmann::ordered_json& tools);
 std::vector<std::pair<std::string, std::uint64_t>> raw_completion_inputs();
 
 // 32 raw bytes: BLAKE3 over `domain` and `fields`, each length-prefixed (the namespace's encoding),

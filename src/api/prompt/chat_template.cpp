@@ -36,11 +36,13 @@ std::expected<ChatTemplate, std::string> ChatTemplate::create(std::string source
 
 std::expected<std::string, std::string> ChatTemplate::render(const ChatInput& input) const {
   try {
+    // minja holds objects in insertion order (minja::Value over nlohmann::ordered_map) and its
+    // tojson writes them in that order, so the keys reach the prompt as the client sent them.
     minja::chat_template_inputs inputs;
-    inputs.messages = nlohmann::ordered_json(input.messages);
-    if (input.tools.is_array() && !input.tools.empty()) inputs.tools = nlohmann::ordered_json(input.tools);
+    inputs.messages = input.messages;
+    if (input.tools.is_array() && !input.tools.empty()) inputs.tools = input.tools;
     inputs.add_generation_prompt = input.add_generation_prompt;
-    if (input.extra_context.is_object()) inputs.extra_context = nlohmann::ordered_json(input.extra_context);
+    if (input.extra_context.is_object()) inputs.extra_context = input.extra_context;
     return impl_->tmpl.apply(inputs);
   } catch (const std::exception& e) {
     return std::unexpected(std::string(e.what()));

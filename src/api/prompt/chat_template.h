@@ -13,11 +13,15 @@
 
 namespace prefixd::api {
 
+// Every value keeps its object keys in the order the client sent them: a template that prints a
+// tool, a schema or call arguments with `tojson` writes the keys in that order (as Hugging Face's
+// tojson, a Python dict dump, does), and the prompt's tokens follow it. A sorted copy anywhere on
+// the way would render other tokens than llama-server and transformers render for the same request.
 struct ChatInput {
-  nlohmann::json messages = nlohmann::json::array();  // [{role, content, ...}], validated by the parser
-  nlohmann::json tools;                               // array of tool definitions, or null
-  bool add_generation_prompt = true;                  // end with the assistant's turn opener
-  nlohmann::json extra_context;                       // chat_template_kwargs: object or null
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // [{role, content, ...}], validated by the parser
+  nlohmann::ordered_json tools;                                       // array of tool definitions, or null
+  bool add_generation_prompt = true;                                  // end with the assistant's turn opener
+  nlohmann::ordered_json extra_context;                               // chat_template_kwargs: object or null
 };
 
 // Immutable after creation; render() is safe to call from many threads at once.

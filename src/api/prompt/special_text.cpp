@@ -8,7 +8,7 @@
 namespace prefixd::api {
 namespace {
 
-using nlohmann::json;
+using nlohmann::ordered_json;
 
 // Letters and digits only, so that no template filter (trim, tojson, escaping) changes it.
 std::string random_marker() {
@@ -35,7 +35,7 @@ std::size_t SpecialTextGuard::match_at(std::string_view text, std::size_t pos) c
   return 0;
 }
 
-bool SpecialTextGuard::found_in(const json& value) const {
+bool SpecialTextGuard::found_in(const ordered_json& value) const {
   if (!active()) return false;
   auto in_string = [this](std::string_view text) {
     for (std::size_t pos = 0; pos < text.size(); ++pos) {
@@ -49,7 +49,7 @@ bool SpecialTextGuard::found_in(const json& value) const {
       if (in_string(key) || found_in(item)) return true;
     }
   }
-  if (value.is_array()) return std::ranges::any_of(value, [this](const json& item) { return found_in(item); });
+  if (value.is_array()) return std::ranges::any_of(value, [this](const ordered_json& item) { return found_in(item); });
   return false;
 }
 
@@ -72,14 +72,14 @@ std::string SpecialTextGuard::shield_string(std::string_view text, std::vector<s
   return out;
 }
 
-void SpecialTextGuard::shield(json& value, std::vector<std::string>& originals) const {
+void SpecialTextGuard::shield(ordered_json& value, std::vector<std::string>& originals) const {
   if (!active()) return;
   if (value.is_string()) {
     value = shield_string(value.get_ref<const std::string&>(), originals);
   } else if (value.is_array()) {
     for (auto& item : value) shield(item, originals);
   } else if (value.is_object()) {
-    json shielded = json::object();
+    ordered_json shielded = ordered_json::object();
     for (auto& [key, item] : value.items()) {
       shield(item, originals);
       shielded[shield_string(key, originals)] = std::move(item);

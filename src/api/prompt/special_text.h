@@ -39,12 +39,12 @@ class SpecialTextGuard {
   bool active() const { return !texts_.empty(); }
 
   // Whether a string anywhere in `value` (object keys included) contains a control-token string.
-  bool found_in(const nlohmann::json& value) const;
+  bool found_in(const nlohmann::ordered_json& value) const;
 
   // Replaces every control-token string in every string of `value` (keys included) with a
   // placeholder; the replaced strings are appended to `originals`, the placeholder's number being
   // the index there.
-  void shield(nlohmann::json& value, std::vector<std::string>& originals) const;
+  void shield(nlohmann::ordered_json& value, std::vector<std::string>& originals) const;
 
   // `rendered` with each placeholder turned back into its original and the ranges where they now
   // stand. A placeholder the template copied twice yields two ranges; one it dropped, none.

@@ -7,7 +7,7 @@
 namespace prefixd::api {
 namespace {
 
-using nlohmann::json;
+using nlohmann::ordered_json;
 
 constexpr std::string_view kContentProbe = "PREFIXDCONTENTPROBE";
 constexpr std::string_view kNameProbe = "PREFIXDNAMEPROBE";
@@ -15,19 +15,19 @@ constexpr const char* kRoles[] = {"system", "user", "assistant", "tool"};
 
 // The smallest ordinary conversation in which a message of `role` appears, that message last but
 // for a system one (which templates expect first, followed by a user turn).
-json probe_conversation(std::string_view role, json message) {
-  const json user = {{"role", "user"}, {"content", "Hi"}};
-  if (role == "system") return json::array({std::move(message), user});
-  if (role == "user") return json::array({std::move(message)});
-  if (role == "assistant") return json::array({user, std::move(message)});
-  const json call = {{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "probe_tool"}, {"arguments", "{}"}}}};
-  const json caller = {{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({call})}};
+ordered_json probe_conversation(std::string_view role, ordered_json message) {
+  const ordered_json user = {{"role", "user"}, {"content", "Hi"}};
+  if (role == "system") return ordered_json::array({std::move(message), user});
+  if (role == "user") return ordered_json::array({std::move(message)});
+  if (role == "assistant") return ordered_json::array({user, std::move(message)});
+  const ordered_json call = {{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "probe_tool"}, {"arguments", "{}"}}}};
+  const ordered_json caller = {{"role", "assistant"}, {"content", ""}, {"tool_calls", ordered_json::array({call})}};
   message["tool_call_id"] = "call_1";
-  return json::array({user, caller, std::move(message)});
+  return ordered_json::array({user, caller, std::move(message)});
 }
 
 // False only when the template rendered the probe and `needle` is not in it.
-bool renders(const ChatTemplate& chat_template, json messages, std::string_view needle) {
+bool renders(const ChatTemplate& chat_template, ordered_json messages, std::string_view needle) {
   ChatInput input;
   input.messages = std::move(messages);
   const auto text = chat_template.render(input);
@@ -55,10 +55,10 @@ bool TemplateCoverage::renders_content(std::string_view role) const { return loo
 
 bool TemplateCoverage::renders_name(std::string_view role) const { return role == "tool" || lookup(name_, role); }
 
-std::optional<ApiError> TemplateCoverage::check(const json& messages) const {
+std::optional<ApiError> TemplateCoverage::check(const ordered_json& messages) const {
   if (!messages.is_array()) return std::nullopt;
   for (std::size_t i = 0; i < messages.size(); ++i) {
-    const json& message = messages[i];
+    const ordered_json& message = messages[i];
     if (!message.is_object()) continue;
     const std::string role = message.value("role", "");
     if (!renders_content(role)) {

@@ -33,7 +33,7 @@ class TemplateCoverage {
   // it never renders (`messages[i].role`). `messages` has been through the request parser (known
   // roles only). A `name` the template cannot express is not refused: OpenAI accepts it on every
   // message, and it is left out of the prompt (logged at debug level).
-  std::optional<ApiError> check(const nlohmann::json& messages) const;
+  std::optional<ApiError> check(const nlohmann::ordered_json& messages) const;
 
  private:
   std::map<std::string, bool, std::less<>> content_;

@@ -105,7 +105,7 @@ TurnLayout turn_layout(const ChatTemplate& chat_template, const RenderedTokenize
     }
     ChatInput history = input;
     history.add_generation_prompt = false;
-    history.messages = nlohmann::json::array();
+    history.messages = nlohmann::ordered_json::array();
     for (std::size_t j = 0; j < i; ++j) history.messages.push_back(input.messages[j]);
     const auto text = chat_template.render(history);
     if (!text || text->empty() || !prompt_text.starts_with(*text)) continue;

@@ -23,7 +23,7 @@ namespace prefixd::api {
 
 struct StoredResponse {
   nlohmann::ordered_json object;  // the response object as it was sent
-  nlohmann::json conversation;    // its messages, the reply included, instructions excluded
+  nlohmann::ordered_json conversation;  // its messages (keys as sent), the reply included, instructions excluded
 };
 
 struct ResponseStoreStats {

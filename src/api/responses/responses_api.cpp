@@ -13,7 +13,6 @@
 namespace prefixd::api {
 namespace {
 
-using nlohmann::json;
 using nlohmann::ordered_json;
 using fields::FieldReader;
 using fields::guarded;
@@ -52,7 +51,7 @@ std::string required_string(const ordered_json& item, const char* field, const s
 }
 
 // Appends the input items to `messages` in the shape chat templates read.
-void add_input(json& messages, const ordered_json& input) {
+void add_input(ordered_json& messages, const ordered_json& input) {
   if (input.is_string()) {
     messages.push_back({{"role", "user"}, {"content", input.get<std::string>()}});
     return;
@@ -73,16 +72,16 @@ void add_input(json& messages, const ordered_json& input) {
       if (content == item.end()) reject(param + ".content", std::format("'{}.content' is required", param));
       messages.push_back({{"role", role}, {"content", message_text(*content, param + ".content")}});
     } else if (type == "function_call") {
-      json call = {{"id", required_string(item, "call_id", param)},
+      ordered_json call = {{"id", required_string(item, "call_id", param)},
                    {"type", "function"},
                    {"function", {{"name", required_string(item, "name", param)}, {"arguments", required_string(item, "arguments", param)}}}};
       // Calls made in one turn belong to one assistant message, with the text said before them.
       if (!messages.empty() && messages.back()["role"] == "assistant") {
-        json& last = messages.back();
-        if (!last.contains("tool_calls")) last["tool_calls"] = json::array();
+        ordered_json& last = messages.back();
+        if (!last.contains("tool_calls")) last["tool_calls"] = ordered_json::array();
         last["tool_calls"].push_back(std::move(call));
       } else {
-        messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({std::move(call)})}});
+        messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", ordered_json::array({std::move(call)})}});
       }
     } else if (type == "function_call_output") {
       const auto output = item.find("output");
@@ -97,7 +96,7 @@ void add_input(json& messages, const ordered_json& input) {
 }
 
 // Function tools, flat as the Responses API declares them, as chat tools.
-json parse_tools(const ordered_json& root, ordered_json& echoed, ordered_json& ordered) {
+ordered_json parse_tools(const ordered_json& root, ordered_json& echoed) {
   const auto tools = root.find("tools");
   if (tools == root.end() || tools->is_null()) return nullptr;
   if (!tools->is_array()) reject("tools", "'tools' must be an array");
@@ -118,11 +117,10 @@ json parse_tools(const ordered_json& root, ordered_json& echoed, ordered_json& o
     function.erase("type");
     functions.add(std::move(function), at + ".name", at + ".parameters");
   }
-  ordered = functions.ordered();
-  return functions.rendered();
+  return functions.tools();
 }
 
-json parse_tool_choice(const ordered_json& root, const json& tools) {
+ordered_json parse_tool_choice(const ordered_json& root, const ordered_json& tools) {
   const bool has_tools = tools.is_array() && !tools.empty();
   const auto choice = root.find("tool_choice");
   if (choice == root.end() || choice->is_null()) return has_tools ? "auto" : "none";
@@ -137,9 +135,9 @@ json parse_tool_choice(const ordered_json& root, const json& tools) {
     reject("tool_choice", "'tool_choice' as an object is {\"type\": \"function\", \"name\": ...}");
   }
   const std::string name = (*choice)["name"].get<std::string>();
-  const bool defined = has_tools && std::ranges::any_of(tools, [&](const json& tool) { return tool["function"]["name"] == name; });
+  const bool defined = has_tools && std::ranges::any_of(tools, [&](const ordered_json& tool) { return tool["function"]["name"] == name; });
   if (!defined) reject("tool_choice.name", std::format("'tool_choice' names '{}', which 'tools' does not define", name));
-  return json{{"type", "function"}, {"function", {{"name", name}}}};
+  return ordered_json{{"type", "function"}, {"function", {{"name", name}}}};
 }
 
 OutputFormat parse_text_format(const ordered_json& root, ordered_json& echoed) {
@@ -226,10 +224,11 @@ ordered_json response_skeleton(const ResponseMeta& meta, const ResponsesRequest&
 }  // namespace
 
 std::expected<ResponsesRequest, ApiError> parse_responses_request(std::string_view body, const ParseOptions& options) {
+  // Schemas, tools and call arguments keep the key order they were sent in (parse_json_object
+  // keeps it).
   auto root = parse_json_object(body, options.max_json_nodes);
   if (!root) return std::unexpected(root.error());
-  // Schemas and call arguments keep the key order they were sent in.
-  const ordered_json ordered = ordered_json::parse(body, nullptr, false);
+  const ordered_json& sent = *root;
   return guarded([&] {
     const FieldReader in(*root);
     ResponsesRequest out;
@@ -238,44 +237,42 @@ std::expected<ResponsesRequest, ApiError> parse_responses_request(std::string_vi
     out.instructions = in.string("instructions");
     out.previous_response_id = in.string("previous_response_id");
     out.store = in.boolean("store").value_or(true);
-    if (const auto metadata = ordered.find("metadata"); metadata != ordered.end() && !metadata->is_null()) {
+    if (const auto metadata = sent.find("metadata"); metadata != sent.end() && !metadata->is_null()) {
       if (!metadata->is_object()) reject("metadata", "'metadata' must be an object");
       out.metadata = *metadata;
     }
-    json messages = json::array();
-    const auto input = ordered.find("input");
-    if (input == ordered.end() || input->is_null()) reject("input", "'input' is required");
+    ordered_json messages = ordered_json::array();
+    const auto input = sent.find("input");
+    if (input == sent.end() || input->is_null()) reject("input", "'input' is required");
     add_input(messages, *input);
     if (messages.empty()) reject("input", "'input' must hold at least one item");
     request.chat.messages = std::move(messages);
-    ordered_json ordered_tools;
-    request.tools = parse_tools(ordered, out.tools, ordered_tools);
-    request.tool_choice = parse_tool_choice(ordered, request.tools);
-    out.tool_choice = ordered.contains("tool_choice") && !ordered["tool_choice"].is_null() ? ordered["tool_choice"]
+    request.tools = parse_tools(sent, out.tools);
+    request.tool_choice = parse_tool_choice(sent, request.tools);
+    out.tool_choice = sent.contains("tool_choice") && !sent["tool_choice"].is_null() ? sent["tool_choice"]
                                                                                         : ordered_json(request.tool_choice);
     request.parallel_tool_calls = in.boolean("parallel_tool_calls").value_or(true);
-    request.response_format = parse_text_format(ordered, out.text_format);
+    request.response_format = parse_text_format(sent, out.text_format);
     const bool forced = request.tool_choice == "required" || request.tool_choice.is_object();
     if (request.response_format.kind != OutputFormat::Kind::text && forced) {
       reject("text.format", "'text.format' cannot constrain a reply that 'tool_choice' forces to be a function call");
     }
-    if (forced || request.response_format.kind == OutputFormat::Kind::json_schema) request.ordered_tools = std::move(ordered_tools);
     if (request.tool_choice != "none") request.chat.tools = request.tools;
     return out;
   });
 }
 
-json conversation_of(const ResponsesRequest& request, const json& history) {
-  json messages = json::array();
+ordered_json conversation_of(const ResponsesRequest& request, const ordered_json& history) {
+  ordered_json messages = ordered_json::array();
   if (request.instructions) messages.push_back({{"role", "system"}, {"content", *request.instructions}});
-  for (const json& m : history) messages.push_back(m);
-  for (const json& m : request.chat.chat.messages) messages.push_back(m);
+  for (const ordered_json& m : history) messages.push_back(m);
+  for (const ordered_json& m : request.chat.chat.messages) messages.push_back(m);
   return messages;
 }
 
-json reply_message(const ParsedAssistant& reply) {
-  json message = {{"role", "assistant"}, {"content", reply.content.empty() && !reply.tool_calls.empty() ? json(nullptr) : json(reply.content)}};
-  if (!reply.tool_calls.empty()) message["tool_calls"] = json::parse(dump_json(tool_calls_json(reply.tool_calls)));
+ordered_json reply_message(const ParsedAssistant& reply) {
+  ordered_json message = {{"role", "assistant"}, {"content", reply.content.empty() && !reply.tool_calls.empty() ? ordered_json(nullptr) : ordered_json(reply.content)}};
+  if (!reply.tool_calls.empty()) message["tool_calls"] = ordered_json::parse(dump_json(tool_calls_json(reply.tool_calls)));
   // Templates that reason render it where they keep it (often only within the current tool loop).
   if (!reply.reasoning.empty()) message["reasoning_content"] = reply.reasoning;
   return message;

@@ -52,12 +52,12 @@ std::expected<ResponsesRequest, ApiError> parse_responses_request(std::string_vi
 
 // The messages a request renders: its instructions, then `history` (a previous response's
 // conversation, instructions excluded), then its input items.
-nlohmann::json conversation_of(const ResponsesRequest& request, const nlohmann::json& history);
+nlohmann::ordered_json conversation_of(const ResponsesRequest& request, const nlohmann::ordered_json& history);
 
 // The assistant message a reply becomes in the conversation (its text, and its calls with the
 // arguments exactly as generated): what a continuation by previous_response_id renders, and what
 // the client sends back when it resends the whole input.
-nlohmann::json reply_message(const ParsedAssistant& reply);
+nlohmann::ordered_json reply_message(const ParsedAssistant& reply);
 
 // The output items of a reply: a message with one output_text part (when there is text), then a
 // function_call per call. Item ids are derived from the response id.

@@ -51,7 +51,9 @@ std::expected<std::optional<std::uint64_t>, ApiError> parse_since(std::string_vi
 
 std::expected<ChainQuery, ApiError> parse_chain_query(std::string_view body, std::size_t max_nodes) {
   if (auto refused = refuse_unbounded_json(body, max_nodes)) return std::unexpected(std::move(*refused));
-  const nlohmann::json parsed = nlohmann::json::parse(body, nullptr, false);
+  // Ordered: `request` is dumped again for the endpoint's parser, and the template renders its
+  // tools and arguments with their keys in the order the client sent them.
+  const nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(body, nullptr, false);
   if (parsed.is_discarded() || !parsed.is_object()) {
     return std::unexpected(invalid_request("the body must be a JSON object {\"endpoint\", \"request\"}"));
   }

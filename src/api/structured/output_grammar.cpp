@@ -16,7 +16,8 @@ ApiError schema_refused(std::string param, const SchemaError& error) {
 std::vector<ToolGrammarSpec> forced_tools(const ChatRequest& request) {
   std::vector<ToolGrammarSpec> out;
   const std::string named = request.tool_choice.is_object() ? request.tool_choice["function"]["name"].get<std::string>() : "";
-  for (const auto& tool : request.ordered_tools) {
+  if (!request.tools.is_array()) return out;
+  for (const auto& tool : request.tools) {
     const auto& function = tool["function"];
     const std::string name = function["name"].get<std::string>();
     if (!named.empty() && name != named) continue;

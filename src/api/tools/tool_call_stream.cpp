@@ -43,7 +43,7 @@ nlohmann::ordered_json tool_call_delta_json(const ToolCallDelta& delta) {
   return out;
 }
 
-ToolCallStream::ToolCallStream(ToolCallFormat format, const nlohmann::json& tools, ToolCallIdGenerator ids,
+ToolCallStream::ToolCallStream(ToolCallFormat format, const nlohmann::ordered_json& tools, ToolCallIdGenerator ids,
                                ArgumentDelivery delivery)
     : format_(format),
       tools_(tool_names(tools)),

@@ -70,7 +70,7 @@ class ToolCallStream {
   };
 
   // `tools`: the request's tools (a call to any other function is content).
-  ToolCallStream(ToolCallFormat format, const nlohmann::json& tools, ToolCallIdGenerator ids,
+  ToolCallStream(ToolCallFormat format, const nlohmann::ordered_json& tools, ToolCallIdGenerator ids,
                  ArgumentDelivery delivery = ArgumentDelivery::as_generated);
 
   // The deltas this piece releases, content and calls in output order (consecutive pieces of the

@@ -39,20 +39,20 @@ std::string ToolCallIdGenerator::next() {
   return id;
 }
 
-std::vector<std::string> tool_names(const nlohmann::json& tools) {
+std::vector<std::string> tool_names(const nlohmann::ordered_json& tools) {
   std::vector<std::string> names;
   if (!tools.is_array()) return names;
-  for (const nlohmann::json& tool : tools) {
+  for (const nlohmann::ordered_json& tool : tools) {
     if (!tool.is_object()) continue;
     const auto function = tool.find("function");
-    const nlohmann::json& holder = function != tool.end() && function->is_object() ? *function : tool;
+    const nlohmann::ordered_json& holder = function != tool.end() && function->is_object() ? *function : tool;
     const auto name = holder.find("name");
     if (name != holder.end() && name->is_string()) names.push_back(name->get<std::string>());
   }
   return names;
 }
 
-ParsedAssistant parse_tool_calls(std::string_view output, ToolCallFormat format, const nlohmann::json& tools,
+ParsedAssistant parse_tool_calls(std::string_view output, ToolCallFormat format, const nlohmann::ordered_json& tools,
                                  ToolCallIdGenerator ids) {
   ParsedAssistant parsed;
   if (format == ToolCallFormat::none) {

@@ -82,11 +82,11 @@ class ToolCallIdGenerator {
 
 // The function names a request's `tools` define: [{"type": "function", "function": {"name"}}]
 // (a bare {"name"} is accepted too). Anything else contributes no name.
-std::vector<std::string> tool_names(const nlohmann::json& tools);
+std::vector<std::string> tool_names(const nlohmann::ordered_json& tools);
 
 // The calls and content of a complete output. Ids are drawn from `ids` in call order. Equal to
 // what a ToolCallStream in whole_call mode emits for the same text cut into any pieces.
-ParsedAssistant parse_tool_calls(std::string_view output, ToolCallFormat format, const nlohmann::json& tools,
+ParsedAssistant parse_tool_calls(std::string_view output, ToolCallFormat format, const nlohmann::ordered_json& tools,
                                  ToolCallIdGenerator ids = ToolCallIdGenerator{});
 
 // Compact JSON with members in their original order ({"a":1,"b":[2,3]}): arguments that differ

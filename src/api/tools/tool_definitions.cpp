@@ -30,7 +30,7 @@ void FunctionTools::add(nlohmann::ordered_json function, const std::string& name
       reject(parameters_field, std::format("'{}' must be a JSON Schema object", parameters_field));
     }
   }
-  ordered_.push_back({{"type", "function"}, {"function", std::move(function)}});
+  tools_.push_back({{"type", "function"}, {"function", std::move(function)}});
 }
 
 }  // namespace prefixd::api

@@ -29,17 +29,16 @@ class FunctionTools {
   // `parameters_field` are where those two sit in the request, for the error message.
   void add(nlohmann::ordered_json function, const std::string& name_field, const std::string& parameters_field);
 
-  bool empty() const { return ordered_.empty(); }
-  // As the chat template receives them (an object's keys sorted, as Chat Completions' parser
-  // passes them on).
-  nlohmann::json rendered() const { return nlohmann::json::parse(ordered_.dump()); }
-  // In the order the client sent each key: what a grammar built from the schemas follows.
-  const nlohmann::ordered_json& ordered() const { return ordered_; }
+  bool empty() const { return tools_.empty(); }
+  // {"type": "function", "function": {...}} per function, every key in the order the client sent
+  // it: what the chat template renders (tojson keeps that order) and a grammar built from the
+  // schemas follows.
+  const nlohmann::ordered_json& tools() const { return tools_; }
 
  private:
   std::size_t max_name_bytes_;
   std::set<std::string, std::less<>> names_;
-  nlohmann::ordered_json ordered_ = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools_ = nlohmann::ordered_json::array();
 };
 
 }  // namespace prefixd::api
