@@ -172,6 +172,7 @@ HostTier::Plan BackingTiers::plan_with_disk(const Lineage& lineage, std::span<co
   for (const Step& step : steps) keys.push_back(step.key);
   disk_->prefetch(keys);
   std::vector<std::optional<Record>> records = disk_->read_all(keys);
+  std::vector<Digest> promoted;
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& step = steps[i];
     std::optional<Record>& record = records[i];
@@ -185,8 +186,15 @@ HostTier::Plan BackingTiers::plan_with_disk(const Lineage& lineage, std::span<co
                         record->meta.scope};
     if (!host_.adopt(step.key, std::move(segment), evicted, keep)) break;
     keep.push_back(step.key);
+    promoted.push_back(step.key);
     promoted_segments_ += 1;
   }
+  // Each adopted segment went in as the newest, after its parent: touch the path deepest first so
+  // that every segment is again older than those it extends (HostStore::verify_lru_order), whether
+  // or not this request goes on to restore it.
+  for (auto key = promoted.rbegin(); key != promoted.rend(); ++key) host_.store().touch(*key);
+  for (auto key = plan.keys.rbegin(); key != plan.keys.rend(); ++key) host_.store().touch(*key);
+  for (const Digest& key : plan.ancestors) host_.store().touch(key);
   trace(config_, "disk: promoted up to position {} (host alone {})", reach, host_only);
   return host_.plan(lineage, query, on_device);
 }

@@ -1,0 +1,273 @@
+// Warm = cold over drawn configurations: a family preset, --parallel, --ctx-size, flash attention,
+// --swa-full, --prefill-packing, the host and disk tiers and --deterministic are drawn from a seed,
+// and one to four sessions send growing turns, resends, edits and branches at once. Every request
+// is also sent with cache_prompt:false at temperature 0. Every answer must be 200, the server log
+// free of decode failures, and the cached text equal to the cold text wherever the configuration
+// promises it (docs/operator-guide.md, "Exactness"): always with --deterministic; by default for a
+// hit that computes only the prompt's last token (a resend, from any tier). With the disk tier the
+// server is restarted and every session's last request sent again: restored from disk, it must
+// answer as it did cold.
+//
+// PREFIXD_EXACTNESS_SEED (default a fixed one) and PREFIXD_EXACTNESS_DRAWS (default 5) choose the
+// draws; `make soak` runs many more with a new seed. A failure names the seed and the draw.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <format>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server_process.h"
+
+namespace prefixd::testing {
+namespace {
+
+using nlohmann::json;
+
+struct Draw {
+  std::string preset;
+  int parallel = 1;
+  int ctx_size = 2048;
+  bool flash = true;
+  std::string swa_full = "auto";
+  std::string packing = "auto";
+  bool host_tier = true;
+  bool disk_tier = false;
+  bool deterministic = false;
+  int sessions = 1;
+  int turns = 4;
+
+  std::string describe() const {
+    return std::format("preset={} parallel={} ctx={} flash={} swa_full={} packing={} host={} disk={} deterministic={} "
+                       "sessions={} turns={}",
+                       preset, parallel, ctx_size, flash, swa_full, packing, host_tier, disk_tier, deterministic,
+                       sessions, turns);
+  }
+};
+
+template <typename T>
+const T& pick(std::mt19937_64& rng, const std::vector<T>& from) {
+  return from[std::uniform_int_distribution<size_t>(0, from.size() - 1)(rng)];
+}
+
+Draw draw_config(std::mt19937_64& rng) {
+  Draw d;
+  d.preset = pick<std::string>(rng, {"tiny", "gemma3-tiny", "mamba2-tiny", "qwen35-tiny"});
+  d.parallel = std::uniform_int_distribution<int>(1, 8)(rng);
+  d.ctx_size = pick<int>(rng, {1024, 2048, 4096, 8192, 16384, 32768});
+  d.deterministic = std::bernoulli_distribution(0.4)(rng);
+  d.flash = d.deterministic || std::bernoulli_distribution(0.75)(rng);
+  d.swa_full = pick<std::string>(rng, {"auto", "on", "off"});
+  d.packing = pick<std::string>(rng, {"auto", "on", "bounded", "off"});
+  d.host_tier = std::bernoulli_distribution(0.7)(rng);
+  d.disk_tier = std::bernoulli_distribution(0.5)(rng);
+  d.sessions = std::uniform_int_distribution<int>(1, 4)(rng);
+  d.turns = std::uniform_int_distribution<int>(3, 5)(rng);
+  return d;
+}
+
+std::string model_path(const std::string& preset) {
+  return preset == "tiny" ? std::string(PREFIXD_TINY_MODEL) : std::string(PREFIXD_TEST_MODELS_DIR) + "/" + preset + ".gguf";
+}
+
+ServerConfig server_config(const Draw& d, const std::string& disk_dir) {
+  ServerConfig config{.model = model_path(d.preset), .parallel = d.parallel, .ctx_size = d.ctx_size};
+  auto& args = config.extra_args;
+  args = {"--threads", "2", "--swa-full", d.swa_full, "--prefill-packing", d.packing};
+  if (!d.flash) args.push_back("--no-flash-attn");
+  if (d.deterministic) args.push_back("--deterministic");
+  if (!d.host_tier) args.insert(args.end(), {"--prompt-cache-capacity-bytes", "1"});
+  if (d.disk_tier) args.insert(args.end(), {"--cache-disk-path", disk_dir});
+  return config;
+}
+
+std::string words(std::mt19937_64& rng, int count) {
+  static const std::vector<std::string> vocabulary = {
+      "river", "stone", "lantern", "orbit", "copper", "meadow", "signal", "harbor", "velvet", "quartz", "ember",
+      "tundra", "falcon", "mosaic", "cipher", "garnet", "willow", "beacon", "canyon", "pixel", "saffron", "glacier"};
+  std::string out;
+  for (int i = 0; i < count; ++i) {
+    if (i > 0) out += ' ';
+    out += pick(rng, vocabulary);
+  }
+  return out;
+}
+
+// One exchange: what the cached request answered and what the cold one did.
+struct Exchange {
+  int session = 0;
+  int turn = 0;
+  std::string kind;
+  int status_warm = 0;
+  int status_cold = 0;
+  std::string warm;
+  std::string cold;
+  int prompt_tokens = 0;
+  int cached_tokens = 0;
+  std::string tier;
+  json request;
+  std::string error;
+};
+
+std::string reply_text(const JsonReply& reply) {
+  if (reply.status != 200 || !reply.body.is_object()) return {};
+  return reply.body["choices"][0]["message"]["content"].get<std::string>();
+}
+
+Exchange exchange(httplib::Client& client, const json& request) {
+  Exchange e;
+  e.request = request;
+  const JsonReply warm = post_json(client, "/v1/chat/completions", request);
+  json cold_request = request;
+  cold_request["cache_prompt"] = false;
+  const JsonReply cold = post_json(client, "/v1/chat/completions", cold_request);
+  e.status_warm = warm.status;
+  e.status_cold = cold.status;
+  if (warm.status != 200) e.error += "warm: " + warm.raw.substr(0, 300);
+  if (cold.status != 200) e.error += " cold: " + cold.raw.substr(0, 300);
+  e.warm = reply_text(warm);
+  e.cold = reply_text(cold);
+  if (warm.status == 200) {
+    e.prompt_tokens = warm.body["usage"]["prompt_tokens"].get<int>();
+    e.cached_tokens = warm.body["prompt_cache"].value("cached_tokens", 0);
+    e.tier = warm.body["prompt_cache"].value("tier", "");
+  }
+  return e;
+}
+
+// A session of growing turns, resends, edits and branches; the last request goes in `last`.
+std::vector<Exchange> run_session(int port, int index, std::uint64_t seed, int turns, json& last) {
+  std::mt19937_64 rng(seed);
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(std::chrono::seconds(300));
+  json messages = json::array({{{"role", "system"}, {"content", words(rng, std::uniform_int_distribution<int>(40, 700)(rng))}}});
+  std::vector<Exchange> out;
+  json request;
+  for (int turn = 0; turn < turns; ++turn) {
+    std::string kind = turn == 0 ? "first" : pick<std::string>(rng, {"grow", "grow", "resend", "edit", "branch"});
+    if (kind == "first" || kind == "grow") {
+      messages.push_back({{"role", "user"}, {"content", words(rng, std::uniform_int_distribution<int>(3, 200)(rng))}});
+    } else if (kind == "edit") {
+      // The last user message, changed near its end.
+      messages.back()["content"] = messages.back()["content"].get<std::string>() + " " + words(rng, 2);
+    } else if (kind == "branch" && messages.size() > 3) {
+      messages.erase(messages.end() - 2, messages.end());
+      messages.push_back({{"role", "user"}, {"content", words(rng, std::uniform_int_distribution<int>(3, 60)(rng))}});
+    } else if (kind == "branch") {
+      kind = "resend";
+    }
+    request = {{"messages", messages}, {"max_tokens", 6}, {"temperature", 0}, {"user", std::format("session-{}", index)}};
+    Exchange e = exchange(client, request);
+    e.session = index;
+    e.turn = turn;
+    e.kind = kind;
+    const std::string reply = e.warm;
+    out.push_back(std::move(e));
+    if (out.back().status_warm != 200) break;
+    // The next turn answers this one, unless it resends or edits it.
+    messages.push_back({{"role", "assistant"}, {"content", reply}});
+    if (turn + 1 < turns && std::bernoulli_distribution(0.3)(rng)) {
+      // Resend this very request next (the assistant message is not part of it).
+      messages.erase(messages.end() - 1);
+      request = {{"messages", messages}, {"max_tokens", 6}, {"temperature", 0}, {"user", std::format("session-{}", index)}};
+      Exchange again = exchange(client, request);
+      again.session = index;
+      again.turn = turn;
+      again.kind = "resend";
+      out.push_back(std::move(again));
+      messages.push_back({{"role", "assistant"}, {"content", reply}});
+    }
+  }
+  last = request;
+  return out;
+}
+
+bool promised(const Draw& d, const Exchange& e) {
+  if (d.deterministic) return true;
+  // By default: a hit that computed only the last prompt token, with flash attention.
+  return d.flash && e.cached_tokens == e.prompt_tokens - 1;
+}
+
+std::string decode_failures(const std::string& log) {
+  std::string found;
+  for (const char* needle : {"failed to find a memory slot", "decode failed", "failed to decode"}) {
+    if (log.find(needle) != std::string::npos) found += std::string(needle) + "; ";
+  }
+  return found;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::atoi(value) : fallback;
+}
+
+TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
+  const auto seed = static_cast<std::uint64_t>(env_int("PREFIXD_EXACTNESS_SEED", 20261204));
+  const int draws = env_int("PREFIXD_EXACTNESS_DRAWS", 5);
+  std::mt19937_64 rng(seed);
+  std::map<std::string, int> reached;  // what the promised comparisons covered, by kind and tier
+  for (int n = 0; n < draws; ++n) {
+    const Draw d = draw_config(rng);
+    const std::uint64_t workload_seed = rng();
+    const std::string where = std::format("seed {} draw {}: {}", seed, n, d.describe());
+    SCOPED_TRACE(where);
+    const std::filesystem::path disk_dir =
+        std::filesystem::temp_directory_path() / std::format("prefixd-exactness-{}-{}-{}", ::getpid(), seed, n);
+    std::filesystem::remove_all(disk_dir);
+    std::vector<Exchange> all;
+    std::vector<json> last(static_cast<size_t>(d.sessions));
+    {
+      ServerProcess server(server_config(d, disk_dir.string()));
+      std::vector<std::vector<Exchange>> per_session(static_cast<size_t>(d.sessions));
+      std::vector<std::thread> threads;
+      for (int s = 0; s < d.sessions; ++s) {
+        threads.emplace_back([&, s] {
+          per_session[static_cast<size_t>(s)] =
+              run_session(server.port(), s, workload_seed + static_cast<std::uint64_t>(s), d.turns, last[static_cast<size_t>(s)]);
+        });
+      }
+      for (auto& t : threads) t.join();
+      for (auto& session : per_session) all.insert(all.end(), session.begin(), session.end());
+      EXPECT_EQ(decode_failures(server.log()), "") << server.log().substr(0, 4000);
+    }
+    if (d.disk_tier) {
+      // A restart with the same disk tier: each session's last request comes back from disk.
+      ServerProcess server(server_config(d, disk_dir.string()));
+      auto client = server.client();
+      for (int s = 0; s < d.sessions; ++s) {
+        if (last[static_cast<size_t>(s)].is_null()) continue;
+        Exchange e = exchange(*client, last[static_cast<size_t>(s)]);
+        e.session = s;
+        e.turn = 99;
+        e.kind = "after-restart";
+        all.push_back(std::move(e));
+      }
+      EXPECT_EQ(decode_failures(server.log()), "") << server.log().substr(0, 4000);
+    }
+    std::filesystem::remove_all(disk_dir);
+    for (const Exchange& e : all) {
+      const std::string at = std::format("session {} turn {} ({}): prompt {} cached {} tier {}", e.session, e.turn, e.kind,
+                                         e.prompt_tokens, e.cached_tokens, e.tier);
+      ASSERT_EQ(e.status_warm, 200) << at << " " << e.error;
+      ASSERT_EQ(e.status_cold, 200) << at << " " << e.error;
+      if (promised(d, e)) {
+        EXPECT_EQ(e.warm, e.cold) << at << "\nrequest: " << e.request.dump().substr(0, 400);
+        if (e.cached_tokens > 0) reached[std::format("{}:{}", e.prompt_tokens - e.cached_tokens == 1 ? "last-token" : "longer", e.tier)] += 1;
+      }
+    }
+  }
+  std::string summary;
+  for (const auto& [kind, count] : reached) summary += std::format("{}={} ", kind, count);
+  std::printf("exactness: seed %llu, %d draws; promised hits compared: %s\n", static_cast<unsigned long long>(seed), draws,
+              summary.c_str());
+  // The comparisons must have reached cached answers, not only cold ones.
+  EXPECT_FALSE(reached.empty()) << "no cached answer was compared";
+}
+
+}  // namespace
+}  // namespace prefixd::testing
