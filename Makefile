@@ -102,9 +102,16 @@ SOAK_MODEL ?= $(BUILD)/models/tiny.gguf
 SOAK_ARGS ?= --cache-mib 16 --snapshot-mib 4 --margin-mib 384 --threads 1
 SOAK_OUT ?= bench/out/soak
 
+# Then the exactness property test over many drawn configurations, with a new seed each run (the
+# seed is printed, and named in any failure: EXACTNESS_SEED=N reruns it).
+EXACTNESS_DRAWS ?= 60
+EXACTNESS_SEED ?= $(shell date +%s)
+
 soak: build
 	$(IN_ENV) $(BUILD)/bin/prefixd soak --model $(SOAK_MODEL) --seconds $(SOAK_SECONDS) --clients $(SOAK_CLIENTS) \
 	  --out $(SOAK_OUT) $(SOAK_ARGS) $(ARGS)
+	$(IN_ENV) env PREFIXD_EXACTNESS_SEED=$(EXACTNESS_SEED) PREFIXD_EXACTNESS_DRAWS=$(EXACTNESS_DRAWS) \
+	  $(BUILD)/bin/prefixd_integration_tests --gtest_filter='Exactness.*'
 
 shell: | env
 	$(IN_ENV) bash

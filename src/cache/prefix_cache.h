@@ -99,6 +99,11 @@ struct CacheConfig {
   // request names, every `checkpoint_every` prompt tokens (0: not along the prompt), and before the
   // last prompt token.
   std::int32_t checkpoint_every = 2048;
+  // When positive, checkpoints other than the one before the last prompt token are taken only at
+  // multiples of it: a deterministic engine prefills in chunks between such multiples, and a
+  // chunked recurrent layer (gated delta net) computes a position alike only when its chunk began
+  // at the same place (engine::Engine::deterministic).
+  std::int32_t checkpoint_alignment = 0;
   std::uint64_t checkpoint_capacity_bytes = 1ull << 30;
   std::int64_t checkpoint_max_entries = 4096;
   std::int32_t checkpoints_per_session = 32;

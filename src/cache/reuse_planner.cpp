@@ -264,8 +264,11 @@ std::vector<engine::Pos> ReusePlanner::checkpoint_positions(const RequestKey& ke
   if (tiers_.config.checkpoint_every > 0) {
     for (engine::Pos p = tiers_.config.checkpoint_every; p < n; p += tiers_.config.checkpoint_every) positions.push_back(p);
   }
-  positions.push_back(n - 1);  // an identical resend feeds one token
   positions.push_back(n);      // the next turn, which extends the whole prompt, feeds only what is new
+  if (const std::int32_t k = tiers_.config.checkpoint_alignment; k > 0) {
+    for (engine::Pos& p : positions) p = p / k * k;
+  }
+  positions.push_back(n - 1);  // an identical resend feeds one token
   std::ranges::sort(positions);
   const auto [first, last] = std::ranges::unique(positions);
   positions.erase(first, last);

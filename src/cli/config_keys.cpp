@@ -50,6 +50,7 @@ constexpr std::array kKeys{
     ConfigKey{"batch-size", model},
     ConfigKey{"threads", model},
     ConfigKey{"flash-attn", model},
+    ConfigKey{"deterministic", model},
     ConfigKey{"seed", model},
     ConfigKey{"gpu-layers", model},
     ConfigKey{"swa-full", model},

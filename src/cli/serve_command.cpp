@@ -149,6 +149,11 @@ int run_serve(ServeOptions& o) {
     const char* trace = std::getenv("PREFIXD_CACHE_TRACE");
     return trace != nullptr && std::string_view(trace) == "1";
   }();
+  if (o.context.deterministic && !o.context.flash_attention) {
+    // Without flash attention a row's attention sums its cells in SIMD lanes set by their index in
+    // the KV buffer, so no choice of batches makes a cached prompt answer as a cold one.
+    throw std::runtime_error("--deterministic needs flash attention: drop --no-flash-attn");
+  }
   if (cache.host_segment_tokens % cache.block_size != 0) {
     throw std::runtime_error("--prompt-cache-host-segment must be a multiple of --apc-block-size");
   }
@@ -287,6 +292,10 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
       ->capture_default_str()->envname("PREFIXD_THREADS")->check(CLI::Range(0, 1024));
   cmd->add_flag("--flash-attn,!--no-flash-attn", o->context.flash_attention, "Use flash attention (default on; --no-flash-attn turns it off)")
       ->capture_default_str()->envname("PREFIXD_FLASH_ATTN");
+  cmd->add_flag("--deterministic", o->context.deterministic,
+                "Compute every prompt token in small row-wise batches at aligned positions, without repacked weights, so "
+                "that every kind of cache hit answers exactly as a cold prompt (slower prefill; default off)")
+      ->capture_default_str()->envname("PREFIXD_DETERMINISTIC");
   cmd->add_option("-s,--seed", o->seed, "Sampling seed of a request that sends none (-1: a random one per request)")
       ->capture_default_str()->envname("PREFIXD_SEED")->check(CLI::Range(std::int64_t{-1}, std::int64_t{0xFFFFFFFE}));
   cmd->add_option("--gpu-layers,--n-gpu-layers", o->context.gpu_layers, "Layers to offload to a GPU backend, if one is built in")
@@ -437,6 +446,7 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   // Flags report their current value as options do (--help, `config print`, `config init`).
   for (auto [flag, value] : {std::pair{"--flash-attn", &o->context.flash_attention},
+                             {"--deterministic", &o->context.deterministic},
                              {"--metrics", &o->server.metrics},
                              {"--webui", &o->server.webui},
                              {"--allow-special-in-content", &o->server.allow_special_in_content},

@@ -97,11 +97,24 @@ class Engine {
   virtual std::int32_t context_size() const = 0;   // KV cells shared by all sequences
   virtual std::int32_t batch_size() const = 0;     // most tokens one decode() accepts
   virtual std::int32_t sequence_count() const = 0; // valid sequence ids are [0, sequence_count())
+  // The most rows a decode() may hold while each row is computed on its own, by the same kernels
+  // in the same order whatever else the call holds: a row's result then depends only on its own
+  // sequence's cells (and their order), not on the batch around it. 0: no such bound is known.
+  // A lone row takes other kernels than the rows of a larger call: decode_padded() pads it with a
+  // row of a sequence of its own (so does decode() when deterministic()). The scheduler computes
+  // every prompt's last token in such calls, so that a cached prompt and a cold one compute it
+  // alike.
+  virtual std::int32_t rowwise_rows() const { return 0; }
+  // Whether every prompt row is computed in row-wise calls at positions aligned to rowwise_rows()
+  // (ContextOptions::deterministic).
+  virtual bool deterministic() const { return false; }
 
   // Runs the model over `batch` (at most batch_size() tokens). After ok, logits(row) is valid for
   // every row whose BatchToken::logits was set, until the next decode. On failure the KV cache
   // holds no partial result of this batch.
   virtual DecodeStatus decode(std::span<const BatchToken> batch) = 0;
+  // As decode(), and a batch of one row is computed as a row-wise call (rowwise_rows).
+  virtual DecodeStatus decode_padded(std::span<const BatchToken> batch) { return decode(batch); }
   virtual std::span<const float> logits(std::int32_t row) const = 0;
   // The vision projector, or nullptr for a text-only engine.
   virtual Vision* vision() const { return nullptr; }

@@ -74,15 +74,26 @@ namespace {
 using detail::ContextPtr;
 using detail::ModelPtr;
 
+// libllama's CPU kernels (ggml-cpu) choose their path by the rows of a call. One row takes the
+// matrix-vector products (tinyBLAS serves only two rows or more) and, over 512 cells or more,
+// flash attention split across the threads by cells, whose partial sums depend on how many cells
+// are in use; 64 rows or more (GGML_FA_TILE_Q) take the tiled flash-attention kernel, which sums
+// the cells in tiles of their index in the KV buffer. From 2 to 63 rows every row takes the same
+// kernels and is summed over its own cells one by one, in cell order.
+constexpr std::int32_t kRowwiseRows = 63;
+
 class LlamaEngine final : public Engine {
  public:
-  LlamaEngine(ModelPtr model, ContextPtr ctx, ModelInfo info, std::unique_ptr<Vision> vision)
+  LlamaEngine(ModelPtr model, ContextPtr ctx, ModelInfo info, std::unique_ptr<Vision> vision, SeqId pad_seq,
+              bool deterministic)
       : model_(std::move(model)),
         ctx_(std::move(ctx)),
         info_(std::move(info)),
         vocab_(llama_model_get_vocab(model_.get())),
-        batch_(static_cast<int>(llama_n_batch(ctx_.get()))),
-        vision_(std::move(vision)) {
+        batch_(static_cast<int>(std::max<std::uint32_t>(llama_n_batch(ctx_.get()), 2))),
+        vision_(std::move(vision)),
+        pad_seq_(pad_seq),
+        deterministic_(deterministic) {
     // Every sequence is empty now: sequence 0's partial state is the empty one.
     empty_checkpoint_ = save_checkpoint(0);
     if (info_.family == ModelFamily::sliding_window && !memory_is_trimmable(info_)) window_drop_ = one_window_cell_state();
@@ -91,12 +102,19 @@ class LlamaEngine final : public Engine {
   const ModelInfo& model() const override { return info_; }
   const Vocabulary& vocab() const override { return vocab_; }
   std::int32_t context_size() const override { return static_cast<std::int32_t>(llama_n_ctx(ctx_.get())); }
-  std::int32_t batch_size() const override { return batch_.capacity(); }
-  std::int32_t sequence_count() const override { return static_cast<std::int32_t>(llama_n_seq_max(ctx_.get())); }
+  std::int32_t batch_size() const override { return static_cast<std::int32_t>(llama_n_batch(ctx_.get())); }
+  std::int32_t rowwise_rows() const override { return kRowwiseRows; }
+  bool deterministic() const override { return deterministic_; }
+  std::int32_t sequence_count() const override {
+    return static_cast<std::int32_t>(llama_n_seq_max(ctx_.get())) - (pad_seq_ >= 0 ? 1 : 0);
+  }
 
-  DecodeStatus decode(std::span<const BatchToken> tokens) override {
+  DecodeStatus decode(std::span<const BatchToken> tokens) override { return run_batch(tokens, deterministic_); }
+  DecodeStatus decode_padded(std::span<const BatchToken> tokens) override { return run_batch(tokens, true); }
+
+  DecodeStatus run_batch(std::span<const BatchToken> tokens, bool pad_lone_row) {
     if (tokens.empty()) return DecodeStatus::ok;
-    if (static_cast<int>(tokens.size()) > batch_.capacity()) return DecodeStatus::error;
+    if (static_cast<int>(tokens.size()) > batch_size()) return DecodeStatus::error;
     llama_batch& batch = batch_.get();
     batch.n_tokens = static_cast<int32_t>(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) {
@@ -106,7 +124,19 @@ class LlamaEngine final : public Engine {
       batch.seq_id[i][0] = tokens[i].seq;
       batch.logits[i] = tokens[i].logits ? 1 : 0;
     }
+    // A lone row gets a second one, of the pad sequence, so that it takes the kernels of a
+    // row-wise call (kRowwiseRows). The pad row comes last and its cell is freed at once.
+    const bool padded = pad_lone_row && tokens.size() == 1 && pad_seq_ >= 0;
+    if (padded) {
+      batch.token[1] = tokens[0].token;
+      batch.pos[1] = 0;
+      batch.n_seq_id[1] = 1;
+      batch.seq_id[1][0] = pad_seq_;
+      batch.logits[1] = 0;
+      batch.n_tokens = 2;
+    }
     const int32_t rc = llama_decode(ctx_.get(), batch);
+    if (padded) llama_memory_seq_rm(memory(), pad_seq_, -1, -1);
     switch (rc) {
       case 0: return DecodeStatus::ok;
       case 1: return DecodeStatus::no_kv_space;
@@ -253,13 +283,18 @@ class LlamaEngine final : public Engine {
   std::unique_ptr<detail::OwnedBatch> embedding_batch_;  // made at the first image
   Bytes empty_checkpoint_;  // the partial state of an empty sequence (see drop_checkpoint_state)
   Bytes window_drop_;       // window-only models: one window cell at unreached_pos() (ditto)
+  SeqId pad_seq_ = -1;      // the sequence of the row that pads a lone row (decode); -1: none
+  bool deterministic_ = false;
 };
 
-ModelPtr load_model(const std::string& path, bool vocab_only, int gpu_layers) {
+ModelPtr load_model(const std::string& path, bool vocab_only, int gpu_layers, bool repack_weights = true) {
   detail::ensure_backend_initialized();
   llama_model_params params = llama_model_default_params();
   params.vocab_only = vocab_only;
   params.n_gpu_layers = gpu_layers;
+  // Repacked weights (Q4_0, Q4_K, IQ4_NL… on the CPU) multiply rows in groups of four and the
+  // rest one by one, so a row's product depends on its place in the call.
+  params.use_extra_bufts = repack_weights;
   ModelPtr model(llama_model_load_from_file(path.c_str(), params));
   if (!model) throw std::runtime_error("cannot load model '" + path + "' (missing file or not a GGUF model)");
   return model;
@@ -382,7 +417,7 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
     throw std::runtime_error("--parallel plus cache holder sequences exceeds libllama's limit of " +
                              std::to_string(llama_max_parallel_sequences()));
   }
-  ModelPtr model = load_model(model_path, false, options.gpu_layers);
+  ModelPtr model = load_model(model_path, false, options.gpu_layers, !options.deterministic);
   ModelInfo info = detail::describe_model(model.get(), model_path, model_id);
   info.fingerprint = fingerprint_file(model_path, options.fingerprint_cache);
   info.on_accelerator = options.gpu_layers != 0 && detail::has_gpu_device();
@@ -416,12 +451,21 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
     info.window_pin = n_seq;
     n_seq += 1;
   }
+  // The last sequence id pads lone rows (LlamaEngine::decode); none when libllama has no id left.
+  SeqId pad_seq = -1;
+  if (n_seq < static_cast<int>(llama_max_parallel_sequences())) {
+    pad_seq = n_seq;
+    n_seq += 1;
+  } else {
+    spdlog::warn("no sequence id left to pad one-row batches: a cached prompt may answer unlike a cold one");
+  }
   params.n_seq_max = static_cast<uint32_t>(n_seq);
   params.no_perf = true;
   params.flash_attn_type = options.flash_attention ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   ContextPtr ctx(llama_init_from_model(model.get(), params));
   if (!ctx) throw std::runtime_error("cannot create a context for '" + model_path + "' (out of memory?)");
-  info.runtime_signature = detail::runtime_signature(model.get(), ctx.get(), params);
+  info.runtime_signature = detail::runtime_signature(model.get(), ctx.get(), params) +
+                           (options.deterministic ? "deterministic=on;" : "");
   spdlog::debug("runtime signature: {}", info.runtime_signature);
   if (info.family == ModelFamily::hybrid) {
     if (const std::size_t measured = measure_attention_bytes_per_token(ctx.get()); measured > 0) {
@@ -441,7 +485,8 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
                                                             .n_batch = options.n_batch,
                                                             .max_pixels = options.max_image_pixels});
   }
-  return std::make_unique<LlamaEngine>(std::move(model), std::move(ctx), std::move(info), std::move(vision));
+  return std::make_unique<LlamaEngine>(std::move(model), std::move(ctx), std::move(info), std::move(vision), pad_seq,
+                                       options.deterministic);
 }
 
 ModelInfo inspect_model(const std::string& model_path, const std::string& fingerprint_cache) {

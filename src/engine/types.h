@@ -93,6 +93,11 @@ struct ContextOptions {
   // prompt there, and V is stored untransposed, which host-tier restores copy in whole rows.
   bool flash_attention = true;
   std::int32_t gpu_layers = 0;
+  // Every prompt row is computed in a row-wise call (Engine::rowwise_rows), in chunks that begin
+  // at multiples of that size, and the weights are not repacked: what the model computes for a
+  // position no longer depends on how the prompt was split, so every kind of cache hit gives the
+  // cold answer. Slower prefill; changes the K/V a prompt leaves (a runtime signature field).
+  bool deterministic = false;
   // Sliding-window models only: whether the window layers keep every cell. automatic: on while
   // the full cache costs at most swa_full_max_bytes (see load_llama_engine).
   SwaFull swa_full = SwaFull::automatic;

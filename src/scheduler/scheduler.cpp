@@ -30,6 +30,7 @@ Scheduler::Impl::Impl(engine::Engine& engine, SchedulerOptions options) : engine
   std::vector<engine::SeqId> holders;
   for (engine::SeqId s = 0; s < options_.cache_holders; ++s) holders.push_back(options_.n_slots + s);
   const engine::SeqId scratch = options_.cache.enabled ? options_.n_slots + options_.cache_holders : -1;
+  if (engine_.deterministic()) options_.cache.checkpoint_alignment = engine_.rowwise_rows();
   packing_ = options_.prefill_packing.value_or(engine_.model().on_accelerator ? PrefillPacking::on
                                                                                 : PrefillPacking::bounded);
   cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders), scratch,

@@ -66,6 +66,9 @@ class Scheduler::Impl {
 
   // scheduler_step.cpp
   void step();
+  std::int32_t prefill_end(const Active& a) const;
+  bool prefill_calls();
+  void sampled_calls();
   void observe_prefill_speed(std::span<const Chunk> chunks, Clock::duration took);
   void observe_ttft(double seconds, cache::Outcome outcome);
   FinishReason finish_reason_for(const Active& a) const;

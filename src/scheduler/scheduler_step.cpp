@@ -37,98 +37,176 @@ using engine::BatchToken;
 using engine::DecodeStatus;
 using engine::Token;
 
-// Builds one batch: a decode token for every generating request, then prefill chunks in turn.
+// One step: prefill calls (prompt tokens before each prompt's last one, and warm-ups), then
+// row-wise calls (the rows sampled from: a decode token of every generating request and the last
+// token of every prompt that is now complete).
 void Scheduler::Impl::step() {
   if (active_.empty()) return;
   // An image is decoded on its own (its rows are embeddings, not tokens), before the batch.
   if (!prefill_next_image()) return;
-  batch_.clear();
   for (auto& a : active_) a->row = -1;
-  const auto capacity = static_cast<size_t>(engine_.batch_size());
-  for (auto& a : active_) {
-    if (!a->decoding() || batch_.size() >= capacity) continue;
-    a->row = static_cast<std::int32_t>(batch_.size());
-    batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(a->n_past)], a->n_past, a->seq, true});
-  }
-  // Prefill goes to the prompts with the fewest tokens left first (shortest remaining first
-  // minimises the summed time to first token), except those it has held back too long
-  // (prefills_before). Once a prompt completes in this batch, packing_ decides who may join it
-  // (PrefillPacking): where a batch costs time in proportion to its tokens (the CPU), a completing
-  // prompt must not wait for a long chunk beside it.
+  if (!prefill_calls()) return;
+  finish_warmups();
+  finish_prefills();
+  sampled_calls();
+}
+
+// The prompt tokens a request still prefills before its last one: a prompt whose last token is
+// sampled from computes that token in a row-wise call (sampled_calls).
+std::int32_t Scheduler::Impl::prefill_end(const Active& a) const {
+  return a.warming || a.request.prefill_only ? a.n_prompt : a.n_prompt - 1;
+}
+
+// Prefill goes to the prompts with the fewest tokens left first (shortest remaining first
+// minimises the summed time to first token), except those it has held back too long
+// (prefills_before). Once a prompt completes in this step, packing_ decides who may join it
+// (PrefillPacking): where a batch costs time in proportion to its tokens (the CPU), a completing
+// prompt must not wait for a long chunk beside it. Deterministic engines take each chunk in a call
+// of its own, from one multiple of rowwise_rows() to the next, so that a position is computed the
+// same way however the prompt was split into requests. Returns false when a call failed.
+bool Scheduler::Impl::prefill_calls() {
   std::vector<Active*> order;
   for (auto& a : active_) {
-    if (a->prefilling()) order.push_back(a.get());
+    if (a->prefilling() && a->n_past < prefill_end(*a)) order.push_back(a.get());
   }
+  if (order.empty()) return true;
   // Warm-ups (a few tokens after a delivered reply) come after every waiting prompt.
   std::ranges::stable_sort(order, prefills_before);
-  std::vector<Chunk> chunks;
-  const auto decode_tokens = static_cast<std::int64_t>(batch_.size());
+  const bool aligned = engine_.deterministic() && engine_.rowwise_rows() > 0;
+  const auto capacity = static_cast<size_t>(engine_.batch_size());
+  const auto decode_tokens = static_cast<std::int64_t>(std::ranges::count_if(active_, [this](const auto& a) {
+    return a->decoding() || (a->prefilling() && !a->warming && a->n_past == prefill_end(*a));
+  }));
   const auto waiting = static_cast<std::int64_t>(std::ranges::count_if(order, [](const Active* a) { return !a->warming; }));
-  std::int64_t served = 0;      // waiting prompts given a chunk of this batch
+  std::vector<Chunk> chunks;
+  size_t rows = 0;
+  std::int64_t served = 0;      // waiting prompts given a chunk of this step
   std::int64_t completing = 0;  // of which complete their prefill in it
   for (Active* a : order) {
-    if (batch_.size() >= capacity) break;
+    if (rows >= capacity) break;
     if (a->image_at(a->n_past) != nullptr) continue;  // its image goes first, in a step of its own
-    auto take = static_cast<std::int32_t>(
-        std::min<size_t>(capacity - batch_.size(), static_cast<size_t>(a->n_prompt - a->n_past)));
+    const std::int32_t end = prefill_end(*a);
+    auto take = static_cast<std::int32_t>(std::min<size_t>(capacity - rows, static_cast<size_t>(end - a->n_past)));
     take = std::min(take, a->next_image(a->n_past) - a->n_past);
     // A chunk ends where the cache takes a checkpoint of the sequence.
     if (const std::int32_t stop = a->uses_cache() && !a->warming ? cache_->next_stop(a->seq) : -1; stop > a->n_past) {
       take = std::min(take, stop - a->n_past);
     }
-    const bool completes = !a->warming && a->n_past + take == a->n_prompt;
+    if (aligned) {
+      const std::int32_t k = engine_.rowwise_rows();
+      take = std::min(take, (a->n_past / k + 1) * k - a->n_past);
+    }
+    if (take <= 0) continue;
+    const bool completes = !a->warming && a->n_past + take == end;
     // Bounded packing: a prompt joining the completing ones spares itself and every prompt still
-    // waiting behind it one step, which costs at least the batch's decode tokens, and makes each
+    // waiting behind it one step, which costs at least the step's decode tokens, and makes each
     // completing prompt wait for its tokens. It joins when the first outweighs the second.
     if (completing > 0 && packing_ == PrefillPacking::bounded &&
         (!completes || completing * take > (waiting - served) * decode_tokens)) {
       break;
     }
-    for (std::int32_t j = 0; j < take; ++j) {
-      const std::int32_t pos = a->n_past + j;
-      // A prefill-only request needs no logits: nothing is sampled from its last token.
-      const bool last = pos == a->n_prompt - 1 && !a->warming && !a->request.prefill_only;
-      if (last) a->row = static_cast<std::int32_t>(batch_.size());
-      batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(pos)], pos, a->seq, last});
-    }
     chunks.emplace_back(a, take);
+    rows += static_cast<size_t>(take);
     if (completes && packing_ == PrefillPacking::off) break;
     served += a->warming ? 0 : 1;
     completing += completes ? 1 : 0;
   }
+  // Prompt tokens this step computes for the waiting prompts, the last token of each one completing
+  // here (computed in the step's row-wise call) included.
   std::int64_t prefilled = 0;
-  for (const auto& [a, take] : chunks) prefilled += a->warming ? 0 : take;
+  for (const auto& [a, take] : chunks) {
+    if (!a->warming) prefilled += take + (a->n_past + take == prefill_end(*a) && prefill_end(*a) < a->n_prompt ? 1 : 0);
+  }
   for (Active* a : order) {
-    const bool served = std::ranges::any_of(chunks, [a](const Chunk& c) { return c.first == a && c.second > 0; });
-    if (!served && !a->warming) a->passed_over_tokens += prefilled;
+    const bool got = std::ranges::any_of(chunks, [a](const Chunk& c) { return c.first == a; });
+    if (!got && !a->warming) a->passed_over_tokens += prefilled;
   }
-  if (batch_.empty()) return;
-
-  const auto decode_start = Clock::now();
-  const DecodeStatus status = engine_.decode(batch_);
-  observe_prefill_speed(chunks, Clock::now() - decode_start);
-  spdlog::trace("step: {} tokens for {} requests decoded in {:.1f} ms", batch_.size(), active_.size(),
-                std::chrono::duration<double, std::milli>(Clock::now() - decode_start).count());
-  if (status != DecodeStatus::ok) {
-    recover_from_failed_decode(status);
-    return;
-  }
-  {
-    std::lock_guard lock(mutex_);
-    for (auto& [a, take] : chunks) (a->warming ? stats_.warmup_tokens_total : stats_.prompt_tokens_fed_total) += take;
-  }
-  for (auto& [a, take] : chunks) {
-    a->n_past += take;
-    if (a->uses_cache()) cache_->advance(a->seq, a->n_past);
-  }
-  finish_warmups();
-  finish_prefills();
-  for (auto& a : active_) {
-    if (a->row >= 0 && a->decoding() && a->n_past == static_cast<std::int32_t>(a->tokens.size()) - 1) {
-      a->n_past += 1;  // the decode token is now in the KV cache
+  // One call for every chunk, or one call each when aligned.
+  for (size_t first = 0; first < chunks.size();) {
+    const size_t last = aligned ? first + 1 : chunks.size();
+    batch_.clear();
+    for (size_t c = first; c < last; ++c) {
+      const auto& [a, take] = chunks[c];
+      for (std::int32_t j = 0; j < take; ++j) {
+        const std::int32_t pos = a->n_past + j;
+        batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(pos)], pos, a->seq, false});
+      }
     }
+    const std::span<const Chunk> call(chunks.begin() + static_cast<std::ptrdiff_t>(first),
+                                      chunks.begin() + static_cast<std::ptrdiff_t>(last));
+    const auto decode_start = Clock::now();
+    const DecodeStatus status = engine_.decode(batch_);
+    observe_prefill_speed(call, Clock::now() - decode_start);
+    spdlog::trace("step: {} prompt tokens for {} requests decoded in {:.1f} ms", batch_.size(), call.size(),
+                  std::chrono::duration<double, std::milli>(Clock::now() - decode_start).count());
+    if (status != DecodeStatus::ok) {
+      recover_from_failed_decode(status);
+      return false;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& [a, take] : call) (a->warming ? stats_.warmup_tokens_total : stats_.prompt_tokens_fed_total) += take;
+    }
+    for (const auto& [a, take] : call) {
+      a->n_past += take;
+      if (a->uses_cache()) cache_->advance(a->seq, a->n_past);
+    }
+    first = last;
   }
-  sample_all();
+  return true;
+}
+
+// The rows sampled from, in calls of at most rowwise_rows() rows: each such row is computed by
+// the same kernels whatever else its call holds, so a request's tokens do not depend on which
+// requests run beside it, and the last token of a prompt is computed alike whether the rest of
+// the prompt came from the cache or was just computed.
+void Scheduler::Impl::sampled_calls() {
+  std::vector<Active*> rows;
+  for (auto& a : active_) {
+    const bool last_prompt_token = a->prefilling() && !a->warming && !a->request.prefill_only &&
+                                   a->n_past == a->n_prompt - 1 && a->image_at(a->n_past) == nullptr;
+    if (a->decoding() || last_prompt_token) rows.push_back(a.get());
+  }
+  const auto limit = static_cast<size_t>(engine_.rowwise_rows() > 0 ? engine_.rowwise_rows() : engine_.batch_size());
+  for (size_t first = 0; first < rows.size(); first += limit) {
+    const size_t last = std::min(rows.size(), first + limit);
+    batch_.clear();
+    for (auto& a : active_) a->row = -1;
+    bool prompt_rows_in_call = false;
+    for (size_t r = first; r < last; ++r) {
+      Active* a = rows[r];
+      a->row = static_cast<std::int32_t>(batch_.size());
+      batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(a->n_past)], a->n_past, a->seq, true});
+      prompt_rows_in_call = prompt_rows_in_call || a->n_past < a->n_prompt;
+    }
+    // A prompt's last token alone is padded into a row-wise call; a lone decode token is not
+    // (unless the engine is deterministic): padding it costs a fifth of the decode speed of a
+    // request running alone (docs/benchmarks.md, "Exactness").
+    const auto decode_start = Clock::now();
+    const DecodeStatus status = prompt_rows_in_call ? engine_.decode_padded(batch_) : engine_.decode(batch_);
+    spdlog::trace("step: {} sampled rows decoded in {:.1f} ms", batch_.size(),
+                  std::chrono::duration<double, std::milli>(Clock::now() - decode_start).count());
+    if (status != DecodeStatus::ok) {
+      recover_from_failed_decode(status);
+      return;
+    }
+    std::int64_t prompt_rows = 0;
+    for (size_t r = first; r < last; ++r) {
+      Active* a = rows[r];
+      const bool prompt_row = a->n_past < a->n_prompt;
+      a->n_past += 1;  // the token is now in the KV cache
+      if (prompt_row) {
+        prompt_rows += 1;
+        if (a->uses_cache()) cache_->advance(a->seq, a->n_past);
+      }
+    }
+    if (prompt_rows > 0) {
+      std::lock_guard lock(mutex_);
+      stats_.prompt_tokens_fed_total += prompt_rows;
+    }
+    // Sampling ends only requests of this call (those with a row), so rows[last...] stay valid.
+    sample_all();
+  }
 }
 
 // Whether a step has work: a request that is not only waiting for its masked draw.

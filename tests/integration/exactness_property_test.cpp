@@ -2,14 +2,17 @@
 // --swa-full, --prefill-packing, the host and disk tiers and --deterministic are drawn from a seed,
 // and one to four sessions send growing turns, resends, edits and branches at once. Every request
 // is also sent with cache_prompt:false at temperature 0. Every answer must be 200, the server log
-// free of decode failures, and the cached text equal to the cold text wherever the configuration
-// promises it (docs/operator-guide.md, "Exactness"): always with --deterministic; by default for a
-// hit that computes only the prompt's last token (a resend, from any tier). With the disk tier the
+// free of decode failures and every cache invariant kept (the servers run with --debug-verify-cache),
+// and, for a single session, the cached text equal to the cold text wherever the configuration
+// promises it (docs/operator-guide.md, "Exactness"): six tokens of every hit with --deterministic;
+// by default the first token of a hit that computes only the prompt's last token (a resend, from
+// any tier). With the disk tier the
 // server is restarted and every session's last request sent again: restored from disk, it must
 // answer as it did cold.
 //
-// PREFIXD_EXACTNESS_SEED (default a fixed one) and PREFIXD_EXACTNESS_DRAWS (default 5) choose the
-// draws; `make soak` runs many more with a new seed. A failure names the seed and the draw.
+// PREFIXD_EXACTNESS_SEED (default a fixed one) and PREFIXD_EXACTNESS_DRAWS (default 12) choose the
+// draws, PREFIXD_EXACTNESS_MAX_SESSIONS caps the sessions; `make soak` runs many more with a new
+// seed. A failure names the seed and the draw.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -42,6 +45,10 @@ struct Draw {
   int sessions = 1;
   int turns = 4;
 
+  // By default only the first generated token is promised (a request decoding alone takes the
+  // one-row kernels afterwards, as its cold twin does, but over the cells then in use).
+  int max_tokens() const { return deterministic ? 6 : 1; }
+
   std::string describe() const {
     return std::format("preset={} parallel={} ctx={} flash={} swa_full={} packing={} host={} disk={} deterministic={} "
                        "sessions={} turns={}",
@@ -66,7 +73,8 @@ Draw draw_config(std::mt19937_64& rng) {
   d.packing = pick<std::string>(rng, {"auto", "on", "bounded", "off"});
   d.host_tier = std::bernoulli_distribution(0.7)(rng);
   d.disk_tier = std::bernoulli_distribution(0.5)(rng);
-  d.sessions = std::uniform_int_distribution<int>(1, 4)(rng);
+  d.sessions = std::bernoulli_distribution(0.5)(rng) ? 1 : std::uniform_int_distribution<int>(2, 4)(rng);
+  if (const char* most = std::getenv("PREFIXD_EXACTNESS_MAX_SESSIONS"); most != nullptr) d.sessions = std::min(d.sessions, std::atoi(most));
   d.turns = std::uniform_int_distribution<int>(3, 5)(rng);
   return d;
 }
@@ -116,10 +124,11 @@ struct Exchange {
 
 std::string reply_text(const JsonReply& reply) {
   if (reply.status != 200 || !reply.body.is_object()) return {};
-  return reply.body["choices"][0]["message"]["content"].get<std::string>();
+  const json& content = reply.body["choices"][0]["message"]["content"];
+  return content.is_string() ? content.get<std::string>() : content.dump();
 }
 
-Exchange exchange(httplib::Client& client, const json& request) {
+Exchange send_twice(httplib::Client& client, const json& request) {
   Exchange e;
   e.request = request;
   const JsonReply warm = post_json(client, "/v1/chat/completions", request);
@@ -134,14 +143,15 @@ Exchange exchange(httplib::Client& client, const json& request) {
   e.cold = reply_text(cold);
   if (warm.status == 200) {
     e.prompt_tokens = warm.body["usage"]["prompt_tokens"].get<int>();
-    e.cached_tokens = warm.body["prompt_cache"].value("cached_tokens", 0);
-    e.tier = warm.body["prompt_cache"].value("tier", "");
+    const json& cache = warm.body["prompt_cache"];
+    if (cache.contains("cached_tokens") && cache["cached_tokens"].is_number()) e.cached_tokens = cache["cached_tokens"].get<int>();
+    if (cache.contains("tier") && cache["tier"].is_string()) e.tier = cache["tier"].get<std::string>();
   }
   return e;
 }
 
 // A session of growing turns, resends, edits and branches; the last request goes in `last`.
-std::vector<Exchange> run_session(int port, int index, std::uint64_t seed, int turns, json& last) {
+std::vector<Exchange> run_session(int port, int index, std::uint64_t seed, int turns, int max_tokens, json& last) {
   std::mt19937_64 rng(seed);
   httplib::Client client("127.0.0.1", port);
   client.set_read_timeout(std::chrono::seconds(300));
@@ -161,8 +171,11 @@ std::vector<Exchange> run_session(int port, int index, std::uint64_t seed, int t
     } else if (kind == "branch") {
       kind = "resend";
     }
-    request = {{"messages", messages}, {"max_tokens", 6}, {"temperature", 0}, {"user", std::format("session-{}", index)}};
-    Exchange e = exchange(client, request);
+    request = {{"messages", messages}, {"max_tokens", max_tokens}, {"temperature", 0}, {"user", std::format("session-{}", index)}};
+    Exchange e = send_twice(client, request);
+    if (e.status_warm == 400 && e.status_cold == 400 && e.error.find("context_length_exceeded") != std::string::npos) {
+      break;  // the conversation outgrew the drawn context: a correct refusal, and the session ends
+    }
     e.session = index;
     e.turn = turn;
     e.kind = kind;
@@ -174,8 +187,8 @@ std::vector<Exchange> run_session(int port, int index, std::uint64_t seed, int t
     if (turn + 1 < turns && std::bernoulli_distribution(0.3)(rng)) {
       // Resend this very request next (the assistant message is not part of it).
       messages.erase(messages.end() - 1);
-      request = {{"messages", messages}, {"max_tokens", 6}, {"temperature", 0}, {"user", std::format("session-{}", index)}};
-      Exchange again = exchange(client, request);
+      request = {{"messages", messages}, {"max_tokens", max_tokens}, {"temperature", 0}, {"user", std::format("session-{}", index)}};
+      Exchange again = send_twice(client, request);
       again.session = index;
       again.turn = turn;
       again.kind = "resend";
@@ -187,7 +200,12 @@ std::vector<Exchange> run_session(int port, int index, std::uint64_t seed, int t
   return out;
 }
 
+// Concurrent sessions are compared too, and their differences counted, but not asserted:
+// libllama's cell allocator can place a running request's next token below its earlier ones when
+// another request's cells are freed meanwhile, and a row sums its cells in cell order
+// (docs/design.md, "Exactness").
 bool promised(const Draw& d, const Exchange& e) {
+  if (d.sessions > 1) return false;
   if (d.deterministic) return true;
   // By default: a hit that computed only the last prompt token, with flash attention.
   return d.flash && e.cached_tokens == e.prompt_tokens - 1;
@@ -208,9 +226,11 @@ int env_int(const char* name, int fallback) {
 
 TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
   const auto seed = static_cast<std::uint64_t>(env_int("PREFIXD_EXACTNESS_SEED", 20261204));
-  const int draws = env_int("PREFIXD_EXACTNESS_DRAWS", 5);
+  const int draws = env_int("PREFIXD_EXACTNESS_DRAWS", 12);
   std::mt19937_64 rng(seed);
   std::map<std::string, int> reached;  // what the promised comparisons covered, by kind and tier
+  int concurrent_compared = 0;         // cached answers of concurrent sessions, and how many differed
+  int concurrent_differed = 0;
   for (int n = 0; n < draws; ++n) {
     const Draw d = draw_config(rng);
     const std::uint64_t workload_seed = rng();
@@ -228,12 +248,16 @@ TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
       for (int s = 0; s < d.sessions; ++s) {
         threads.emplace_back([&, s] {
           per_session[static_cast<size_t>(s)] =
-              run_session(server.port(), s, workload_seed + static_cast<std::uint64_t>(s), d.turns, last[static_cast<size_t>(s)]);
+              run_session(server.port(), s, workload_seed + static_cast<std::uint64_t>(s), d.turns, d.max_tokens(),
+                          last[static_cast<size_t>(s)]);
         });
       }
       for (auto& t : threads) t.join();
       for (auto& session : per_session) all.insert(all.end(), session.begin(), session.end());
-      EXPECT_EQ(decode_failures(server.log()), "") << server.log().substr(0, 4000);
+      const std::string log = server.log();
+      EXPECT_EQ(decode_failures(log), "") << log.substr(0, 4000);
+      const bool answered = std::ranges::all_of(all, [](const Exchange& e) { return e.status_warm != 0 && e.status_cold != 0; });
+      EXPECT_TRUE(answered) << "the server stopped answering; its log ends:\n" << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
     }
     if (d.disk_tier) {
       // A restart with the same disk tier: each session's last request comes back from disk.
@@ -241,7 +265,7 @@ TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
       auto client = server.client();
       for (int s = 0; s < d.sessions; ++s) {
         if (last[static_cast<size_t>(s)].is_null()) continue;
-        Exchange e = exchange(*client, last[static_cast<size_t>(s)]);
+        Exchange e = send_twice(*client, last[static_cast<size_t>(s)]);
         e.session = s;
         e.turn = 99;
         e.kind = "after-restart";
@@ -258,13 +282,17 @@ TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
       if (promised(d, e)) {
         EXPECT_EQ(e.warm, e.cold) << at << "\nrequest: " << e.request.dump().substr(0, 400);
         if (e.cached_tokens > 0) reached[std::format("{}:{}", e.prompt_tokens - e.cached_tokens == 1 ? "last-token" : "longer", e.tier)] += 1;
+      } else if (d.sessions > 1 && e.cached_tokens > 0) {
+        concurrent_compared += 1;
+        concurrent_differed += e.warm != e.cold ? 1 : 0;
       }
     }
   }
   std::string summary;
   for (const auto& [kind, count] : reached) summary += std::format("{}={} ", kind, count);
-  std::printf("exactness: seed %llu, %d draws; promised hits compared: %s\n", static_cast<unsigned long long>(seed), draws,
-              summary.c_str());
+  std::printf("exactness: seed %llu, %d draws; promised hits compared: %s; concurrent sessions: %d of %d cached answers "
+              "differed\n",
+              static_cast<unsigned long long>(seed), draws, summary.c_str(), concurrent_differed, concurrent_compared);
   // The comparisons must have reached cached answers, not only cold ones.
   EXPECT_FALSE(reached.empty()) << "no cached answer was compared";
 }

@@ -468,35 +468,42 @@ TEST(SchedulerPrefill, BoundedPackingJoinsPromptsWhenTheStepItSparesOutweighsThe
   EXPECT_EQ(collect(*blocker).done.finish, FinishReason::length);
   for (auto& s : streams) EXPECT_EQ(collect(*s).done.finish, FinishReason::length);
 
-  std::map<engine::Token, size_t> completed_in;  // first prompt token -> batch that completed it
+  // A step is a prefill call (no logits) and a row-wise call with the rows sampled from (each
+  // prompt's last token and the decode tokens); a prompt completes in the step whose row-wise call
+  // holds its last token, and its prefill in the prefill call just before.
+  const auto prompt_length = [](engine::Token first) { return first == 'z' ? 1 : (std::isupper(first) != 0 ? 2 : 8); };
+  std::map<engine::Token, size_t> completed_in;  // first prompt token -> step that completed it
   std::map<engine::SeqId, engine::Token> first_token;
-  std::map<engine::SeqId, engine::Pos> prompt_end;  // a seq's positions from here on are decode tokens
+  size_t step = 0;
   for (size_t b = 0; b < engine.batches().size(); ++b) {
-    std::map<engine::SeqId, int> prompt_tokens;
-    std::set<engine::SeqId> completing;
-    for (const engine::BatchToken& t : engine.batches()[b]) {
-      if (t.pos == 0) {  // a new request on this sequence (ids are reused)
-        first_token[t.seq] = t.token;
-        prompt_end.erase(t.seq);
+    const auto& batch = engine.batches()[b];
+    const bool sampled = std::ranges::any_of(batch, [](const engine::BatchToken& t) { return t.logits; });
+    for (const engine::BatchToken& t : batch) {
+      if (t.pos == 0) first_token[t.seq] = t.token;  // a new request on this sequence (ids are reused)
+    }
+    if (sampled) {
+      for (const engine::BatchToken& t : batch) {
+        const engine::Token first = first_token.at(t.seq);
+        EXPECT_TRUE(t.logits) << "batch " << b << " mixes prompt tokens with sampled rows";
+        if (t.pos == prompt_length(first) - 1) completed_in[first] = step;
       }
-      if (prompt_end.contains(t.seq) && t.pos >= prompt_end[t.seq]) continue;  // a decode token
-      prompt_tokens[t.seq] += 1;
-      if (t.logits) completing.insert(t.seq);
+      step += 1;
+      continue;
     }
-    for (engine::SeqId seq : completing) {
-      const engine::Token first = first_token.at(seq);
-      completed_in[first] = b;
-      prompt_end[seq] = first == 'z' ? 1 : (std::isupper(first) != 0 ? 2 : 8);
+    // A prefill call: where one prompt's prefill completes, every prompt in it completes.
+    std::map<engine::SeqId, bool> completes;
+    for (const engine::BatchToken& t : batch) {
+      completes[t.seq] = completes[t.seq] || t.pos == prompt_length(first_token.at(t.seq)) - 2;
     }
-    if (completing.empty()) continue;
-    for (const auto& [seq, n] : prompt_tokens) {
-      EXPECT_TRUE(completing.contains(seq)) << "batch " << b << " holds a chunk of a prompt it does not complete";
+    const bool any = std::ranges::any_of(completes, [](const auto& c) { return c.second; });
+    for (const auto& [seq, done] : completes) {
+      EXPECT_TRUE(!any || done) << "batch " << b << " holds a chunk of a prompt it does not complete";
     }
   }
   ASSERT_EQ(completed_in.size(), 11u);
-  // Batch 1 has no decode token: A alone. Batch 2 (A decoding): B, C, D, 2 tokens each, join
-  // (1 × 2 ≤ 8 × 1, 2 × 2 ≤ 7 × 1); a (3 × 8 > 6 × 1) does not. Batch 3 (four decoding): a, b, c
-  // (1 × 8 ≤ 5 × 4, 2 × 8 ≤ 4 × 4); batch 4: d, e (8 ≤ 2 × 4); batch 5: f.
+  // Step 1 has no decode token: A alone. Step 2 (A decoding): B, C, D, 2 tokens each, join
+  // (1 × 2 ≤ 8 × 1, 2 × 2 ≤ 7 × 1); a (3 × 8 > 6 × 1) does not. Step 3 (four decoding): a, b, c
+  // (1 × 8 ≤ 5 × 4, 2 × 8 ≤ 4 × 4); step 4: d, e (8 ≤ 2 × 4); step 5: f.
   const std::map<engine::Token, size_t> expected = {{'z', 0}, {'A', 1}, {'B', 2}, {'C', 2}, {'D', 2}, {'a', 3},
                                                     {'b', 3}, {'c', 3}, {'d', 4}, {'e', 4}, {'f', 5}};
   EXPECT_EQ(completed_in, expected);
