@@ -174,8 +174,10 @@ std::vector<Exchange> run_session(int port, int index, std::uint64_t seed, int t
     request = {{"messages", messages}, {"max_tokens", max_tokens}, {"temperature", 0}, {"user", std::format("session-{}", index)}};
     Exchange e = send_twice(client, request);
     if (e.status_warm == 400 && e.status_cold == 400 && e.error.find("context_length_exceeded") != std::string::npos) {
-      break;  // the conversation outgrew the drawn context: a correct refusal, and the session ends
+      request = last;  // the conversation outgrew the drawn context: a correct refusal, and the session ends
+      break;
     }
+    last = request;
     e.session = index;
     e.turn = turn;
     e.kind = kind;
@@ -196,7 +198,6 @@ std::vector<Exchange> run_session(int port, int index, std::uint64_t seed, int t
       messages.push_back({{"role", "assistant"}, {"content", reply}});
     }
   }
-  last = request;
   return out;
 }
 
