@@ -272,7 +272,11 @@ TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
         e.kind = "after-restart";
         all.push_back(std::move(e));
       }
-      EXPECT_EQ(decode_failures(server.log()), "") << server.log().substr(0, 4000);
+      const std::string log = server.log();
+      EXPECT_EQ(decode_failures(log), "") << log.substr(0, 4000);
+      const bool answered = std::ranges::all_of(all, [](const Exchange& e) { return e.status_warm != 0 && e.status_cold != 0; });
+      EXPECT_TRUE(answered) << "the restarted server stopped answering; its log ends:\n"
+                            << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
     }
     std::filesystem::remove_all(disk_dir);
     for (const Exchange& e : all) {
