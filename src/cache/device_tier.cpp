@@ -275,8 +275,8 @@ std::string DeviceTier::verify(bool against_engine) const {
   if (against_engine && trimmable_) {
     for (const auto& [id, e] : entries_) {
       const engine::PosRange held = engine_.sequence_positions(e.holder);
-      if (held.max + 1 != static_cast<engine::Pos>(e.tokens.size())) {
-        problems += "entry " + std::to_string(id) + " holds positions to " + std::to_string(held.max) +
+      if (held.min != 0 || held.max + 1 != static_cast<engine::Pos>(e.tokens.size())) {
+        problems += "entry " + std::to_string(id) + " holds positions " + std::to_string(held.min) + " to " + std::to_string(held.max) +
                     " in the engine, not to " + std::to_string(e.tokens.size() - 1) + "; ";
       }
     }

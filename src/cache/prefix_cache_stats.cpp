@@ -6,6 +6,15 @@ std::string PrefixCache::Impl::verify(bool against_engine) const {
   std::string problems = device_.verify(against_engine);
   for (const auto& [seq, lease] : leases_) {
     if (lease.locked > lease.computed) problems += "a lease locks more than it holds; ";
+    // Cut-back families: a running sequence holds every position it computed, from 0 (with the
+    // full window cache, the pin keeps libllama from taking over its cells below its window).
+    if (against_engine && trimmable() && lease.computed > 0) {
+      const engine::PosRange held = engine_.sequence_positions(seq);
+      if (held.min != 0 || held.max + 1 < lease.computed) {
+        problems += "sequence " + std::to_string(seq) + " holds positions " + std::to_string(held.min) + " to " +
+                    std::to_string(held.max) + " in the engine, not 0 to " + std::to_string(lease.computed - 1) + "; ";
+      }
+    }
   }
   problems += host_.store().verify_lru_order();
   if (std::string c = checkpoints_.verify(); !c.empty()) problems += c + "; ";

@@ -163,12 +163,6 @@ int run_serve(ServeOptions& o) {
   o.context.swa_full = o.swa_full == "on" ? engine::SwaFull::on : o.swa_full == "off" ? engine::SwaFull::off
                                                                                        : engine::SwaFull::automatic;
   o.context.fingerprint_cache = resolve_fingerprint_cache(o.fingerprint_cache, o.scheduler.cache.disk_path);
-  // Every cache restores from the host tier (on the CPU each entry moves there as soon as the next
-  // request runs), and a restored prefix holds the window layers' cells only within the window of
-  // each segment's end: with the full window cache, a prefix that ends inside a segment would miss
-  // window cells its next tokens attend to. So automatic keeps only the window whenever the cache
-  // is on (reuse at checkpoints, exact).
-  o.context.restores_segments = cache_on;
   o.context.kv_memory_budget = available_memory_bytes() / 4;
   if (!o.chat_template_file.empty()) {
     // Read before the model loads: a wrong path fails in a moment, not after minutes.

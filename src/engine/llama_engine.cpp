@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <format>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -17,6 +19,7 @@
 #include "engine/model_fingerprint.h"
 #include "engine/model_info_internal.h"
 #include "engine/mtmd_vision.h"
+#include "engine/window_states.h"
 
 namespace prefixd::engine {
 namespace detail {
@@ -73,6 +76,7 @@ namespace {
 
 using detail::ContextPtr;
 using detail::ModelPtr;
+using detail::WindowStates;
 
 // libllama's CPU kernels (ggml-cpu) choose their path by the rows of a call. One row takes the
 // matrix-vector products (tinyBLAS serves only two rows or more) and, over 512 cells or more,
@@ -85,7 +89,7 @@ constexpr std::int32_t kRowwiseRows = 63;
 class LlamaEngine final : public Engine {
  public:
   LlamaEngine(ModelPtr model, ContextPtr ctx, ModelInfo info, std::unique_ptr<Vision> vision, SeqId pad_seq,
-              bool deterministic)
+              SeqId guard_seq, bool deterministic)
       : model_(std::move(model)),
         ctx_(std::move(ctx)),
         info_(std::move(info)),
@@ -93,7 +97,11 @@ class LlamaEngine final : public Engine {
         batch_(static_cast<int>(std::max<std::uint32_t>(llama_n_batch(ctx_.get()), 2))),
         vision_(std::move(vision)),
         pad_seq_(pad_seq),
+        reserved_(static_cast<std::int32_t>(pad_seq >= 0) + static_cast<std::int32_t>(guard_seq >= 0)),
         deterministic_(deterministic) {
+    if (guard_seq >= 0 && pad_seq >= 0) {
+      window_states_.emplace(ctx_.get(), pad_seq, guard_seq, info_.sliding_window);
+    }
     // Every sequence is empty now: sequence 0's partial state is the empty one.
     empty_checkpoint_ = save_checkpoint(0);
     if (info_.family == ModelFamily::sliding_window && !memory_is_trimmable(info_)) window_drop_ = one_window_cell_state();
@@ -106,7 +114,7 @@ class LlamaEngine final : public Engine {
   std::int32_t rowwise_rows() const override { return kRowwiseRows; }
   bool deterministic() const override { return deterministic_; }
   std::int32_t sequence_count() const override {
-    return static_cast<std::int32_t>(llama_n_seq_max(ctx_.get())) - (pad_seq_ >= 0 ? 1 : 0);
+    return static_cast<std::int32_t>(llama_n_seq_max(ctx_.get())) - reserved_;
   }
 
   DecodeStatus decode(std::span<const BatchToken> tokens) override { return run_batch(tokens, deterministic_); }
@@ -201,6 +209,9 @@ class LlamaEngine final : public Engine {
   void clear() override { llama_memory_clear(memory(), true); }
 
   Bytes save_sequence(SeqId seq) const override {
+    if (window_states_) {
+      if (Bytes pieces = window_states_->save(seq); !pieces.empty()) return pieces;
+    }
     const size_t size = llama_state_seq_get_size_ext(ctx_.get(), seq, LLAMA_STATE_SEQ_FLAGS_NONE);
     Bytes out(size);
     const size_t written = llama_state_seq_get_data_ext(ctx_.get(), out.data(), out.size(), seq, LLAMA_STATE_SEQ_FLAGS_NONE);
@@ -242,6 +253,7 @@ class LlamaEngine final : public Engine {
 
   bool restore_sequence(std::span<const std::uint8_t> state, SeqId dst) override {
     if (state.empty()) return false;
+    if (WindowStates::is_pieces(state)) return window_states_ && window_states_->restore(state, dst);
     const size_t read =
         llama_state_seq_set_data_ext(ctx_.get(), state.data(), state.size(), dst, LLAMA_STATE_SEQ_FLAGS_NONE);
     if (read == 0) {
@@ -284,6 +296,8 @@ class LlamaEngine final : public Engine {
   Bytes empty_checkpoint_;  // the partial state of an empty sequence (see drop_checkpoint_state)
   Bytes window_drop_;       // window-only models: one window cell at unreached_pos() (ditto)
   SeqId pad_seq_ = -1;      // the sequence of the row that pads a lone row (decode); -1: none
+  std::int32_t reserved_ = 0;  // sequence ids past sequence_count() the engine keeps (pad, guard)
+  std::optional<WindowStates> window_states_;  // the full window cache: states saved in pieces
   bool deterministic_ = false;
 };
 
@@ -364,12 +378,8 @@ bool decide_swa_full(const ModelInfo& info, const ContextOptions& options) {
     case SwaFull::on: return true;
     case SwaFull::off: return false;
     case SwaFull::automatic:
-      // libllama saves a sequence's window-layer cells only within the window of its last
-      // position, so a prefix restored from host segments or disk files holds the window at its
-      // end and nothing below: with the full window cache a prefix that ends inside a restored
-      // segment would miss window cells below its end. Keeping only the window, a restore at a
-      // checkpoint is exact.
-      if (options.restores_segments) return false;
+      // Segments restored from the host, disk and shared tiers keep every window cell
+      // (WindowStates), so the full window cache reuses any prefix exactly wherever it comes from.
       return window_cache_cost(info, options).full <= options.swa_full_max_bytes;
   }
   return false;
@@ -391,8 +401,9 @@ void log_reuse_policy(const ModelInfo& info, const ContextOptions& options) {
         spdlog::info("prompt reuse: sliding window ({} tokens) keeping only the window ({:.1f} MiB instead of "
                      "{:.1f} MiB for the full cache): prefixes are reused at checkpoints{}",
                      info.sliding_window, cost.windowed / 1048576.0, cost.full / 1048576.0,
-                     options.swa_full == SwaFull::automatic && options.restores_segments
-                         ? " (--swa-full auto with the prompt cache on: only checkpoints restore exactly)"
+                     options.swa_full == SwaFull::automatic
+                         ? std::format(" (--swa-full auto: the full cache would exceed {:.1f} MiB)",
+                                       options.swa_full_max_bytes / 1048576.0)
                          : "");
       }
       break;
@@ -451,6 +462,15 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
     info.window_pin = n_seq;
     n_seq += 1;
   }
+  // The full window cache saves and restores states in pieces (WindowStates), with one more id.
+  SeqId guard_seq = -1;
+  if (info.swa_full && n_seq + 1 < static_cast<int>(llama_max_parallel_sequences())) {
+    guard_seq = n_seq;
+    n_seq += 1;
+  } else if (info.swa_full) {
+    spdlog::warn("no sequence id left for the full window cache's states: a prefix restored from host or disk "
+                 "cannot be cut back exactly");
+  }
   // The last sequence id pads lone rows (LlamaEngine::decode); none when libllama has no id left.
   SeqId pad_seq = -1;
   if (n_seq < static_cast<int>(llama_max_parallel_sequences())) {
@@ -465,7 +485,8 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
   ContextPtr ctx(llama_init_from_model(model.get(), params));
   if (!ctx) throw std::runtime_error("cannot create a context for '" + model_path + "' (out of memory?)");
   info.runtime_signature = detail::runtime_signature(model.get(), ctx.get(), params) +
-                           (options.deterministic ? "deterministic=on;" : "");
+                           (options.deterministic ? "deterministic=on;" : "") +
+                           (guard_seq >= 0 ? "window_states=pieces;" : "");
   spdlog::debug("runtime signature: {}", info.runtime_signature);
   if (info.family == ModelFamily::hybrid) {
     if (const std::size_t measured = measure_attention_bytes_per_token(ctx.get()); measured > 0) {
@@ -486,7 +507,7 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
                                                             .max_pixels = options.max_image_pixels});
   }
   return std::make_unique<LlamaEngine>(std::move(model), std::move(ctx), std::move(info), std::move(vision), pad_seq,
-                                       options.deterministic);
+                                       guard_seq, options.deterministic);
 }
 
 ModelInfo inspect_model(const std::string& model_path, const std::string& fingerprint_cache) {

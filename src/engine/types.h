@@ -102,10 +102,6 @@ struct ContextOptions {
   // the full cache costs at most swa_full_max_bytes (see load_llama_engine).
   SwaFull swa_full = SwaFull::automatic;
   std::uint64_t swa_full_max_bytes = 2ull << 30;
-  // The prompt cache rebuilds prefixes from serialized segments (host, disk and shared tiers),
-  // which libllama cannot restore whole into a full window cache: automatic then keeps only the
-  // window, whose checkpoints restore exactly (see decide_swa_full).
-  bool restores_segments = false;
   // A vision projector (GGUF, libmtmd's format) to load with the model: images in prompts. Empty:
   // text only.
   std::string mmproj_path;

@@ -42,6 +42,10 @@ using engine::Token;
 // token of every prompt that is now complete).
 void Scheduler::Impl::step() {
   if (active_.empty()) return;
+  // Idle cached cells give way before the step needs theirs (running requests grow by their
+  // generated tokens, and a lone row takes one more for its padding): a call that finds no free
+  // cell fails in libllama and is only retried after the cache has made room.
+  cache_->make_room(running_cells(), 1);
   // An image is decoded on its own (its rows are embeddings, not tokens), before the batch.
   if (!prefill_next_image()) return;
   for (auto& a : active_) a->row = -1;

@@ -118,7 +118,7 @@ TEST_F(RemoteTier, ALongPromptComputedOnOneServerIsARemoteHitOnAnother) {
 TEST_F(RemoteTier, EveryModelFamilySharesThroughTheTier) {
   ValkeyProcess valkey(pick_free_port());
   // Hybrid (attention segments and a checkpoint), recurrent (a checkpoint alone) and sliding
-  // window (--swa-full auto keeps only the window with a shared tier: segments and a checkpoint).
+  // window (--swa-full auto gives it the full window cache: segments holding every window cell).
   for (const std::string model : {PREFIXD_TEST_MODELS_DIR "/qwen35-tiny.gguf", PREFIXD_TEST_MODELS_DIR "/mamba2-tiny.gguf",
                                   PREFIXD_TEST_MODELS_DIR "/gemma3-tiny.gguf"}) {
     SCOPED_TRACE(model);
