@@ -34,13 +34,15 @@ struct TokenVerdict {
   std::string target;
   TokenCount prefixd;
   TokenCount llama;
-  bool pass = false;
+  bool pass = false;   // no more prompt tokens than llama-server, and both sides usable
+  bool gated = true;   // prefixd as a user runs it; false for a --variant, shown beside it only
   std::string why;  // why it failed when not on the counts: a failed run, failed requests, ...
 };
 // Every prefixd target against the llama-server target, per workload; none without a
 // llama-server target.
 std::vector<TokenVerdict> token_verdicts(const nlohmann::json& results);
-// True unless the run asked for the gate (options.token_gate) and some verdict failed.
+// True unless the run asked for the gate (options.token_gate) and some gated verdict failed (or
+// there was none to judge).
 bool token_gate_passed(const nlohmann::json& results);
 
 // One request that target `a` evaluated more prompt tokens for than target `b`.

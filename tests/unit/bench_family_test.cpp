@@ -130,11 +130,31 @@ TEST(BenchTokenGate, WarmUpTokensCountForPrefixd) {
   EXPECT_EQ(pass[0].llama.fed, 120);
   EXPECT_TRUE(pass[0].pass);
   EXPECT_TRUE(token_gate_passed(gated_results(69)));
-  // One more warm-up token and prefixd evaluates as many as llama-server: not fewer.
-  const auto fail = token_verdicts(gated_results(70));
+  // As many as llama-server passes (both reused every prefix there was); one more fails.
+  EXPECT_TRUE(token_verdicts(gated_results(70))[0].pass);
+  const auto fail = token_verdicts(gated_results(71));
   EXPECT_FALSE(fail[0].pass);
-  EXPECT_FALSE(token_gate_passed(gated_results(70)));
-  EXPECT_TRUE(token_gate_passed(gated_results(70, /*gate=*/false))) << "only a run that asked for it is gated";
+  EXPECT_FALSE(token_gate_passed(gated_results(71)));
+  EXPECT_TRUE(token_gate_passed(gated_results(71, /*gate=*/false))) << "only a run that asked for it is gated";
+}
+
+TEST(BenchTokenGate, AVariantIsJudgedAndShownButDoesNotGate) {
+  auto results = gated_results(0);
+  results["servers"][0]["token_gated"] = true;
+  results["servers"].push_back({{"name", "prefixd-swa-off"}, {"kind", "prefixd"}, {"token_gated", false}});
+  nlohmann::json variant = {{"requests", {request(0, "turn 1", 100, 100), request(1, "turn 2", 150, 40)}},
+                            {"warmup", {{"metric", "prefixd_warmup_tokens_total"}, {"tokens", 0}}}};
+  results["workloads"][0]["targets"]["prefixd-swa-off"] = variant;
+  const auto v = token_verdicts(results);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_TRUE(v[0].gated && v[0].pass);
+  EXPECT_EQ(v[1].target, "prefixd-swa-off");
+  EXPECT_FALSE(v[1].gated);
+  EXPECT_FALSE(v[1].pass) << "140 tokens against llama-server's 120";
+  EXPECT_TRUE(token_gate_passed(results));
+  // Without the default target there is nothing the gate judges.
+  results["servers"][0]["token_gated"] = false;
+  EXPECT_FALSE(token_gate_passed(results));
 }
 
 TEST(BenchTokenGate, FailedRequestsOrAMissingLlamaServerFailTheGate) {
@@ -179,7 +199,7 @@ TEST(BenchTokenGate, TheReportStatesTheVerdictAndTheCheckpoints) {
   EXPECT_NE(passed.find("| chat     | 2    | 1          | turn 2"), std::string::npos) << passed;
   // The summary's evaluated column counts the warm-up too.
   EXPECT_NE(passed.find("| chat     | 119"), std::string::npos) << passed;
-  const std::string failed = render_report(gated_results(70), {});
+  const std::string failed = render_report(gated_results(71), {});
   EXPECT_NE(failed.find("**FAIL**"), std::string::npos);
   EXPECT_NE(failed.find("✗ FAIL"), std::string::npos);
 }
