@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <spdlog/spdlog.h>
 
+#include "cache/cell_pin.h"
+
 namespace prefixd::cache {
 
 using engine::Token;
@@ -112,7 +114,7 @@ std::int32_t HostTier::restore(const Plan& plan, engine::SeqId dst, std::int32_t
       break;
     }
     engine_.copy_sequence(scratch_, dst, std::max(held, from), held + take);
-    if (keep_with >= 0) engine_.copy_sequence(scratch_, keep_with, std::max(held, from), held + take);
+    pin_cells(engine_, keep_with, scratch_, std::max(held, from), held + take);
     engine_.remove_sequence(scratch_, 0, -1);
     held += take;
   }

@@ -54,7 +54,7 @@ class HostTier {
   // device tier); only positions from `from` on are restored. Returns the positions `dst` holds
   // afterwards (>= from). A segment that cannot be restored is dropped, counted in `failed`, and
   // ends the walk.
-  // `keep_with` (>= 0) co-owns every restored cell from the moment it lands (see ModelInfo::window_pin).
+  // The pin `keep_with` (>= 0) co-owns every restored cell from the moment it lands (cell_pin.h).
   std::int32_t restore(const Plan& plan, engine::SeqId dst, std::int32_t from, std::int64_t& failed,
                        engine::SeqId keep_with = -1);
   // Stores positions [from, tokens.size()) of `holder` as grid segments plus a tail (the segment

@@ -22,6 +22,7 @@ struct Lease {
   std::vector<engine::Token> prompt;
   std::int32_t computed = 0;  // positions [0, computed) of the prompt are in `seq`
   std::int32_t locked = 0;    // positions [0, locked) are the tree's cells, locked in the tree
+  std::int32_t pinned = 0;    // the full window cache: positions [0, pinned) of `seq` are pinned (advance)
   std::optional<engine::SeqId> waits_for;
   std::int32_t wait_until = 0;
   std::vector<Digest> chain;          // checkpoint families: block chain of the prompt

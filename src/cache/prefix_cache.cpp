@@ -52,9 +52,12 @@ void PrefixCache::Impl::advance(SeqId seq, std::int32_t computed) {
   auto it = leases_.find(seq);
   if (it == leases_.end()) return;
   Lease& lease = it->second;
-  const std::int32_t before = lease.computed;
   lease.computed = std::min<std::int32_t>(computed, static_cast<std::int32_t>(lease.prompt.size()));
-  if (pin_ >= 0 && lease.computed > before) engine_.copy_sequence(seq, pin_, before, lease.computed);
+  // Every cell the sequence computed, its generated tokens' too, is pinned as it lands.
+  if (pin_ >= 0 && computed > lease.pinned) {
+    pin_cells(engine_, pin_, seq, lease.pinned, computed);
+    lease.pinned = computed;
+  }
   bool saved = false;
   while (!lease.stops.empty() && lease.stops.front() <= lease.computed) {
     if (lease.stops.front() == lease.computed) {

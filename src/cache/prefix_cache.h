@@ -10,7 +10,7 @@
 //              (then the request may have to wait, see poll(): when the other has less left to
 //              compute up to the shared length than this one would compute without it), or from
 //              the host tier;
-//   advance()  after each prefill chunk: how much of its prompt the sequence now holds;
+//   advance()  after each prefill chunk and decoded token: how far the sequence now holds;
 //   poll()     hands waiting sequences the prefix they waited for once it is computed;
 //   donate()   at the end: the sequence's K/V becomes a device entry (or release(): dropped).
 //
@@ -335,8 +335,9 @@ class PrefixCache {
   // Counts a request of `scope` that does not use the cache (cache_prompt: false); returns its
   // acquisition.
   Acquisition bypass(const ScopeId& scope = {});
-  // `seq` now holds K/V for positions [0, computed) of its prompt; a checkpoint planned at
-  // `computed` is taken now.
+  // `seq` now holds K/V for positions [0, computed): of its prompt, then of the tokens it
+  // generated (called after each decoded token too, so the pin covers them). A checkpoint planned
+  // at `computed` is taken now.
   void advance(engine::SeqId seq, std::int32_t computed);
   // The next prompt position after `computed` where the cache takes a checkpoint of `seq`: a
   // prefill chunk must end there. -1 when none is planned.

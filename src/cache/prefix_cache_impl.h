@@ -26,6 +26,7 @@
 
 #include "cache/backing_tiers.h"
 #include "cache/cache_tree.h"
+#include "cache/cell_pin.h"
 #include "cache/checkpoint_store.h"
 #include "cache/device_budget.h"
 #include "cache/device_tier.h"
@@ -216,7 +217,7 @@ class PrefixCache::Impl {
   Tiers tiers_;  // the view of the tiers above that the components below hold
   KeyPaths paths_;  // what the tiers hold of a key's path; artifacts
   HoldingsSummary summary_;
-  SeqId pin_;  // co-owns the cells of every entry and running prefix (window models), or -1
+  SeqId pin_;  // with pin_ + 1, co-owns the cells of every entry and running sequence (cell_pin.h), or -1
   std::map<SeqId, Lease> leases_;
   std::uint64_t next_order_ = 0;
   CacheCounters counters_;

@@ -67,11 +67,11 @@ void PrefixCache::Impl::record(const Acquisition& got, const ScopeId& scope, std
 
 void PrefixCache::Impl::rebuild_pin() {
   if (pin_ < 0) return;
-  engine_.remove_sequence(pin_, 0, -1);
-  for (const auto& [id, e] : device_.entries()) engine_.copy_sequence(e.holder, pin_, 0, -1);
-  for (const auto& [seq, lease] : leases_) {
-    if (lease.computed > 0) engine_.copy_sequence(seq, pin_, 0, lease.computed);
-  }
+  unpin_all(engine_, pin_);
+  for (const auto& [id, e] : device_.entries()) pin_cells(engine_, pin_, e.holder, 0, -1);
+  // A running sequence's every cell: what it adopted while its acquire is still under way (its
+  // `computed` is set when the acquire ends) and the tokens it generated, as well as its prompt.
+  for (const auto& [seq, lease] : leases_) pin_cells(engine_, pin_, seq, 0, -1);
 }
 
 void PrefixCache::Impl::publish() {

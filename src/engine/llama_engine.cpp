@@ -458,9 +458,9 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
   params.kv_unified = true;  // one cell pool: seq_cp shares cells between sequences with no copy
   params.swa_full = decide_swa_full(info, options);
   info.swa_full = params.swa_full && info.family == ModelFamily::sliding_window;
-  if (info.swa_full && options.n_holder_seqs > 0 && n_seq < static_cast<int>(llama_max_parallel_sequences())) {
-    info.window_pin = n_seq;
-    n_seq += 1;
+  if (info.swa_full && options.n_holder_seqs > 0 && n_seq + 1 < static_cast<int>(llama_max_parallel_sequences())) {
+    info.window_pin = n_seq;  // and n_seq + 1 (src/cache/cell_pin.h)
+    n_seq += 2;
   }
   // The full window cache saves and restores states in pieces (WindowStates), with one more id.
   SeqId guard_seq = -1;

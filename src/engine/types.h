@@ -58,9 +58,9 @@ struct ModelInfo {
   // so their cells can be cut back and copied like full attention.
   bool swa_full = false;
   // With the full window cache, libllama still lets a decode take over a cell that one sequence
-  // owns once it lies outside that owner's window. This extra sequence id (the last one, beyond
-  // the sequences ContextOptions asked for) co-owns every cell the prompt cache relies on, so none
-  // is ever single-owned. -1 when the model needs none.
+  // owns once it lies outside that owner's window. This extra sequence id and the next one (beyond
+  // the sequences ContextOptions asked for) co-own every cell the prompt cache relies on, so none
+  // is ever single-owned (src/cache/cell_pin.h). -1 when the model needs none.
   SeqId window_pin = -1;
   // Layers (and their KV cells) were offloaded to a GPU device; false when everything runs on the
   // CPU. Decides the device tier's default budget (see serve --prompt-cache-device-cells).

@@ -199,10 +199,8 @@ void Scheduler::Impl::sampled_calls() {
       Active* a = rows[r];
       const bool prompt_row = a->n_past < a->n_prompt;
       a->n_past += 1;  // the token is now in the KV cache
-      if (prompt_row) {
-        prompt_rows += 1;
-        if (a->uses_cache()) cache_->advance(a->seq, a->n_past);
-      }
+      prompt_rows += prompt_row ? 1 : 0;
+      if (a->uses_cache()) cache_->advance(a->seq, a->n_past);  // a generated token's cell too
     }
     if (prompt_rows > 0) {
       std::lock_guard lock(mutex_);
