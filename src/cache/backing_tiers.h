@@ -82,9 +82,6 @@ class BackingTiers {
   void flush_disk() {
     if (disk_) disk_->flush();
   }
-  void flush_remote() {
-    if (remote_) remote_->flush();
-  }
 
  private:
   // A segment leaving the host tier: to disk unless it is there.

@@ -95,7 +95,8 @@ class DiskStore {
   // held.
   ScopeUsage clear_scope(const ScopeId& scope);
   // Calls `visit` with the header of every indexed segment file, under the store's lock (keep it
-  // short). Defined with its one user, the holdings summary (prefix_cache_summary.cpp).
+  // short). The holdings summary (holdings_summary.cpp) and the tree view (prefix_cache_tree.cpp)
+  // use it.
   void for_each_segment(const std::function<void(const RecordMeta&)>& visit) const;
   DiskStats stats() const;
   // Files, bytes and segment tokens per scope.

@@ -159,7 +159,6 @@ PrefixCache::PrefixCache(engine::Engine& engine, CacheConfig config, std::vector
 PrefixCache::~PrefixCache() = default;
 
 const CacheConfig& PrefixCache::config() const { return impl_->config(); }
-bool PrefixCache::can_reuse() const { return impl_->can_reuse(); }
 ReuseMode PrefixCache::reuse_mode() const { return impl_->reuse_mode(); }
 std::int32_t PrefixCache::next_stop(SeqId seq) const { return impl_->next_stop(seq); }
 Acquisition PrefixCache::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq,
@@ -227,7 +226,6 @@ void PrefixCache::abandon_remote() {
   const VerifiedAfter verified(*impl_, "abandon_remote");
   impl_->abandon_remote();
 }
-void PrefixCache::flush_remote() { impl_->flush_remote(); }
 ArtifactInfo PrefixCache::save_artifact(const RequestKey& key, std::span<const Token> tokens,
                                         const std::filesystem::path& path, const std::string& manifest) {
   const VerifiedAfter verified(*impl_, "save_artifact");

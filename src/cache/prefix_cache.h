@@ -87,7 +87,7 @@ struct CacheConfig {
   std::int64_t host_max_segments = 65536;
   std::chrono::seconds ttl{3600};         // unused this long: evicted
   // Idle cells device entries may keep (the most recently donated entry is exempt while no request
-  // runs; see enforce_running_budget in prefix_cache_impl.h). nullopt: by
+  // runs; see DeviceBudget::enforce_running and enforce_idle, device_budget.h). nullopt: by
   // backend — half the context when the model's layers run on a GPU, where attending over idle
   // cells is cheap next to a restore over the bus; 0 on the CPU, where every idle cell costs each
   // computed token a dot product per head while a host restore is a memory copy.
@@ -296,7 +296,7 @@ struct HeldPrefix {
   std::int32_t checkpoint = 0;  // checkpoint families: the latest checkpoint usable with them (0: none)
 };
 
-// What the cache holds, as content addresses (prefix_cache_summary.cpp): for a router that sends a
+// What the cache holds, as content addresses (holdings_summary.cpp): for a router that sends a
 // request where its prefix already is. `blocks` are the chain hashes (BlockHasher::chain) after
 // every whole block of every prefix the device, host and disk tiers keep (checkpoints alone are not
 // a prefix), unique, in no particular order. `version` changes exactly when the set does.
@@ -321,7 +321,6 @@ class PrefixCache {
 
   // The configuration with every default resolved for this engine.
   const CacheConfig& config() const;
-  bool can_reuse() const;  // enabled (any model family)
   ReuseMode reuse_mode() const;
 
   // Registers `seq` as running `prompt` and puts the longest reusable prefix, at most
@@ -394,8 +393,6 @@ class PrefixCache {
   std::shared_ptr<RemoteFetch> fetch_remote(const RequestKey& key, std::span<const engine::Token> prompt,
                                             double seconds_per_token, std::function<void()> on_done);
   void abandon_remote();
-  // Blocks until the shared tier's write-behind queue is written (no-op without one).
-  void flush_remote();
 
   // The tiers' holdings as one radix tree per namespace, for people to browse (cache_tree.h).
   // A pure query: no counter, LRU order or tier changes.

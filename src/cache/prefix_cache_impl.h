@@ -101,7 +101,7 @@ class PrefixCache::Impl {
   }
 
   const CacheConfig& config() const { return config_; }
-  bool can_reuse() const { return config_.enabled; }
+  bool can_reuse() const { return config_.enabled; }  // enabled (any model family)
   ReuseMode reuse_mode() const { return mode_; }
 
   // A request's life (prefix_cache.cpp); the public contract is in prefix_cache.h.
@@ -130,14 +130,13 @@ class PrefixCache::Impl {
   ResetReport reset();
   ResetReport reset_scope(const ScopeId& scope);  // prefix_cache_scopes.cpp
 
-  // The disk tier (prefix_cache_disk.cpp).
+  // The disk tier.
   void flush_disk() { backing_.flush_disk(); }
 
   // The shared tier (prefix_cache_remote.cpp).
   std::shared_ptr<RemoteFetch> fetch_remote(const RequestKey& key, std::span<const Token> prompt,
                                             double seconds_per_token, std::function<void()> on_done);
   void abandon_remote();
-  void flush_remote() { backing_.flush_remote(); }
   std::optional<RemoteStats> remote_stats() const {
     if (backing_.remote() == nullptr) return std::nullopt;
     return backing_.remote()->stats();

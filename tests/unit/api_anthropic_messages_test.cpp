@@ -223,5 +223,25 @@ TEST(AnthropicMessages, ErrorsAndStopReasonsUseAnthropicsWords) {
   EXPECT_STREQ(messages_stop_reason(done, false), "max_tokens");
 }
 
+TEST(AnthropicMessages, CacheFieldsAreReadAsEveryEndpointReadsThem) {
+  const json user = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  // metadata.user_id is the session unless prompt_cache_key names one; the salt is kept.
+  const MessagesRequest salted =
+      parsed_ok(body(user, {{"metadata", {{"user_id", "u-1"}}}, {"cache_salt", "team-a"}}));
+  EXPECT_EQ(salted.chat.params.cache.session_key, "u-1");
+  ASSERT_TRUE(salted.chat.params.cache.salt.has_value());
+  EXPECT_EQ(*salted.chat.params.cache.salt, "team-a");
+  EXPECT_TRUE(salted.chat.params.cache.enabled);
+  const MessagesRequest keyed = parsed_ok(
+      body(user, {{"metadata", {{"user_id", "u-1"}}}, {"extra_body", {{"prompt_cache_key", "k"}, {"cache_prompt", false}}}}));
+  EXPECT_EQ(keyed.chat.params.cache.session_key, "k");
+  EXPECT_FALSE(keyed.chat.params.cache.enabled);
+  EXPECT_FALSE(keyed.chat.params.cache.salt.has_value());
+  // An empty salt would silently share: a 400 naming the field.
+  const ApiError empty = parsed_error(body(user, {{"cache_salt", ""}}));
+  EXPECT_EQ(empty.status, 400);
+  EXPECT_EQ(empty.param, "cache_salt");
+}
+
 }  // namespace
 }  // namespace prefixd::api

@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "api/body/cache_fields.h"
 #include "api/body/field_reader.h"
 #include "api/tools/tool_definitions.h"
 
@@ -365,12 +366,14 @@ CommonParams parse_params(const FieldReader& in, const ParseOptions& options, Me
   if (auto k = in.integer("top_k", 0, kInt32Max)) params.sampling.top_k = params.sampling.temperature == 0 ? 1 : static_cast<std::int32_t>(*k);
   params.stop = parse_stop_sequences(in);
   params.stream = in.boolean("stream").value_or(false);
-  params.cache.enabled = options.cache_prompt_default;
+  // The end user's id is the cache session requests of one user share, as `user` is for OpenAI;
+  // cache_prompt, prompt_cache_key and cache_salt are read as every endpoint reads them.
+  std::optional<std::string> end_user;
   if (const ordered_json* metadata = in.find("metadata")) {
     if (!metadata->is_object()) reject("metadata", "'metadata' must be an object");
-    // The end user's id: the cache session requests of one user share, as `user` does for OpenAI.
-    params.cache.session_key = FieldReader(*metadata).string("user_id").value_or("");
+    end_user = FieldReader(*metadata).string("user_id");
   }
+  params.cache = fields::read_cache_fields(in, options.cache_prompt_default, end_user);
   return params;
 }
 

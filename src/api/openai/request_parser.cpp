@@ -1,5 +1,6 @@
 #include "api/openai/request_parser.h"
 
+#include "api/body/cache_fields.h"
 #include "api/body/field_reader.h"
 #include "api/tools/tool_definitions.h"
 
@@ -88,19 +89,6 @@ engine::SamplingParams parse_sampling(const FieldReader& in, const ParseOptions&
   return sampling;
 }
 
-CacheFields parse_cache_fields(const FieldReader& in, const ParseOptions& options) {
-  CacheFields cache;
-  cache.enabled = options.cache_prompt_default && in.boolean("cache_prompt", /*extended=*/true).value_or(true);
-  const auto key = in.string("prompt_cache_key", /*extended=*/true);
-  const auto user = in.string("user");
-  cache.session_key = key ? *key : user.value_or("");
-  cache.salt = in.string("cache_salt", /*extended=*/true);
-  // An empty salt used to mean "no salt": a client that meant to separate itself and sent "" by
-  // mistake would silently share. Absent is the only way to say none.
-  if (cache.salt && cache.salt->empty()) reject("cache_salt", "'cache_salt' must be a non-empty string when present");
-  return cache;
-}
-
 CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
   check_model(in, options);
   CommonParams params;
@@ -116,7 +104,7 @@ CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
       n && *n != 1) {
     reject("n", "only n = 1 is supported");
   }
-  params.cache = parse_cache_fields(in, options);
+  params.cache = fields::read_cache_fields(in, options.cache_prompt_default, in.string("user"));
   return params;
 }
 

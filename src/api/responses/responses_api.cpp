@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "api/body/cache_fields.h"
 #include "api/body/field_reader.h"
 #include "api/tools/tool_definitions.h"
 
@@ -180,11 +181,7 @@ CommonParams parse_params(const FieldReader& in, const ParseOptions& options) {
   }
   if (auto p = in.number("top_p", 0.0, 1.0, /*lo_open=*/true)) params.sampling.top_p = static_cast<float>(*p);
   params.stream = in.boolean("stream").value_or(false);
-  params.cache.enabled = options.cache_prompt_default && in.boolean("cache_prompt", /*extended=*/true).value_or(true);
-  const auto key = in.string("prompt_cache_key", /*extended=*/true);
-  params.cache.session_key = key ? *key : in.string("user").value_or("");
-  params.cache.salt = in.string("cache_salt", /*extended=*/true);
-  if (params.cache.salt && params.cache.salt->empty()) reject("cache_salt", "'cache_salt' must be a non-empty string when present");
+  params.cache = fields::read_cache_fields(in, options.cache_prompt_default, in.string("user"));
   if (in.boolean("background").value_or(false)) reject("background", "background responses are not supported");
   return params;
 }

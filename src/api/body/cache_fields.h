@@ -1,0 +1,21 @@
+// prefixd api — the prompt-cache fields every generation endpoint reads the same way: OpenAI chat
+// and completions, Responses and Anthropic Messages.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "api/body/field_reader.h"
+#include "api/chat_request.h"
+
+namespace prefixd::api::fields {
+
+// cache_prompt, prompt_cache_key and cache_salt, at the root or in extra_body (prefixd's and
+// llama-server's extensions to each protocol). `cache_prompt_default` is false when the server
+// runs with --no-cache-prompt. `end_user` is the protocol's own id of the end user (OpenAI's
+// `user`, Anthropic's `metadata.user_id`): the cache session when prompt_cache_key is absent.
+// Rejects an empty cache_salt (400 naming the field): absent is the only way to say "no salt", so
+// a client that meant to keep its prefixes apart never shares them by mistake.
+CacheFields read_cache_fields(const FieldReader& in, bool cache_prompt_default, const std::optional<std::string>& end_user);
+
+}  // namespace prefixd::api::fields
