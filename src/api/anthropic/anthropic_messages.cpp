@@ -7,7 +7,7 @@
 #include <set>
 #include <utility>
 
-#include "api/body/cache_fields.h"
+#include "api/body/common_fields.h"
 #include "api/body/field_reader.h"
 #include "api/tools/tool_definitions.h"
 
@@ -18,7 +18,6 @@ using nlohmann::ordered_json;
 using fields::FieldReader;
 using fields::guarded;
 using fields::reject;
-using fields::Rejection;
 
 using fields::kInt32Max;
 
@@ -347,21 +346,14 @@ std::vector<std::string> parse_stop_sequences(const FieldReader& in) {
 
 CommonParams parse_params(const FieldReader& in, const ParseOptions& options, MessagesRoute route) {
   CommonParams params;
-  if (const auto model = in.string("model")) {
-    if (std::ranges::find(options.model_names, *model) == options.model_names.end()) throw Rejection{model_not_found(*model)};
-  } else {
-    reject("model", "'model' is required");
-  }
+  fields::check_served_model(in, options.model_names, /*required=*/true);
   if (route == MessagesRoute::create) {
     const auto max_tokens = in.integer("max_tokens", 1, kInt32Max);
     if (!max_tokens) reject("max_tokens", "'max_tokens' is required");
     params.max_tokens = static_cast<std::int32_t>(*max_tokens);
   }
   params.sampling.seed = options.default_seed;
-  if (auto t = in.number("temperature", 0.0, 1.0)) {
-    params.sampling.temperature = static_cast<float>(*t);
-    if (*t == 0.0) params.sampling.top_k = 1;  // greedy, whatever chain the engine builds
-  }
+  fields::read_temperature(in, params.sampling, 1.0);
   if (auto p = in.number("top_p", 0.0, 1.0, /*lo_open=*/true)) params.sampling.top_p = static_cast<float>(*p);
   if (auto k = in.integer("top_k", 0, kInt32Max)) params.sampling.top_k = params.sampling.temperature == 0 ? 1 : static_cast<std::int32_t>(*k);
   params.stop = parse_stop_sequences(in);

@@ -1,6 +1,6 @@
 #include "api/openai/request_parser.h"
 
-#include "api/body/cache_fields.h"
+#include "api/body/common_fields.h"
 #include "api/body/field_reader.h"
 #include "api/tools/tool_definitions.h"
 
@@ -23,12 +23,6 @@ using fields::reject;
 using fields::Rejection;
 
 using fields::kInt32Max;
-
-void check_model(const FieldReader& in, const ParseOptions& options) {
-  const auto model = in.string("model");
-  if (!model) return;  // a missing model means "whatever this server serves"
-  if (std::ranges::find(options.model_names, *model) == options.model_names.end()) throw Rejection{model_not_found(*model)};
-}
 
 std::vector<std::string> parse_stop(const FieldReader& in) {
   const ordered_json* value = in.find("stop");
@@ -77,12 +71,7 @@ engine::SamplingParams parse_sampling(const FieldReader& in, const ParseOptions&
     // Negative seeds ask for a random one (llama.cpp's -1); others are taken modulo 2^32.
     sampling.seed = n < 0 ? engine::kRandomSeed : static_cast<std::uint32_t>(n & 0xFFFFFFFF);
   }
-  if (auto v = in.number("temperature", 0.0, 2.0)) {
-    sampling.temperature = static_cast<float>(*v);
-    // Temperature 0 means "always the most likely token": top_k = 1 makes it greedy whatever
-    // sampler chain the engine builds.
-    if (*v == 0.0) sampling.top_k = 1;
-  }
+  fields::read_temperature(in, sampling, 2.0);
   // Accepted for compatibility and range-checked, but this server applies no penalties.
   in.number("presence_penalty", -2.0, 2.0);
   in.number("frequency_penalty", -2.0, 2.0);
@@ -90,7 +79,7 @@ engine::SamplingParams parse_sampling(const FieldReader& in, const ParseOptions&
 }
 
 CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
-  check_model(in, options);
+  fields::check_served_model(in, options.model_names, /*required=*/false);
   CommonParams params;
   params.sampling = parse_sampling(in, options);
   params.max_tokens = parse_max_tokens(in);

@@ -7,7 +7,7 @@
 #include <set>
 #include <utility>
 
-#include "api/body/cache_fields.h"
+#include "api/body/common_fields.h"
 #include "api/body/field_reader.h"
 #include "api/tools/tool_definitions.h"
 
@@ -18,7 +18,6 @@ using nlohmann::ordered_json;
 using fields::FieldReader;
 using fields::guarded;
 using fields::reject;
-using fields::Rejection;
 
 using fields::kInt32Max;
 
@@ -170,15 +169,10 @@ OutputFormat parse_text_format(const ordered_json& root, ordered_json& echoed) {
 
 CommonParams parse_params(const FieldReader& in, const ParseOptions& options) {
   CommonParams params;
-  if (const auto model = in.string("model")) {
-    if (std::ranges::find(options.model_names, *model) == options.model_names.end()) throw Rejection{model_not_found(*model)};
-  }
+  fields::check_served_model(in, options.model_names, /*required=*/false);
   if (auto n = in.integer("max_output_tokens", 1, kInt32Max)) params.max_tokens = static_cast<std::int32_t>(*n);
   params.sampling.seed = options.default_seed;
-  if (auto t = in.number("temperature", 0.0, 2.0)) {
-    params.sampling.temperature = static_cast<float>(*t);
-    if (*t == 0.0) params.sampling.top_k = 1;  // greedy, whatever chain the engine builds
-  }
+  fields::read_temperature(in, params.sampling, 2.0);
   if (auto p = in.number("top_p", 0.0, 1.0, /*lo_open=*/true)) params.sampling.top_p = static_cast<float>(*p);
   params.stream = in.boolean("stream").value_or(false);
   params.cache = fields::read_cache_fields(in, options.cache_prompt_default, in.string("user"));

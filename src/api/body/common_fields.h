@@ -1,14 +1,24 @@
-// prefixd api — the prompt-cache fields every generation endpoint reads the same way: OpenAI chat
-// and completions, Responses and Anthropic Messages.
+// prefixd api — the fields every generation endpoint reads the same way: OpenAI chat and
+// completions, Responses and Anthropic Messages each parse their own protocol, and these once.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "api/body/field_reader.h"
 #include "api/chat_request.h"
+#include "engine/types.h"
 
 namespace prefixd::api::fields {
+
+// `model`, when sent (or always, `required`), must be one of `served` (the model's id and its
+// alias): else a 404 naming it (a 400 when required and absent).
+void check_served_model(const FieldReader& in, const std::vector<std::string>& served, bool required);
+
+// `temperature` in [0, most], when sent. 0 means "always the most likely token": top_k 1 makes the
+// draw greedy whatever sampler chain the engine builds.
+void read_temperature(const FieldReader& in, engine::SamplingParams& sampling, double most);
 
 // cache_prompt, prompt_cache_key and cache_salt, at the root or in extra_body (prefixd's and
 // llama-server's extensions to each protocol). `cache_prompt_default` is false when the server
