@@ -20,7 +20,6 @@ using nlohmann::ordered_json;
 using fields::FieldReader;
 using fields::guarded;
 using fields::reject;
-using fields::Rejection;
 
 using fields::kInt32Max;
 
