@@ -2,7 +2,8 @@
 // --swa-full, --prefill-packing, the host and disk tiers and --deterministic are drawn from a seed,
 // and one to four sessions send growing turns, resends, edits and branches at once. Every request
 // is also sent with cache_prompt:false at temperature 0. Every answer must be 200, the server log
-// free of decode failures and every cache invariant kept (the servers run with --debug-verify-cache),
+// free of decode failures and of reused prefixes that fell back to a cold run (a tier lost cells it
+// claimed), every cache invariant kept (the servers run with --debug-verify-cache),
 // and, for a single session, the cached text equal to the cold text wherever the configuration
 // promises it (docs/operator-guide.md, "Exactness"): six tokens of every hit with --deterministic;
 // by default the first token of a hit that computes only the prompt's last token (a resend, from
@@ -213,9 +214,11 @@ bool promised(const Draw& d, const Exchange& e) {
   return d.flash && e.cached_tokens == e.prompt_tokens - 1;
 }
 
+// Decode failures, and a reused prefix found missing cells after it was adopted (the cache then
+// runs the request cold: the answer is right, but a tier lost cells it claimed to hold).
 std::string decode_failures(const std::string& log) {
   std::string found;
-  for (const char* needle : {"failed to find a memory slot", "decode failed", "failed to decode"}) {
+  for (const char* needle : {"failed to find a memory slot", "decode failed", "failed to decode", "the request runs cold"}) {
     if (log.find(needle) != std::string::npos) found += std::string(needle) + "; ";
   }
   return found;
