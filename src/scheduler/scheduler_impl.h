@@ -67,6 +67,7 @@ class Scheduler::Impl {
   // scheduler_step.cpp
   void step();
   std::int32_t prefill_end(const Active& a) const;
+  bool has_sampled_row(const Active& a) const;
   bool prefill_calls();
   void sampled_calls();
   void observe_prefill_speed(std::span<const Chunk> chunks, Clock::duration took);

@@ -61,6 +61,14 @@ std::int32_t Scheduler::Impl::prefill_end(const Active& a) const {
   return a.warming || a.request.prefill_only ? a.n_prompt : a.n_prompt - 1;
 }
 
+// Whether `a` has a row in the step's row-wise calls now: its next decode token, or the last token
+// of a prompt whose earlier tokens are all computed.
+bool Scheduler::Impl::has_sampled_row(const Active& a) const {
+  if (a.decoding()) return true;
+  return a.prefilling() && !a.warming && a.n_past == prefill_end(a) && prefill_end(a) < a.n_prompt &&
+         a.image_at(a.n_past) == nullptr;
+}
+
 // Prefill goes to the prompts with the fewest tokens left first (shortest remaining first
 // minimises the summed time to first token), except those it has held back too long
 // (prefills_before). Once a prompt completes in this step, packing_ decides who may join it
@@ -78,9 +86,8 @@ bool Scheduler::Impl::prefill_calls() {
   std::ranges::stable_sort(order, prefills_before);
   const bool aligned = engine_.deterministic() && engine_.rowwise_rows() > 0;
   const auto capacity = static_cast<size_t>(engine_.batch_size());
-  const auto decode_tokens = static_cast<std::int64_t>(std::ranges::count_if(active_, [this](const auto& a) {
-    return a->decoding() || (a->prefilling() && !a->warming && a->n_past == prefill_end(*a));
-  }));
+  const auto decode_tokens =
+      static_cast<std::int64_t>(std::ranges::count_if(active_, [this](const auto& a) { return has_sampled_row(*a); }));
   const auto waiting = static_cast<std::int64_t>(std::ranges::count_if(order, [](const Active* a) { return !a->warming; }));
   std::vector<Chunk> chunks;
   size_t rows = 0;
@@ -167,9 +174,7 @@ bool Scheduler::Impl::prefill_calls() {
 void Scheduler::Impl::sampled_calls() {
   std::vector<Active*> rows;
   for (auto& a : active_) {
-    const bool last_prompt_token = a->prefilling() && !a->warming && !a->request.prefill_only &&
-                                   a->n_past == a->n_prompt - 1 && a->image_at(a->n_past) == nullptr;
-    if (a->decoding() || last_prompt_token) rows.push_back(a.get());
+    if (has_sampled_row(*a)) rows.push_back(a.get());
   }
   const auto limit = static_cast<size_t>(engine_.rowwise_rows() > 0 ? engine_.rowwise_rows() : engine_.batch_size());
   for (size_t first = 0; first < rows.size(); first += limit) {
