@@ -173,7 +173,7 @@ class HttpServer::Impl {
                  engine.model().runtime_signature, PromptOptions{.allow_special_in_content = options_.allow_special_in_content,
                                .isolation = options_.cache_isolation,
                                .shared_prefix_text = options_.cache_shared_prefix,
-                               .turn_boundaries = !engine::memory_is_trimmable(engine.model()),
+                               .turn_boundaries = scheduler.cache_reuse_mode() == cache::ReuseMode::checkpoints,
                                .vision = engine.vision()}),
         control_(prompts_, scheduler_, control_parse_options(engine, options_, served_id_),
                  ControlOptions{.artifact_dir = options_.artifact_dir,
@@ -386,7 +386,7 @@ class HttpServer::Impl {
     const auto since = parse_since(req.query_param("since"));
     if (!since) return error_response(since.error());
     cache::CacheSummary summary;
-    if (!scheduler_.with_cache([&](cache::PrefixCache& cache) { summary = cache.summary(*since); })) {
+    if (!scheduler_.ask_cache([&](cache::CacheAdmin& cache) { summary = cache.summary(*since); })) {
       return error_response(shutting_down_error());
     }
     const scheduler::SchedulerStats stats = scheduler_.stats();
@@ -407,7 +407,7 @@ class HttpServer::Impl {
     if (!limit) return error_response(limit.error());
     if (*limit) query.node_limit = **limit;
     cache::CacheTree tree;
-    if (!scheduler_.with_cache([&](cache::PrefixCache& cache) { tree = cache.tree(query); })) {
+    if (!scheduler_.ask_cache([&](cache::CacheAdmin& cache) { tree = cache.tree(query); })) {
       return error_response(shutting_down_error());
     }
     return json_response(200, dump_json(cache_tree_json(tree, engine_.vocab(), TenantNames(keys_.get()))));
@@ -442,7 +442,7 @@ class HttpServer::Impl {
     std::vector<cache::Digest> blocks;
     if (generation->cache.enabled) {
       const cache::RequestKey key = scheduler::cache_key(generation->cache);
-      if (!scheduler_.with_cache([&](cache::PrefixCache& cache) { blocks = cache.chain_of(key, generation->prompt); })) {
+      if (!scheduler_.ask_cache([&](cache::CacheAdmin& cache) { blocks = cache.chain_of(key, generation->prompt); })) {
         return error_response(shutting_down_error());
       }
     }

@@ -100,7 +100,6 @@ void PrefixCache::Impl::donate(SeqId seq, std::span<const Token> tokens) {
     publish();
     return;
   }
-  if (kept.remember) sessions_.remember(lease.key, device_.entry(kept.entry).tokens);
   after_tree_change(lease.lineage.ns);
   // After the pin co-owns the new entry's cells (publish): serializing them copies them to the
   // scratch sequence, which must not take over cells only the holder owns.
@@ -230,11 +229,6 @@ ArtifactInfo PrefixCache::save_artifact(const RequestKey& key, std::span<const T
                                         const std::filesystem::path& path, const std::string& manifest) {
   const VerifiedAfter verified(*impl_, "save_artifact");
   return impl_->save_artifact(key, tokens, path, manifest);
-}
-ArtifactInfo PrefixCache::save_session_artifact(const ScopeId& scope, const std::string& session,
-                                                const std::filesystem::path& path, const std::string& manifest) {
-  const VerifiedAfter verified(*impl_, "save_session_artifact");
-  return impl_->save_session_artifact(scope, session, path, manifest);
 }
 ArtifactInfo PrefixCache::load_artifact(const std::filesystem::path& path, const ScopeId& scope,
                                         const std::function<void(const Artifact&)>& admit) {

@@ -30,15 +30,6 @@ ArtifactInfo PrefixCache::Impl::save_artifact(const RequestKey& key, std::span<c
   return info;
 }
 
-ArtifactInfo PrefixCache::Impl::save_session_artifact(const ScopeId& scope, const std::string& session,
-                                                      const std::filesystem::path& path, const std::string& manifest) {
-  const std::optional<SessionPrompts::Prompt> prompt = sessions_.latest(scope, session);
-  if (!prompt) {
-    throw ArtifactError(ArtifactError::Kind::nothing_cached, "nothing is cached for prompt_cache_key '" + session + "'");
-  }
-  return save_artifact(prompt->key, prompt->tokens, path, manifest);
-}
-
 ArtifactInfo PrefixCache::Impl::load_artifact(const std::filesystem::path& path, const ScopeId& scope,
                                               const std::function<void(const Artifact&)>& admit) {
   Artifact artifact = read_artifact(path, backing_.model_key());

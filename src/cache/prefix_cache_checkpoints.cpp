@@ -15,7 +15,6 @@ void PrefixCache::Impl::donate_with_state(Lease& lease, SeqId seq, std::span<con
     publish();
     return;
   }
-  if (kept.remember) sessions_.remember(lease.key, tokens);
   after_tree_change(lease.lineage.ns);
 }
 

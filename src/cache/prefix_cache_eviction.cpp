@@ -58,7 +58,6 @@ ResetReport PrefixCache::Impl::reset() {
   device_.clear();
   for (auto& [seq, lease] : leases_) lease.locked = 0;  // their cells are their own now
   host_.store().clear();
-  sessions_.clear();
   if (backing_.disk() != nullptr) {
     const DiskStats disk = backing_.disk()->stats();
     report.entries += disk.files;

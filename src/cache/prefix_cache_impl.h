@@ -38,7 +38,6 @@
 #include "cache/retention.h"
 #include "cache/reuse_planner.h"
 #include "cache/sequence_keeper.h"
-#include "cache/session_prompts.h"
 #include "cache/trace.h"
 #include "cache/prefix_cache.h"
 #include "cache/radix_tree.h"
@@ -145,8 +144,6 @@ class PrefixCache::Impl {
   // Artifacts (prefix_cache_artifacts.cpp).
   ArtifactInfo save_artifact(const RequestKey& key, std::span<const Token> tokens, const std::filesystem::path& path,
                              const std::string& manifest);
-  ArtifactInfo save_session_artifact(const ScopeId& scope, const std::string& session, const std::filesystem::path& path,
-                                     const std::string& manifest);
   ArtifactInfo load_artifact(const std::filesystem::path& path, const ScopeId& scope,
                              const std::function<void(const Artifact&)>& admit);
 
@@ -224,7 +221,6 @@ class PrefixCache::Impl {
   SequenceKeeper keeper_;
   ReusePlanner planner_;
   Digest nonce_{};    // random per cache: salts of requests without a session
-  SessionPrompts sessions_;  // each session's latest prompt, for save_session_artifact
   Retentions retentions_;    // prefixes kept ahead of LRU eviction until their deadlines
 
 

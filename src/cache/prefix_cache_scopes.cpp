@@ -70,7 +70,6 @@ ResetReport PrefixCache::Impl::reset_scope(const ScopeId& scope) {
     report.entries += held.entries;
     report.bytes += held.bytes;
   }
-  sessions_.clear_scope(scope);
   if (backing_.disk() != nullptr) {
     const ScopeUsage held = backing_.disk()->clear_scope(scope);
     report.entries += held.entries;

@@ -7,7 +7,7 @@
 #include <span>
 #include <string>
 
-#include "cache/prefix_cache.h"
+#include "cache/cache_types.h"
 #include "cache/radix_tree.h"
 
 namespace prefixd::cache {

@@ -64,7 +64,7 @@ SequenceKeeper::Kept SequenceKeeper::keep_cells(Lease& lease, SeqId seq, std::sp
   const DeviceEntry& entry = tiers_.device.add(std::move(added), superseded);
   const EntryId id = entry.id;
   trace(tiers_.config, "donate seq={}: entry {} holds {} tokens in sequence {}", seq, id, n, holder);
-  return Kept{.tree_changed = true, .remember = true, .entry = id};
+  return Kept{.tree_changed = true, .entry = id};
 }
 
 SequenceKeeper::Kept SequenceKeeper::keep_state(Lease& lease, SeqId seq, std::span<const Token> tokens) {
@@ -99,7 +99,7 @@ SequenceKeeper::Kept SequenceKeeper::keep_state(Lease& lease, SeqId seq, std::sp
                     seq_from, lease.key.scope);
     tiers_.engine.remove_sequence(seq, 0, -1);
     trace(tiers_.config, "donate seq={}: state at {} kept as a checkpoint", seq, n);
-    return Kept{.tree_changed = true, .remember = true};
+    return Kept{.tree_changed = true};
   }
   // Shared in the tree means shared in the KV: the holder takes the tree's cells for the prefix it
   // shares, then this sequence's own cells and, copied last, its state (a copy shares the source's
@@ -147,7 +147,7 @@ SequenceKeeper::Kept SequenceKeeper::keep_state(Lease& lease, SeqId seq, std::sp
     tiers_.backing.checkpoint_behind(ns, tiers_.checkpoints.key_of(lineage, entry.tokens, tiers_.hasher.chain(lineage, entry.tokens), n), n,
                        tiers_.engine.save_checkpoint(holder), entry.window_from, entry.scope);
   }
-  return Kept{.tree_changed = true, .remember = true, .entry = id};
+  return Kept{.tree_changed = true, .entry = id};
 }
 
 }  // namespace prefixd::cache

@@ -24,7 +24,6 @@ class SequenceKeeper {
 
   struct Kept {
     bool tree_changed = false;  // false: nothing was kept (the sequence is emptied)
-    bool remember = false;      // the tokens are the session's latest prompt and reply
     EntryId entry = 0;          // the new device entry, 0 when none
   };
   // `lease` is no longer registered and holds no lock when this returns; `seq` is empty.

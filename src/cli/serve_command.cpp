@@ -189,7 +189,7 @@ int run_serve(ServeOptions& o) {
   const std::size_t per_token = model->model().kv_bytes_per_token;
   scheduler::Scheduler scheduler(*model, o.scheduler);
   const cache::CacheConfig& resolved = scheduler.cache_config();
-  const bool trimmable = engine::memory_is_trimmable(model->model());
+  const bool trimmable = scheduler.cache_reuse_mode() == cache::ReuseMode::trim;
   if (cache_on && !model->model().partial_copy_supported) {
     spdlog::warn("prompt cache: off for architecture {}: libllama cannot copy part of its sequences",
                  model->model().architecture);

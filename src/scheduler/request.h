@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "cache/prefix_cache.h"
+#include "cache/cache_types.h"
 #include "engine/types.h"
 #include "engine/vision.h"
 
@@ -50,6 +50,13 @@ struct CacheOptions {
 
 // Who a request is to the prompt cache: the one place a cache::RequestKey is made from a request.
 cache::RequestKey cache_key(const CacheOptions& options);
+
+// The latest sequence a named session left to the cache (its key and the tokens donated): what
+// saving that session as an artifact saves.
+struct SessionPrompt {
+  cache::RequestKey key;
+  std::vector<engine::Token> tokens;
+};
 
 // Most alternatives a request may ask for with each generated token.
 inline constexpr std::int32_t kMaxTopLogprobs = 20;

@@ -105,21 +105,8 @@ SchedulerStats Scheduler::Impl::stats() const {
   return out;
 }
 
-cache::ResetReport Scheduler::Impl::reset_cache(const std::optional<cache::ScopeId>& scope) {
-  std::packaged_task<cache::ResetReport()> task(
-      [this, &scope] { return scope ? cache_->reset_scope(*scope) : cache_->reset(); });
-  std::future<cache::ResetReport> result = task.get_future();
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_) return {};
-    commands_.emplace_back([&task] { task(); });
-  }
-  wake_.notify_all();
-  return result.get();
-}
-
-bool Scheduler::Impl::with_cache(const std::function<void(cache::PrefixCache&)>& operation) {
-  std::packaged_task<void()> task([this, &operation] { operation(*cache_); });
+bool Scheduler::Impl::run_on_thread(const std::function<void()>& job) {
+  std::packaged_task<void()> task(job);
   std::future<void> result = task.get_future();
   {
     std::lock_guard lock(mutex_);
@@ -129,6 +116,25 @@ bool Scheduler::Impl::with_cache(const std::function<void(cache::PrefixCache&)>&
   wake_.notify_all();
   result.get();
   return true;
+}
+
+cache::ResetReport Scheduler::Impl::reset_cache(const std::optional<cache::ScopeId>& scope) {
+  cache::ResetReport report;
+  run_on_thread([&] {
+    report = scope ? cache_->reset_scope(*scope) : cache_->reset();
+    sessions_.forget_kept(scope);
+  });
+  return report;
+}
+
+bool Scheduler::Impl::ask_cache(const std::function<void(cache::CacheAdmin&)>& operation) {
+  return run_on_thread([&] { operation(*cache_); });
+}
+
+std::expected<std::optional<SessionPrompt>, SubmitError> Scheduler::Impl::session_prompt(const cache::ScopeId& scope, const std::string& session) {
+  std::optional<SessionPrompt> found;
+  if (!run_on_thread([&] { found = sessions_.latest_kept(scope, session); })) return std::unexpected(SubmitError::shutting_down);
+  return found;
 }
 
 std::unexpected<SubmitError> Scheduler::Impl::reject(SubmitError error) {
@@ -211,8 +217,10 @@ const cache::CacheConfig& Scheduler::cache_config() const { return impl_->cache_
 cache::ResetReport Scheduler::reset_cache(const std::optional<cache::ScopeId>& scope) {
   return impl_->reset_cache(scope);
 }
-bool Scheduler::with_cache(const std::function<void(cache::PrefixCache&)>& operation) {
-  return impl_->with_cache(operation);
+cache::ReuseMode Scheduler::cache_reuse_mode() const { return impl_->cache_reuse_mode(); }
+bool Scheduler::ask_cache(const std::function<void(cache::CacheAdmin&)>& operation) { return impl_->ask_cache(operation); }
+std::expected<std::optional<SessionPrompt>, SubmitError> Scheduler::session_prompt(const cache::ScopeId& scope, const std::string& session) {
+  return impl_->session_prompt(scope, session);
 }
 
 }  // namespace prefixd::scheduler

@@ -21,7 +21,8 @@
 #include <optional>
 #include <thread>
 
-#include "cache/prefix_cache.h"
+#include "cache/cache_admin.h"
+#include "cache/cache_types.h"
 #include "engine/engine.h"
 #include "scheduler/request.h"
 
@@ -114,14 +115,21 @@ class Scheduler {
 
   // The cache's configuration with its defaults resolved for the engine.
   const cache::CacheConfig& cache_config() const;
+  // How the cache reuses the loaded model's prompts (decided from its memory at load): under
+  // checkpoints, prompts should name their turn boundaries (CacheOptions::boundaries).
+  cache::ReuseMode cache_reuse_mode() const;
   // Thread-safe snapshot of the prompt cache's counters and sizes.
   cache::CacheStats cache_stats() const;
   // Empties every tier, or with `scope` removes that scope's entries from every tier (runs on the
   // scheduler thread; blocks until done).
   cache::ResetReport reset_cache(const std::optional<cache::ScopeId>& scope = std::nullopt);
-  // Runs `operation` on the scheduler thread, between batches, and waits for it; an exception it
-  // throws is rethrown here. Returns false (nothing run) when the scheduler is stopping.
-  bool with_cache(const std::function<void(cache::PrefixCache&)>& operation);
+  // Runs `operation` with the cache's admin face on the scheduler thread, between batches, and
+  // waits for it; an exception it throws is rethrown here. Returns false (nothing run) when the
+  // scheduler is stopping.
+  bool ask_cache(const std::function<void(cache::CacheAdmin&)>& operation);
+  // The latest sequence `session` of `scope` left to the cache (its key and tokens; session_memory.h),
+  // as the scheduler thread knows it; nullopt when none; shutting_down when the scheduler is stopping.
+  std::expected<std::optional<SessionPrompt>, SubmitError> session_prompt(const cache::ScopeId& scope, const std::string& session);
 
  private:
   class Impl;

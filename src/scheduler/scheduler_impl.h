@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "cache/prefix_cache.h"
 #include "scheduler/image_embeddings.h"
 #include "scheduler/masked_draws.h"
 #include "scheduler/remote_waits.h"
@@ -40,8 +41,10 @@ class Scheduler::Impl {
   SchedulerStats stats() const;
   cache::CacheStats cache_stats() const { return cache_->stats(); }
   const cache::CacheConfig& cache_config() const { return cache_->config(); }
+  cache::ReuseMode cache_reuse_mode() const { return cache_->reuse_mode(); }
   cache::ResetReport reset_cache(const std::optional<cache::ScopeId>& scope);
-  bool with_cache(const std::function<void(cache::PrefixCache&)>& operation);
+  bool ask_cache(const std::function<void(cache::CacheAdmin&)>& operation);
+  std::expected<std::optional<SessionPrompt>, SubmitError> session_prompt(const cache::ScopeId& scope, const std::string& session);
   // One cell is kept free for the first generated token.
   std::int32_t max_prompt_tokens() const { return engine_.context_size() - 1; }
 
@@ -50,6 +53,9 @@ class Scheduler::Impl {
 
   // scheduler.cpp
   std::unexpected<SubmitError> reject(SubmitError error);
+  // Runs `job` on the scheduler thread between batches and waits for it (an exception it throws
+  // is rethrown here); false, with nothing run, when the scheduler is stopping.
+  bool run_on_thread(const std::function<void()>& job);
   void run();
   void compact_if_due();
   void shutdown();

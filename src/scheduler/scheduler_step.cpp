@@ -439,7 +439,9 @@ void Scheduler::Impl::end_sequence(Active& a, bool keep) {
   } else if (keep && !a.waiting) {
     const auto kept = static_cast<size_t>(std::min<std::int32_t>(a.n_past, static_cast<std::int32_t>(a.tokens.size())));
     const auto donate_start = Clock::now();
-    cache_->donate(a.seq, std::span<const Token>(a.tokens).first(kept));
+    const std::span<const Token> donated = std::span<const Token>(a.tokens).first(kept);
+    cache_->donate(a.seq, donated);
+    if (!a.request.cache.session_key.empty()) sessions_.remember_kept(cache_key(a.request.cache), donated);
     spdlog::trace("request {}: cache donate took {:.1f} ms", a.id,
                   std::chrono::duration<double, std::milli>(Clock::now() - donate_start).count());
   } else {

@@ -4,6 +4,8 @@
 
 #include <xxhash.h>
 
+#include "cache/disk_format.h"
+
 namespace prefixd::scheduler {
 namespace {
 
@@ -12,6 +14,9 @@ std::uint64_t hash_tokens(std::span<const engine::Token> tokens) { return XXH3_6
 bool has_input(const PromptInputs& inputs, const std::string& name) {
   return std::ranges::find(inputs, name, &PromptInputs::value_type::first) != inputs.end();
 }
+
+// Two tenants' sessions of the same name never meet.
+std::string kept_id(const cache::ScopeId& scope, const std::string& session) { return cache::digest_string(scope) + session; }
 
 }  // namespace
 
@@ -56,6 +61,31 @@ std::vector<std::string> SessionMemory::changed_inputs(const std::string& sessio
   }
   it->second = inputs;
   return changed;
+}
+
+void SessionMemory::remember_kept(const cache::RequestKey& key, std::span<const engine::Token> tokens) {
+  if (key.session.empty()) return;
+  cache::RequestKey kept = key;
+  kept.boundaries.clear();  // where checkpoints go: nothing saving needs
+  kept_[kept_id(key.scope, key.session)] = Kept{{std::move(kept), {tokens.begin(), tokens.end()}}, ++kept_order_};
+  if (kept_.size() > kMaxKept) {
+    kept_.erase(std::ranges::min_element(kept_, {}, [](const auto& item) { return item.second.order; }));
+  }
+}
+
+std::optional<SessionPrompt> SessionMemory::latest_kept(const cache::ScopeId& scope, const std::string& session) const {
+  if (session.empty()) return std::nullopt;
+  const auto it = kept_.find(kept_id(scope, session));
+  if (it == kept_.end()) return std::nullopt;
+  return it->second.prompt;
+}
+
+void SessionMemory::forget_kept(const std::optional<cache::ScopeId>& scope) {
+  if (!scope) {
+    kept_.clear();
+    return;
+  }
+  std::erase_if(kept_, [&](const auto& item) { return item.second.prompt.key.scope == *scope; });
 }
 
 }  // namespace prefixd::scheduler

@@ -5,12 +5,16 @@
 // - the last request's prompt inputs (template, kwargs, tools, tool_choice), to name the ones a
 //   request changed: they explain a prompt that diverges from the session's previous one before
 //   its messages do. They never keep the cache from matching the tokens that stayed equal.
+// - the latest sequence each session of each scope left to the cache (SessionPrompt), so that a
+//   session's prefix can be saved as an artifact by its name (bounded: the kMaxKept most recently
+//   updated).
 // Bounded: at most kMaxSessions of each, the oldest dropped first. Owned by the scheduler thread.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -38,6 +42,14 @@ class SessionMemory {
   // The most sessions either kind of memory holds now (at most kMaxSessions).
   std::size_t sessions() const { return std::max(replies_.size(), inputs_.size()); }
 
+  static constexpr std::size_t kMaxKept = 1024;
+  // `tokens` were donated to the cache under `key`: the latest sequence of key's session (nothing
+  // for a request without a session).
+  void remember_kept(const cache::RequestKey& key, std::span<const engine::Token> tokens);
+  std::optional<SessionPrompt> latest_kept(const cache::ScopeId& scope, const std::string& session) const;
+  // The cache forgot everything (nullopt) or one scope's entries: so do the kept sequences.
+  void forget_kept(const std::optional<cache::ScopeId>& scope);
+
  private:
   struct Reply {
     std::size_t prompt_length = 0;
@@ -47,6 +59,12 @@ class SessionMemory {
   };
   std::unordered_map<std::string, Reply> replies_;
   std::unordered_map<std::string, PromptInputs> inputs_;
+  struct Kept {
+    SessionPrompt prompt;
+    std::uint64_t order = 0;
+  };
+  std::unordered_map<std::string, Kept> kept_;  // by scope and session (kept_id)
+  std::uint64_t kept_order_ = 0;
 };
 
 }  // namespace prefixd::scheduler

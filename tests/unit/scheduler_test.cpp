@@ -191,7 +191,7 @@ TEST(Scheduler, ABurstFillsTheFreeSlotsBeforeTheQueueLimitCounts) {
   // The scheduler thread runs a command that waits, so nothing leaves the inbox meanwhile.
   std::promise<void> entered, released;
   std::shared_future<void> go = released.get_future().share();
-  std::thread holder([&] { scheduler.with_cache([&](cache::PrefixCache&) { entered.set_value(); go.wait(); }); });
+  std::thread holder([&] { scheduler.ask_cache([&](cache::CacheAdmin&) { entered.set_value(); go.wait(); }); });
   entered.get_future().wait();
   std::vector<std::shared_ptr<RequestStream>> accepted;
   for (int i = 0; i < 4; ++i) {

@@ -213,7 +213,7 @@ cache::ResetReport CacheControl::forget(const std::string& tenant, const KeyReco
   cache::ResetReport report;
   if (record.tokens.empty()) return report;
   const std::int32_t keep = keys_.shared_with_others(tenant, record.name, record.cache.namespace_digest, record.tokens);
-  scheduler_.with_cache([&](cache::PrefixCache& c) { report = c.forget(scheduler::cache_key(record.cache), record.tokens, keep); });
+  scheduler_.ask_cache([&](cache::CacheAdmin& c) { report = c.forget(scheduler::cache_key(record.cache), record.tokens, keep); });
   return report;
 }
 
@@ -453,7 +453,7 @@ ControlReply CacheControl::token_count(Context& c) {
   if (!record) return failure(c.operation, no_key(**name), {});
   cache::HeldPrefix held;
   if (!record->tokens.empty()) {
-    scheduler_.with_cache([&](cache::PrefixCache& cache) { held = cache.held(scheduler::cache_key(record->cache), record->tokens); });
+    scheduler_.ask_cache([&](cache::CacheAdmin& cache) { held = cache.held(scheduler::cache_key(record->cache), record->tokens); });
   }
   nlohmann::ordered_json out = success(c.operation);
   out["key"] = record->name;

@@ -10,7 +10,8 @@
 //
 // Operations that compute K/V (update, set with messages, prepare_modules) submit prefill-only
 // requests to the scheduler, so they queue, batch and share prefixes like any request; the ones
-// that read or drop K/V run on the scheduler thread through Scheduler::with_cache.
+// that read or drop K/V run on the scheduler thread through Scheduler::ask_cache (the
+// cache's admin face, cache/cache_admin.h).
 #pragma once
 
 #include <array>

@@ -40,7 +40,7 @@ ControlReply CacheControl::save(Context& c) {
     record = keys_.touch(c.tenant, session->get<std::string>(), KeyClock::now());
   }
 
-  std::function<cache::ArtifactInfo(cache::PrefixCache&)> operate;
+  std::function<cache::ArtifactInfo(cache::CacheAdmin&)> operate;
   std::string kind = "prefix";
   std::int32_t expected_tokens = -1;
   if (record) {
@@ -56,7 +56,7 @@ ControlReply CacheControl::save(Context& c) {
                                                                   record->name, manifest.size(), cache::kMaxArtifactManifestBytes),
                                            .code = "manifest_too_large"}, {});
     }
-    operate = [r = *record, p = *path, m = manifest](cache::PrefixCache& cache) {
+    operate = [r = *record, p = *path, m = manifest](cache::CacheAdmin& cache) {
       return cache.save_artifact(scheduler::cache_key(r.cache), r.tokens, p, m);
     };
     kind = "key";
@@ -79,7 +79,7 @@ ControlReply CacheControl::save(Context& c) {
       return failure(c.operation, ApiError{.status = 413, .message = "the module's conversation is too large for a manifest",
                                            .code = "manifest_too_large"}, {});
     }
-    operate = [o, t = module->tokens, p = *path, m = manifest.encode()](cache::PrefixCache& cache) {
+    operate = [o, t = module->tokens, p = *path, m = manifest.encode()](cache::CacheAdmin& cache) {
       return cache.save_artifact(scheduler::cache_key(o), t, p, m);
     };
     kind = "module";
@@ -94,20 +94,26 @@ ControlReply CacheControl::save(Context& c) {
                           return prompts_.build(r, scheduler_.max_prompt_tokens(), c.tenant);
                         });
     if (!built) return failure(c.operation, built.error(), {});
-    operate = [g = std::move(*built), p = *path](cache::PrefixCache& cache) {
+    operate = [g = std::move(*built), p = *path](cache::CacheAdmin& cache) {
       return cache.save_artifact(scheduler::cache_key(g.cache), g.prompt, p);
     };
   } else if (const auto session = c.body.find("prompt_cache_key"); session != c.body.end() && session->is_string()) {
-    operate = [scope = tenant_scope(c.tenant), s = session->get<std::string>(), p = *path](cache::PrefixCache& cache) {
-      return cache.save_session_artifact(scope, s, p);
-    };
+    const std::string name = session->get<std::string>();
+    auto latest = scheduler_.session_prompt(tenant_scope(c.tenant), name);
+    if (!latest) return failure(c.operation, server_busy("the server is shutting down"), {});
+    if (!*latest) {
+      return failure(c.operation, artifact_error(cache::ArtifactError(cache::ArtifactError::Kind::nothing_cached,
+                                                                      "nothing is cached for prompt_cache_key '" + name + "'")),
+                     {});
+    }
+    operate = [l = std::move(**latest), p = *path](cache::CacheAdmin& cache) { return cache.save_artifact(l.key, l.tokens, p); };
   } else {
     return failure(c.operation, invalid_request("say what to save: 'key', 'module', 'prompt_cache_key', 'messages' or 'prompt'"), {});
   }
 
   cache::ArtifactInfo info;
   std::optional<ApiError> failed;
-  const bool ran = scheduler_.with_cache([&](cache::PrefixCache& cache) {
+  const bool ran = scheduler_.ask_cache([&](cache::CacheAdmin& cache) {
     try {
       info = operate(cache);
     } catch (const cache::ArtifactError& e) {
@@ -180,7 +186,7 @@ ControlReply CacheControl::load(Context& c) {
 
   cache::ArtifactInfo info;
   std::optional<ApiError> failed;
-  const bool ran = scheduler_.with_cache([&](cache::PrefixCache& cache) {
+  const bool ran = scheduler_.ask_cache([&](cache::CacheAdmin& cache) {
     try {
       info = cache.load_artifact(*path, tenant_scope(c.tenant), admit);
     } catch (const cache::ArtifactError& e) {

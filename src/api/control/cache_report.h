@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/prefix_cache.h"
+#include "cache/cache_types.h"
 #include "metrics/registry.h"
 #include "scheduler/scheduler.h"
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/auth/access.h"
-#include "cache/prefix_cache.h"
+#include "cache/cache_types.h"
 #include "metrics/registry.h"
 #include "engine/engine.h"
 

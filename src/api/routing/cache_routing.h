@@ -15,7 +15,7 @@
 
 #include "api/errors.h"
 #include "api/openai/responses.h"
-#include "cache/prefix_cache.h"
+#include "cache/cache_types.h"
 
 namespace prefixd::api {
 
