@@ -5,7 +5,7 @@
 #include <map>
 
 #include "cache/host_store.h"
-#include "cache/prefix_cache.h"
+#include "cache/cache_types.h"
 
 namespace prefixd::cache {
 
@@ -29,6 +29,7 @@ struct CacheCounters {
     if (got.reused > 0) {
       totals.hits += 1;
       totals.tokens_reused += got.reused;
+      totals.tokens_reused_by_tier[static_cast<size_t>(got.tier)] += got.reused;
       scoped.hits += 1;
       scoped.tokens_reused += got.reused;
     } else {

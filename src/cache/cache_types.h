@@ -176,6 +176,8 @@ struct CacheStats {
   std::int64_t misses = 0;
   std::int64_t tokens_reused = 0;
   std::int64_t prompt_tokens = 0;  // of the requests that used the cache (not bypass): tokens_reused of them were served
+  // tokens_reused by the deepest tier that served part of each prefix (Acquisition::tier).
+  std::array<std::int64_t, kTierCount> tokens_reused_by_tier{};
   std::array<std::int64_t, kOutcomeCount> outcomes{};  // by Outcome
   std::int64_t inflight_shares = 0;    // hits taken from another running request
   std::int64_t demotions = 0;          // device entries moved to the host tier

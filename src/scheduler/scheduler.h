@@ -92,11 +92,9 @@ struct SchedulerStats {
     double sum_seconds = 0;
   };
   std::array<TtftHistogram, cache::kOutcomeCount> ttft_by_outcome{};
-  // The prefix cache in the field's terms, counted as each request's lookup is final: the tokens
-  // it served (by the tier credited) and the prefill time those tokens would have cost at the
-  // prefill rate measured when they were served (0 until a prefill was measured). The prompt
-  // tokens looked up are the cache's own count (CacheStats::prompt_tokens).
-  std::array<std::int64_t, cache::kTierCount> prefix_cache_hit_tokens{};  // by cache::Tier
+  // The prefill time the prefix cache's served tokens would have cost at the prefill rate
+  // measured when they were served (0 until a prefill was measured), counted as each request's
+  // lookup is final. The tokens themselves are the cache's count (CacheStats::tokens_reused_by_tier).
   double prefill_seconds_saved = 0;
 };
 

@@ -94,7 +94,6 @@ void Scheduler::Impl::apply(Active& a, const cache::Acquisition& got) {
   report.seconds_saved = seconds_per_prompt_token_ * got.reused;
   if (!got.waiting && got.outcome != cache::Outcome::bypass) {
     std::lock_guard lock(mutex_);
-    stats_.prefix_cache_hit_tokens[static_cast<size_t>(got.tier)] += got.reused;
     stats_.prefill_seconds_saved += report.seconds_saved;
   }
   report.images = static_cast<std::int32_t>(a.request.images.size());

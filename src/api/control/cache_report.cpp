@@ -176,10 +176,16 @@ void add_cache_metrics(metrics::Registry& m, const cache::CacheStats& s) {
   m.counter("prefixd_prompt_cache_misses_total", "Cache-enabled requests that found no reusable prefix.",
            s.misses);
   m.counter("prefixd_prompt_cache_prefix_tokens_reused_total", "Prompt tokens taken from the cache instead of computed.", s.tokens_reused);
-  // The field's other prefix-cache counter, prefixd_prefix_cache_hits_total, is the scheduler's
-  // (add_scheduler_metrics), which splits it by tier.
+  // The prefix cache in the units the field's servers report it in: tokens queried and hit.
   m.counter("prefixd_prefix_cache_queries_total",
             "Prompt tokens of requests that looked up the prefix cache (the field's prefix_cache_queries).", s.prompt_tokens);
+  m.counter("prefixd_prefix_cache_hits_total",
+            "Prompt tokens the prefix cache served instead of computing (the field's prefix_cache_hits).",
+            s.tokens_reused);
+  for (int t = 1; t < cache::kTierCount; ++t) {
+    m.counter("prefixd_prefix_cache_hit_tokens_total", "Prompt tokens the prefix cache served, by the deepest tier used.",
+              s.tokens_reused_by_tier[static_cast<size_t>(t)], {{"tier", cache::tier_name(static_cast<cache::Tier>(t))}});
+  }
   std::vector<Count> outcomes;
   for (int i = 0; i < cache::kOutcomeCount; ++i) {
     outcomes.emplace_back(cache::outcome_name(static_cast<cache::Outcome>(i)), s.outcomes[static_cast<size_t>(i)]);

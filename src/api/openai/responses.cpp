@@ -249,18 +249,9 @@ void add_ttft_metrics(metrics::Registry& r, const scheduler::SchedulerStats& sta
   }
 }
 
-// The prefix cache in the units the field's servers report it in: tokens queried and hit.
+// The prefill time the prefix cache saved (its tokens, in the field's units, are the cache's:
+// add_cache_metrics).
 void add_field_metrics(metrics::Registry& r, const scheduler::SchedulerStats& stats) {
-  std::int64_t hits = 0;
-  for (const std::int64_t n : stats.prefix_cache_hit_tokens) hits += n;
-  r.counter("prefixd_prefix_cache_hits_total",
-            "Prompt tokens the prefix cache served instead of computing (the field's prefix_cache_hits).",
-            static_cast<double>(hits));
-  for (int t = 1; t < cache::kTierCount; ++t) {
-    r.counter("prefixd_prefix_cache_hit_tokens_total", "Prompt tokens the prefix cache served, by the deepest tier used.",
-              static_cast<double>(stats.prefix_cache_hit_tokens[static_cast<size_t>(t)]),
-              {{"tier", cache::tier_name(static_cast<cache::Tier>(t))}});
-  }
   r.counter("prefixd_prefill_seconds_saved_total",
             "Prefill time the served tokens would have cost, at the prefill rate measured when they were served.",
             stats.prefill_seconds_saved);
