@@ -58,4 +58,9 @@ ApiError internal_error(std::string message) {
   return ApiError{.status = 500, .message = std::move(message), .type = "server_error"};
 }
 
+ApiError server_shutting_down() {
+  return ApiError{.status = 503, .message = "the server is shutting down", .type = "server_error",
+                  .code = "server_shutting_down"};
+}
+
 }  // namespace prefixd::api

@@ -35,5 +35,6 @@ ApiError unauthorized();                                                        
 ApiError forbidden(std::string message);                                          // 403
 ApiError server_busy(std::string message);                                        // 503
 ApiError internal_error(std::string message);                                     // 500
+ApiError server_shutting_down();  // 503: the server stopped taking work (a drain or shutdown)
 
 }  // namespace prefixd::api

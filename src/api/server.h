@@ -1,7 +1,10 @@
 // prefixd api — the HTTP front end: OpenAI-compatible routes over one Scheduler.
 //
-// Owns: parsing and validating requests, rendering the chat template, tokenizing, turning
-// scheduler streams into OpenAI JSON / SSE, auth, health, models.
+// Owns: routing requests to their handlers, auth, health, models, metrics and the web UI's files;
+// the protocol adapters (Chat Completions and Completions, Messages, Responses), which parse and
+// validate requests and write their replies as JSON or SSE around one chat pipeline
+// (chat/chat_service.h: rendering the chat template, tokenizing, submitting, collecting or
+// streaming the reply, predicting the next turn); the cache's views and control plane.
 // Must not know: KV layouts, sequence ids, the cache's structures (it only fills CacheOptions and
 // reads CacheReport).
 #pragma once

@@ -96,8 +96,8 @@ OrderedJson models_body(const std::string& served_id, const engine::ModelInfo& m
 OrderedJson model_body(const std::string& served_id, const engine::ModelInfo& model, std::int64_t created);
 
 // The scheduler's families: requests, tokens, images, time to first token (overall and by cache
-// outcome), and the prefix cache in the field's terms (prefixd_prefix_cache_hits_total in tokens, hit
-// tokens by tier, prefill seconds saved).
+// outcome), and the prefill seconds the prefix cache saved (its hit tokens are the cache's
+// families: add_cache_metrics).
 void add_scheduler_metrics(metrics::Registry& registry, const scheduler::SchedulerStats& stats);
 
 // Unique, unguessable-enough response ids. Thread-safe.

@@ -1,6 +1,7 @@
 #include "api/openai/tokenize_route.h"
 
 #include <format>
+#include <utility>
 
 namespace prefixd::api {
 
@@ -36,6 +37,17 @@ std::expected<nlohmann::json, ApiError> tokenize_answer(std::string_view body, c
   auto tokens = prompts.tokenize(content->get_ref<const std::string&>(), *add_special, *parse_special, max_prompt_tokens);
   if (!tokens) return std::unexpected(tokens.error());
   return nlohmann::json{{"tokens", std::move(*tokens)}};
+}
+
+std::expected<nlohmann::json, ApiError> apply_template_answer(std::string_view body, const PromptBuilder& prompts,
+                                                              const ParseOptions& parse_options,
+                                                              std::int32_t max_prompt_tokens) {
+  if (auto refused = prompts.refuse_oversized_chat(body, max_prompt_tokens)) return std::unexpected(std::move(*refused));
+  auto parsed = parse_chat_request(body, parse_options);
+  if (!parsed) return std::unexpected(parsed.error());
+  auto prompt = prompts.render(*parsed);
+  if (!prompt) return std::unexpected(prompt.error());
+  return nlohmann::json{{"prompt", std::move(*prompt)}};
 }
 
 }  // namespace prefixd::api

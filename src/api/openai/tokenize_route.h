@@ -1,4 +1,5 @@
-// prefixd api — POST /tokenize: what a text, or a chat, becomes as prompt tokens.
+// prefixd api — llama.cpp's helper routes: POST /tokenize, what a text or a chat becomes as prompt
+// tokens, and POST /apply-template, the prompt text a chat renders to.
 #pragma once
 
 #include <cstdint>
@@ -21,5 +22,12 @@ namespace prefixd::api {
 std::expected<nlohmann::json, ApiError> tokenize_answer(std::string_view body, const PromptBuilder& prompts,
                                                         const ParseOptions& parse_options,
                                                         std::int32_t max_prompt_tokens);
+
+// The answer {"prompt": TEXT} for a chat request body: the template's rendering of it
+// (PromptBuilder::render). A conversation no prompt of `max_prompt_tokens` could hold is refused
+// from the raw body, before it is parsed and rendered (whose cost grows with its size).
+std::expected<nlohmann::json, ApiError> apply_template_answer(std::string_view body, const PromptBuilder& prompts,
+                                                              const ParseOptions& parse_options,
+                                                              std::int32_t max_prompt_tokens);
 
 }  // namespace prefixd::api

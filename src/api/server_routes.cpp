@@ -1,0 +1,59 @@
+#include "api/server_routes.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+#include "api/auth/access.h"
+#include "api/control/cache_report.h"
+#include "api/control/cache_scope_report.h"
+#include "api/openai/responses.h"
+#include "api/transport_metrics.h"
+#include "metrics/registry.h"
+
+namespace prefixd::api {
+
+http::Response model_answer(const RouteContext& route, const std::string& served_id, const engine::ModelInfo& model,
+                            std::int64_t started, const std::string& id) {
+  if (std::ranges::find(route.parse.model_names, id) == route.parse.model_names.end()) {
+    return error_response(model_not_found(id));
+  }
+  return json_response(200, dump_json(model_body(served_id, model, started)));
+}
+
+http::Response metrics_answer(const RouteContext& route, const http::Request& req, const scheduler::Scheduler& scheduler,
+                              const CacheControl& control, const http::Server& transport) {
+  const auto admin = route.caller(req).and_then([](const Caller& c) { return require_admin(c, "/metrics"); });
+  if (!admin) return error_response(admin.error());
+  const scheduler::SchedulerStats stats = scheduler.stats();
+  const cache::CacheStats cache = scheduler.cache_stats();
+  metrics::Registry registry;
+  add_scheduler_metrics(registry, stats);
+  add_cache_metrics(registry, cache);
+  add_tenant_metrics(registry, cache, TenantNames(route.keys));
+  control.add_metrics(registry);
+  add_transport_metrics(registry, transport.stats());
+  return http::Response{.status = 200, .content_type = "text/plain; version=0.0.4; charset=utf-8", .body = registry.text()};
+}
+
+std::optional<webui::Site> web_site(const ServerOptions& options) {
+  if (!options.webui) return std::nullopt;
+  if (options.webui_dir.empty()) return webui::Site::builtin();
+  try {
+    return webui::Site::from_directory(options.webui_dir);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("--webui-dir: ") + e.what());
+  }
+}
+
+http::Response web_file(webui::File file) {
+  http::Response res{.status = 200, .content_type = std::move(file.content_type), .body = std::move(file.body)};
+  res.headers.push_back({"Cache-Control", "no-cache"});
+  res.headers.push_back({"X-Content-Type-Options", "nosniff"});
+  res.headers.push_back({"Content-Security-Policy",
+                         "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                         "connect-src 'self'; frame-ancestors 'none'"});
+  return res;
+}
+
+}  // namespace prefixd::api
