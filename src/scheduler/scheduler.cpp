@@ -182,9 +182,10 @@ void Scheduler::Impl::run() {
 // Finished requests leave holes, and attention runs up to the highest cell in use: when the
 // server goes idle, the cache rewrites its entries from cell 0 (a memory copy on the CPU; see
 // PrefixCache::compact). Not while requests run: that stalls all of them for the copy, and a
-// make bench run that did it gained nothing over compacting only when idle (docs/design.md).
+// make bench run that did it gained nothing over compacting only when idle (docs/design.md). The
+// cache decides whether it is due; requests that bypass it hold cells it does not know of.
 void Scheduler::Impl::compact_if_due() {
-  if (!active_.empty() || !cache_->compaction_due()) return;
+  if (!active_.empty()) return;
   if (const std::int64_t cells = cache_->compact(); cells > 0) {
     spdlog::trace("cache: {} idle cells rewritten from the start of the context", cells);
   }
