@@ -41,7 +41,7 @@ test-asan: build-asan/build.ninja
 
 $(MODEL): | build
 	@mkdir -p $(dir $(MODEL))
-	$(IN_ENV) $(BUILD)/bin/prefixd mkmodel --preset $(DEFAULT_PRESET) --out $(MODEL)
+	$(IN_ENV) $(BUILD)/bin/prefixd-mkmodel --preset $(DEFAULT_PRESET) --out $(MODEL)
 
 model: build $(MODEL)
 
@@ -53,7 +53,8 @@ serve: build $(MODEL)
 	$(IN_ENV) $(BUILD)/bin/prefixd serve --model $(MODEL) --host $(HOST) --port $(PORT) $(ARGS)
 
 # prefixd vs llama-server side by side (docs/benchmarks.md), then on the hybrid, sliding-window and
-# recurrent tiny models (docs/benchmarks-families.md); BENCH_SCALE=4 for the full sizes.
+# recurrent tiny models (docs/benchmarks-families.md); BENCH_SCALE=4 for the full sizes. The script
+# runs prefixd-bench and prefixd-mkmodel from the folder of BENCH_PREFIXD.
 bench: build $(MODEL)
 	$(IN_ENV) env BENCH_PREFIXD=$(BUILD)/bin/prefixd MODEL=$(MODEL) bench/run.sh
 
@@ -66,7 +67,7 @@ MICRO_MODEL := $(BUILD)/models/tiny.gguf
 
 $(MICRO_MODEL): | build
 	@mkdir -p $(dir $(MICRO_MODEL))
-	$(IN_ENV) $(BUILD)/bin/prefixd mkmodel --preset tiny --out $(MICRO_MODEL) --quiet
+	$(IN_ENV) $(BUILD)/bin/prefixd-mkmodel --preset tiny --out $(MICRO_MODEL) --quiet
 
 microbench: build $(MICRO_MODEL)
 	$(IN_ENV) env PREFIXD_MICRO_MODEL=$(MICRO_MODEL) $(BUILD)/bin/prefixd_micro --benchmark_counters_tabular=true $(ARGS)
@@ -108,7 +109,7 @@ EXACTNESS_DRAWS ?= 60
 EXACTNESS_SEED ?= $(shell date +%s)
 
 soak: build
-	$(IN_ENV) $(BUILD)/bin/prefixd soak --model $(SOAK_MODEL) --seconds $(SOAK_SECONDS) --clients $(SOAK_CLIENTS) \
+	$(IN_ENV) $(BUILD)/bin/prefixd-bench soak --model $(SOAK_MODEL) --seconds $(SOAK_SECONDS) --clients $(SOAK_CLIENTS) \
 	  --out $(SOAK_OUT) $(SOAK_ARGS) $(ARGS)
 	$(IN_ENV) env PREFIXD_EXACTNESS_SEED=$(EXACTNESS_SEED) PREFIXD_EXACTNESS_DRAWS=$(EXACTNESS_DRAWS) \
 	  $(BUILD)/bin/prefixd_integration_tests --gtest_filter='Exactness.*'

@@ -13,22 +13,30 @@
 # BENCH_CACHE_MIB (host cache budget of both servers, default 8192 = llama-server's default),
 # BENCH_THREADS (default: every CPU), BENCH_REPS, BENCH_NAME (file stem), BENCH_LLAMA_ARGS,
 # BENCH_PREFIXD_ARGS, BENCH_DISK_DIR (where the restart workload's disk-tier directory goes, default
-# TMPDIR or /tmp), MODEL (default models/default.gguf), BENCH_PREFIXD (the prefixd binary),
-# BENCH_PARTS (default "default,families"), BENCH_FAMILIES (model presets, default
-# qwen35-tiny,gemma3-tiny,mamba2-tiny), BENCH_FAMILY_WORKLOADS (default chat,agent,edit,multisession),
-# BENCH_FAMILY_REPS (rounds of chat, agent and edit there, default 3), BENCH_SNAPSHOT_MIB (the
-# part of the host budget prefixd's checkpoints get there, default 1024).
-# Extra arguments go to every `prefixd compare` run as they are.
+# TMPDIR or /tmp), MODEL (default models/default.gguf), BENCH_PREFIXD (the prefixd binary the
+# benchmark serves with, default build/bin/prefixd), BENCH_PREFIXD_BENCH and BENCH_PREFIXD_MKMODEL
+# (the benchmark client and the model generator, default prefixd-bench and prefixd-mkmodel in the
+# folder of BENCH_PREFIXD), BENCH_PARTS (default "default,families"), BENCH_FAMILIES (model presets,
+# default qwen35-tiny,gemma3-tiny,mamba2-tiny), BENCH_FAMILY_WORKLOADS (default
+# chat,agent,edit,multisession), BENCH_FAMILY_REPS (rounds of chat, agent and edit there, default
+# 3), BENCH_SNAPSHOT_MIB (the part of the host budget prefixd's checkpoints get there, default
+# 1024).
+# Extra arguments go to every `prefixd-bench compare` run as they are.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
 prefixd=${BENCH_PREFIXD:-build/bin/prefixd}
+bench=${BENCH_PREFIXD_BENCH:-$(dirname "$prefixd")/prefixd-bench}
+mkmodel=${BENCH_PREFIXD_MKMODEL:-$(dirname "$prefixd")/prefixd-mkmodel}
 parts=",${BENCH_PARTS:-default,families},"
-[ -x "$prefixd" ] || { echo "bench/run.sh: $prefixd is not built (make build)" >&2; exit 2; }
+for program in "$prefixd" "$bench" "$mkmodel"; do
+  [ -x "$program" ] || { echo "bench/run.sh: $program is not built (make build)" >&2; exit 2; }
+done
 
-# What both parts pass the same way.
-common=(--scale "${BENCH_SCALE:-1}" --out bench/results)
+# What both parts pass the same way; the server is named as an absolute path, which the results
+# record so that a run can be repeated by hand.
+common=(--scale "${BENCH_SCALE:-1}" --out bench/results --prefixd-bin "$(realpath "$prefixd")")
 [ -n "${BENCH_CACHE_MIB:-}" ] && common+=(--cache-mib "$BENCH_CACHE_MIB")
 [ -n "${BENCH_THREADS:-}" ] && common+=(--threads "$BENCH_THREADS")
 [ -n "${BENCH_PREFIXD_ARGS:-}" ] && common+=(--prefixd-args "$BENCH_PREFIXD_ARGS")
@@ -37,8 +45,8 @@ common=(--scale "${BENCH_SCALE:-1}" --out bench/results)
 start=$(date +%s)
 rc=0
 run() {
-  echo "bench/run.sh: $prefixd $*" >&2
-  "$prefixd" "$@" || rc=$?
+  echo "bench/run.sh: $bench $*" >&2
+  "$bench" "$@" || rc=$?
 }
 
 if [[ $parts == *,default,* ]]; then
@@ -59,7 +67,7 @@ if [[ $parts == *,families,* ]]; then
     model=models/$preset.gguf
     if [ ! -f "$model" ]; then
       mkdir -p models
-      "$prefixd" mkmodel --preset "$preset" --out "$model" --quiet
+      "$mkmodel" --preset "$preset" --out "$model" --quiet
     fi
     args=(compare --model "$model" "${common[@]}" --docs docs/benchmarks-families.md --docs-section "$preset"
           --name "$stem-$preset" --workloads "${BENCH_FAMILY_WORKLOADS:-chat,agent,edit,multisession}"

@@ -2,9 +2,10 @@
 // them into fuzz/corpus/, where they are kept). Every seed is a valid input made by the project's
 // own encoders, so that fuzzing starts from inputs that reach the deepest decoding paths:
 // - request_parser, chat_template: request bodies of the benchmark's workloads (bench::step_body,
-//   what `prefixd bench` sends), and bodies that use each feature of the chat API once (tools,
-//   tool calls and results, content parts, kwargs, extra_body, logprobs, stop, token prompts), and
-//   Anthropic Messages and OpenAI Responses bodies using each feature of those adapters;
+//   what `prefixd-bench bench` sends), and bodies that use each feature of the chat API once
+//   (tools, tool calls and results, content parts, kwargs, extra_body, logprobs, stop, token
+//   prompts), and Anthropic Messages and OpenAI Responses bodies using each feature of those
+//   adapters;
 // - disk_record: the files a prompt cache with a disk tier writes behind (cache::DiskStore) over
 //   the FakeEngine, for a dense model (segments) and a hybrid one (segments and checkpoints);
 // - artifact: what PrefixCache::save_artifact writes for the same prefixes, with a manifest;

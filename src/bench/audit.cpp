@@ -263,7 +263,7 @@ void print_audit(const AuditReport& r, std::ostream& out) {
   const AuditVerdict& v = r.verdict;
   const std::span<const AuditTrial> trials(r.trials);
   const std::size_t n = r.trials.size();
-  out << std::format("prefixd audit of {}{}\n", r.url, r.model.empty() ? "" : ", model " + r.model);
+  out << std::format("prefixd-bench audit of {}{}\n", r.url, r.model.empty() ? "" : ", model " + r.model);
   out << std::format("{} trials, seed {}: prompts of ~{} tokens ({} words{})\n\n", n, r.options.seed, r.prompt_tokens,
                      r.prompt_words,
                      r.tokens_per_word > 0 ? std::format(" at {:.2f} tokens per word", r.tokens_per_word)

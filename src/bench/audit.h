@@ -1,4 +1,4 @@
-// prefixd bench — `prefixd audit`: can one principal (API key) of a live server learn which
+// prefixd bench — `prefixd-bench audit`: can one principal (API key) of a live server learn which
 // prompts another principal just sent?
 //
 // The prompt-cache audit of Gu et al., "Auditing Prompt Caching in Language Model APIs" (ICML

@@ -2,12 +2,12 @@
 // HTTP against targets (prefixd, llama-server, prefixd with other serve flags; bench/target.h) by
 // one executor, with correctness gates, per-workload checks of prefixd's cache, a results file, a
 // Markdown report and plots. Four commands use it:
-// - `prefixd compare`: several targets side by side (make bench), report and plots on disk;
-// - `prefixd bench`: prefixd alone with the checks, report and PASS/FAIL lines on stdout;
-// - `prefixd soak`: many clients against one prefixd for a long time, its memory against its
+// - `prefixd-bench compare`: several targets side by side (make bench), report and plots on disk;
+// - `prefixd-bench bench`: prefixd alone with the checks, report and PASS/FAIL lines on stdout;
+// - `prefixd-bench soak`: many clients against one prefixd for a long time, its memory against its
 //   budgets (bench/soak.h);
-// - `prefixd audit`: two API keys against a running server, whether one can tell which prompts
-//   the other sent (bench/audit.h).
+// - `prefixd-bench audit`: two API keys against a running server, whether one can tell which
+//   prompts the other sent (bench/audit.h).
 //
 // It talks to servers over HTTP only and knows nothing of the engine, scheduler or cache code, so
 // it measures exactly what a client would see; a disk tier's files it handles as plain files
@@ -43,7 +43,7 @@ struct RunOptions {
   std::string docs_path;                // non-empty: write the report into this Markdown page too
   std::string docs_section;             // non-empty: between this section's own markers of that page
   std::string render_path;              // non-empty: only re-render report/plots/docs from this results file
-  std::string json_path;                // `prefixd bench`: write the results file here (empty: nowhere)
+  std::string json_path;                // `prefixd-bench bench`: write the results file here (empty: nowhere)
   std::string server_log;               // empty: a temporary file, kept when something failed
   std::string disk_dir;                 // where disk-tier directories go (a workload's disk_tier); empty: TMPDIR or /tmp
   bool gates = true;

@@ -1,6 +1,6 @@
-// prefixd bench — what prefixd's prompt cache should achieve on a workload, judged from the
-// results file alone: a warm resend evaluates one token, a growing chat reuses its last prompt,
-// shared and simultaneous prefixes are held and evaluated once. `prefixd bench` prints these as
+// prefixd bench — what prefixd's prompt cache should achieve on a workload, judged from the results
+// file alone: a warm resend evaluates one token, a growing chat reuses its last prompt, shared and
+// simultaneous prefixes are held and evaluated once. `prefixd-bench bench` prints these as
 // PASS/FAIL lines; they are pure functions of the JSON, so a test can feed them made-up runs.
 #pragma once
 

@@ -1,4 +1,5 @@
-// prefixd bench — the HTTP calls the scenarios (and `prefixd audit`) make, each on its own connection.
+// prefixd bench — the HTTP calls the scenarios (and `prefixd-bench audit`) make, each on its own
+// connection.
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,5 @@
-// prefixd bench — the two-sample Kolmogorov–Smirnov test, for `prefixd audit`: do two samples of
-// times come from one distribution?
+// prefixd bench — the two-sample Kolmogorov–Smirnov test, for `prefixd-bench audit`: do two samples
+// of times come from one distribution?
 #pragma once
 
 #include <cstddef>

@@ -159,7 +159,8 @@ std::string render_report(const nlohmann::json& results, const ReportStyle& styl
 
 std::string report_begin_marker(const std::string& section) {
   if (section.empty()) return kReportBegin;
-  return std::format("<!-- compare-report:begin {0} (written by prefixd compare --docs --docs-section {0}) -->", section);
+  return std::format("<!-- compare-report:begin {0} (written by prefixd-bench compare --docs --docs-section {0}) -->",
+                     section);
 }
 
 std::string report_end_marker(const std::string& section) {
@@ -170,7 +171,9 @@ std::string splice_report(const std::string& page, const std::string& report, co
   const std::string begin_marker = report_begin_marker(section);
   const std::string end_marker = report_end_marker(section);
   const std::string block = begin_marker + "\n\n" + report + "\n" + end_marker;
-  const auto begin = page.find(begin_marker);
+  // The marker up to its parenthesis, which names the command that wrote it.
+  const std::string begin_head = begin_marker.substr(0, begin_marker.find(" (") + 2);
+  const auto begin = page.find(begin_head);
   const auto end = begin == std::string::npos ? std::string::npos : page.find(end_marker, begin);
   if (begin == std::string::npos || end == std::string::npos) {
     return page + (page.empty() || page.ends_with("\n\n") ? "" : page.ends_with('\n') ? "\n" : "\n\n") + block + "\n";

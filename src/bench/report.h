@@ -30,8 +30,9 @@ std::string render_targets(const nlohmann::json& results);
 // The page with everything between its report markers replaced by `report` (the hand-written rest
 // stays); a page without markers gets them, with the report, appended. A named `section` has
 // markers of its own, so several runs (one per model) can share a page without overwriting
-// each other or the unnamed report.
-inline constexpr const char* kReportBegin = "<!-- compare-report:begin (written by prefixd compare --docs) -->";
+// each other or the unnamed report. A begin marker is found by its name alone, whatever the
+// parenthesis after it says (pages written when the command was `prefixd compare` still match).
+inline constexpr const char* kReportBegin = "<!-- compare-report:begin (written by prefixd-bench compare --docs) -->";
 inline constexpr const char* kReportEnd = "<!-- compare-report:end -->";
 std::string report_begin_marker(const std::string& section);
 std::string report_end_marker(const std::string& section);

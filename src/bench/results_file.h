@@ -1,6 +1,6 @@
 // prefixd bench — the raw results file of a run: every request on every server, as JSON. Written
-// compressed (zstd) when its name ends in `.zst`, which is how `prefixd compare` keeps runs in
-// bench/results: a run's raw JSON is ten to twenty times larger than what it compresses to.
+// compressed (zstd) when its name ends in `.zst`, which is how `prefixd-bench compare` keeps runs
+// in bench/results: a run's raw JSON is ten to twenty times larger than what it compresses to.
 #pragma once
 
 #include <filesystem>

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <filesystem>
 #include <format>
 #include <functional>
 #include <fstream>
@@ -114,9 +113,7 @@ double percentile(std::vector<double> v, double q) {
 }  // namespace
 
 json run_route_bench(const RouteBenchOptions& options, std::ostream& progress) {
-  std::error_code error;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
-  const std::string bin = !options.prefixd_bin.empty() ? options.prefixd_bin : error ? "/proc/self/exe" : self.string();
+  const std::string bin = prefixd_binary(options.prefixd_bin);
   const Workload w = make_workload("multisession", WorkloadParams{.seed = options.seed, .scale = options.scale});
 
   std::vector<std::unique_ptr<ServerProcess>> backends;

@@ -1,7 +1,7 @@
-// prefixd bench — `prefixd route-bench`: the multi-session chat trace (workload `multisession`)
-// through `prefixd route` in front of several prefixd backends, the prefix policy against
-// round-robin in one run, repetitions interleaved A B B A so that drift in the machine's speed
-// falls on both. Reports the prompt tokens all backends evaluated, the hit ratio and TTFT.
+// prefixd bench — `prefixd-bench route-bench`: the multi-session chat trace (workload
+// `multisession`) through `prefixd route` in front of several prefixd backends, the prefix policy
+// against round-robin in one run, repetitions interleaved A B B A so that drift in the machine's
+// speed falls on both. Reports the prompt tokens all backends evaluated, the hit ratio and TTFT.
 #pragma once
 
 #include <chrono>
@@ -15,7 +15,7 @@ namespace prefixd::bench {
 
 struct RouteBenchOptions {
   std::string model_path;
-  std::string prefixd_bin;        // empty: this executable
+  std::string prefixd_bin;        // empty: the prefixd beside this program
   int backends = 3;
   int threads = 1;                // each backend's --threads
   int pairs = 1;                  // A B B A = 2 pairs; each pair runs both policies once

@@ -1,5 +1,5 @@
-// prefixd bench — a server child process (prefixd, or llama-server for `prefixd compare`) that
-// lives exactly as long as its owner. The integration tests start theirs with it too.
+// prefixd bench — a server child process (prefixd, or llama-server for `prefixd-bench compare`)
+// that lives exactly as long as its owner. The integration tests start theirs with it too.
 #pragma once
 
 #include <sys/types.h>

@@ -1,6 +1,6 @@
-// prefixd bench — the soak test (`prefixd soak`, make soak): many concurrent clients against one
-// real `prefixd serve` for a long time, the server's resident memory sampled every second and held
-// against what its configuration allows.
+// prefixd bench — the soak test (`prefixd-bench soak`, make soak): many concurrent clients against
+// one real `prefixd serve` for a long time, the server's resident memory sampled every second and
+// held against what its configuration allows.
 //
 // Each client runs its own deterministic traffic (soak_traffic.cpp): multi-turn chat sessions that
 // send their replies back and share system prompts with other sessions, streamed and whole
@@ -43,7 +43,7 @@ struct SoakOptions {
   // instead of mapped), and the vocabulary, threads and allocator.
   int margin_mib = 1024;
   std::chrono::seconds reset_every{120};  // POST /v1/cache/reset; 0: never
-  std::string prefixd_bin;   // empty: this executable
+  std::string prefixd_bin;   // empty: the prefixd beside this program
   std::string prefixd_args;  // more `prefixd serve` arguments
   std::string out_dir = "bench/out/soak";
   std::string server_log;    // empty: <out_dir>/server.log

@@ -116,7 +116,7 @@ std::string soak_summary(const SoakRun& run, const SoakOptions& o) {
   const RssFigures r = rss_figures(run.rss);
   const int requests = total_of(c, SoakOutcome::completed) + total_of(c, SoakOutcome::cancelled) +
                        total_of(c, SoakOutcome::rejected) + total_of(c, SoakOutcome::unexpected);
-  std::string s = std::format("# prefixd soak\n\n{} clients for {} s against `prefixd serve --model {}` "
+  std::string s = std::format("# prefixd-bench soak\n\n{} clients for {} s against `prefixd serve --model {}` "
                               "(--parallel {} --ctx-size {} --threads {}{}), seed {}; run {:.0f} s.\n\n",
                               o.clients, o.duration.count(), o.model_path, o.parallel, o.ctx_size, o.threads,
                               o.prefixd_args.empty() ? "" : " " + o.prefixd_args, o.seed, run.seconds);
@@ -213,7 +213,7 @@ SoakPlot soak_plot(const SoakRun& run, const std::string& data_dir, const std::s
   p.script = std::format(
       "if (strstrt(GPVAL_TERMINALS, \"pngcairo\") > 0) {{\n  set terminal pngcairo size 1100,800 noenhanced font \"sans,10\"\n"
       "}} else {{\n  set terminal png size 1100,800 noenhanced\n}}\n"
-      "set output {}\nset multiplot layout 2,1 title \"prefixd soak: resident memory and requests (dashed red lines: cache resets)\"\n"
+      "set output {}\nset multiplot layout 2,1 title \"prefixd-bench soak: resident memory and requests (dashed red lines: cache resets)\"\n"
       "set grid\nset key top left opaque\nset xlabel \"seconds\"\nset xrange [0:*]\n{}"
       "set ylabel \"RSS (MiB)\"\nset yrange [0:{:.0f}]\n"
       "plot {} using 1:2 with lines lw 2 title \"RSS\", {:.1f} with lines dt 2 lw 2 title \"limit ({:.0f} MiB)\", "

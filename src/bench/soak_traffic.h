@@ -23,7 +23,7 @@ struct SoakRequest {
   int expected_status = 200;                    // invalid: the 4xx it must get
 };
 
-// How the mix is shaped; the defaults are what `prefixd soak` sends.
+// How the mix is shaped; the defaults are what `prefixd-bench soak` sends.
 struct SoakShape {
   int system_prompts = 4;         // shared by every client's sessions: cross-session prefix reuse
   int system_words = 220;

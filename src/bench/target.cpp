@@ -144,11 +144,22 @@ Target make_target(const std::string& name, const TargetSources& sources) {
     throw std::invalid_argument("unknown target '" + name +
                                 "' (prefixd, llama-server, llama-server-kvu, prefixd-nocache, prefixd-baseline, or a --variant name)");
   }
-  // This very binary by default, resolved so that the recorded command line can be rerun by hand.
+  return Target(TargetKind::prefixd, name, prefixd_binary(sources.prefixd_bin), std::move(args));
+}
+
+std::string prefixd_binary(const std::string& chosen) {
+  if (!chosen.empty()) return chosen;
   std::error_code error;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
-  const std::string bin = !sources.prefixd_bin.empty() ? sources.prefixd_bin : error ? "/proc/self/exe" : self.string();
-  return Target(TargetKind::prefixd, name, bin, std::move(args));
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) {
+    throw std::runtime_error("cannot tell where this program is (/proc/self/exe: " + error.message() +
+                             ") to start the prefixd beside it; pass --prefixd-bin PATH");
+  }
+  const std::filesystem::path beside = self.parent_path() / "prefixd";
+  if (::access(beside.c_str(), X_OK) != 0) {
+    throw std::runtime_error("no prefixd beside this program (" + beside.string() + "); pass --prefixd-bin PATH");
+  }
+  return beside.string();
 }
 
 std::pair<std::string, std::string> parse_variant(const std::string& spec) {

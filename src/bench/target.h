@@ -68,7 +68,7 @@ class Target {
 
 // Where the servers come from and what is added to their command lines.
 struct TargetSources {
-  std::string prefixd_bin;                      // empty: this executable
+  std::string prefixd_bin;                      // empty: the prefixd beside this program (prefixd_binary)
   std::string llama_server_bin = "llama-server";  // a path, or a name looked up on PATH
   std::string prefixd_args;                     // appended to every prefixd target's `serve`
   std::string llama_args;                       // appended to llama-server's arguments
@@ -86,6 +86,11 @@ Target make_target(const std::string& name, const TargetSources& sources);
 // "NAME=ARGS" (a --variant option) split at its first '='; throws std::invalid_argument when the
 // name is empty, has no '=' after it, or is one of target_names().
 std::pair<std::string, std::string> parse_variant(const std::string& spec);
+
+// `chosen` when it is not empty, else the `prefixd` in the folder of the running program
+// (prefixd-bench is built and installed beside it), as a resolved path so that a recorded command
+// line can be rerun by hand. Throws std::runtime_error, naming --prefixd-bin, when there is none.
+std::string prefixd_binary(const std::string& chosen);
 
 // `name` if it contains a '/', else the first match on PATH; empty when there is none.
 std::string find_executable(const std::string& name);

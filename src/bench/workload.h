@@ -66,7 +66,7 @@ struct Workload {
   // workload's restarts and goes at its end; before each step its write-behind is waited for, and
   // before a request after a restart its files leave the page cache (bench/disk_tier.h).
   bool disk_tier = false;
-  bool compare_checks = false; // its checks (bench/checks.h) also run, and gate, in `prefixd compare`
+  bool compare_checks = false; // its checks (bench/checks.h) also run, and gate, in `prefixd-bench compare`
   // The report shows serving latency: TTFT p50/p99, inter-token latency p50/p99, output tokens/s
   // (bench/report_latency.h). Set by the public serving benchmarks and the concurrency sweep.
   bool latency = false;
@@ -97,8 +97,8 @@ struct WorkloadParams {
 
 // Every workload, in the order `all` runs them.
 const std::vector<std::string>& workload_names();
-// What `prefixd compare` runs by default (prefixd against llama-server) and what `prefixd bench`
-// runs by default (the workloads with checks of prefixd's own cache).
+// What `prefixd-bench compare` runs by default (prefixd against llama-server) and what
+// `prefixd-bench bench` runs by default (the workloads with checks of prefixd's own cache).
 const std::vector<std::string>& compare_workload_names();
 const std::vector<std::string>& bench_workload_names();
 // The conversation traces `make bench` runs on models reused at checkpoints (hybrid, recurrent,

@@ -1,7 +1,7 @@
 // Cache-behaviour workloads: a growing chat (grow), sessions rotating through one slot (thrash),
 // simultaneous requests sharing a prefix (burst), and prompts with nothing to reuse (unique).
-// `prefixd bench` checks what prefixd's cache should do on each (bench/checks.h); `unique` measures
-// what the cache costs when it cannot help.
+// `prefixd-bench bench` checks what prefixd's cache should do on each (bench/checks.h); `unique`
+// measures what the cache costs when it cannot help.
 #include <format>
 
 #include "bench/workload_build.h"

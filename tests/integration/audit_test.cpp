@@ -1,4 +1,4 @@
-// `prefixd audit` against the real server: keys of two tenants (or two sessions under session
+// `prefixd-bench audit` against the real server: keys of two tenants (or two sessions under session
 // isolation) are isolated, keys of one tenant (and a server without keys) share; prompts the
 // server has seen before, a refused key, an unreachable server or a bad argument are errors with
 // their own exit status, never a verdict.
@@ -36,14 +36,14 @@ struct AuditRun {
   json report;      // stdout parsed, when it is JSON
 };
 
-// Runs `prefixd audit ARGS` to its end.
+// Runs `prefixd-bench audit ARGS` to its end.
 AuditRun run_audit(const std::string& args) {
   char err_template[] = "/tmp/prefixd-audit-test-XXXXXX";
   const int err_fd = ::mkstemp(err_template);
   AuditRun run;
   if (err_fd < 0) return run;
   ::close(err_fd);
-  const std::string command = std::string(PREFIXD_BINARY) + " audit " + args + " 2>" + err_template;
+  const std::string command = std::string(PREFIXD_BENCH_BINARY) + " audit " + args + " 2>" + err_template;
   if (FILE* pipe = ::popen(command.c_str(), "r")) {
     std::array<char, 4096> buffer{};
     while (const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) run.out.append(buffer.data(), n);
@@ -199,7 +199,8 @@ TEST(Audit, AnUnreachableServerIsAnError) {
 TEST(Audit, BadArgumentsAreRefusedBeforeAnyRequest) {
   const AuditRun https = run_audit("--url https://127.0.0.1:1" + std::string(kQuickAudit));
   EXPECT_EQ(https.status, 1);
-  EXPECT_NE(https.err.find("is not http://HOST:PORT"), std::string::npos) << https.err;
+  EXPECT_NE(https.err.find("prefixd-bench audit: error: --url 'https://127.0.0.1:1' is not http://HOST:PORT"), std::string::npos)
+      << https.err;
   EXPECT_NE(run_audit("--url http://127.0.0.1:1 --trials 1").status, 0);
   EXPECT_NE(run_audit("--url http://127.0.0.1:1 --alpha 2").status, 0);
   EXPECT_NE(run_audit("--trials 4").status, 0) << "--url is required";

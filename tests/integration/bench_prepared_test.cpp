@@ -1,4 +1,4 @@
-// prefixd bench's prepared workload against the real binary on the tiny model: after one POST
+// prefixd-bench's prepared workload against the real binary on the tiny model: after one POST
 // /v1/cache/prepare_modules of a system prompt and a tool schema, the first session's first
 // request feeds exactly its own message and every later one takes at least the chain; the cold
 // arm (after POST /v1/cache/reset) feeds every prompt whole; the gates pass with the tools replayed.

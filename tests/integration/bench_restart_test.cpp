@@ -1,6 +1,6 @@
-// prefixd compare's restart workload against the real binary on the tiny model: prefixd keeps its
-// disk tier across restarts, each after-restart request is restored from disk with the tier's
-// page cache dropped, the sequential-read yardstick is recorded next to it, and the scratch
+// prefixd-bench compare's restart workload against the real binary on the tiny model: prefixd
+// keeps its disk tier across restarts, each after-restart request is restored from disk with the
+// tier's page cache dropped, the sequential-read yardstick is recorded next to it, and the scratch
 // directory goes at the end.
 #include <gtest/gtest.h>
 

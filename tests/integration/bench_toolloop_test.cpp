@@ -1,4 +1,4 @@
-// prefixd bench's toolloop workload against the real binary on the tiny model: every turn is a
+// prefixd-bench's toolloop workload against the real binary on the tiny model: every turn is a
 // forced tool call, the next turn sends the server's own reply back, and from turn 2 on each
 // request feeds exactly the tool result and its scaffolding (the workload's checks pass).
 #include <gtest/gtest.h>

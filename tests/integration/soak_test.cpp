@@ -1,6 +1,7 @@
-// `prefixd soak` in miniature against the real binary on the tiny model: a few seconds of every
-// kind of traffic (sessions, streams, hang-ups, completions, bad requests, cache resets), the RSS
-// sampled every second and held against the limit, and the summary, results file and plot written.
+// `prefixd-bench soak` in miniature against the real binary on the tiny model: a few seconds of
+// every kind of traffic (sessions, streams, hang-ups, completions, bad requests, cache resets), the
+// RSS sampled every second and held against the limit, and the summary, results file and plot
+// written.
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -44,7 +44,7 @@ std::string with(std::string_view text, std::string_view hole, std::string_view 
   return out;
 }
 
-// The chat template every generated test model carries (`prefixd mkmodel`): Qwen 2.5's shape,
+// The chat template every generated test model carries (`prefixd-mkmodel`): Qwen 2.5's shape,
 // tools printed one per line with `tojson`, object arguments with `tojson`.
 const ChatTemplate& generated_model_template() {
   static const ChatTemplate tmpl = [] {

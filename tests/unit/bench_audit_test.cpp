@@ -1,6 +1,6 @@
-// `prefixd audit`'s statistics and decision rule: the Kolmogorov distribution against published
-// values, the two-sample statistic on samples worked by hand (ties included), and the verdict from
-// synthetic trials. No server.
+// `prefixd-bench audit`'s statistics and decision rule: the Kolmogorov distribution against
+// published values, the two-sample statistic on samples worked by hand (ties included), and the
+// verdict from synthetic trials. No server.
 #include <gtest/gtest.h>
 
 #include <cmath>

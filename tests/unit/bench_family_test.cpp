@@ -226,6 +226,18 @@ TEST(BenchDocs, NamedSectionsKeepEachOtherAndTheDefaultReport) {
   EXPECT_EQ(report_begin_marker(""), kReportBegin);
 }
 
+TEST(BenchDocs, MarkersWrittenUnderTheCommandsOldNameAreReplacedInPlace) {
+  const std::string page =
+      "# B\n\n<!-- compare-report:begin (written by prefixd compare --docs) -->\nOLD\n<!-- compare-report:end -->\n\n"
+      "<!-- compare-report:begin qwen35-tiny (written by prefixd compare --docs --docs-section qwen35-tiny) -->\n"
+      "OLD QWEN\n<!-- compare-report:end qwen35-tiny -->\n\ntail\n";
+  const std::string once = splice_report(splice_report(page, "NEW", ""), "NEW QWEN", "qwen35-tiny");
+  EXPECT_EQ(once, std::string("# B\n\n") + kReportBegin + "\n\nNEW\n" + kReportEnd + "\n\n" +
+                      report_begin_marker("qwen35-tiny") + "\n\nNEW QWEN\n" + report_end_marker("qwen35-tiny") +
+                      "\n\ntail\n");
+  EXPECT_EQ(splice_report(once, "NEW", ""), once) << "and the new markers match themselves";
+}
+
 std::string joined_args(const std::vector<std::string>& args) {
   std::string out;
   for (const auto& a : args) out += " " + a;

@@ -1,6 +1,6 @@
-// The pure parts of `prefixd soak`: the traffic each client sends (deterministic, every kind in the
-// mix, sessions that send their replies back, bad requests the real parser refuses as expected),
-// how a finished request is classified, and the verdict on a run.
+// The pure parts of `prefixd-bench soak`: the traffic each client sends (deterministic, every kind
+// in the mix, sessions that send their replies back, bad requests the real parser refuses as
+// expected), how a finished request is classified, and the verdict on a run.
 #include <gtest/gtest.h>
 
 #include <set>

@@ -1,4 +1,4 @@
-// The pure parts of `prefixd bench`: statistics, formatting, prompt generators, SSE reading.
+// The pure parts of `prefixd-bench bench`: statistics, formatting, prompt generators, SSE reading.
 #include <gtest/gtest.h>
 
 #include "bench/prompts.h"

@@ -257,7 +257,7 @@ TEST(BenchWorkloads, RestartArms) {
   EXPECT_EQ(restarts, 5);
   EXPECT_EQ(w.concurrency, 1);
   EXPECT_TRUE(w.disk_tier) << "prefixd restores from its disk tier after a restart";
-  EXPECT_TRUE(w.compare_checks) << "its gates run in prefixd compare";
+  EXPECT_TRUE(w.compare_checks) << "its gates run in prefixd-bench compare";
   EXPECT_FALSE(w.arm(kRestartArm)->cold) << "a restore is not a cold prefill";
   EXPECT_TRUE(w.arm(kRestartColdArm)->cold);
   EXPECT_GE(make_restart({.seed = 7, .scale = 16, .words_per_token = 0.7, .reps = 1}).steps.back().planned_tokens, 8192)
@@ -308,7 +308,7 @@ TEST(BenchStats, TightnessAndTheRatioRule) {
   EXPECT_EQ(percent_cell(1, 0), "n/a");
 }
 
-// A results file as `prefixd compare` writes it, small enough to check by hand.
+// A results file as `prefixd-bench compare` writes it, small enough to check by hand.
 nlohmann::json request(int step, const std::string& arm, double ttft, int prompt, int evaluated, int completion = 1) {
   return {{"step", step}, {"arm", arm}, {"start_s", step * 1.0}, {"ttft_ms", ttft}, {"prompt_tokens", prompt},
           {"evaluated", evaluated}, {"cached", prompt - evaluated}, {"completion_tokens", completion},

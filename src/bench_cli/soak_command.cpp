@@ -1,12 +1,12 @@
-// `prefixd soak`: options in, bench::run_soak out (bench/soak.h).
+// `prefixd-bench soak`: options in, bench::run_soak out (bench/soak.h).
 #include <iostream>
 #include <memory>
 #include <stdexcept>
 
 #include "bench/soak.h"
-#include "cli/commands.h"
+#include "bench_cli/commands.h"
 
-namespace prefixd::cli {
+namespace prefixd::bench_cli {
 
 std::function<int()> add_soak_command(CLI::App& app) {
   struct Parsed {
@@ -38,7 +38,8 @@ std::function<int()> add_soak_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(0, 1 << 22));
   cmd->add_option("--reset-every", p->reset_s, "Seconds between cache resets (0: none)")->capture_default_str()->check(CLI::Range(0, 86400));
   cmd->add_option("--out", o.out_dir, "Folder for soak.json, soak.md, soak.png and the server log")->capture_default_str();
-  cmd->add_option("--prefixd-bin", o.prefixd_bin, "prefixd binary to serve with (default: this one)")->check(CLI::ExistingFile);
+  cmd->add_option("--prefixd-bin", o.prefixd_bin, "prefixd binary to serve with (default: the prefixd beside this program)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--prefixd-args", o.prefixd_args, "More `prefixd serve` arguments");
   cmd->add_option("--server-log", o.server_log, "The server's output (default: <out>/server.log)");
   cmd->add_option("--startup-timeout", p->startup_s, "Seconds to wait for the server's /health")
@@ -55,4 +56,4 @@ std::function<int()> add_soak_command(CLI::App& app) {
   };
 }
 
-}  // namespace prefixd::cli
+}  // namespace prefixd::bench_cli

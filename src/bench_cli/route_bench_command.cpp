@@ -1,11 +1,11 @@
-// `prefixd route-bench`: options in, bench::run_route_bench out (bench/route_bench.h).
+// `prefixd-bench route-bench`: options in, bench::run_route_bench out (bench/route_bench.h).
 #include <iostream>
 #include <memory>
 
 #include "bench/route_bench.h"
-#include "cli/commands.h"
+#include "bench_cli/commands.h"
 
-namespace prefixd::cli {
+namespace prefixd::bench_cli {
 
 std::function<int()> add_route_bench_command(CLI::App& app) {
   auto o = std::make_shared<bench::RouteBenchOptions>();
@@ -25,7 +25,8 @@ std::function<int()> add_route_bench_command(CLI::App& app) {
                   "After the pairs, one more prefix run in which backend 0 is killed once this many requests have "
                   "finished (0: none); any failed request fails the benchmark")
       ->capture_default_str()->check(CLI::Range(0, 100000));
-  cmd->add_option("--prefixd-bin", o->prefixd_bin, "prefixd binary for the backends and routers (default: this one)")
+  cmd->add_option("--prefixd-bin", o->prefixd_bin,
+                  "prefixd binary for the backends and routers (default: the prefixd beside this program)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--out", o->out_path, "Write the results as JSON here");
   cmd->add_option("--log-dir", o->log_dir, "Folder for the servers' and routers' logs")->capture_default_str();
@@ -35,4 +36,4 @@ std::function<int()> add_route_bench_command(CLI::App& app) {
   };
 }
 
-}  // namespace prefixd::cli
+}  // namespace prefixd::bench_cli

@@ -1,12 +1,12 @@
-// `prefixd audit`: options in, bench::run_audit (bench/audit.h) out, the report on stdout.
+// `prefixd-bench audit`: options in, bench::run_audit (bench/audit.h) out, the report on stdout.
 #include <iostream>
 #include <memory>
 
 #include "bench/audit.h"
-#include "cli/commands.h"
+#include "bench_cli/commands.h"
 #include "router/backend.h"
 
-namespace prefixd::cli {
+namespace prefixd::bench_cli {
 
 std::function<int()> add_audit_command(CLI::App& app) {
   struct Parsed {
@@ -43,7 +43,7 @@ std::function<int()> add_audit_command(CLI::App& app) {
       p->audit.host = address.host;
       p->audit.port = address.port;
     } catch (const std::invalid_argument&) {
-      std::cerr << "prefixd audit: error: --url '" << p->url << "' is not http://HOST:PORT (https is not supported)\n";
+      std::cerr << "prefixd-bench audit: error: --url '" << p->url << "' is not http://HOST:PORT (https is not supported)\n";
       return 1;
     }
     // A fresh seed per run by default: prompts a server has already seen would be cached for
@@ -59,10 +59,10 @@ std::function<int()> add_audit_command(CLI::App& app) {
       }
       return 0;
     } catch (const bench::AuditFailure& failure) {
-      std::cerr << "prefixd audit: error: " << failure.what() << "\n";
+      std::cerr << "prefixd-bench audit: error: " << failure.what() << "\n";
       return failure.exit_status();
     }
   };
 }
 
-}  // namespace prefixd::cli
+}  // namespace prefixd::bench_cli

@@ -1,6 +1,6 @@
-// `prefixd bench` and `prefixd compare`: options in, bench::run_bench / bench::run_compare out.
-// Both drive the same benchmark component (src/bench); they differ in targets, defaults and what
-// they write.
+// `prefixd-bench bench` and `prefixd-bench compare`: options in, bench::run_bench /
+// bench::run_compare out. Both drive the same benchmark component (src/bench); they differ in
+// targets, defaults and what they write.
 #include <algorithm>
 #include <cctype>
 #include <iostream>
@@ -10,9 +10,9 @@
 #include "bench/bench.h"
 #include "bench/target.h"
 #include "bench/workload.h"
-#include "cli/commands.h"
+#include "bench_cli/commands.h"
 
-namespace prefixd::cli {
+namespace prefixd::bench_cli {
 namespace {
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -69,7 +69,8 @@ void add_common_options(CLI::App* cmd, Parsed& p, const std::string& default_wor
   cmd->add_option("--cache-mib", o.cache_mib,
                   "Host prompt-cache budget, MiB: llama-server --cache-ram, prefixd --prompt-cache-capacity-bytes")
       ->capture_default_str()->check(CLI::Range(1, 1 << 22));
-  cmd->add_option("--prefixd-bin", o.sources.prefixd_bin, "prefixd binary to start (default: this one)")->check(CLI::ExistingFile);
+  cmd->add_option("--prefixd-bin", o.sources.prefixd_bin, "prefixd binary to start (default: the prefixd beside this program)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--prefixd-args", o.sources.prefixd_args, "More `prefixd serve` arguments for every prefixd target");
   cmd->add_option("--server-log", o.server_log, "Append the servers' output here (default: a temporary file, kept on error)");
   cmd->add_flag("!--no-gates", o.gates, "Skip the correctness gates");
@@ -153,4 +154,4 @@ std::function<int()> add_compare_command(CLI::App& app) {
   };
 }
 
-}  // namespace prefixd::cli
+}  // namespace prefixd::bench_cli

@@ -1,0 +1,36 @@
+#include "mkmodel_cli/mkmodel_options.h"
+
+#include <iostream>
+#include <memory>
+
+#include "modelgen/modelgen.h"
+
+namespace prefixd::mkmodel_cli {
+
+std::function<int()> add_mkmodel_options(CLI::App& app) {
+  auto options = std::make_shared<modelgen::GenerateOptions>();
+  auto list = std::make_shared<bool>(false);
+  std::string presets_help = "Preset to generate:";
+  for (const auto& p : modelgen::presets()) presets_help += "\n  " + p.name + ": " + p.summary;
+  app.add_option("--preset", options->preset, presets_help)->capture_default_str();
+  app.add_option("--out", options->out_path, "Output GGUF path");
+  app.add_option("--seed", options->seed, "Seed of the random weights (same seed, same file)")->capture_default_str();
+  app.add_option("--type", options->weight_type, "Weight type: f32, f16 or q8_0 (default: the preset's)")
+      ->check(CLI::IsMember({"", "f32", "f16", "q8_0"}));
+  app.add_flag("--quiet", options->quiet, "Print nothing on success");
+  app.add_flag("--list", *list, "List the presets and exit");
+  return [options, list]() {
+    if (*list) {
+      for (const auto& p : modelgen::presets()) std::cout << p.name << "\t" << p.architecture << "\t" << p.summary << "\n";
+      return 0;
+    }
+    if (options->out_path.empty()) {
+      std::cerr << "prefixd-mkmodel: error: --out is required\n";
+      return 2;
+    }
+    modelgen::generate_model(*options);
+    return 0;
+  };
+}
+
+}  // namespace prefixd::mkmodel_cli
