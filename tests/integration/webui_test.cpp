@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <regex>
 #include <set>
 #include <string>
 
@@ -24,9 +23,12 @@ std::string header(const httplib::Result& res, const std::string& name) {
 // The files index.html loads (src="/ui/..." and href="/ui/...").
 std::set<std::string> referenced_files(const std::string& html) {
   std::set<std::string> out;
-  const std::regex reference(R"re((?:src|href)="(/ui/[^"]+)")re");
-  for (auto it = std::sregex_iterator(html.begin(), html.end(), reference); it != std::sregex_iterator(); ++it) {
-    out.insert((*it)[1]);
+  for (const std::string attribute : {"src=\"/ui/", "href=\"/ui/"}) {
+    for (auto at = html.find(attribute); at != std::string::npos; at = html.find(attribute, at + 1)) {
+      const std::size_t begin = at + attribute.size() - 4;  // at "/ui/"
+      const std::size_t end = html.find('"', begin);
+      if (end != std::string::npos && end > begin + 4) out.insert(html.substr(begin, end - begin));
+    }
   }
   return out;
 }
