@@ -5,8 +5,9 @@
 // validate requests and write their replies as JSON or SSE around one chat pipeline
 // (chat/chat_service.h: rendering the chat template, tokenizing, submitting, collecting or
 // streaming the reply, predicting the next turn); the cache's views and control plane.
-// Must not know: KV layouts, sequence ids, the cache's structures (it only fills CacheOptions and
-// reads CacheReport).
+// Must not know: KV layouts, sequence ids, the cache's structures: it fills CacheOptions, reads
+// CacheReport and the stats, and asks the cache's admin face (cache/cache_admin.h) through
+// Scheduler::ask_cache; it never sees PrefixCache.
 #pragma once
 
 #include <chrono>
