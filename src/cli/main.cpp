@@ -1,22 +1,18 @@
 #include <iostream>
-#include <map>
 
 #include "cli/commands.h"
+#include "cli/subcommands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"prefixd: an LLM inference server whose heart is a prompt-prefix KV cache"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("prefixd 0.1.0"));
   app.footer("Benchmarks: prefixd-bench. Test models: prefixd-mkmodel.");
-  std::map<CLI::App*, std::function<int()>> runners;
-  auto add = [&](auto&& register_command) {
-    auto run = register_command(app);
-    runners.emplace(app.get_subcommands({}).back(), std::move(run));
-  };
-  add(prefixd::cli::add_serve_command);
-  add(prefixd::cli::add_cache_command);
-  add(prefixd::cli::add_config_command);
-  add(prefixd::cli::add_route_command);
+  prefixd::cli::Subcommands commands(app);
+  commands.add(prefixd::cli::add_serve_command);
+  commands.add(prefixd::cli::add_cache_command);
+  commands.add(prefixd::cli::add_config_command);
+  commands.add(prefixd::cli::add_route_command);
 
   try {
     app.parse(argc, argv);
@@ -28,15 +24,5 @@ int main(int argc, char** argv) {
     std::cerr << moved;
     return status != 0 ? status : 2;
   }
-  for (auto& [command, run] : runners) {
-    if (command->parsed()) {
-      try {
-        return run();
-      } catch (const std::exception& e) {
-        std::cerr << "prefixd " << command->get_name() << ": error: " << e.what() << "\n";
-        return 1;
-      }
-    }
-  }
-  return 1;
+  return commands.run("prefixd");
 }
