@@ -6,9 +6,9 @@
 
 namespace prefixd::cache {
 
-BackingTiers::BackingTiers(const engine::Engine& engine, const CacheConfig& config, const BlockHasher& hasher,
-                           HostTier& host, CheckpointStore& checkpoints)
-    : engine_(engine), config_(config), hasher_(hasher), host_(host), checkpoints_(checkpoints),
+BackingTiers::BackingTiers(const engine::Engine& engine, const Family& family, const CacheConfig& config,
+                           const BlockHasher& hasher, HostTier& host, CheckpointStore& checkpoints)
+    : engine_(engine), family_(family), config_(config), hasher_(hasher), host_(host), checkpoints_(checkpoints),
       model_key_(cache::model_key(engine.model().fingerprint, engine.model().runtime_signature)) {
   if (!config_.enabled) return;
   if (!config_.disk_path.empty()) {
@@ -41,7 +41,7 @@ void BackingTiers::spill(const Digest& key, const HostSegment& segment) {
 
 void BackingTiers::write_behind(const Lineage& lineage, std::span<const engine::Token> tokens, engine::SeqId holder,
                                      const ScopeId& scope) {
-  if ((!disk_ && !remote_) || !engine::has_attention_cells(engine_.model()) || tokens.empty()) return;
+  if ((!disk_ && !remote_) || !family_.attention_cells || tokens.empty()) return;
   DiskStore::Job job;
   std::vector<RemoteTier::Write> shared;
   std::vector<Digest> keys;
@@ -110,13 +110,11 @@ void BackingTiers::checkpoint_behind(const std::string& ns, const Digest& key, e
   if (to_disk) disk_->enqueue(DiskStore::Job{{std::move(record)}, {}});
 }
 
-HostTier::Plan BackingTiers::plan_with_disk(const Lineage& lineage, std::span<const engine::Token> query,
-                                           std::int32_t on_device, std::int32_t beat, std::int32_t& host_only,
-                                           HostStore::Evicted& evicted) {
-  HostTier::Plan plan = host_.plan(lineage, query, on_device);
-  host_only = plan.length;
+BackingTiers::DiskExtension BackingTiers::disk_extension(const Lineage& lineage, std::span<const engine::Token> query,
+                                                        const HostTier::Plan& plan) const {
+  DiskExtension out{{}, plan.length};
   const std::int32_t seg = host_.segment_tokens();
-  if (!disk_ || !engine::has_attention_cells(engine_.model()) || config_.host_capacity_bytes == 0) return plan;
+  if (!disk_ || !family_.attention_cells || config_.host_capacity_bytes == 0) return out;
   // Where the host plan stops, walk the disk's index without reading anything: from the grid line
   // it stopped at, or where its last segment starts when that is a tail (a longer one, or the whole
   // grid segment, may be on disk: a wall segment ends at the fork, the session's own goes on).
@@ -124,17 +122,13 @@ HostTier::Plan BackingTiers::plan_with_disk(const Lineage& lineage, std::span<co
   const auto n = static_cast<std::int32_t>(query.size());
   const std::vector<Digest> chain = hasher_.chain(lineage, query);
   const std::int32_t block = hasher_.block_size();
-  struct Step {
-    Digest key, parent;
-    std::int32_t begin, take;
-  };
-  std::vector<Step> steps;
+  std::vector<DiskSegment>& files = out.files;
   std::int32_t pos = tail ? plan.length - plan.last_take : plan.length;
   while (pos < n) {
     if (pos + seg <= n) {
       const Digest key = chain[static_cast<size_t>((pos + seg) / block) - 1];
       if (const auto meta = disk_->meta(key); meta && meta->begin == pos) {
-        steps.push_back(Step{key, hasher_.parent(lineage, chain, pos, pos + seg), pos, seg});
+        files.push_back(DiskSegment{key, hasher_.parent(lineage, chain, pos, pos + seg), pos, seg});
         pos += seg;
         continue;
       }
@@ -143,12 +137,12 @@ HostTier::Plan BackingTiers::plan_with_disk(const Lineage& lineage, std::span<co
     // for the parent of a span that may cover the fork).
     const auto rest = query.subspan(static_cast<size_t>(pos));
     const Digest parent = hasher_.parent(lineage, chain, pos, n);
-    Step best{{}, parent, pos, 0};
+    DiskSegment best{{}, parent, pos, 0};
     for (const Digest& key : disk_->children(parent, rest.front())) {
       const std::optional<RecordMeta> meta = disk_->meta(key);
       if (!meta || meta->begin != pos) continue;
       const std::int32_t common = common_prefix(meta->tokens, rest);
-      if (common > best.take) best = Step{key, parent, pos, common};
+      if (common > best.take) best = DiskSegment{key, parent, pos, common};
     }
     // Before the fork, the namespace's own files there too, up to the fork (HostTier::plan).
     if (lineage.forks_within(pos + 1, n)) {
@@ -157,36 +151,44 @@ HostTier::Plan BackingTiers::plan_with_disk(const Lineage& lineage, std::span<co
         const std::optional<RecordMeta> meta = disk_->meta(key);
         if (!meta || meta->begin != pos) continue;
         const std::int32_t common = std::min(lineage.fork - pos, common_prefix(meta->tokens, rest));
-        if (common > best.take) best = Step{key, unforked, pos, common};
+        if (common > best.take) best = DiskSegment{key, unforked, pos, common};
       }
     }
-    if (best.take > 0) steps.push_back(best);
+    if (best.take > 0) files.push_back(best);
     break;
   }
-  const std::int32_t reach = steps.empty() ? plan.length : steps.back().begin + steps.back().take;
-  if (reach <= std::max(beat, plan.length) || reach < config_.min_prefix) return plan;
+  if (!files.empty()) out.reach = files.back().begin + files.back().take;
+  // Files worth reading take the plan further, to a prefix long enough to reuse.
+  if (out.reach <= plan.length || out.reach < config_.min_prefix) return DiskExtension{{}, plan.length};
+  return out;
+}
+
+HostTier::Plan BackingTiers::promote(const Lineage& lineage, std::span<const engine::Token> query,
+                                     std::int32_t on_device, const HostTier::Plan& plan, const DiskExtension& extension,
+                                     HostStore::Evicted& evicted) {
+  if (extension.files.empty()) return plan;
   // Read, verify and promote, in position order; stop at the first that fails.
   std::vector<Digest> keep = plan.ancestors;
   keep.insert(keep.end(), plan.keys.begin(), plan.keys.end());
   std::vector<Digest> keys;
-  for (const Step& step : steps) keys.push_back(step.key);
+  for (const DiskSegment& file : extension.files) keys.push_back(file.key);
   disk_->prefetch(keys);
   std::vector<std::optional<Record>> records = disk_->read_all(keys);
   std::vector<Digest> promoted;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const Step& step = steps[i];
+  for (size_t i = 0; i < extension.files.size(); ++i) {
+    const DiskSegment& file = extension.files[i];
     std::optional<Record>& record = records[i];
-    if (!record || record->meta.kind != RecordKind::segment || record->meta.parent != step.parent ||
-        record->meta.begin != step.begin) {
+    if (!record || record->meta.kind != RecordKind::segment || record->meta.parent != file.parent ||
+        record->meta.begin != file.begin) {
       break;
     }
     const auto tokens = static_cast<std::int32_t>(record->meta.tokens.size());
     // A file's scope is that of its namespace: the requesting scope's, for any file this walk reaches.
-    HostSegment segment{step.begin, tokens, step.parent, std::move(record->meta.tokens), std::move(record->payload), {},
+    HostSegment segment{file.begin, tokens, file.parent, std::move(record->meta.tokens), std::move(record->payload), {},
                         record->meta.scope};
-    if (!host_.adopt(step.key, std::move(segment), evicted, keep)) break;
-    keep.push_back(step.key);
-    promoted.push_back(step.key);
+    if (!host_.adopt(file.key, std::move(segment), evicted, keep)) break;
+    keep.push_back(file.key);
+    promoted.push_back(file.key);
     promoted_segments_ += 1;
   }
   // Each adopted segment went in as the newest, after its parent: touch the path deepest first so
@@ -195,7 +197,7 @@ HostTier::Plan BackingTiers::plan_with_disk(const Lineage& lineage, std::span<co
   for (auto key = promoted.rbegin(); key != promoted.rend(); ++key) host_.store().touch(*key);
   for (auto key = plan.keys.rbegin(); key != plan.keys.rend(); ++key) host_.store().touch(*key);
   for (const Digest& key : plan.ancestors) host_.store().touch(key);
-  trace(config_, "disk: promoted up to position {} (host alone {})", reach, host_only);
+  trace(config_, "disk: promoted up to position {} (host alone {})", extension.reach, plan.length);
   return host_.plan(lineage, query, on_device);
 }
 
@@ -216,32 +218,39 @@ std::vector<engine::Pos> BackingTiers::disk_checkpoints(const Lineage& lineage, 
 }
 
 bool BackingTiers::promote_checkpoint(const Lineage& lineage, std::span<const engine::Token> query,
-                                           std::span<const Digest> chain, std::int32_t have, std::int32_t limit,
-                                           const std::string& session, const ScopeId& scope) {
+                                      std::span<const Digest> chain, std::int32_t have, std::int32_t limit,
+                                      const std::string& session, const ScopeId& scope) {
   for (const engine::Pos p : disk_checkpoints(lineage, query, chain, have, limit)) {
-    const Digest record_key = checkpoint_record_key(checkpoints_.key_of(lineage, query, chain, p));
-    std::optional<Record> record = disk_->read(record_key);
-    if (!record || record->meta.kind != RecordKind::checkpoint || record->meta.begin != p) continue;
-    const auto prefix = query.first(static_cast<size_t>(p));
-    if (!checkpoints_.save(lineage, prefix, chain, std::move(record->payload), session, CheckpointKind::boundary,
-                           record->meta.window_from, scope)) {
-      return false;
-    }
-    promoted_checkpoints_ += 1;
-    trace(config_, "disk: promoted the checkpoint at {}", p);
-    return true;
+    if (promote_checkpoint_at(lineage, query, chain, p, session, scope)) return true;
   }
   return false;
 }
 
+bool BackingTiers::promote_checkpoint_at(const Lineage& lineage, std::span<const engine::Token> query,
+                                         std::span<const Digest> chain, engine::Pos position,
+                                         const std::string& session, const ScopeId& scope) {
+  const Digest record_key = checkpoint_record_key(checkpoints_.key_of(lineage, query, chain, position));
+  std::optional<Record> record = disk_->read(record_key);
+  if (!record || record->meta.kind != RecordKind::checkpoint || record->meta.begin != position) return false;
+  const auto prefix = query.first(static_cast<size_t>(position));
+  if (!checkpoints_.save(lineage, prefix, chain, std::move(record->payload), session, CheckpointKind::boundary,
+                         record->meta.window_from, scope)) {
+    return false;
+  }
+  promoted_checkpoints_ += 1;
+  trace(config_, "disk: promoted the checkpoint at {}", position);
+  return true;
+}
+
 std::shared_ptr<RemoteFetch> BackingTiers::fetch(const Lineage& lineage, std::span<const engine::Token> query,
                                                 const HeldPrefix& held, std::span<const engine::Pos> checkpoint_positions,
-                                                bool trimmable, double seconds_per_token, std::function<void()> on_done) {
+                                                double seconds_per_token, std::function<void()> on_done) {
+  const bool trimmable = family_.trimmable();
   if (!remote_) return nullptr;
   const auto n = static_cast<std::int32_t>(query.size());
   const std::int32_t seg = host_.segment_tokens();
   const std::int32_t block = hasher_.block_size();
-  const bool attention = engine::has_attention_cells(engine_.model()) && config_.host_capacity_bytes > 0;
+  const bool attention = family_.attention_cells && config_.host_capacity_bytes > 0;
   const std::vector<Digest> chain = hasher_.chain(lineage, query);
 
   RemoteFetchPlan plan;

@@ -20,6 +20,7 @@
 
 #include "cache/checkpoint_store.h"
 #include "cache/disk_store.h"
+#include "cache/family.h"
 #include "cache/host_tier.h"
 #include "cache/prefix_cache.h"
 #include "cache/remote_tier.h"
@@ -32,8 +33,8 @@ class BackingTiers {
   // Opens the disk tier when `config` names a path and the shared tier when it names URLs (throws
   // std::invalid_argument for a bad URL); `host` and `checkpoints` receive what reads promote and
   // must outlive this object.
-  BackingTiers(const engine::Engine& engine, const CacheConfig& config, const BlockHasher& hasher, HostTier& host,
-               CheckpointStore& checkpoints);
+  BackingTiers(const engine::Engine& engine, const Family& family, const CacheConfig& config, const BlockHasher& hasher,
+               HostTier& host, CheckpointStore& checkpoints);
   BackingTiers(const BackingTiers&) = delete;
   BackingTiers& operator=(const BackingTiers&) = delete;
 
@@ -55,11 +56,25 @@ class BackingTiers {
   void checkpoint_behind(const std::string& ns, const Digest& key, engine::Pos position,
                          std::span<const std::uint8_t> state, engine::Pos window_from, const ScopeId& scope);
 
-  // The host tier's plan for `query`, after promoting from disk the segments that take it past
-  // `beat` (what the device tier or a running request gives already). `host_only`: how far the
-  // host tier alone reached; `evicted`: what the promotions pushed out of it.
-  HostTier::Plan plan_with_disk(const Lineage& lineage, std::span<const engine::Token> query, std::int32_t on_device,
-                                std::int32_t beat, std::int32_t& host_only, HostStore::Evicted& evicted);
+  // A disk file that continues a host plan: read and promoted only when a request adopts it.
+  struct DiskSegment {
+    Digest key, parent;
+    std::int32_t begin = 0, take = 0;  // of the file's tokens, the first `take` serve the query
+  };
+  struct DiskExtension {
+    std::vector<DiskSegment> files;  // in position order, after the plan's last segment
+    std::int32_t reach = 0;          // positions [0, reach) with the plan's own part
+  };
+  // What the disk's files add to the host tier's `plan` of `query`, from the disk's index alone:
+  // nothing is read and no tier changes. No files unless they take the plan further, to at least
+  // min_prefix tokens.
+  DiskExtension disk_extension(const Lineage& lineage, std::span<const engine::Token> query,
+                               const HostTier::Plan& plan) const;
+  // Reads, verifies and adopts `extension`'s files into the host tier, in position order, up to
+  // the first that fails; returns the host tier's plan of `query` afterwards. `evicted`: what the
+  // promotions pushed out of the host tier.
+  HostTier::Plan promote(const Lineage& lineage, std::span<const engine::Token> query, std::int32_t on_device,
+                         const HostTier::Plan& plan, const DiskExtension& extension, HostStore::Evicted& evicted);
   // Positions in (have, limit] of `query` whose checkpoint the disk holds and the store does not,
   // at least min_prefix, highest first.
   std::vector<engine::Pos> disk_checkpoints(const Lineage& lineage, std::span<const engine::Token> query,
@@ -67,13 +82,17 @@ class BackingTiers {
   // Promotes the highest of disk_checkpoints() that reads back whole into the checkpoint store.
   bool promote_checkpoint(const Lineage& lineage, std::span<const engine::Token> query, std::span<const Digest> chain,
                           std::int32_t have, std::int32_t limit, const std::string& session, const ScopeId& scope);
+  // Promotes the disk's checkpoint of `query` at `position`; false when it does not read back whole.
+  bool promote_checkpoint_at(const Lineage& lineage, std::span<const engine::Token> query,
+                             std::span<const Digest> chain, engine::Pos position, const std::string& session,
+                             const ScopeId& scope);
   // The shared tier's lookup of `query`, started on its reader thread: the values that could take
   // the prompt past what the local tiers hold (`held`), on the host tier's grid and, for checkpoint
   // families, at `checkpoint_positions`. Its deadline: the tier's timeout, or as long as computing
   // what it could bring would take (`seconds_per_token`). nullptr: nothing to look up.
   std::shared_ptr<RemoteFetch> fetch(const Lineage& lineage, std::span<const engine::Token> query,
                                      const HeldPrefix& held, std::span<const engine::Pos> checkpoint_positions,
-                                     bool trimmable, double seconds_per_token, std::function<void()> on_done);
+                                     double seconds_per_token, std::function<void()> on_done);
   // A done shared-tier fetch for `query`: its verified values adopted into the host tier and the
   // checkpoint store. Returns the position past which they serve (kNoFork: nothing adopted).
   std::int32_t adopt_fetched(RemoteFetch& fetch, const Lineage& lineage, std::span<const engine::Token> query,
@@ -91,6 +110,7 @@ class BackingTiers {
   std::optional<std::string> remote_name_of(const Record& record) const;
 
   const engine::Engine& engine_;
+  const Family& family_;
   const CacheConfig& config_;
   const BlockHasher& hasher_;
   HostTier& host_;

@@ -5,12 +5,10 @@
 
 namespace prefixd::cache {
 
-DeviceTier::DeviceTier(engine::Engine& engine, std::vector<engine::SeqId> holders, engine::SeqId scratch,
-                       bool trimmable, bool checked)
-    : engine_(engine), holder_count_(static_cast<std::int64_t>(holders.size())), free_holders_(std::move(holders)),
-      scratch_(scratch), trimmable_(trimmable), checked_(checked),
-      attention_(engine::has_attention_cells(engine.model())),
-      sliding_(engine.model().family == engine::ModelFamily::sliding_window),
+DeviceTier::DeviceTier(engine::Engine& engine, const Family& family, std::vector<engine::SeqId> holders,
+                       engine::SeqId scratch, bool checked)
+    : engine_(engine), family_(family), holder_count_(static_cast<std::int64_t>(holders.size())),
+      free_holders_(std::move(holders)), scratch_(scratch), checked_(checked),
       kv_bytes_per_token_(engine.model().kv_bytes_per_token) {
   std::reverse(free_holders_.begin(), free_holders_.end());  // the lowest id is taken first
 }
@@ -88,12 +86,12 @@ void DeviceTier::drop(DeviceEntry& e) {
 void DeviceTier::cut_back(DeviceEntry& e, std::int32_t at_least) {
   RadixTree& t = trees_.at(e.lineage.ns);
   const std::int32_t keep = std::max(at_least, t.keep_length(e.id));
-  if (keep == 0 || t.shared_with_another(e.id, keep) || !attention_) {
+  if (keep == 0 || t.shared_with_another(e.id, keep) || !family_.attention_cells) {
     drop(e);
     return;
   }
   if (keep >= static_cast<std::int32_t>(e.tokens.size())) return;  // others use all of it
-  if (!trimmable_ && e.state_at_end) {
+  if (!family_.trimmable() && e.state_at_end) {
     // A recurrent state cannot be cut back: without it, the attention cells can be.
     engine_.drop_checkpoint_state(e.holder);
     e.state_at_end = false;
@@ -122,7 +120,7 @@ void DeviceTier::cut_path(const std::string& ns, std::span<const engine::Token> 
     const std::int32_t others = t.keep_length(id);  // what other entries and running requests use
     if (t.locked_length(id) > target) report.locked_entries += 1;
     // A state without attention cells cannot be cut back: an entry running requests use stays.
-    if (!attention_ && others > 0 && !t.shared_with_another(id, others)) continue;
+    if (!family_.attention_cells && others > 0 && !t.shared_with_another(id, others)) continue;
     cut_back(e, target);
     const DeviceEntry* kept = find(id);
     if (kept == nullptr || static_cast<std::int32_t>(kept->tokens.size()) < length) report.entries += 1;
@@ -185,14 +183,14 @@ bool DeviceTier::evicts_before(const DeviceEntry& e, const DeviceEntry* victim) 
 }
 
 std::int64_t DeviceTier::cells() const {
-  if (!attention_) return 0;  // holders keep states, not cells
+  if (!family_.attention_cells) return 0;  // holders keep states, not cells
   std::int64_t total = 0;
   for (const auto& [ns, t] : trees_) total += t.unique_tokens();
   return total;
 }
 
 std::int64_t DeviceTier::locked_cells() const {
-  if (!attention_) return 0;
+  if (!family_.attention_cells) return 0;
   std::int64_t total = 0;
   for (const auto& [ns, t] : trees_) total += t.locked_tokens();
   return total;
@@ -209,7 +207,7 @@ std::int64_t DeviceTier::budgeted_idle_cells() const {
 
 std::int64_t DeviceTier::cells_of(const std::string& ns) const {
   const RadixTree* t = tree(ns);
-  return attention_ && t != nullptr ? t->unique_tokens() : 0;
+  return family_.attention_cells && t != nullptr ? t->unique_tokens() : 0;
 }
 
 DeviceTier::Compacted DeviceTier::compact() {
@@ -272,7 +270,7 @@ std::string DeviceTier::verify(bool against_engine) const {
   // Trimmable models: a holder holds exactly its entry's positions. (A checkpoint family's holder
   // may keep only attention cells while its state lives in a checkpoint; libllama then reports the
   // recurrent part's positions, so the check would not say anything about the cells.)
-  if (against_engine && trimmable_) {
+  if (against_engine && family_.trimmable()) {
     for (const auto& [id, e] : entries_) {
       const engine::PosRange held = engine_.sequence_positions(e.holder);
       if (held.min != 0 || held.max + 1 != static_cast<engine::Pos>(e.tokens.size())) {
@@ -283,7 +281,7 @@ std::string DeviceTier::verify(bool against_engine) const {
   }
   // Window-only models: a holder keeps no window cell below its last window (keep_only_window),
   // else running requests that adopt it share cells the window cache cannot spare.
-  if (against_engine && window_only()) {
+  if (against_engine && family_.window_only) {
     for (const auto& [id, e] : entries_) {
       const engine::PosRange window = engine_.sequence_positions(e.holder);
       const engine::Pos from = kept_window_from(static_cast<engine::Pos>(e.tokens.size()));
@@ -305,7 +303,7 @@ std::string DeviceTier::verify(bool against_engine) const {
         it->second.length(id) != static_cast<std::int32_t>(e.tokens.size())) {
       problems += "entry " + std::to_string(id) + " is not in its tree as stored; ";
     }
-    if (trimmable_ && !e.state_at_end) problems += "a trimmable entry lost its state; ";
+    if (family_.trimmable() && !e.state_at_end) problems += "a trimmable entry lost its state; ";
   }
   if (static_cast<std::int64_t>(entries_.size() + free_holders_.size()) != holder_count_) problems += "holders leaked; ";
   return problems;
@@ -313,38 +311,38 @@ std::string DeviceTier::verify(bool against_engine) const {
 
 std::vector<EntryId> DeviceTier::refresh_windows() {
   std::vector<EntryId> broken;
-  if (!sliding_) return broken;
+  if (!family_.sliding) return broken;
   for (auto& [id, e] : entries_) {
-    if (trimmable_) {
+    if (family_.trimmable()) {
       if (!holds_its_start(e.holder, static_cast<std::int32_t>(e.tokens.size()))) broken.push_back(id);
       continue;
     }
     e.window_from = window_run(e.holder, e.window_from);
     const auto n = static_cast<engine::Pos>(e.tokens.size());
-    if (e.window_from > n - engine_.model().sliding_window + 1) e.state_at_end = false;
+    if (e.window_from > n - family_.sliding_window + 1) e.state_at_end = false;
   }
   return broken;
 }
 
 bool DeviceTier::holds_its_start(engine::SeqId seq, std::int32_t length) const {
-  if (!sliding_ || !trimmable_) return true;
+  if (!family_.sliding || !family_.trimmable()) return true;
   const engine::PosRange cells = engine_.sequence_positions(seq);
   if (cells.empty()) return length <= 0;
   return cells.min == 0 && (length < 0 || cells.max == length - 1);
 }
 
 engine::Pos DeviceTier::window_run(engine::SeqId seq, engine::Pos tracked) const {
-  if (!window_only()) return 0;
+  if (!family_.window_only) return 0;
   return std::max(tracked, engine_.sequence_positions(seq).min);
 }
 
 engine::Pos DeviceTier::kept_window_from(engine::Pos end) const {
-  return std::max<engine::Pos>(0, end - engine_.model().sliding_window);
+  return std::max<engine::Pos>(0, end - family_.sliding_window);
 }
 
 void DeviceTier::keep_only_window(engine::SeqId holder, engine::Pos end) {
   const engine::Pos from = kept_window_from(end);
-  if (!window_only() || from <= 0 || engine_.sequence_positions(holder).min >= from) return;
+  if (!family_.window_only || from <= 0 || engine_.sequence_positions(holder).min >= from) return;
   // The scratch sequence keeps the attention cells below `from` while the holder lets go of them,
   // then gives up its own window cells (drop_checkpoint_state touches only those), so copying
   // back returns the attention cells alone to the holder. REQUIRES: the scratch sequence is empty

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cache/block_hash.h"
+#include "cache/family.h"
 #include "cache/prefix_cache.h"
 #include "cache/radix_tree.h"
 #include "cache/request_key.h"
@@ -46,8 +47,8 @@ struct DeviceEntry {
 class DeviceTier {
  public:
   // `holders`: the sequence ids entries may use; `scratch`: a sequence the tier may use and must
-  // leave empty. `trimmable`: the model's memory can be cut back to a position (ReuseMode::trim).
-  DeviceTier(engine::Engine& engine, std::vector<engine::SeqId> holders, engine::SeqId scratch, bool trimmable,
+  // leave empty. `family` must outlive the tier.
+  DeviceTier(engine::Engine& engine, const Family& family, std::vector<engine::SeqId> holders, engine::SeqId scratch,
              bool checked);
 
   const std::unordered_map<EntryId, DeviceEntry>& entries() const { return entries_; }
@@ -141,10 +142,8 @@ class DeviceTier {
   // the start of their cells (to be dropped); window-only mode moves each entry's unbroken window
   // run up, and an entry whose window no longer reaches its end loses its end state.
   std::vector<EntryId> refresh_windows();
-  // Without the full window cache (a checkpoint family): only the window's cells are kept.
-  bool window_only() const { return sliding_ && !trimmable_; }
   // Where `seq`'s unbroken run of window cells starts: `tracked`, or higher when libllama dropped
-  // the cells below (0 unless window_only()).
+  // the cells below (0 unless the family is window-only).
   engine::Pos window_run(engine::SeqId seq, engine::Pos tracked) const;
   // Window-only models: the first position whose window cells a holder ending at `end` keeps, the
   // window the next position attends to plus the one before (so an entry also serves a prompt
@@ -168,13 +167,11 @@ class DeviceTier {
   bool evicts_before(const DeviceEntry& e, const DeviceEntry* victim) const;
   Retained retained_;
   engine::Engine& engine_;
+  const Family& family_;  // without attention cells, holders keep states only
   std::int64_t holder_count_;
   std::vector<engine::SeqId> free_holders_;
   engine::SeqId scratch_;
-  bool trimmable_;
   bool checked_;
-  bool attention_;  // the model has attention cells (else holders keep states only)
-  bool sliding_;    // a sliding-window model
   std::uint64_t kv_bytes_per_token_;
   std::unordered_map<EntryId, DeviceEntry> entries_;
   std::unordered_map<std::string, RadixTree> trees_;  // by namespace digest

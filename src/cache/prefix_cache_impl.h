@@ -64,7 +64,7 @@ inline CacheConfig resolve(CacheConfig config, const engine::Engine& engine) {
   // round trip over the bus. So automatic means never; `idle` remains an explicit choice.
   if (config.compaction == Compaction::automatic) config.compaction = Compaction::never;
   config.block_size = std::max(1, config.block_size);
-  if (!engine::memory_is_trimmable(engine.model())) config.compaction = Compaction::never;
+  if (!Family::of(engine.model()).compactable()) config.compaction = Compaction::never;
   config.checkpoint_every = std::max(0, config.checkpoint_every);
   return config;
 }
@@ -72,21 +72,21 @@ inline CacheConfig resolve(CacheConfig config, const engine::Engine& engine) {
 class PrefixCache::Impl {
  public:
   Impl(engine::Engine& engine, const CacheConfig& config, std::vector<SeqId> holders, SeqId scratch, SeqId pin)
-      : engine_(engine), config_(resolve(config, engine)), hasher_(config_.hash, config_.block_size),
+      : engine_(engine), config_(resolve(config, engine)), family_(Family::of(engine.model())),
+        hasher_(config_.hash, config_.block_size),
         host_(engine, hasher_, config_.host_segment_tokens, config_.host_capacity_bytes,
               std::max<std::int64_t>(0, config_.host_max_segments), scratch),
         checkpoints_(hasher_, config_.checkpoint_capacity_bytes, config_.checkpoint_max_entries,
                      config_.checkpoints_per_session),
-        backing_(engine, config_, hasher_, host_, checkpoints_),
-        mode_(engine::memory_is_trimmable(engine.model()) ? ReuseMode::trim : ReuseMode::checkpoints),
-        device_(engine, std::move(holders), scratch, mode_ == ReuseMode::trim, config_.verify_every_operation),
-        tiers_{engine, config_, hasher_, device_, host_, checkpoints_, backing_, mode_},
+        backing_(engine, family_, config_, hasher_, host_, checkpoints_),
+        device_(engine, family_, std::move(holders), scratch, config_.verify_every_operation),
+        tiers_{engine, config_, family_, hasher_, device_, host_, checkpoints_, backing_},
         paths_(tiers_),
         summary_(hasher_, device_, host_, backing_),
         pin_(pin),
         budget_(tiers_, counters_, [this](const std::string& ns) { repin(ns); }),
         keeper_(tiers_, budget_),
-        planner_(tiers_, counters_, leases_, pin,
+        planner_(config_, family_, engine, hasher_, device_, host_, checkpoints_, backing_, counters_, leases_, pin,
                  [this] { budget_.enforce_running(); }),
         retentions_(*config_.retain_tokens) {
     const auto retained_key = [this](const Digest& key) { return retentions_.holds(key); };
@@ -101,7 +101,7 @@ class PrefixCache::Impl {
 
   const CacheConfig& config() const { return config_; }
   bool can_reuse() const { return config_.enabled; }  // enabled (any model family)
-  ReuseMode reuse_mode() const { return mode_; }
+  ReuseMode reuse_mode() const { return family_.mode; }
 
   // A request's life (prefix_cache.cpp); the public contract is in prefix_cache.h.
   Acquisition acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq, RemoteFetch* fetched);
@@ -173,7 +173,7 @@ class PrefixCache::Impl {
 
   // Checkpoint families (prefix_cache_checkpoints.cpp).
   void donate_with_state(Lease& lease, SeqId seq, std::span<const Token> tokens);
-  bool trimmable() const { return mode_ == ReuseMode::trim; }
+  bool trimmable() const { return family_.trimmable(); }
 
   // Before the cache trusts its entries of a sliding-window model (DeviceTier::holds_its_start):
   // trim mode drops an entry that lost the start of its window cells; window-only mode moves the
@@ -204,11 +204,11 @@ class PrefixCache::Impl {
 
   engine::Engine& engine_;
   const CacheConfig config_;
+  const Family family_;  // how the loaded model's prompts are resumed (family.h)
   BlockHasher hasher_;
   HostTier host_;
   CheckpointStore checkpoints_;
   BackingTiers backing_;  // the disk and the shared tier
-  ReuseMode mode_;
   DeviceTier device_;
   Tiers tiers_;  // the view of the tiers above that the components below hold
   KeyPaths paths_;  // what the tiers hold of a key's path; artifacts

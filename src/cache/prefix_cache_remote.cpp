@@ -19,7 +19,7 @@ std::shared_ptr<RemoteFetch> PrefixCache::Impl::fetch_remote(const RequestKey& k
   // positions this server takes them at, the session wall among them.
   std::vector<engine::Pos> positions;
   if (!trimmable()) positions = planner_.checkpoint_positions(key, n);
-  return backing_.fetch(lineage, query, held, positions, trimmable(), seconds_per_token, std::move(on_done));
+  return backing_.fetch(lineage, query, held, positions, seconds_per_token, std::move(on_done));
 }
 
 void PrefixCache::Impl::abandon_remote() {

@@ -1,19 +1,9 @@
 #include "cache/reuse_plan.h"
 
 #include <algorithm>
-#include <array>
 
 namespace prefixd::cache {
 
-namespace {
-
-// Cells already in the context are cheaper than a restore. For checkpoint families a kept state
-// (an entry's end, then a checkpoint) comes before rebuilding the window from an entry's cells,
-// which also copies the cells below the window that the state does not need.
-constexpr std::array kTrimSources = {Source::device, Source::running, Source::host};
-constexpr std::array kCheckpointSources = {Source::entry_state, Source::checkpoint, Source::window};
-
-}  // namespace
 
 std::int32_t outside_unbroken(std::span<const UnbrokenSpan> spans, std::int32_t length) {
   // The first span that ends after `length`: the only one that can hold it strictly inside.
@@ -21,15 +11,10 @@ std::int32_t outside_unbroken(std::span<const UnbrokenSpan> spans, std::int32_t 
   return it != spans.end() && it->begin < length ? it->begin : length;
 }
 
-std::span<const Source> resumable_sources(ReuseMode mode) {
-  if (mode == ReuseMode::trim) return kTrimSources;
-  return kCheckpointSources;
-}
-
-std::optional<Offer> choose(ReuseMode mode, std::span<const Offer> offers, std::int32_t min_prefix) {
+std::optional<Offer> choose(std::span<const Source> order, std::span<const Offer> offers, std::int32_t min_prefix) {
   std::optional<Offer> best;
   // In the family's order, so that a later source must reach strictly further to win.
-  for (const Source source : resumable_sources(mode)) {
+  for (const Source source : order) {
     for (const Offer& offer : offers) {
       if (offer.source != source || offer.reach < min_prefix) continue;
       if (!best || offer.reach > best->reach) best = offer;

@@ -79,7 +79,7 @@ SequenceKeeper::Kept SequenceKeeper::keep_state(Lease& lease, SeqId seq, std::sp
     tiers_.engine.remove_sequence(seq, 0, -1);
     return {};
   }
-  const bool attention = engine::has_attention_cells(tiers_.engine.model());
+  const bool attention = tiers_.family.attention_cells;
   EntryId superseded = 0;
   if (const RadixTree::Match w = tiers_.device.match_whole(ns, tokens, lease.session, lease.reach);
       w.length > 0 && w.in_session) {
@@ -111,12 +111,12 @@ SequenceKeeper::Kept SequenceKeeper::keep_state(Lease& lease, SeqId seq, std::sp
   // run starts below it. Without the window before its end, the entry keeps the attention cells
   // only and its end state becomes a checkpoint.
   engine::Pos holder_from = seq_from;
-  if (tiers_.device.window_only() && shared > 0 && seq_from <= shared) {
+  if (tiers_.family.window_only && shared > 0 && seq_from <= shared) {
     const engine::Pos tree_from = tiers_.device.entry(longest.entry).window_from;
     holder_from = tree_from < shared ? tree_from : shared;
   }
   // (A token at position p attends to positions p - window + 1 to p.)
-  const bool state_at_end = !tiers_.device.window_only() || holder_from <= n - tiers_.engine.model().sliding_window + 1;
+  const bool state_at_end = !tiers_.family.window_only || holder_from <= n - tiers_.family.sliding_window + 1;
   if (!state_at_end) {
     tiers_.backing.keep_checkpoint(lineage, tokens, tiers_.hasher.chain(lineage, tokens), tiers_.engine.save_checkpoint(seq), lease.session,
                     CheckpointKind::sequence_end, seq_from, lease.key.scope);
@@ -132,7 +132,7 @@ SequenceKeeper::Kept SequenceKeeper::keep_state(Lease& lease, SeqId seq, std::sp
   // The holder now owns every window cell the sequence computed (and the tree's, for the shared
   // prefix): far more than the window cache has room for once requests share them. It keeps the
   // window at its end only (DeviceTier::keep_only_window says why).
-  if (tiers_.device.window_only()) {
+  if (tiers_.family.window_only) {
     tiers_.device.keep_only_window(holder, n);
     holder_from = std::max(holder_from, tiers_.device.kept_window_from(n));
   }

@@ -14,14 +14,14 @@ namespace prefixd::cache {
 struct Tiers {
   engine::Engine& engine;
   const CacheConfig& config;
+  const Family& family;
   const BlockHasher& hasher;
   DeviceTier& device;
   HostTier& host;
   CheckpointStore& checkpoints;
   BackingTiers& backing;
-  ReuseMode mode;
 
-  bool trimmable() const { return mode == ReuseMode::trim; }
+  bool trimmable() const { return family.trimmable(); }
 };
 
 }  // namespace prefixd::cache

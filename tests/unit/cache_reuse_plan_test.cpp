@@ -10,15 +10,18 @@
 namespace prefixd::cache {
 namespace {
 
+std::span<const Source> sources(ReuseMode mode) { return Family{.mode = mode}.sources(); }
+
 std::optional<Source> chosen(ReuseMode mode, std::initializer_list<Offer> offers, std::int32_t min_prefix = 4) {
-  const std::optional<Offer> got = choose(mode, std::span<const Offer>(offers.begin(), offers.size()), min_prefix);
+  const std::optional<Offer> got =
+      choose(sources(mode), std::span<const Offer>(offers.begin(), offers.size()), min_prefix);
   if (!got) return std::nullopt;
   return got->source;
 }
 
 TEST(ReusePlan, EachFamilyResumesOnlyFromItsOwnSources) {
-  EXPECT_EQ(resumable_sources(ReuseMode::trim).size(), 3U);
-  EXPECT_EQ(resumable_sources(ReuseMode::checkpoints).size(), 3U);
+  EXPECT_EQ(sources(ReuseMode::trim).size(), 3U);
+  EXPECT_EQ(sources(ReuseMode::checkpoints).size(), 3U);
   // A checkpoint family cannot resume from a prefix of cells alone, whatever it reaches.
   EXPECT_EQ(chosen(ReuseMode::checkpoints, {{Source::device, 90}, {Source::host, 80}}), std::nullopt);
   EXPECT_EQ(chosen(ReuseMode::trim, {{Source::checkpoint, 90}, {Source::entry_state, 80}}), std::nullopt);
