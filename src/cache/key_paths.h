@@ -1,7 +1,8 @@
-// prefixd cache — a key's path through the tiers: where the segments and states that rebuild a
-// prefix of a token sequence lie (the lookup a request makes, without adopting anything), what
-// each tier holds of it, the artifact that carries it, and removing what the stores hold of it
-// past a position.
+// prefixd cache — a key's path through the tiers: where the records that rebuild a prefix of a
+// token sequence lie, keyed exactly as the host tier, a disk file or a shared value keys them on
+// the block grid (a request's restore, sources.h, may also use part of a longer tail, which no
+// record carries), what each tier holds of it, the artifact that carries it, and removing what the
+// stores hold of it past a position.
 //
 // A path's holdings are found by content, as a lookup finds them: the device tree's entries that
 // share its tokens, the host segments and disk files addressed by its block-hash chain (forked

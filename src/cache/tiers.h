@@ -1,7 +1,8 @@
-// prefixd cache — the tiers, as the cache's components see them: the engine, the resolved
-// configuration, the block hasher, and each tier (device, host, checkpoint store, and the disk and
-// shared tier behind them). PrefixCache::Impl owns them all; the planner, the budget, the keeper
-// and the path walker each hold this view.
+// prefixd cache — the tiers, as the cache's components that touch all of them see them: the
+// engine, the resolved configuration, the model family, the block hasher, and each tier (device,
+// host, checkpoint store, and the disk and shared tier behind them). PrefixCache::Impl owns them
+// all; the budget, the keeper and the path walker hold this view (the reuse planner's sources hold
+// only the tiers each reads, sources.h).
 #pragma once
 
 #include "cache/backing_tiers.h"
