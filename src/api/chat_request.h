@@ -38,6 +38,7 @@ struct CommonParams {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;      // stream_options.include_usage: an extra usage-only chunk
+  bool return_progress = false;    // a stream also carries prompt-processing progress
   std::int32_t logprobs = -1;      // -1: none; else alternatives per token (see GenerationRequest)
   CacheFields cache;
 };

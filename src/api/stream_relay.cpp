@@ -30,7 +30,7 @@ CollectedCompletion collect_completion(scheduler::RequestStream& stream, const s
       out.done = std::move(*event);
       return out;
     }
-    if (event) {
+    if (event && event->kind == scheduler::StreamEvent::Kind::text) {
       out.text += event->text;
       for (auto& t : event->logprobs) out.logprobs.push_back(std::move(t));
     }
@@ -85,6 +85,11 @@ class OpenAiStreamFormat final : public StreamFormat {
 
   std::string stopped(const ApiError& why) override { return sse_data(why.to_json()) + std::string(kSseDone); }
 
+  std::string keep_alive() override { return sse_data(activity_chunk(meta_)); }
+  std::string progress(const scheduler::PromptProgress& progress) override {
+    return sse_data(progress_chunk(meta_, progress));
+  }
+
   // llama.cpp's server and vLLM send a chat's reasoning as delta.reasoning_content.
   std::string reasoning(std::string_view text) override { return sse_data(reasoning_chunk(meta_, text)); }
 
@@ -117,11 +122,11 @@ std::unique_ptr<StreamFormat> openai_stream_format(ResponseMeta meta, bool inclu
 
 SseRelay::SseRelay(std::shared_ptr<scheduler::RequestStream> stream, std::unique_ptr<StreamFormat> format,
                    StopCheck should_stop, ReplyDone after_reply, std::optional<ReasoningSplitter> reasoning,
-                   std::chrono::milliseconds keep_alive)
+                   RelayOptions options)
     : stream_(std::move(stream)),
       format_(std::move(format)),
       should_stop_(std::move(should_stop)),
-      keep_alive_(keep_alive),
+      options_(options),
       after_reply_(std::move(after_reply)),
       reasoning_(std::move(reasoning)) {}
 
@@ -164,7 +169,7 @@ SseRelay::Step SseRelay::pump(const Write& write_frames) {
     }
     event = stream_->next(std::chrono::milliseconds(0));
   }
-  if (std::chrono::steady_clock::now() - last_write_ >= keep_alive_ && !write(format_->keep_alive())) {
+  if (std::chrono::steady_clock::now() - last_write_ >= options_.keep_alive && !write(format_->keep_alive())) {
     spdlog::debug("stream stopped: the client is gone (a keep-alive could not be written)");
     abort();
     return Step::aborted;
@@ -199,6 +204,11 @@ std::string SseRelay::split_frames(SplitReply split, const scheduler::StreamEven
 }
 
 bool SseRelay::write_event(const scheduler::StreamEvent& event, const Write& write) {
+  if (event.kind == scheduler::StreamEvent::Kind::progress) {
+    if (!options_.progress) return true;
+    const std::string frames = format_->progress(event.progress);
+    return frames.empty() || write(frames);
+  }
   if (event.kind == scheduler::StreamEvent::Kind::text) {
     std::string frames;
     if (reasoning_) {

@@ -23,8 +23,9 @@
 namespace prefixd::api {
 
 inline constexpr std::chrono::milliseconds kPollInterval{50};
-// A stream silent this long (a long prompt in prefill) gets a keep-alive frame: HTTP clients
-// abandon a response body that stays silent (Node's fetch after 300 s), and only a write tells a
+// A stream silent this long (a long prompt waiting or in prefill) gets a keep-alive: agents abort
+// a stream that delivers no event for a while (qwen-code after 240 s, Claude Code after 300 s),
+// HTTP clients a body that stays silent (Node's fetch after 300 s), and only a write tells a
 // client that closed its connection from one that waits.
 inline constexpr std::chrono::seconds kKeepAliveInterval{15};
 // After cancel(), how long to wait for the scheduler's `done` before giving up on the stream.
@@ -62,9 +63,12 @@ class StreamFormat {
   virtual std::string done(const scheduler::StreamEvent& event) = 0;
   // The frames that end a stream the server stopped (shutdown, the client gone) with `why`.
   virtual std::string stopped(const ApiError& why) = 0;
-  // A frame that says nothing but that the stream is alive: an SSE comment, which every client
-  // skips (Anthropic's format sends its `ping` event).
+  // Frames that add nothing to the reply but that clients count as activity: SDKs drop SSE
+  // comments and Anthropic's `ping` before an agent's stream watchdog sees them, so each protocol
+  // sends an event of its own that changes nothing (an empty delta, a repeated in-progress).
   virtual std::string keep_alive() { return ": keep-alive\n\n"; }
+  // The frames of a prompt-processing progress event (return_progress); may be empty.
+  virtual std::string progress(const scheduler::PromptProgress& progress) = 0;
 };
 
 // OpenAI's chat and legacy completion chunks, ending with [DONE]. `tool_calls`: the parser for a
@@ -72,6 +76,11 @@ class StreamFormat {
 // tool-call deltas, and a reply that called ends "tool_calls".
 std::unique_ptr<StreamFormat> openai_stream_format(ResponseMeta meta, bool include_usage,
                                                    std::optional<ToolCallStream> tool_calls = std::nullopt);
+
+struct RelayOptions {
+  bool progress = false;  // the request asked for prompt-processing progress (return_progress)
+  std::chrono::milliseconds keep_alive = kKeepAliveInterval;
+};
 
 // Streaming: turns events into SSE frames, one pump() call at a time.
 class SseRelay {
@@ -89,7 +98,7 @@ class SseRelay {
   // answer alone reaches format->text() and `after_reply`.
   SseRelay(std::shared_ptr<scheduler::RequestStream> stream, std::unique_ptr<StreamFormat> format, StopCheck should_stop,
            ReplyDone after_reply = {}, std::optional<ReasoningSplitter> reasoning = std::nullopt,
-           std::chrono::milliseconds keep_alive = kKeepAliveInterval);
+           RelayOptions options = {});
   ~SseRelay();  // aborts if the stream has not finished
   SseRelay(const SseRelay&) = delete;
   SseRelay& operator=(const SseRelay&) = delete;
@@ -109,7 +118,7 @@ class SseRelay {
   std::unique_ptr<StreamFormat> format_;
   StopCheck should_stop_;
   std::chrono::steady_clock::time_point next_check_ = std::chrono::steady_clock::now();
-  std::chrono::milliseconds keep_alive_;
+  RelayOptions options_;
   std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();
   bool opened_ = false;
   bool ended_ = false;

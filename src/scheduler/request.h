@@ -135,10 +135,20 @@ struct Timings {
   double decode_ms = 0;      // first token -> finish
 };
 
+// How far a request's prompt has come, in prompt tokens: sent when the cache has answered and
+// after each prefill chunk, so a client can show it (and hear from a long prefill at all).
+struct PromptProgress {
+  std::int32_t total = 0;      // the prompt's tokens
+  std::int32_t cached = 0;     // of which reused from the cache
+  std::int32_t processed = 0;  // of which in the sequence now, the cached ones included
+  double elapsed_ms = 0;       // since the request was admitted
+};
+
 // One event of a request's stream. Text events carry complete UTF-8 with stop strings removed.
 struct StreamEvent {
-  enum class Kind { text, done } kind = Kind::text;
+  enum class Kind { text, progress, done } kind = Kind::text;
   std::string text;                       // kind == text
+  PromptProgress progress;                // kind == progress
   // kind == text, when the request asked for them: the tokens generated since the previous text
   // event, in order (text held back for a stop string or a split character arrives later than
   // its token's entry).

@@ -334,13 +334,14 @@ TEST(ApiStreamRelay, ReasoningAndAnswerLeaveApartWhateverPiecesTheMarkersArriveI
 namespace prefixd::api {
 namespace {
 
-// A long prefill sends nothing for minutes: the relay writes keep-alive frames meanwhile, and the
+// A long prefill sends nothing for minutes: the relay writes keep-alive chunks meanwhile (chunks
+// that add nothing, since SDKs drop SSE comments before an agent's watchdog sees them), and the
 // first one a client that left cannot take ends the request.
 TEST(ApiStreamRelay, ASilentStreamIsKeptAliveAndAClientThatLeftIsNoticedByTheWrite) {
   auto stream = std::make_shared<RequestStream>();
   CancellationResponder responder(stream);
   SseRelay relay(stream, openai_stream_format(chat_meta(), false), [] { return std::optional<ApiError>(); }, {}, std::nullopt,
-                 std::chrono::milliseconds(20));
+                 RelayOptions{.keep_alive = std::chrono::milliseconds(20)});
   std::vector<std::string> written;
   bool client_there = true;
   auto write = [&](std::string_view frame) {
@@ -350,8 +351,14 @@ TEST(ApiStreamRelay, ASilentStreamIsKeptAliveAndAClientThatLeftIsNoticedByTheWri
   };
   const auto silent_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
   while (std::chrono::steady_clock::now() < silent_until) ASSERT_EQ(relay.pump(write), SseRelay::Step::more);
-  const auto keep_alives = std::ranges::count(written, std::string(": keep-alive\n\n"));
-  EXPECT_GE(keep_alives, 2) << "the role chunk, then a comment every 20 ms of silence";
+  bool saw_done = false;
+  const std::vector<json> chunks = frames_to_json(written, saw_done);
+  const auto keep_alives = std::ranges::count_if(chunks, [](const json& c) {
+    return c["object"] == "chat.completion.chunk" && c["choices"].size() == 1 && c["choices"][0]["index"] == 0 &&
+           c["choices"][0]["delta"] == json::object() && c["choices"][0]["finish_reason"].is_null();
+  });
+  EXPECT_GE(keep_alives, 2) << "the role chunk, then an empty delta every 20 ms of silence";
+  EXPECT_EQ(keep_alives + 1, static_cast<std::ptrdiff_t>(chunks.size())) << "nothing else was sent";
   client_there = false;
   SseRelay::Step step = SseRelay::Step::more;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);

@@ -357,7 +357,7 @@ CommonParams parse_params(const FieldReader& in, const ParseOptions& options, Me
   if (auto p = in.number("top_p", 0.0, 1.0, /*lo_open=*/true)) params.sampling.top_p = static_cast<float>(*p);
   if (auto k = in.integer("top_k", 0, kInt32Max)) params.sampling.top_k = params.sampling.temperature == 0 ? 1 : static_cast<std::int32_t>(*k);
   params.stop = parse_stop_sequences(in);
-  params.stream = in.boolean("stream").value_or(false);
+  fields::read_streaming(in, params);
   // The end user's id is the cache session requests of one user share, as `user` is for OpenAI;
   // cache_prompt, prompt_cache_key and cache_salt are read as every endpoint reads them.
   std::optional<std::string> end_user;

@@ -64,8 +64,21 @@ class AnthropicStreamFormat final : public StreamFormat {
 
   std::string stopped(const ApiError& why) override { return close_block() + error_event(why); }
 
-  // Anthropic's own keep-alive.
-  std::string keep_alive() override { return sse_event("ping", {{"type", "ping"}}); }
+  // Claude Code's and qwen-code's stream watchdogs count content events only (their SDKs drop
+  // `ping`): before any output the first text block opens early, and an empty delta goes on the
+  // open block. An empty text block adds nothing to the message a client sends back.
+  std::string keep_alive() override {
+    std::string frames;
+    if (open_ == Block::none && index_ == 0) frames += open_text_block();
+    if (open_ == Block::text) return frames + delta_event("text_delta", "text", "");
+    if (open_ == Block::thinking) return frames + delta_event("thinking_delta", "thinking", "");
+    return sse_event("ping", {{"type", "ping"}});
+  }
+
+  // Progress rides on a ping, which every SDK skips and a raw reader of the stream sees.
+  std::string progress(const scheduler::PromptProgress& progress) override {
+    return sse_event("ping", {{"type", "ping"}, {"prompt_progress", prompt_progress_json(progress)}});
+  }
 
   // Reasoning comes first, in a thinking block of its own.
   std::string reasoning(std::string_view text) override {
@@ -78,9 +91,7 @@ class AnthropicStreamFormat final : public StreamFormat {
                            {"content_block", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}}});
       open_ = Block::thinking;
     }
-    return frames + sse_event("content_block_delta", {{"type", "content_block_delta"},
-                                                      {"index", index_},
-                                                      {"delta", {{"type", "thinking_delta"}, {"thinking", text}}}});
+    return frames + delta_event("thinking_delta", "thinking", text);
   }
 
  private:
@@ -101,18 +112,25 @@ class AnthropicStreamFormat final : public StreamFormat {
     return frames + sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_++}});
   }
 
+  std::string open_text_block() {
+    open_ = Block::text;
+    return sse_event("content_block_start", {{"type", "content_block_start"},
+                                             {"index", index_},
+                                             {"content_block", {{"type", "text"}, {"text", ""}}}});
+  }
+
+  std::string delta_event(std::string_view type, std::string_view field, std::string_view text) {
+    return sse_event("content_block_delta",
+                     {{"type", "content_block_delta"}, {"index", index_}, {"delta", {{"type", type}, {field, text}}}});
+  }
+
   std::string text_delta(const std::string& text) {
     std::string frames;
     if (open_ != Block::text) {
-      frames += close_block();
-      frames += sse_event("content_block_start", {{"type", "content_block_start"},
-                                                  {"index", index_},
-                                                  {"content_block", {{"type", "text"}, {"text", ""}}}});
-      open_ = Block::text;
+      frames += close_block();  // first: it moves the index on
+      frames += open_text_block();
     }
-    return frames + sse_event("content_block_delta", {{"type", "content_block_delta"},
-                                                      {"index", index_},
-                                                      {"delta", {{"type", "text_delta"}, {"text", text}}}});
+    return frames + delta_event("text_delta", "text", text);
   }
 
   // A call's first delta opens its tool_use block; its arguments arrive as input_json_delta.

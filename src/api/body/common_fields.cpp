@@ -22,6 +22,11 @@ void read_temperature(const FieldReader& in, engine::SamplingParams& sampling, d
   if (*t == 0.0) sampling.top_k = 1;
 }
 
+void read_streaming(const FieldReader& in, CommonParams& params) {
+  params.stream = in.boolean("stream").value_or(false);
+  params.return_progress = in.boolean("return_progress", /*extended=*/true).value_or(false);
+}
+
 CacheFields read_cache_fields(const FieldReader& in, bool cache_prompt_default, const std::optional<std::string>& end_user) {
   CacheFields cache;
   cache.enabled = cache_prompt_default && in.boolean("cache_prompt", /*extended=*/true).value_or(true);

@@ -20,6 +20,10 @@ void check_served_model(const FieldReader& in, const std::vector<std::string>& s
 // draw greedy whatever sampler chain the engine builds.
 void read_temperature(const FieldReader& in, engine::SamplingParams& sampling, double most);
 
+// `stream`, and `return_progress` (llama-server's extension, at the root or in extra_body): a
+// stream that also reports how far the prompt has been processed.
+void read_streaming(const FieldReader& in, CommonParams& params);
+
 // cache_prompt, prompt_cache_key and cache_salt, at the root or in extra_body (prefixd's and
 // llama-server's extensions to each protocol). `cache_prompt_default` is false when the server
 // runs with --no-cache-prompt. `end_user` is the protocol's own id of the end user (OpenAI's

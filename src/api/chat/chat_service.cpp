@@ -78,7 +78,7 @@ std::shared_ptr<SseRelay> PendingReply::stream(SseRelay::StopCheck should_stop, 
     after_reply = [calls = calls_, next_turn = next_turn_](const SplitReply& reply) { next_turn(calls.read(reply)); };
   }
   return std::make_shared<SseRelay>(std::move(stream_), std::move(format), std::move(should_stop), std::move(after_reply),
-                                    std::move(reasoning_));
+                                    std::move(reasoning_), RelayOptions{.progress = params_.return_progress});
 }
 
 ChatService::ChatService(const engine::Engine& engine, scheduler::Scheduler& scheduler, const PromptBuilder& prompts,

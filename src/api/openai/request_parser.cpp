@@ -83,7 +83,7 @@ CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
   params.sampling = parse_sampling(in, options);
   params.max_tokens = parse_max_tokens(in);
   params.stop = parse_stop(in);
-  params.stream = in.boolean("stream").value_or(false);
+  fields::read_streaming(in, params);
   if (const ordered_json* stream_options = in.find("stream_options")) {
     if (!stream_options->is_object()) reject("stream_options", "'stream_options' must be an object");
     params.include_usage = FieldReader(*stream_options).boolean("include_usage").value_or(false);

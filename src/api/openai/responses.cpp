@@ -174,6 +174,29 @@ OrderedJson role_chunk(const ResponseMeta& meta) {
   return chunk;
 }
 
+OrderedJson activity_chunk(const ResponseMeta& meta) {
+  OrderedJson chunk = header(meta, true);
+  OrderedJson content = meta.endpoint == Endpoint::chat ? OrderedJson::object() : OrderedJson("");
+  chunk["choices"] = OrderedJson::array({choice(meta, std::move(content), nullptr, true)});
+  return chunk;
+}
+
+OrderedJson prompt_progress_json(const scheduler::PromptProgress& progress) {
+  return {{"total", progress.total},
+          {"cache", progress.cached},
+          {"processed", progress.processed},
+          {"time_ms", progress.elapsed_ms}};
+}
+
+OrderedJson progress_chunk(const ResponseMeta& meta, const scheduler::PromptProgress& progress) {
+  OrderedJson chunk = header(meta, true);
+  OrderedJson content =
+      meta.endpoint == Endpoint::chat ? OrderedJson{{"role", "assistant"}, {"content", nullptr}} : OrderedJson("");
+  chunk["choices"] = OrderedJson::array({choice(meta, std::move(content), nullptr, true)});
+  chunk["prompt_progress"] = prompt_progress_json(progress);
+  return chunk;
+}
+
 OrderedJson reasoning_chunk(const ResponseMeta& meta, std::string_view text) {
   OrderedJson chunk = header(meta, true);
   chunk["choices"] = OrderedJson::array({choice(meta, {{"reasoning_content", text}}, nullptr, true)});

@@ -82,6 +82,14 @@ OrderedJson finish_chunk(const ResponseMeta& meta, const scheduler::StreamEvent&
 OrderedJson tool_call_chunk(const ResponseMeta& meta, const ToolCallDelta& delta,
                             std::span<const scheduler::GeneratedLogprobs> logprobs, std::size_t& offset);
 OrderedJson usage_chunk(const ResponseMeta& meta, const scheduler::StreamEvent& done);
+// A chunk that adds nothing to the reply (an empty delta, or an empty text for completions): what
+// a stream sends while the prompt is prefilled, since clients count chunks, not SSE comments, as
+// signs of life.
+OrderedJson activity_chunk(const ResponseMeta& meta);
+// A prompt-processing progress chunk (return_progress), in llama.cpp's server's shape: a chunk
+// whose delta adds no content, with `prompt_progress` {total, cache, processed, time_ms}.
+OrderedJson progress_chunk(const ResponseMeta& meta, const scheduler::PromptProgress& progress);
+OrderedJson prompt_progress_json(const scheduler::PromptProgress& progress);
 
 // Server-sent events: one `data:` line per JSON payload, a blank line after each.
 std::string sse_data(const OrderedJson& payload);

@@ -174,7 +174,7 @@ CommonParams parse_params(const FieldReader& in, const ParseOptions& options) {
   params.sampling.seed = options.default_seed;
   fields::read_temperature(in, params.sampling, 2.0);
   if (auto p = in.number("top_p", 0.0, 1.0, /*lo_open=*/true)) params.sampling.top_p = static_cast<float>(*p);
-  params.stream = in.boolean("stream").value_or(false);
+  fields::read_streaming(in, params);
   params.cache = fields::read_cache_fields(in, options.cache_prompt_default, in.string("user"));
   if (in.boolean("background").value_or(false)) reject("background", "background responses are not supported");
   return params;

@@ -67,6 +67,19 @@ class ResponsesStreamFormat final : public StreamFormat {
     return frames + error_event(why);
   }
 
+  // Before the first output item, response.in_progress again (every client types it; a repeat
+  // replaces the snapshot, which has no output yet); later a comment, since the reply is flowing.
+  std::string keep_alive() override {
+    if (!output_.empty() || open_ != Item::none) return StreamFormat::keep_alive();
+    return event("response.in_progress", {{"response", response_in_progress(meta_, request_)}});
+  }
+
+  std::string progress(const scheduler::PromptProgress& progress) override {
+    if (!output_.empty() || open_ != Item::none) return {};
+    return event("response.in_progress",
+                 {{"response", response_in_progress(meta_, request_)}, {"prompt_progress", prompt_progress_json(progress)}});
+  }
+
   // Reasoning comes first, as a reasoning item with one reasoning_text part.
   std::string reasoning(std::string_view text) override {
     std::string frames;
