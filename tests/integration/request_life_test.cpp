@@ -1,6 +1,7 @@
 // The cache's request-life face (cache/request_life.h) with a shared tier on a real valkey-server:
 // a lookup starts when the ticket opens, admit() waits for it until its deadline without using a
-// sequence, adopts what it brought, and counts a lookup it stopped waiting for exactly once.
+// sequence, adopts what it brought, and counts a lookup it stopped waiting for exactly once; and a
+// server's queue, where a request waiting for its lookup holds up no one behind it.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -10,8 +11,11 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cache/prefix_cache.h"
 #include "server_process.h"
@@ -24,6 +28,7 @@ namespace {
 using namespace std::chrono_literals;
 using engine::SeqId;
 using engine::Token;
+using nlohmann::json;
 using prefixd::testing::have_program;
 using prefixd::testing::ValkeyProcess;
 
@@ -189,6 +194,49 @@ TEST_F(RequestLifeRemote, AnAbandonedTicketCountsItsLookupADroppedOneCountsNothi
   EXPECT_EQ(node.cache->stats().remote.fetch_latency_count, 2);
   EXPECT_EQ(dropped_calls, calls_before) << "a destroyed ticket's lookup calls no one";
   EXPECT_EQ(node.cache->stats().remote.fetch_timeouts, 1) << "dropping a ticket counts nothing";
+}
+
+TEST_F(RequestLifeRemote, AServerAdmitsTheRequestsBehindOneWaitingForItsLookup) {
+  prefixd::testing::ServerConfig config;
+  config.ctx_size = 8192;
+  config.extra_args = {"--cache-remote", valkey_->url(), "--cache-remote-timeout-ms", "2000"};
+  prefixd::testing::ServerProcess server(config);
+  auto first = server.client();
+  auto second = server.client();
+  const auto chat = [](const std::string& text, bool cache_prompt) {
+    return json{{"messages", json::array({{{"role", "user"}, {"content", text}}})},
+                {"max_tokens", 4},
+                {"temperature", 0},
+                {"cache_prompt", cache_prompt}};
+  };
+  ASSERT_EQ(prefixd::testing::post_json(*first, "/v1/chat/completions", chat("connect first", true)).status, 200);
+  valkey_->signal(SIGSTOP);
+  std::string long_text;
+  for (int i = 0; i < 40; ++i) long_text += "Note " + std::to_string(i) + ": the ledger balances when every entry is checked. ";
+  std::chrono::steady_clock::time_point first_done;
+  std::thread waiting([&] {
+    EXPECT_EQ(prefixd::testing::post_json(*first, "/v1/chat/completions", chat(long_text, true)).status, 200);
+    first_done = std::chrono::steady_clock::now();
+  });
+  // The long prompt is queued first, its lookup hanging: it counts as queued and holds no sequence.
+  bool counted = false;
+  for (const auto until = std::chrono::steady_clock::now() + 1500ms; !counted && std::chrono::steady_clock::now() < until;) {
+    const std::string metrics = second->Get("/metrics")->body;
+    counted = prefixd::testing::metric_value(metrics, "prefixd_requests_queued") == 1 &&
+              prefixd::testing::metric_value(metrics, "prefixd_requests_running") == 0;
+    if (!counted) std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_TRUE(counted) << "a request waiting for its lookup is queued, not running";
+  const auto sent = std::chrono::steady_clock::now();
+  ASSERT_EQ(prefixd::testing::post_json(*second, "/v1/chat/completions", chat("A short one.", false)).status, 200);
+  const auto second_done = std::chrono::steady_clock::now();
+  waiting.join();
+  valkey_->signal(SIGCONT);
+  EXPECT_LT(second_done, first_done) << "the request that does not use the cache went ahead";
+  EXPECT_LT(second_done - sent, 1500ms);
+  const json remote = prefixd::testing::get_json(*second, "/v1/cache/stats").body["tiers"]["remote"];
+  EXPECT_EQ(remote["lookup_timeouts"], 1) << remote.dump();
+  EXPECT_EQ(remote["lookup_hits"], 0) << remote.dump();
 }
 
 }  // namespace
