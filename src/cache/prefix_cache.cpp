@@ -160,21 +160,30 @@ PrefixCache::~PrefixCache() = default;
 const CacheConfig& PrefixCache::config() const { return impl_->config(); }
 ReuseMode PrefixCache::reuse_mode() const { return impl_->reuse_mode(); }
 std::int32_t PrefixCache::next_stop(SeqId seq) const { return impl_->next_stop(seq); }
-Acquisition PrefixCache::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq,
-                                 RemoteFetch* fetched) {
-  const VerifiedAfter verified(*impl_, "acquire");
-  return impl_->acquire(key, prompt, seq, fetched);
+Ticket PrefixCache::open(const RequestKey& key, std::span<const Token> prompt, double seconds_per_token,
+                         std::function<void()> on_lookup_done) {
+  const VerifiedAfter verified(*impl_, "open");
+  return impl_->open(key, prompt, seconds_per_token, std::move(on_lookup_done));
 }
-Acquisition PrefixCache::bypass(const ScopeId& scope) {
-  const VerifiedAfter verified(*impl_, "bypass");
-  return impl_->bypass(scope);
+Ticket PrefixCache::open_bypass(const ScopeId& scope) { return impl_->open_bypass(scope); }
+Admission PrefixCache::admit(Ticket& ticket, SeqId seq, const Room& room) {
+  const VerifiedAfter verified(*impl_, "admit");
+  return impl_->admit(ticket.state(), seq, room);
+}
+void PrefixCache::abandon(Ticket& ticket) {
+  const VerifiedAfter verified(*impl_, "abandon");
+  impl_->abandon(ticket.state());
+}
+Acquisition PrefixCache::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq) {
+  const VerifiedAfter verified(*impl_, "acquire");
+  return impl_->acquire(key, prompt, seq, nullptr);
 }
 void PrefixCache::advance(SeqId seq, std::int32_t computed) {
   const VerifiedAfter verified(*impl_, "advance");
   impl_->advance(seq, computed);
 }
-std::vector<Resolved> PrefixCache::poll() {
-  const VerifiedAfter verified(*impl_, "poll");
+std::vector<Resolved> PrefixCache::take_resolved() {
+  const VerifiedAfter verified(*impl_, "take_resolved");
   return impl_->poll();
 }
 void PrefixCache::donate(SeqId seq, std::span<const Token> tokens) {
@@ -198,15 +207,17 @@ bool PrefixCache::make_room(std::int64_t running, std::int64_t need) {
   const VerifiedAfter verified(*impl_, "make_room");
   return impl_->make_room(running, need);
 }
-void PrefixCache::expire() {
-  const VerifiedAfter verified(*impl_, "expire");
-  impl_->expire();
+void PrefixCache::make_room_for_step(std::int64_t running) {
+  const VerifiedAfter verified(*impl_, "make_room_for_step");
+  impl_->make_room(running, 1);
 }
-std::int64_t PrefixCache::compact() {
-  const VerifiedAfter verified(*impl_, "compact");
-  return impl_->compact();
+std::int64_t PrefixCache::tick(bool nothing_running) {
+  // Called on every turn of the engine thread's loop: checked only when it changes something.
+  const auto now = Clock::now();
+  if (!impl_->tick_due(now, nothing_running)) return 0;
+  const VerifiedAfter verified(*impl_, "tick");
+  return impl_->tick(now, nothing_running);
 }
-bool PrefixCache::compaction_due() const { return impl_->compaction_due(); }
 ResetReport PrefixCache::reset() {
   const VerifiedAfter verified(*impl_, "reset");
   return impl_->reset();
@@ -216,15 +227,6 @@ ResetReport PrefixCache::reset_scope(const ScopeId& scope) {
   return impl_->reset_scope(scope);
 }
 void PrefixCache::flush_disk() { impl_->flush_disk(); }
-std::shared_ptr<RemoteFetch> PrefixCache::fetch_remote(const RequestKey& key, std::span<const Token> prompt,
-                                                       double seconds_per_token, std::function<void()> on_done) {
-  const VerifiedAfter verified(*impl_, "fetch_remote");
-  return impl_->fetch_remote(key, prompt, seconds_per_token, std::move(on_done));
-}
-void PrefixCache::abandon_remote() {
-  const VerifiedAfter verified(*impl_, "abandon_remote");
-  impl_->abandon_remote();
-}
 ArtifactInfo PrefixCache::save_artifact(const RequestKey& key, std::span<const Token> tokens,
                                         const std::filesystem::path& path, const std::string& manifest) {
   const VerifiedAfter verified(*impl_, "save_artifact");

@@ -1,20 +1,19 @@
-// prefixd cache — the prompt-prefix KV cache: the coordinator of its tiers, and the contract of the
-// request life the scheduler drives. Its words (configuration, keys, reports) are in cache_types.h;
-// what the control plane and the views may ask, its admin face, in cache_admin.h.
+// prefixd cache — the prompt-prefix KV cache: the coordinator of its tiers. Its words
+// (configuration, keys, reports) are in cache_types.h; its two faces are the request life the
+// scheduler drives (request_life.h) and what the control plane and the views may ask (the admin
+// face, cache_admin.h).
 //
 // Owns: which token prefixes have K/V kept, where (device tier: cells still in the llama context,
 // held by "holder" sequence ids; host tier: serialized segments in RAM), the running requests'
 // claims on them, and the budgets and eviction that bound them.
 //
-// The life of a request's sequence, all on the engine thread:
-//   acquire()  registers the sequence and puts the longest reusable prefix of its prompt into it:
-//              from an idle entry, from another running request that holds or is computing it
-//              (then the request may have to wait, see poll(): when the other has less left to
-//              compute up to the shared length than this one would compute without it), or from
-//              the host tier;
-//   advance()  after each prefill chunk and decoded token: how far the sequence now holds;
-//   poll()     hands waiting sequences the prefix they waited for once it is computed;
-//   donate()   at the end: the sequence's K/V becomes a device entry (or release(): dropped).
+// The life of a request's sequence (request_life.h), all on the engine thread: open() a ticket
+// when it is queued (the shared-tier lookup starts), admit() it into a free sequence — room made,
+// then the longest reusable prefix of its prompt put into the sequence: from an idle entry, from
+// another running request that holds or is computing it (then the request may have to wait, see
+// take_resolved(): when the other has less left to compute up to the shared length than this one
+// would compute without it), or from the host, disk and shared tiers — then advance() it as it is
+// computed, and donate() its K/V as a device entry at the end (or release() it: dropped).
 //
 // Models whose memory cannot be cut back (recurrent, hybrid, window-only sliding window) resume
 // only where their whole state exists: at a device entry's end, or at a checkpoint (their partial
@@ -57,12 +56,12 @@
 #include "cache/cache_admin.h"
 #include "cache/cache_tree.h"
 #include "cache/cache_types.h"
-#include "cache/remote_fetch.h"
+#include "cache/request_life.h"
 #include "engine/engine.h"
 
 namespace prefixd::cache {
 
-class PrefixCache final : public CacheAdmin {
+class PrefixCache final : public CacheAdmin, public RequestLife {
  public:
   // `holders` are sequence ids the cache may keep entries in; `scratch` is one more id it uses
   // to save and restore segments. Neither may be used by anyone else.
@@ -78,34 +77,32 @@ class PrefixCache final : public CacheAdmin {
   const CacheConfig& config() const;
   ReuseMode reuse_mode() const;
 
-  // Registers `seq` as running `prompt` and puts the longest reusable prefix, at most
-  // prompt.size() - 1 tokens, into it. With `waiting` set, `seq` stays empty until poll()
-  // resolves it. With the cache disabled the outcome is bypass and nothing is registered.
-  // `fetched`: this prompt's completed shared-tier lookup (fetch_remote), whose verified values
-  // are adopted first; a reuse that reaches into them reports tier remote.
-  // REQUIRES: `seq` is empty and not registered.
-  Acquisition acquire(const RequestKey& key, std::span<const engine::Token> prompt, engine::SeqId seq,
-                      RemoteFetch* fetched = nullptr);
-  // Counts a request of `scope` that does not use the cache (cache_prompt: false); returns its
-  // acquisition.
-  Acquisition bypass(const ScopeId& scope = {});
-  // `seq` now holds K/V for positions [0, computed): of its prompt, then of the tokens it
-  // generated (called after each decoded token too, so the pin covers them). A checkpoint planned
-  // at `computed` is taken now.
-  void advance(engine::SeqId seq, std::int32_t computed);
-  // The next prompt position after `computed` where the cache takes a checkpoint of `seq`: a
-  // prefill chunk must end there. -1 when none is planned.
-  std::int32_t next_stop(engine::SeqId seq) const;
-  // Waiting sequences whose prefix is now available hold it; each is returned once.
-  std::vector<Resolved> poll();
-  // Ends `seq`: what it holds for positions [0, tokens.size()) becomes a device entry (unless
-  // covered already or not worth keeping); afterwards `seq` is empty and unregistered.
-  void donate(engine::SeqId seq, std::span<const engine::Token> tokens);
-  // Ends `seq` without keeping anything; afterwards it is empty and unregistered.
-  void release(engine::SeqId seq);
+  // The request life (request_life.h).
+  Ticket open(const RequestKey& key, std::span<const engine::Token> prompt, double seconds_per_token,
+              std::function<void()> on_lookup_done) override;
+  Ticket open_bypass(const ScopeId& scope) override;
+  Admission admit(Ticket& ticket, engine::SeqId seq, const Room& room) override;
+  void abandon(Ticket& ticket) override;
+  std::vector<Resolved> take_resolved() override;
+  void advance(engine::SeqId seq, std::int32_t computed) override;
+  std::int32_t next_stop(engine::SeqId seq) const override;
+  void donate(engine::SeqId seq, std::span<const engine::Token> tokens) override;
+  void release(engine::SeqId seq) override;
+  void make_room_for_step(std::int64_t running) override;
+  std::int64_t release_device_cells(std::int64_t cells) override;
+  std::int64_t tick(bool nothing_running) override;
+
+  // admit()'s two steps on their own, for tests and benchmarks that drive the cache directly.
+  // acquire(): step 3 without a shared-tier lookup — registers `seq` as running `prompt` and puts
+  // the longest reusable prefix, at most prompt.size() - 1 tokens, into it; with `waiting` set,
+  // `seq` stays empty until take_resolved() names it. REQUIRES: `seq` is empty and not registered.
+  Acquisition acquire(const RequestKey& key, std::span<const engine::Token> prompt, engine::SeqId seq);
+  // make_room(): step 2 — whether a prompt that needs `need` cells fits in the context beside the
+  // cells the cache holds and `running` (Room::running); frees idle cells first when it would not.
+  bool make_room(std::int64_t running, std::int64_t need);
+
   // Cells held by `seq` that the cache accounts (adopted from an entry and locked).
   std::int32_t locked_by(engine::SeqId seq) const;
-
   std::int64_t device_cells() const;  // cells the holders keep
   std::int64_t idle_cells() const;    // of which no running sequence uses: what could be freed
   // Idle cells that count against the device budget: all but those on the newest entry's path.
@@ -113,41 +110,12 @@ class PrefixCache final : public CacheAdmin {
   // Checks the cache's internal invariants (tree counts, locks, host LRU order: a segment is never
   // more recently used than the prefix it extends); returns what is violated, empty when none.
   std::string verify() const;
-  // Demotes or cuts back least recently used entries until `cells` cells are freed or nothing
-  // idle is left; returns the cells freed (exact).
-  std::int64_t release_device_cells(std::int64_t cells);
-  // Admission: whether a prompt that needs `need` cells fits in the context beside the cells the
-  // cache holds and `running` — the cells the running requests' sequences hold or will hold for
-  // what they have now, the cells they share with the cache included (counted once here). Frees
-  // idle cells first when it would not.
-  bool make_room(std::int64_t running, std::int64_t need);
-  // Drops entries unused for longer than the TTL.
-  void expire();
-  // Attention runs over every cell up to the highest one in use, and a busy context leaves the
-  // entries' cells scattered up to its end. compact() saves each entry (its part not shared with
-  // an entry saved before it), empties the context and restores them from cell 0, so the span is
-  // again the number of cells held. Returns the cells rewritten; 0 when not due or when a save
-  // fails (then nothing is touched). REQUIRES: no sequence is running.
-  std::int64_t compact();
-  bool compaction_due() const;  // compaction on, nothing running, an entry donated since the last
   ResetReport reset();          // empties every tier; running sequences keep their cells
   // Removes every entry of `scope` from every tier (device, host, checkpoints, disk); other
   // scopes' entries and running sequences' cells stay.
   ResetReport reset_scope(const ScopeId& scope);
   // Blocks until the disk tier's write-behind queue is written (no-op without one).
   void flush_disk();
-
-  // The shared tier. Plans the lookup of `prompt`'s prefix past what the device, host and disk
-  // tiers rebuild and starts it on the tier's reader thread, which calls `on_done` when the result
-  // is in (by the lookup's deadline, RemoteFetch::deadline). nullptr when there is no shared tier
-  // or nothing it could add. The caller passes the fetch to acquire() once done, or calls
-  // abandon_remote() when it stops waiting (counted).
-  // `seconds_per_token`: what computing a prompt token costs now (the caller measures it; 0:
-  // unknown, 1 ms is assumed): the request waits for the lookup until the timeout, or as long as
-  // computing the tokens it could bring would take, whichever is longer.
-  std::shared_ptr<RemoteFetch> fetch_remote(const RequestKey& key, std::span<const engine::Token> prompt,
-                                            double seconds_per_token, std::function<void()> on_done);
-  void abandon_remote();
 
   // The admin face (cache_admin.h).
   CacheTree tree(const TreeQuery& query) const override;

@@ -1,6 +1,7 @@
 // prefixd cache — acquire: a request registered as a lease, the shared tier's fetched values
 // adopted, the reuse planner asked (ReusePlanner, reuse_planner.h), and the outcome counted;
-// poll() asks again for the requests that waited for a running request's prefix.
+// poll() (PrefixCache::take_resolved) asks again for the requests that waited for a running
+// request's prefix.
 #include "cache/prefix_cache_impl.h"
 
 namespace prefixd::cache {

@@ -1,5 +1,6 @@
 // prefixd cache — the cache's budgets and lifetimes at its interface: making room for a prompt,
-// releasing cells, expiry, compaction, reset (the device tier's policy itself is DeviceBudget).
+// releasing cells, the idle tick (expiry, compaction), reset (the device tier's policy itself is
+// DeviceBudget).
 #include "cache/prefix_cache_impl.h"
 
 namespace prefixd::cache {
@@ -32,6 +33,16 @@ void PrefixCache::Impl::expire() {
   changed |= checkpoints_.size() != checkpoints;
   add_evictions(evicted);
   if (changed || evicted.total() > 0) publish();
+}
+
+std::int64_t PrefixCache::Impl::tick(Clock::time_point now, bool nothing_running) {
+  if (now >= next_expiry_) {
+    expire();
+    next_expiry_ = Clock::now() + std::chrono::seconds(1);
+  }
+  // Requests that bypass the cache hold cells it does not know of: only the caller knows that
+  // nothing runs at all.
+  return nothing_running ? compact() : 0;
 }
 
 bool PrefixCache::Impl::compaction_due() const {

@@ -7,8 +7,8 @@
 // prefix_cache_eviction.cpp (budgets, demotion, eviction, compaction, reset), prefix_cache_stats.cpp
 // (the published snapshot, self-check), prefix_cache_scopes.cpp (lineages under session isolation,
 // holdings per scope, a scope's reset), prefix_cache_paths.cpp, prefix_cache_remote.cpp (the
-// shared-tier lookup plan) and prefix_cache_artifacts.cpp. Nothing outside src/cache includes
-// this file.
+// shared-tier lookup plan), request_life.cpp (tickets, admission) and prefix_cache_artifacts.cpp.
+// Nothing outside src/cache includes this file.
 #pragma once
 
 #include <algorithm>
@@ -103,7 +103,14 @@ class PrefixCache::Impl {
   bool can_reuse() const { return config_.enabled; }  // enabled (any model family)
   ReuseMode reuse_mode() const { return family_.mode; }
 
-  // A request's life (prefix_cache.cpp); the public contract is in prefix_cache.h.
+  // A request's life (prefix_cache.cpp); the public contract is in request_life.h and
+  // prefix_cache.h. Tickets and admission (request_life.cpp): admit() judges the ticket's lookup,
+  // makes room, then acquires.
+  Ticket open(const RequestKey& key, std::span<const Token> prompt, double seconds_per_token,
+              std::function<void()> on_lookup_done);
+  Ticket open_bypass(const ScopeId& scope);
+  Admission admit(Ticket::State& ticket, SeqId seq, const Room& room);
+  void abandon(Ticket::State& ticket);
   Acquisition acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq, RemoteFetch* fetched);
   Acquisition bypass(const ScopeId& scope);
   void advance(SeqId seq, std::int32_t computed);
@@ -126,6 +133,12 @@ class PrefixCache::Impl {
   void expire();
   bool compaction_due() const;
   std::int64_t compact();
+  // The idle tick at `now`: expire() when due, compact() when nothing runs. tick_due(): whether it
+  // would do anything (on most turns of the engine thread's loop it does not).
+  bool tick_due(Clock::time_point now, bool nothing_running) const {
+    return now >= next_expiry_ || (nothing_running && compaction_due());
+  }
+  std::int64_t tick(Clock::time_point now, bool nothing_running);
   ResetReport reset();
   ResetReport reset_scope(const ScopeId& scope);  // prefix_cache_scopes.cpp
 
@@ -222,6 +235,7 @@ class PrefixCache::Impl {
   ReusePlanner planner_;
   Digest nonce_{};    // random per cache: salts of requests without a session
   Retentions retentions_;    // prefixes kept ahead of LRU eviction until their deadlines
+  Clock::time_point next_expiry_ = Clock::now();  // tick(): the first one expires, then once a second
 
 
   mutable std::mutex published_mutex_;

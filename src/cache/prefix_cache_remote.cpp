@@ -1,9 +1,10 @@
-// prefixd cache — the shared tier's lookup plan. Before a request is admitted the scheduler asks
-// for a plan (the values that could take the prompt past what the device, host and disk tiers
-// rebuild) and has it run on the tier's reader thread; when it is done (or its deadline passed:
-// then without it) the request is acquired and BackingTiers::adopt_fetched adopts the verified
-// values into the host tier and the checkpoint store first. The engine thread never waits for the
-// network. Writes go behind with the disk's (BackingTiers::write_behind).
+// prefixd cache — the shared tier's lookup plan. When a request is queued its ticket (open(),
+// request_life.cpp) plans the lookup (the values that could take the prompt past what the device,
+// host and disk tiers rebuild) and has it run on the tier's reader thread; once it completed by its
+// deadline (otherwise without it, abandoned) admit() acquires the request and
+// BackingTiers::adopt_fetched adopts the verified values into the host tier and the checkpoint
+// store first. The engine thread never waits for the network. Writes go behind with the disk's
+// (BackingTiers::write_behind).
 #include "cache/prefix_cache_impl.h"
 
 namespace prefixd::cache {

@@ -35,13 +35,6 @@ Scheduler::Impl::Impl(engine::Engine& engine, SchedulerOptions options) : engine
                                                                                 : PrefillPacking::bounded);
   cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders), scratch,
                                                 options_.cache.enabled ? pin : -1);
-  remote_waits_ = std::make_unique<RemoteWaits>(*cache_, [this] {
-    {
-      std::lock_guard lock(mutex_);
-      fetch_ready_ = true;
-    }
-    wake_.notify_all();
-  });
   draws_ = std::make_unique<MaskedDraws>([this] {
     {
       std::lock_guard lock(mutex_);
@@ -62,7 +55,16 @@ Scheduler::Impl::~Impl() {
   }
   wake_.notify_all();
   thread_.join();
-  remote_waits_->disconnect();
+}
+
+// A ticket's lookup completed. Tickets live in queue_ only, which shutdown() empties before the
+// thread ends: no call comes after that (request_life.h).
+void Scheduler::Impl::on_lookup_done() {
+  {
+    std::lock_guard lock(mutex_);
+    fetch_ready_ = true;
+  }
+  wake_.notify_all();
 }
 
 std::expected<std::shared_ptr<RequestStream>, SubmitError> Scheduler::Impl::submit(GenerationRequest request) {
@@ -143,7 +145,6 @@ std::unexpected<SubmitError> Scheduler::Impl::reject(SubmitError error) {
 }
 
 void Scheduler::Impl::run() {
-  auto next_expiry = Clock::now();
   while (true) {
     std::deque<std::function<void()>> commands;
     {
@@ -151,9 +152,9 @@ void Scheduler::Impl::run() {
       // work below — disk reads, demotions, lookups — never holds it, so submit() and /metrics
       // never wait behind it.
       std::unique_lock lock(mutex_);
-      wake_.wait_for(lock, remote_waits_->wait_limit(std::chrono::seconds(1)), [this] {
-        return stopping_ || !inbox_.empty() || !queue_.empty() || runnable() || !commands_.empty() || fetch_ready_ ||
-               draw_ready_;
+      wake_.wait_for(lock, lookup_wait_limit(std::chrono::seconds(1)), [this] {
+        return stopping_ || !inbox_.empty() || admissible_queued() || runnable() || !commands_.empty() ||
+               fetch_ready_ || draw_ready_;
       });
       if (stopping_) break;
       commands.swap(commands_);
@@ -165,30 +166,22 @@ void Scheduler::Impl::run() {
       draw_ready_ = false;
     }
     for (auto& command : commands) command();
-    if (Clock::now() >= next_expiry) {
-      cache_->expire();
-      next_expiry = Clock::now() + std::chrono::seconds(1);
+    // The cache's idle work, before admission so that nothing expired is reused: expiry when due,
+    // and, when nothing runs (requests that bypass the cache hold cells it does not know of),
+    // compaction. Finished requests leave holes, and attention runs up to the highest cell in use;
+    // rewriting the entries from cell 0 while requests run would stall all of them for the copy,
+    // and a make bench run that did it gained nothing over compacting only when idle
+    // (docs/design.md).
+    if (const std::int64_t cells = life().tick(active_.empty()); cells > 0) {
+      spdlog::trace("cache: {} idle cells rewritten from the start of the context", cells);
     }
     admit();
     drop_cancelled();
     take_resolved_prefixes();
     take_masked_draws();
     step();
-    compact_if_due();
   }
   shutdown();
-}
-
-// Finished requests leave holes, and attention runs up to the highest cell in use: when the
-// server goes idle, the cache rewrites its entries from cell 0 (a memory copy on the CPU; see
-// PrefixCache::compact). Not while requests run: that stalls all of them for the copy, and a
-// make bench run that did it gained nothing over compacting only when idle (docs/design.md). The
-// cache decides whether it is due; requests that bypass it hold cells it does not know of.
-void Scheduler::Impl::compact_if_due() {
-  if (!active_.empty()) return;
-  if (const std::int64_t cells = cache_->compact(); cells > 0) {
-    spdlog::trace("cache: {} idle cells rewritten from the start of the context", cells);
-  }
 }
 
 void Scheduler::Impl::shutdown() {
@@ -197,8 +190,7 @@ void Scheduler::Impl::shutdown() {
   }
   while (!active_.empty()) finish(active_.size() - 1, FinishReason::cancelled, "the server is shutting down");
   for (Queued& q : queue_) finish_unstarted(q, FinishReason::cancelled, "the server is shutting down");
-  queue_.clear();
-  for (Queued& q : remote_waits_->take_all()) finish_unstarted(q, FinishReason::cancelled, "the server is shutting down");
+  queue_.clear();  // lookups still in flight are dropped uncounted, as the server goes
   std::lock_guard lock(mutex_);
   for (Queued& q : inbox_) finish_unstarted(q, FinishReason::cancelled, "the server is shutting down");
   inbox_.clear();

@@ -3,8 +3,9 @@
 // Owns: the admission queue, the running requests (one sequence id each), continuous batching
 // (prefill chunks of up to batch_size tokens interleaved with one decode step of every running
 // request), sampling, stop strings, streaming tokens to RequestStreams, and the calls into the
-// prompt cache at request boundaries. Its parts: remote_waits.h (requests waiting for their
-// shared-tier lookup), session_memory.h (what a session's previous request and reply were).
+// prompt cache at request boundaries, through its request-life face (cache/request_life.h). Its
+// parts are listed in scheduler_impl.h; session_memory.h keeps what a session's previous request
+// and reply were.
 // Only the inbox of submitted requests, queued commands and the counters are shared with other
 // threads (under one mutex); the cache's work never runs under it.
 // Must not know: HTTP or JSON; the cache's internal layout.

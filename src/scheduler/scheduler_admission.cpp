@@ -1,5 +1,6 @@
-// prefixd scheduler — admission: queued requests into free sequences when the cache says their
-// prompt fits, the cache's answer (a prefix, or a wait for one) applied to the request.
+// prefixd scheduler — admission: queued requests' tickets (cache/request_life.h) offered free
+// sequences in arrival order, and the cache's answer (a prefix, or a wait for one) applied to the
+// request.
 #include "scheduler/scheduler_impl.h"
 
 #include <algorithm>
@@ -11,30 +12,94 @@ using engine::BatchToken;
 using engine::DecodeStatus;
 using engine::Token;
 
-// Moves queued requests into free sequences while their prompts fit in the free cells.
+// Opens the tickets of newly queued requests: their shared-tier lookups start now, not when they
+// reach the head of the queue. A requeued request (requeue) gets a new one.
+void Scheduler::Impl::open_tickets() {
+  for (Queued& q : queue_) {
+    if (q.ticket || q.stream->cancelled()) continue;
+    q.ticket = q.request.cache.enabled
+                   ? life().open(cache_key(q.request.cache), q.request.prompt, seconds_per_prompt_token_,
+                                 [this] { on_lookup_done(); })
+                   : life().open_bypass(q.request.cache.scope);
+  }
+}
+
+// Offers free sequences to the queued requests in arrival order. The cache answers for each: it
+// took the sequence; its lookup is still in flight (it stays in place, and those behind it go
+// first); or the prompt does not fit, which stops admission (an idle server admits whatever it
+// can: the cache frees idle cells to make room, counting what the running requests hold).
 void Scheduler::Impl::admit() {
-  remote_waits_->plan(queue_, seconds_per_prompt_token_);
-  remote_waits_->collect(queue_);
-  while (!queue_.empty() && !free_seqs_.empty()) {
-    Queued& next = queue_.front();
+  open_tickets();
+  auto it = queue_.begin();
+  while (it != queue_.end() && !free_seqs_.empty()) {
+    Queued& next = *it;
+    next.lookup_deadline.reset();
     if (next.stream->cancelled()) {
+      if (next.ticket) life().abandon(*next.ticket);
       finish_unstarted(next, FinishReason::cancelled, "");
-      queue_.pop_front();
+      it = queue_.erase(it);
       continue;
     }
-    // The cache decides whether the prompt fits beside what it holds and what running requests
-    // hold, freeing idle cells to make room; an idle server admits whatever it can.
-    const std::int64_t need = static_cast<std::int64_t>(next.request.prompt.size()) + 1;
-    if (!cache_->make_room(running_cells(), need) && !active_.empty()) break;
+    if (!has_sampler(next)) {
+      it = queue_.erase(it);
+      continue;
+    }
+    const cache::Room room{.running = running_cells(),
+                           .need = static_cast<std::int64_t>(next.request.prompt.size()) + 1,
+                           .nothing_running = active_.empty()};
+    const auto admit_start = Clock::now();
+    const cache::Admission got = life().admit(*next.ticket, free_seqs_.back(), room);
+    if (got.kind == cache::Admission::Kind::lookup_pending) {
+      next.lookup_deadline = got.deadline;
+      ++it;
+      continue;
+    }
+    if (got.kind == cache::Admission::Kind::full) break;
+    if (next.request.cache.enabled) {
+      spdlog::trace("request {}: cache admission took {:.1f} ms", next.id,
+                    std::chrono::duration<double, std::milli>(Clock::now() - admit_start).count());
+    }
     Queued admitted = std::move(next);
-    queue_.pop_front();
-    start(std::move(admitted));
+    it = queue_.erase(it);
+    start(std::move(admitted), got.acquisition);
   }
+  // The queue ran out with sequences left: only requests waiting for their lookup remain.
+  const bool only_lookups_left = it == queue_.end();
   std::lock_guard lock(mutex_);
-  waiting_in_thread_ = static_cast<std::int32_t>(queue_.size() + remote_waits_->size());
-  open_slots_ = queue_.empty() ? static_cast<std::int32_t>(free_seqs_.size()) : 0;
+  waiting_in_thread_ = static_cast<std::int32_t>(queue_.size());
+  open_slots_ = only_lookups_left ? static_cast<std::int32_t>(free_seqs_.size()) : 0;
   stats_.queued = static_cast<std::int32_t>(inbox_.size()) + waiting_in_thread_;
   stats_.running = static_cast<std::int32_t>(active_.size());
+}
+
+// A sampler that cannot be built (a grammar the engine refuses) fails the request, not the
+// scheduler, before the cache is asked for anything; the API checks grammars first, so this is
+// the last line of defence. A request keeps its sampler while it waits.
+bool Scheduler::Impl::has_sampler(Queued& q) {
+  if (q.sampler) return true;
+  try {
+    q.sampler = engine_.make_sampler(q.request.sampling);
+    return true;
+  } catch (const std::exception& e) {
+    finish_unstarted(q, FinishReason::error, e.what());
+    return false;
+  }
+}
+
+// Whether a queued request could be admitted now: one the cache did not last answer is waiting for
+// its lookup (those wake the loop when the lookup completes, or by their deadline).
+bool Scheduler::Impl::admissible_queued() const {
+  return std::ranges::any_of(queue_, [](const Queued& q) { return !q.lookup_deadline; });
+}
+
+// How long the loop may sleep before a lookup's deadline passes (at most `limit`).
+Clock::duration Scheduler::Impl::lookup_wait_limit(Clock::duration limit) const {
+  const auto now = Clock::now();
+  for (const Queued& q : queue_) {
+    if (!q.lookup_deadline) continue;
+    limit = std::min<Clock::duration>(limit, std::max(*q.lookup_deadline - now, Clock::duration::zero()));
+  }
+  return limit;
 }
 
 // Cells the running requests' sequences hold or will hold for the tokens they have now (their
@@ -45,16 +110,8 @@ std::int64_t Scheduler::Impl::running_cells() const {
   return total;
 }
 
-void Scheduler::Impl::start(Queued queued) {
-  // A sampler that cannot be built (a grammar the engine refuses) fails the request, not the
-  // scheduler; the API checks grammars first, so this is the last line of defence.
-  std::unique_ptr<engine::Sampler> sampler = std::move(queued.sampler);
-  try {
-    if (!sampler) sampler = engine_.make_sampler(queued.request.sampling);
-  } catch (const std::exception& e) {
-    finish_unstarted(queued, FinishReason::error, e.what());
-    return;
-  }
+// The request now holds the sequence the cache admitted it into (free_seqs_.back()).
+void Scheduler::Impl::start(Queued queued, const cache::Acquisition& got) {
   auto a = std::make_unique<Active>();
   a->id = queued.id;
   a->stream = std::move(queued.stream);
@@ -66,22 +123,14 @@ void Scheduler::Impl::start(Queued queued) {
   a->n_prompt = static_cast<std::int32_t>(a->tokens.size());
   const std::int32_t room = engine_.context_size() - a->n_prompt;
   a->max_new = queued.request.max_tokens < 0 ? room : std::min(queued.request.max_tokens, room);
-  a->sampler = std::move(sampler);
+  a->sampler = std::move(queued.sampler);
   a->text = TextStream(queued.request.stop);
   a->request = std::move(queued.request);
-  const std::shared_ptr<cache::RemoteFetch> fetched = std::move(queued.fetch);
-  engine_.remove_sequence(a->seq, 0, -1);
   if (a->uses_cache()) {
     sessions_.observe_prompt(a->session(), a->tokens);
     observe_prompt_inputs(*a);
-    const auto acquire_start = Clock::now();
-    const cache::Acquisition got = cache_->acquire(cache_key(a->request.cache), a->tokens, a->seq, fetched.get());
-    spdlog::trace("request {}: cache acquire took {:.1f} ms", a->id,
-                  std::chrono::duration<double, std::milli>(Clock::now() - acquire_start).count());
-    apply(*a, got);
-  } else {
-    apply(*a, cache_->bypass(a->request.cache.scope));
   }
+  apply(*a, got);
   active_.push_back(std::move(a));
 }
 
@@ -122,7 +171,7 @@ void Scheduler::Impl::observe_prompt_inputs(Active& a) {
 
 // Requests that waited for a prefix another request was computing now hold it.
 void Scheduler::Impl::take_resolved_prefixes() {
-  for (const cache::Resolved& r : cache_->poll()) {
+  for (const cache::Resolved& r : life().take_resolved()) {
     for (auto& a : active_) {
       if (a->seq == r.seq && a->waiting) apply(*a, r.acquisition);
     }

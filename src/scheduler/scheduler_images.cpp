@@ -76,7 +76,7 @@ bool Scheduler::Impl::prefill_image(size_t index, const PromptImage& image) {
     stats_.prompt_tokens_fed_total += rows;
   }
   a.n_past += rows;
-  if (a.uses_cache()) cache_->advance(a.seq, a.n_past);
+  if (a.uses_cache()) life().advance(a.seq, a.n_past);
   return true;
 }
 

@@ -1,8 +1,9 @@
 // prefixd scheduler — the scheduler thread's state and its jobs, one file each:
 // scheduler.cpp (the loop, submission, commands, shutdown), scheduler_admission.cpp (queued
-// requests into sequences, the cache's answer applied), scheduler_step.cpp (batching, sampling,
-// stops, decode-failure recovery, finishing a request), scheduler_warmup.cpp (feeding the end of
-// a turn after a reply). Internal to src/scheduler.
+// requests' tickets offered to the cache in arrival order, the cache's answer applied),
+// scheduler_step.cpp (batching, sampling, stops, decode-failure recovery, finishing a request),
+// scheduler_warmup.cpp (feeding the end of a turn after a reply), scheduler_images.cpp (an
+// image's rows). Internal to src/scheduler.
 #pragma once
 
 #include <condition_variable>
@@ -18,7 +19,6 @@
 #include "cache/prefix_cache.h"
 #include "scheduler/image_embeddings.h"
 #include "scheduler/masked_draws.h"
-#include "scheduler/remote_waits.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_internal.h"
 #include "scheduler/session_memory.h"
@@ -57,13 +57,17 @@ class Scheduler::Impl {
   // is rethrown here); false, with nothing run, when the scheduler is stopping.
   bool run_on_thread(const std::function<void()>& job);
   void run();
-  void compact_if_due();
+  void on_lookup_done();  // on the shared tier's reader thread
   void shutdown();
 
   // scheduler_admission.cpp
+  void open_tickets();
   void admit();
+  bool has_sampler(Queued& q);
+  bool admissible_queued() const;
+  Clock::duration lookup_wait_limit(Clock::duration limit) const;
   std::int64_t running_cells() const;
-  void start(Queued queued);
+  void start(Queued queued, const cache::Acquisition& got);
   void apply(Active& a, const cache::Acquisition& got);
   void observe_prompt_inputs(Active& a);
   void take_resolved_prefixes();
@@ -104,15 +108,18 @@ class Scheduler::Impl {
   engine::Engine& engine_;
   SchedulerOptions options_;
 
-  // Owned by the scheduler thread.
+  // Owned by the scheduler thread. The request life goes through life() alone; cache_ itself
+  // serves the admin face (ask_cache), resets and the stats and configuration reads.
   std::unique_ptr<cache::PrefixCache> cache_;
+  cache::RequestLife& life() { return *cache_; }
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<engine::BatchToken> batch_;
   PrefillPacking packing_ = PrefillPacking::off;  // which prompts share a completing batch (see step())
   double seconds_per_prompt_token_ = 0;  // measured (observe_prefill_speed); 0 until a prefill ran
   SessionMemory sessions_;
-  std::deque<Queued> queue_;      // admitted in order once a sequence is free and the prompt fits
-  std::unique_ptr<RemoteWaits> remote_waits_;  // requests waiting for their shared-tier lookup
+  // Admitted in arrival order once a sequence is free, its lookup is done and the prompt fits;
+  // emptied by shutdown(), so that no ticket outlives mutex_ and wake_, which its lookup signals.
+  std::deque<Queued> queue_;
   std::vector<engine::SeqId> free_seqs_;
   ImageEmbeddings image_embeddings_{options_.image_embedding_bytes};
 
@@ -120,8 +127,8 @@ class Scheduler::Impl {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Queued> inbox_;        // submitted, not yet taken by the scheduler thread
-  // Requests the scheduler thread holds that wait for a sequence (its queue and remote waits):
-  // recounted after each admission, raised when the inbox is taken.
+  // Requests the scheduler thread holds that wait for a sequence (its queue, those waiting for a
+  // lookup included): recounted after each admission, raised when the inbox is taken.
   std::int32_t waiting_in_thread_ = 0;
   // Sequences free for requests when the scheduler thread last admitted: that many requests in
   // the inbox start at once, so they do not count against max_queued.

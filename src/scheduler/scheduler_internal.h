@@ -5,10 +5,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "cache/remote_fetch.h"
+#include "cache/request_life.h"
 #include "engine/engine.h"
 #include "scheduler/request.h"
 #include "scheduler/text_stream.h"
@@ -23,10 +24,13 @@ struct Queued {
   GenerationRequest request;
   std::shared_ptr<RequestStream> stream;
   Clock::time_point submitted;
-  // The shared tier's lookup of the prompt's prefix: planned once, while the request waits for it
-  // it is not admitted (and holds no sequence); once done it is adopted at acquire().
-  bool remote_planned = false;
-  std::shared_ptr<cache::RemoteFetch> fetch;
+  // Its claim on the cache, opened once it is queued (then its shared-tier lookup starts): none
+  // until then, and never for a request cancelled before. Offered to the cache (admit) in arrival
+  // order whenever a sequence is free.
+  std::optional<cache::Ticket> ticket;
+  // When the cache last answered that its lookup is in flight: until when. The request holds no
+  // sequence meanwhile; those behind it are admitted.
+  std::optional<Clock::time_point> lookup_deadline;
   // Made by submit() on the caller's thread when the request has a grammar (parsing a large one
   // takes a step's time or more); null: start() makes it.
   std::unique_ptr<engine::Sampler> sampler;
@@ -54,7 +58,7 @@ struct Active {
   CacheReport cache;
   bool emitted_any = false;
   std::vector<GeneratedLogprobs> pending_logprobs;  // tokens not yet sent with a text event
-  bool waiting = false;  // the cache will hand it a prefix another request is computing (poll)
+  bool waiting = false;  // the cache will hand it a prefix another request is computing (take_resolved)
   // The reply is delivered; the sequence is fed the template's end of turn before it goes to the
   // cache (no events, no sampling). n_prompt then counts those tokens too.
   bool warming = false;

@@ -45,7 +45,7 @@ void Scheduler::Impl::step() {
   // Idle cached cells give way before the step needs theirs (running requests grow by their
   // generated tokens, and a lone row takes one more for its padding): a call that finds no free
   // cell fails in libllama and is only retried after the cache has made room.
-  cache_->make_room(running_cells(), 1);
+  life().make_room_for_step(running_cells());
   // An image is decoded on its own (its rows are embeddings, not tokens), before the batch.
   if (!prefill_next_image()) return;
   for (auto& a : active_) a->row = -1;
@@ -100,7 +100,7 @@ bool Scheduler::Impl::prefill_calls() {
     auto take = static_cast<std::int32_t>(std::min<size_t>(capacity - rows, static_cast<size_t>(end - a->n_past)));
     take = std::min(take, a->next_image(a->n_past) - a->n_past);
     // A chunk ends where the cache takes a checkpoint of the sequence.
-    if (const std::int32_t stop = a->uses_cache() && !a->warming ? cache_->next_stop(a->seq) : -1; stop > a->n_past) {
+    if (const std::int32_t stop = a->uses_cache() && !a->warming ? life().next_stop(a->seq) : -1; stop > a->n_past) {
       take = std::min(take, stop - a->n_past);
     }
     if (aligned) {
@@ -160,7 +160,7 @@ bool Scheduler::Impl::prefill_calls() {
     }
     for (const auto& [a, take] : call) {
       a->n_past += take;
-      if (a->uses_cache()) cache_->advance(a->seq, a->n_past);
+      if (a->uses_cache()) life().advance(a->seq, a->n_past);
     }
     first = last;
   }
@@ -205,7 +205,7 @@ void Scheduler::Impl::sampled_calls() {
       const bool prompt_row = a->n_past < a->n_prompt;
       a->n_past += 1;  // the token is now in the KV cache
       prompt_rows += prompt_row ? 1 : 0;
-      if (a->uses_cache()) cache_->advance(a->seq, a->n_past);  // a generated token's cell too
+      if (a->uses_cache()) life().advance(a->seq, a->n_past);  // a generated token's cell too
     }
     if (prompt_rows > 0) {
       std::lock_guard lock(mutex_);
@@ -336,7 +336,7 @@ bool Scheduler::Impl::take_token(Active& a, Token token, std::span<const float> 
 // No KV room: the newest request that has sent nothing goes back to the queue; otherwise the
 // newest generating request ends with `length`.
 void Scheduler::Impl::recover_from_failed_decode(DecodeStatus status) {
-  if (status == DecodeStatus::no_kv_space && cache_->release_device_cells(engine_.batch_size()) > 0) {
+  if (status == DecodeStatus::no_kv_space && life().release_device_cells(engine_.batch_size()) > 0) {
     return;  // idle cached prefixes made room; the next step retries the batch
   }
   // Warm-ups are an optimisation for a later request: they give way first.
@@ -440,12 +440,12 @@ void Scheduler::Impl::end_sequence(Active& a, bool keep) {
     const auto kept = static_cast<size_t>(std::min<std::int32_t>(a.n_past, static_cast<std::int32_t>(a.tokens.size())));
     const auto donate_start = Clock::now();
     const std::span<const Token> donated = std::span<const Token>(a.tokens).first(kept);
-    cache_->donate(a.seq, donated);
+    life().donate(a.seq, donated);
     if (!a.request.cache.session_key.empty()) sessions_.remember_kept(cache_key(a.request.cache), donated);
     spdlog::trace("request {}: cache donate took {:.1f} ms", a.id,
                   std::chrono::duration<double, std::milli>(Clock::now() - donate_start).count());
   } else {
-    cache_->release(a.seq);
+    life().release(a.seq);
   }
 }
 

@@ -192,9 +192,9 @@ TEST(CacheInflight, ASecondRequestWaitsForThePrefixTheFirstIsComputingAndCountsA
   ASSERT_TRUE(wait.waiting);
   EXPECT_EQ(h.cache->stats().waiting, 1);
   ASSERT_TRUE(h.feed(0, a, 0, 32));
-  EXPECT_TRUE(h.cache->poll().empty()) << "half the prefix is not enough";
+  EXPECT_TRUE(h.cache->take_resolved().empty()) << "half the prefix is not enough";
   ASSERT_TRUE(h.feed(0, a, 32, static_cast<int>(a.size())));
-  const std::vector<Resolved> ready = h.cache->poll();
+  const std::vector<Resolved> ready = h.cache->take_resolved();
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].seq, 1);
   EXPECT_EQ(ready[0].acquisition.reused, 64);
@@ -221,7 +221,7 @@ TEST(CacheInflight, AWaiterWhoseSourceFailsStartsOverOnItsOwn) {
   h.cache->acquire({"ns", ""}, a, 0);
   ASSERT_TRUE(h.cache->acquire({"ns", ""}, concat(tokens_from(0, 60), tokens_from(200, 3)), 1).waiting);
   h.cache->release(0);
-  const std::vector<Resolved> ready = h.cache->poll();
+  const std::vector<Resolved> ready = h.cache->take_resolved();
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].acquisition.outcome, Outcome::cold);
   EXPECT_EQ(h.cache->stats().misses, 2);
@@ -370,7 +370,7 @@ TEST(CacheInvariants, RandomConcurrentStreamsKeepEveryInvariant) {
         }
         running.erase(it);
       }
-      for (const Resolved& r : h.cache->poll()) {
+      for (const Resolved& r : h.cache->take_resolved()) {
         Running& w = running.at(r.seq);
         ASSERT_TRUE(w.waiting);
         ASSERT_EQ(h.engine.sequence_tokens(r.seq),

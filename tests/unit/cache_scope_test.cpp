@@ -119,7 +119,9 @@ TEST_F(ScopeFixture, EachScopeIsCountedItsOwnRequestsAndHoldings) {
   EXPECT_EQ(serve(*cache, alpha, prompt).outcome, Outcome::cold);
   EXPECT_EQ(serve(*cache, alpha, prompt).outcome, Outcome::hit_extend);
   EXPECT_EQ(serve(*cache, beta, prompt).outcome, Outcome::cold) << "another namespace never hits";
-  cache->bypass(kBeta);
+  // A request of beta that does not use the cache: admitted, counted as bypass.
+  Ticket bypass = cache->open_bypass(kBeta);
+  EXPECT_EQ(cache->admit(bypass, 0, Room{.need = 41}).acquisition.outcome, Outcome::bypass);
   const CacheStats stats = cache->stats();
   ASSERT_EQ(stats.scopes.size(), 2u);
   const ScopeStats& a = stats.scopes.at(kAlpha);

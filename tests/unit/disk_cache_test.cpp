@@ -141,7 +141,7 @@ TEST_F(DiskCacheFixture, HostEvictionsReachTheDiskWhenTheWriteBehindWasDropped) 
   cache->flush_disk();
   ASSERT_EQ(cache->stats().disk.segments, 3) << "b: two 8-token segments and a 4-token tail";
   ASSERT_EQ(cache->stats().host_entries, 5);
-  cache->expire();  // a TTL of 0: every host segment is evicted, and goes to disk unless it is there
+  cache->tick(/*nothing_running=*/false);  // the first tick expires; a TTL of 0: every host segment is evicted, and goes to disk unless it is there
   cache->flush_disk();
   const CacheStats stats = cache->stats();
   EXPECT_EQ(stats.evictions_ttl, 6) << "five host segments and the device entry";

@@ -333,32 +333,36 @@ TEST_F(CacheFixture, CompactionRewritesIdleEntriesKeepingTheirSharing) {
   serve(*cache, {"ns", "b"}, b);
   const std::int32_t cells_before = engine.used_cells();
   ASSERT_EQ(cells_before, 40 + 9 + 13);
-  ASSERT_TRUE(cache->compaction_due());
+  EXPECT_EQ(cache->tick(/*nothing_running=*/false), 0) << "never while something runs";
 
-  EXPECT_EQ(cache->compact(), 40 + 9 + 13) << "each cell is rewritten once";
+  EXPECT_EQ(cache->tick(true), 40 + 9 + 13) << "each cell is rewritten once";
   EXPECT_EQ(engine.used_cells(), cells_before) << "shared cells stay shared";
   EXPECT_EQ(cache->stats().compactions, 1);
-  EXPECT_FALSE(cache->compaction_due()) << "nothing was donated since";
-  EXPECT_EQ(cache->compact(), 0);
+  EXPECT_EQ(cache->tick(true), 0) << "nothing was donated since";
+  EXPECT_EQ(cache->stats().compactions, 1);
   // The entries still serve their prompts token for token.
   EXPECT_EQ(cache->acquire({"ns", "a"}, a, 1).reused, static_cast<std::int32_t>(a.size()) - 1);
   EXPECT_EQ(engine.sequence_tokens(1), std::vector<Token>(a.begin(), a.end() - 1));
-  EXPECT_FALSE(cache->compaction_due()) << "never while a sequence runs";
+  serve(*cache, {"ns", "c"}, range_tokens(200, 20));  // a donation: due again
+  EXPECT_EQ(cache->tick(true), 0) << "never while one of the cache's sequences runs";
+  cache->release(1);
+  EXPECT_GT(cache->tick(true), 0) << "due once nothing runs";
+  EXPECT_EQ(cache->stats().compactions, 2);
 }
 
 TEST_F(CacheFixture, CompactionCanBeTurnedOff) {
   config.compaction = Compaction::never;
   auto cache = make();
   serve(*cache, {"ns", "a"}, range_tokens(0, 40));
-  EXPECT_FALSE(cache->compaction_due());
-  EXPECT_EQ(cache->compact(), 0);
+  EXPECT_EQ(cache->tick(/*nothing_running=*/true), 0);
+  EXPECT_EQ(cache->stats().compactions, 0);
 }
 
 TEST_F(CacheFixture, ExpiredEntriesAreEvictedForTtl) {
   config.ttl = std::chrono::seconds(0);
   auto cache = make();
   serve(*cache, {"ns", "a"}, range_tokens(0, 35));
-  cache->expire();
+  cache->tick(/*nothing_running=*/false);  // the first tick expires
   EXPECT_EQ(cache->stats().device_entries, 0);
   EXPECT_GE(cache->stats().evictions_ttl, 1);
 }
