@@ -151,6 +151,18 @@ void Scheduler::Impl::apply(Active& a, const cache::Acquisition& got) {
   report.image_embeddings_reused = a.cache.image_embeddings_reused;
   report.images_encoded = a.cache.images_encoded;
   a.cache = std::move(report);
+  if (!a.waiting) report_progress(a);
+}
+
+void Scheduler::Impl::report_progress(Active& a) const {
+  if (a.warming || a.n_past > a.n_prompt) return;
+  StreamEvent event{.kind = StreamEvent::Kind::progress};
+  event.progress = PromptProgress{
+      .total = a.n_prompt,
+      .cached = a.cache.cached_tokens,
+      .processed = a.n_past,
+      .elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - a.started).count()};
+  a.stream->push(std::move(event));
 }
 
 // A named session's template, kwargs, tools or tool_choice that changed since its previous

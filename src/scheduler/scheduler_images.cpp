@@ -77,6 +77,7 @@ bool Scheduler::Impl::prefill_image(size_t index, const PromptImage& image) {
   }
   a.n_past += rows;
   if (a.uses_cache()) life().advance(a.seq, a.n_past);
+  report_progress(a);
   return true;
 }
 

@@ -69,6 +69,9 @@ class Scheduler::Impl {
   std::int64_t running_cells() const;
   void start(Queued queued, const cache::Acquisition& got);
   void apply(Active& a, const cache::Acquisition& got);
+  // Tells the request's client how far its prompt has come (a progress event): once the cache has
+  // answered, then after each prefill chunk. Warm-ups have no client.
+  void report_progress(Active& a) const;
   void observe_prompt_inputs(Active& a);
   void take_resolved_prefixes();
   void drop_cancelled();

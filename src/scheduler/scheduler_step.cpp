@@ -161,6 +161,7 @@ bool Scheduler::Impl::prefill_calls() {
     for (const auto& [a, take] : call) {
       a->n_past += take;
       if (a->uses_cache()) life().advance(a->seq, a->n_past);
+      report_progress(*a);
     }
     first = last;
   }
