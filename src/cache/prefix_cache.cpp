@@ -174,6 +174,7 @@ void PrefixCache::abandon(Ticket& ticket) {
   const VerifiedAfter verified(*impl_, "abandon");
   impl_->abandon(ticket.state());
 }
+std::int32_t PrefixCache::reusable(Ticket& ticket) const { return impl_->reusable(ticket.state()); }
 Acquisition PrefixCache::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq) {
   const VerifiedAfter verified(*impl_, "acquire");
   return impl_->acquire(key, prompt, seq, nullptr);

@@ -83,6 +83,7 @@ class PrefixCache final : public CacheAdmin, public RequestLife {
   Ticket open_bypass(const ScopeId& scope) override;
   Admission admit(Ticket& ticket, engine::SeqId seq, const Room& room) override;
   void abandon(Ticket& ticket) override;
+  std::int32_t reusable(Ticket& ticket) const override;
   std::vector<Resolved> take_resolved() override;
   void advance(engine::SeqId seq, std::int32_t computed) override;
   std::int32_t next_stop(engine::SeqId seq) const override;

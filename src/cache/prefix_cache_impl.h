@@ -111,6 +111,7 @@ class PrefixCache::Impl {
   Ticket open_bypass(const ScopeId& scope);
   Admission admit(Ticket::State& ticket, SeqId seq, const Room& room);
   void abandon(Ticket::State& ticket);
+  std::int32_t reusable(const Ticket::State& ticket) const;
   Acquisition acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq, RemoteFetch* fetched);
   Acquisition bypass(const ScopeId& scope);
   void advance(SeqId seq, std::int32_t computed);

@@ -129,6 +129,12 @@ Admission PrefixCache::Impl::admit(Ticket::State& ticket, SeqId seq, const Room&
                    .acquisition = got};
 }
 
+std::int32_t PrefixCache::Impl::reusable(const Ticket::State& ticket) const {
+  if (!ticket.uses_cache || !config_.enabled || ticket.prompt.size() < 2) return 0;
+  const auto query = std::span<const Token>(ticket.prompt).first(ticket.prompt.size() - 1);  // the one-token guard
+  return held(ticket.key, query).tokens;
+}
+
 void PrefixCache::Impl::abandon(Ticket::State& ticket) {
   const LookupVerdict verdict = judge(ticket);
   if (verdict == LookupVerdict::in_flight || verdict == LookupVerdict::late) abandon_remote();

@@ -108,6 +108,10 @@ class RequestLife {
   // Once it took the sequence the ticket is spent. REQUIRES: the ticket is not spent; `seq` is
   // not registered.
   virtual Admission admit(Ticket& ticket, engine::SeqId seq, const Room& room) = 0;
+  // How many of the ticket's prompt tokens the device, host and disk tiers would give it now (at
+  // least min_prefix, else 0; 0 for a bypass ticket): what the scheduler weighs before it lets a
+  // long prefill give way to it. Reads only.
+  virtual std::int32_t reusable(Ticket& ticket) const = 0;
   // The ticket's request leaves the queue unadmitted (its client went away): a lookup that did not
   // complete in time is abandoned and counted, as when its deadline passes. The ticket is spent.
   virtual void abandon(Ticket& ticket) = 0;

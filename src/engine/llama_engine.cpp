@@ -479,6 +479,13 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
   } else {
     spdlog::warn("no sequence id left to pad one-row batches: a cached prompt may answer unlike a cold one");
   }
+  // libllama needs a batch to hold one output row per sequence (it aborts otherwise).
+  if (options.n_batch < n_seq) {
+    throw std::runtime_error("--batch-size " + std::to_string(options.n_batch) + " is smaller than the " +
+                             std::to_string(n_seq) + " sequences this context holds (--parallel " +
+                             std::to_string(options.n_parallel) + ", the prompt cache's holders and working ids): use at least " +
+                             std::to_string(n_seq));
+  }
   params.n_seq_max = static_cast<uint32_t>(n_seq);
   params.no_perf = true;
   params.flash_attn_type = options.flash_attention ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;

@@ -70,6 +70,8 @@ struct SchedulerStats {
   std::int64_t warmup_tokens_total = 0;      // tokens fed after replies for the next turn (warm-up)
   std::int64_t warmups_total = 0;            // replies whose sequence was warmed up
   std::int64_t prompt_input_changes_total = 0;  // requests whose session changed template inputs
+  std::int64_t prefill_preemptions_total = 0;   // cold prefills that gave way to a request that fits after
+
   // Images in the prompts of finished requests; of which every position was reused from the cache;
   // the vision encoder's runs; embeddings taken from the embedding cache instead; what it keeps.
   std::int64_t images_total = 0;

@@ -54,7 +54,12 @@ void Scheduler::Impl::admit() {
       ++it;
       continue;
     }
-    if (got.kind == cache::Admission::Kind::full) break;
+    if (got.kind == cache::Admission::Kind::full) {
+      const std::uint64_t head = next.id;
+      if (!preempt_for(next)) break;
+      it = std::ranges::find(queue_, head, &Queued::id);  // the queue changed around it
+      continue;
+    }
     if (next.request.cache.enabled) {
       spdlog::trace("request {}: cache admission took {:.1f} ms", next.id,
                     std::chrono::duration<double, std::milli>(Clock::now() - admit_start).count());
@@ -69,6 +74,55 @@ void Scheduler::Impl::admit() {
   waiting_in_thread_ = static_cast<std::int32_t>(queue_.size());
   open_slots_ = only_lookups_left ? static_cast<std::int32_t>(free_seqs_.size()) : 0;
   stats_.queued = static_cast<std::int32_t>(inbox_.size()) + waiting_in_thread_;
+  stats_.running = static_cast<std::int32_t>(active_.size());
+}
+
+// A request whose prompt the cache mostly holds should not wait minutes behind a cold prefill
+// that holds the cells it needs: a running prefill with at least this many times more left to
+// compute than the head of the queue would compute gives way. What it computed goes to the cache
+// (donated like a finished request's), so it resumes where it stopped, losing no computed token.
+constexpr std::int64_t kPreemptionRatio = 4;
+
+// The queue's head does not fit: a running cold prefill gives way to it when the head has far less
+// to compute, the head then fits, and the prefill has not been held back long enough already
+// (Active::held_back_too_long, the bound of the prefill order). The one with the most left goes.
+bool Scheduler::Impl::preempt_for(Queued& head) {
+  if (!head.ticket) return false;
+  const auto need = static_cast<std::int64_t>(head.request.prompt.size()) + 1;
+  const std::int64_t head_work = static_cast<std::int64_t>(head.request.prompt.size()) - life().reusable(*head.ticket);
+  std::optional<std::size_t> victim;
+  for (std::size_t i = 0; i < active_.size(); ++i) {
+    const Active& a = *active_[i];
+    if (a.warming || a.waiting || !a.uses_cache() || a.generated > 0 || a.n_past >= prefill_end(a)) continue;
+    if (a.prompt_left() < kPreemptionRatio * head_work || a.held_back_too_long()) continue;
+    if (!victim || a.prompt_left() > active_[*victim]->prompt_left()) victim = i;
+  }
+  if (!victim) return false;
+  // Only when it makes room: the head fits beside the others once the victim's cells are the
+  // cache's to demote.
+  const std::int64_t others = running_cells() - static_cast<std::int64_t>(active_[*victim]->tokens.size()) - 1;
+  if (others + need > engine_.context_size()) return false;
+  active_[*victim]->passed_over_tokens += head_work;
+  preempt(*victim, head.id);
+  return true;
+}
+
+// The running request gives way: its computed prefix goes to the cache, its sequence is freed, and
+// it waits right behind `behind` with a new ticket, resuming from the cache when admitted again.
+void Scheduler::Impl::preempt(std::size_t index, std::uint64_t behind) {
+  std::unique_ptr<Active> a = std::move(active_[index]);
+  active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(index));
+  spdlog::debug("request {}: its prefill gives way at {} of {} prompt tokens", a->id, a->n_past, a->n_prompt);
+  end_sequence(*a, true);
+  free_seqs_.push_back(a->seq);
+  Queued q{a->id, std::move(a->request), std::move(a->stream), a->submitted};
+  q.passed_over_tokens = a->passed_over_tokens;
+  q.ticket = life().open(cache_key(q.request.cache), q.request.prompt, seconds_per_prompt_token_,
+                         [this] { on_lookup_done(); });
+  const auto at = std::ranges::find(queue_, behind, &Queued::id);
+  queue_.insert(at == queue_.end() ? at : std::next(at), std::move(q));
+  std::lock_guard lock(mutex_);
+  stats_.prefill_preemptions_total += 1;
   stats_.running = static_cast<std::int32_t>(active_.size());
 }
 
@@ -124,6 +178,7 @@ void Scheduler::Impl::start(Queued queued, const cache::Acquisition& got) {
   const std::int32_t room = engine_.context_size() - a->n_prompt;
   a->max_new = queued.request.max_tokens < 0 ? room : std::min(queued.request.max_tokens, room);
   a->sampler = std::move(queued.sampler);
+  a->passed_over_tokens = queued.passed_over_tokens;
   a->text = TextStream(queued.request.stop);
   a->request = std::move(queued.request);
   if (a->uses_cache()) {

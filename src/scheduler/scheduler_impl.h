@@ -69,6 +69,8 @@ class Scheduler::Impl {
   std::int64_t running_cells() const;
   void start(Queued queued, const cache::Acquisition& got);
   void apply(Active& a, const cache::Acquisition& got);
+  bool preempt_for(Queued& head);
+  void preempt(std::size_t index, std::uint64_t behind);
   // Tells the request's client how far its prompt has come (a progress event): once the cache has
   // answered, then after each prefill chunk. Warm-ups have no client.
   void report_progress(Active& a) const;

@@ -34,7 +34,15 @@ struct Queued {
   // Made by submit() on the caller's thread when the request has a grammar (parsing a large one
   // takes a step's time or more); null: start() makes it.
   std::unique_ptr<engine::Sampler> sampler;
+  // A prefill that gave way (preempt_for) carries how long it has been held back (Active's).
+  std::int64_t passed_over_tokens = 0;
 };
+
+// A prompt that has watched others prefill this many times its own remaining tokens goes first:
+// shortest remaining first alone lets a stream of short prompts (the later turns of many
+// conversations, mostly cached) hold a cold first turn back for as long as they keep coming. The
+// bound keeps the order's gain on the median and caps any prompt's slowdown near this factor.
+inline constexpr std::int64_t kMaxPrefillSlowdown = 4;
 
 // A request that has been given a sequence id.
 struct Active {
@@ -65,6 +73,11 @@ struct Active {
   // Prompt tokens prefilled for other requests in the batches where this one was prefilling and
   // got none: how long shortest-remaining-first has held it back, in the unit its own work is.
   std::int64_t passed_over_tokens = 0;
+
+  // Prompt tokens it has left to put into its sequence.
+  std::int64_t prompt_left() const { return static_cast<std::int64_t>(n_prompt) - n_past; }
+  // Shortest remaining first has held it back long enough (kMaxPrefillSlowdown): it goes first.
+  bool held_back_too_long() const { return passed_over_tokens >= kMaxPrefillSlowdown * prompt_left(); }
 
   // The image whose positions hold `pos`, or null.
   const PromptImage* image_at(engine::Pos pos) const {

@@ -8,26 +8,12 @@
 #include "scheduler/logprobs.h"
 
 namespace prefixd::scheduler {
-namespace {
-
-// A prompt that has watched others prefill this many times its own remaining tokens goes first:
-// shortest remaining first alone lets a stream of short prompts (the later turns of many
-// conversations, mostly cached) hold a cold first turn back for as long as they keep coming. The
-// bound keeps the order's gain on the median and caps any prompt's slowdown near this factor.
-constexpr std::int64_t kMaxPrefillSlowdown = 4;
-
-bool held_back_too_long(const Active& a) {
-  return a.passed_over_tokens >= kMaxPrefillSlowdown * static_cast<std::int64_t>(a.n_prompt - a.n_past);
-}
-
-}  // namespace
-
 // Prefill order: waiting prompts before warm-ups; among them, those held back too long first
 // (the longest held back first), then shortest remaining first.
 bool prefills_before(const Active* x, const Active* y) {
   if (x->warming != y->warming) return !x->warming;
-  const bool x_late = held_back_too_long(*x);
-  const bool y_late = held_back_too_long(*y);
+  const bool x_late = x->held_back_too_long();
+  const bool y_late = y->held_back_too_long();
   if (x_late != y_late) return x_late;
   if (x_late) return x->passed_over_tokens > y->passed_over_tokens;
   return x->n_prompt - x->n_past < y->n_prompt - y->n_past;

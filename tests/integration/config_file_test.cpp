@@ -101,6 +101,17 @@ TEST_F(ConfigFile, UnknownKeyExitsNonZeroNamingKeyAndLine) {
   EXPECT_NE(wrong.output.find("ctx-size"), std::string::npos) << wrong.output;
 }
 
+// libllama needs a batch row per sequence; a smaller batch is refused with the size to use instead
+// of aborting inside libllama.
+TEST_F(ConfigFile, ABatchSmallerThanTheSequencesIsRefusedNamingTheMinimum) {
+  const CommandResult run = prefixd("serve --model " + std::string(PREFIXD_TINY_MODEL) +
+                                    " --parallel 2 --ctx-size 1024 --batch-size 4 --port 1");
+  EXPECT_NE(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("--batch-size 4 is smaller than"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("use at least"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("GGML_ASSERT"), std::string::npos) << run.output;
+}
+
 TEST_F(ConfigFile, InitOutputLoadsAndChangesNothing) {
   const std::string path = (dir_.path() / "init.toml").string();
   const CommandResult init = prefixd("config init " + path);

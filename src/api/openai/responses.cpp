@@ -294,6 +294,9 @@ void add_scheduler_metrics(metrics::Registry& r, const scheduler::SchedulerStats
   r.counter("prefixd_prompt_input_changes_total", "Requests of a named session whose chat template, kwargs, tools or tool_choice differ from its previous "
              "request's.",
              stats.prompt_input_changes_total);
+  r.counter("prefixd_prefill_preemptions_total",
+            "Running prefills that gave way to a queued request with far less to compute (they resume from the cache).",
+            stats.prefill_preemptions_total);
   r.counter("prefixd_images_total", "Images in the prompts of finished requests.", stats.images_total);
   r.counter("prefixd_images_cached_total", "Images whose every position was reused from the prompt cache.", stats.images_cached_total);
   r.counter("prefixd_images_encoded_total", "Images the vision encoder ran for.",
