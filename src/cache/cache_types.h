@@ -142,7 +142,7 @@ struct Acquisition {
   std::int32_t reused = 0;   // positions [0, reused) of the sequence now hold K/V
   Tier tier = Tier::none;
   bool in_session = false;
-  bool waiting = false;      // another running request is computing a longer prefix: see poll()
+  bool waiting = false;      // another running request is computing a longer prefix: see RequestLife::take_resolved
 };
 
 struct Resolved {
