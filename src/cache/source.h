@@ -61,6 +61,9 @@ class CellCopies {
   void from_entry(Lease& lease, EntryId id, std::int32_t length);
   // Positions [0, length) another running request has computed; those it locked stay locked.
   void from_running(Lease& lease, const Lease& other, std::int32_t length);
+  // Checkpoint families: an entry's cells whose holder's state is the state at `length` (its end,
+  // or an unbroken window run), with the window run's start; then room is made.
+  Acquisition state_of_entry(Lease& lease, const RadixTree::Match& entry, std::int32_t length, Outcome outcome);
   // Demotes idle cells the request does not use (after what the context holds was adopted, so
   // that restored cells can take the freed ones).
   void make_room() { make_room_(); }

@@ -23,6 +23,15 @@ void CellCopies::from_running(Lease& lease, const Lease& other, std::int32_t len
   counters_.count_inflight_share(lease.key.scope);
 }
 
+Acquisition CellCopies::state_of_entry(Lease& lease, const RadixTree::Match& entry, std::int32_t length,
+                                       Outcome outcome) {
+  from_entry(lease, entry.entry, length);
+  lease.window_from = device_.entry(entry.entry).window_from;
+  const Acquisition got{outcome, length, Tier::device, entry.in_session};
+  make_room();
+  return got;
+}
+
 DeviceEntries::DeviceEntries(const CacheConfig& config, const DeviceTier& device, CellCopies& copies)
     : config_(config), device_(device), copies_(copies) {}
 
@@ -95,11 +104,7 @@ SourceOffer EntryStates::offer(const ReuseQuery& query) const {
 }
 
 std::optional<Acquisition> EntryStates::adopt(Lease& lease, const SourceOffer& offer) {
-  copies_.from_entry(lease, offer.entry.entry, offer.reach);
-  lease.window_from = device_.entry(offer.entry.entry).window_from;
-  const Acquisition got{Outcome::hit_extend, offer.reach, Tier::device, offer.entry.in_session};
-  copies_.make_room();
-  return got;
+  return copies_.state_of_entry(lease, offer.entry, offer.reach, Outcome::hit_extend);
 }
 
 WindowRuns::WindowRuns(const Family& family, const DeviceTier& device, CellCopies& copies)
@@ -122,11 +127,7 @@ SourceOffer WindowRuns::offer(const ReuseQuery& query) const {
 }
 
 std::optional<Acquisition> WindowRuns::adopt(Lease& lease, const SourceOffer& offer) {
-  copies_.from_entry(lease, offer.entry.entry, offer.reach);
-  lease.window_from = device_.entry(offer.entry.entry).window_from;
-  const Acquisition got{Outcome::partial, offer.reach, Tier::device, offer.entry.in_session};
-  copies_.make_room();
-  return got;
+  return copies_.state_of_entry(lease, offer.entry, offer.reach, Outcome::partial);
 }
 
 }  // namespace prefixd::cache
