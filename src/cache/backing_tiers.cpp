@@ -8,7 +8,7 @@ namespace prefixd::cache {
 
 BackingTiers::BackingTiers(const engine::Engine& engine, const Family& family, const CacheConfig& config,
                            const BlockHasher& hasher, HostTier& host, CheckpointStore& checkpoints)
-    : engine_(engine), family_(family), config_(config), hasher_(hasher), host_(host), checkpoints_(checkpoints),
+    : family_(family), config_(config), hasher_(hasher), host_(host), checkpoints_(checkpoints),
       model_key_(cache::model_key(engine.model().fingerprint, engine.model().runtime_signature)) {
   if (!config_.enabled) return;
   if (!config_.disk_path.empty()) {

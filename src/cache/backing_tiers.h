@@ -109,7 +109,6 @@ class BackingTiers {
   // A record's name in the shared tier (nullopt: not shared, or no shared tier).
   std::optional<std::string> remote_name_of(const Record& record) const;
 
-  const engine::Engine& engine_;
   const Family& family_;
   const CacheConfig& config_;
   const BlockHasher& hasher_;
