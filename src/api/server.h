@@ -19,6 +19,7 @@
 #include "api/control/cache_isolation.h"
 #include "api/body/json_bounds.h"
 #include "api/images/image_input.h"
+#include "api/stream_relay.h"
 #include "api/structured/json_schema_grammar.h"
 #include "api/auth/tenants.h"
 #include "engine/engine.h"
@@ -48,6 +49,8 @@ struct ServerOptions {
   std::int32_t slots = 0;                 // requests decoded at once (reported in /v1/cache/summary)
   std::uint32_t default_seed = engine::kRandomSeed;  // --seed: the seed of requests that send none
   GrammarLimits grammar_limits;           // --max-grammar-rules
+  // --stream-keepalive: the longest a streamed reply stays silent before a keep-alive (stream_relay.h)
+  std::chrono::milliseconds stream_keep_alive = kKeepAliveInterval;
   std::size_t response_store_bytes = 64u << 20;          // --response-store-bytes (response_store.h)
   std::int64_t response_ttl_seconds = 3600;               // --response-ttl
   std::size_t max_json_nodes = kDefaultMaxJsonNodes;  // --max-json-nodes: values a request body may hold

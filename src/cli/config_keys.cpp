@@ -18,6 +18,7 @@ constexpr std::array kKeys{
     ConfigKey{"http-header-timeout", server},
     ConfigKey{"http-body-timeout", server},
     ConfigKey{"http-keepalive-timeout", server},
+    ConfigKey{"stream-keepalive", server},
     ConfigKey{"http-write-timeout", server},
     ConfigKey{"http-max-requests-per-connection", server},
     ConfigKey{"http-max-connections", server},

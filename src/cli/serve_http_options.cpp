@@ -38,6 +38,11 @@ void add_http_options(CLI::App& cmd, api::ServerOptions& server, HttpFlags& flag
   cmd.add_option("--http-write-timeout", flags.write_timeout_s,
                  "Seconds one write of a response may take (a client that stops reading is cut off)")
       ->capture_default_str()->envname("PREFIXD_HTTP_WRITE_TIMEOUT")->check(CLI::Range(0.05, 3600.0));
+  cmd.add_option("--stream-keepalive", flags.stream_keepalive_s,
+                 "Seconds a streamed reply may stay silent (a long prompt waiting or in prefill) before it gets "
+                 "an event that clients count as activity and that adds nothing to the reply; keep it below the "
+                 "shortest stream idle timeout of the clients served")
+      ->capture_default_str()->envname("PREFIXD_STREAM_KEEPALIVE")->check(CLI::Range(0.1, 3600.0));
   cmd.add_option("--http-max-requests-per-connection", h.max_requests_per_connection,
                  "Requests served on one kept-alive connection before it is closed")
       ->capture_default_str()->envname("PREFIXD_HTTP_MAX_REQUESTS_PER_CONNECTION")->check(CLI::Range(1, 1 << 30));
@@ -64,6 +69,7 @@ void apply_http_flags(const HttpFlags& flags, api::ServerOptions& server) {
   server.http.body_timeout = milliseconds(flags.body_timeout_s);
   server.http.keepalive_timeout = milliseconds(flags.keepalive_timeout_s);
   server.http.write_timeout = milliseconds(flags.write_timeout_s);
+  server.stream_keep_alive = milliseconds(flags.stream_keepalive_s);
 }
 
 }  // namespace prefixd::cli

@@ -14,6 +14,7 @@ struct HttpFlags {
   double body_timeout_s = 60;
   double keepalive_timeout_s = 30;
   double write_timeout_s = 60;
+  double stream_keepalive_s = 15;
   double shutdown_grace_s = 30;
   std::size_t max_json_nodes = 0;  // 0: api::json_node_limit_for_context(--ctx-size)
 };

@@ -112,6 +112,13 @@ TEST_F(ConfigFile, ABatchSmallerThanTheSequencesIsRefusedNamingTheMinimum) {
   EXPECT_EQ(run.output.find("GGML_ASSERT"), std::string::npos) << run.output;
 }
 
+// A keep-alive interval of zero would flood every stream; the flag names its range.
+TEST_F(ConfigFile, AStreamKeepAliveOutsideItsRangeIsRefused) {
+  const CommandResult run = prefixd("serve --model " + std::string(PREFIXD_TINY_MODEL) + " --stream-keepalive 0 --port 1");
+  EXPECT_NE(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("--stream-keepalive"), std::string::npos) << run.output;
+}
+
 TEST_F(ConfigFile, InitOutputLoadsAndChangesNothing) {
   const std::string path = (dir_.path() / "init.toml").string();
   const CommandResult init = prefixd("config init " + path);

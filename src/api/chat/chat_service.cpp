@@ -78,18 +78,19 @@ std::shared_ptr<SseRelay> PendingReply::stream(SseRelay::StopCheck should_stop, 
     after_reply = [calls = calls_, next_turn = next_turn_](const SplitReply& reply) { next_turn(calls.read(reply)); };
   }
   return std::make_shared<SseRelay>(std::move(stream_), std::move(format), std::move(should_stop), std::move(after_reply),
-                                    std::move(reasoning_), RelayOptions{.progress = params_.return_progress});
+                                    std::move(reasoning_), RelayOptions{.progress = params_.return_progress, .keep_alive = keep_alive_});
 }
 
 ChatService::ChatService(const engine::Engine& engine, scheduler::Scheduler& scheduler, const PromptBuilder& prompts,
                          const CacheControl& control, const std::atomic<bool>& stopping, GrammarLimits grammar_limits,
-                         std::string served_id)
+                         std::chrono::milliseconds stream_keep_alive, std::string served_id)
     : engine_(engine),
       scheduler_(scheduler),
       prompts_(prompts),
       control_(control),
       stopping_(stopping),
       grammar_limits_(grammar_limits),
+      stream_keep_alive_(stream_keep_alive),
       served_id_(std::move(served_id)),
       tool_format_(detect_tool_call_format(prompts_.chat_template().source())),
       reasoning_(reasoning_syntax(prompts_.chat_template().source())),
@@ -127,6 +128,7 @@ std::expected<PendingReply, ApiError> ChatService::submit(Parsed request, ChatAs
   PendingReply pending;
   pending.prompt_tokens_ = generation->prompt.size();
   pending.protocol_ = ask.protocol;
+  pending.keep_alive_ = stream_keep_alive_;
   pending.calls_.format = tool_format_;
   if constexpr (std::is_same_v<Parsed, ChatRequest>) {
     pending.reasoning_ = reasoning_for(generation->prompt);

@@ -112,6 +112,7 @@ class PendingReply {
   ChatProtocol protocol_;
   Calls calls_;
   std::optional<ReasoningSplitter> reasoning_;  // the template reasons (reasoning.h)
+  std::chrono::milliseconds keep_alive_ = kKeepAliveInterval;  // a streamed reply's longest silence
   ReplyEnded next_turn_;  // empty unless the reply may call tools and the request uses the cache
 };
 
@@ -120,7 +121,7 @@ class ChatService {
   // Every reference must outlive the service. While `stopping` is raised nothing is submitted.
   ChatService(const engine::Engine& engine, scheduler::Scheduler& scheduler, const PromptBuilder& prompts,
               const CacheControl& control, const std::atomic<bool>& stopping, GrammarLimits grammar_limits,
-              std::string served_id);
+              std::chrono::milliseconds stream_keep_alive, std::string served_id);
 
   // Builds the request's prompt for `ask.tenant`, lets the control plane adjust it, constrains a
   // chat's reply with its output grammar (response_format, forced tool calls), drops the parsed
@@ -153,6 +154,7 @@ class ChatService {
   const CacheControl& control_;
   const std::atomic<bool>& stopping_;
   GrammarLimits grammar_limits_;
+  std::chrono::milliseconds stream_keep_alive_;
   std::string served_id_;
   ToolCallFormat tool_format_;  // how the model's template writes a tool call (tool_calls.h)
   std::optional<ReasoningSyntax> reasoning_;  // where the template has the model think (reasoning.h)
