@@ -17,7 +17,12 @@ http::Response event_stream(std::shared_ptr<SseRelay> relay) {
   res.headers.push_back({"Cache-Control", "no-cache"});
   res.stream = [relay = std::move(relay)](http::ChunkWriter& out) {
     const auto write = [&out](std::string_view frame) { return out.write(frame); };
+    bool probed = false;
     while (relay->pump(write) == SseRelay::Step::more) {
+      if (!probed && out.input_ended()) {
+        probed = true;
+        relay->keep_alive_now();
+      }
     }
   };
   return res;

@@ -108,6 +108,9 @@ class SseRelay {
   Step pump(const Write& write);
   // Cancels and drains unless already finished. Idempotent.
   void abort();
+  // The next pump() that writes no event writes a keep-alive, however recent the last write: the
+  // transport wants a write to learn whether a client that ended its input is still there.
+  void keep_alive_now() { last_write_ = {}; }
 
  private:
   bool write_event(const scheduler::StreamEvent& event, const Write& write);

@@ -49,7 +49,8 @@ std::string stream_head(const Response& response, unsigned version, bool chunked
 
 class BlockingChunkWriter final : public ChunkWriter {
  public:
-  BlockingChunkWriter(std::function<bool(std::string)> write, bool chunked) : write_(std::move(write)), chunked_(chunked) {}
+  BlockingChunkWriter(std::function<bool(std::string)> write, bool chunked, const std::atomic<bool>& input_ended)
+      : write_(std::move(write)), chunked_(chunked), input_ended_(input_ended) {}
   bool write(std::string_view data) override {
     if (failed_) return false;
     if (data.empty()) return true;
@@ -60,10 +61,12 @@ class BlockingChunkWriter final : public ChunkWriter {
     return !failed_;
   }
   bool failed() const { return failed_; }
+  bool input_ended() const override { return input_ended_.load(std::memory_order_relaxed); }
 
  private:
   std::function<bool(std::string)> write_;
   bool chunked_;
+  const std::atomic<bool>& input_ended_;
   bool failed_ = false;
 };
 
@@ -187,6 +190,8 @@ void Connection::dispatch() {
   }
   cancel_->store(0);
   response_started_ = false;
+  input_ended_ = false;
+  probe_on_write_ = false;
   request.attach_cancel_flag(cancel_);
   const Handlers& handlers = server_.handlers();
   if (handlers.is_quick && handlers.is_quick(request)) {
@@ -229,7 +234,8 @@ void Connection::handle_on_worker(Request request, bool keep_alive) {
   }
   const bool chunked = request.version >= 11;
   const bool keep = keep_alive && chunked && !response.close_connection;
-  BlockingChunkWriter writer([this](std::string bytes) { return write_blocking(std::move(bytes)); }, chunked);
+  BlockingChunkWriter writer([this](std::string bytes) { return write_blocking(std::move(bytes)); }, chunked,
+                             input_ended_);
   bool ok = write_blocking(stream_head(response, request.version, chunked, keep));
   if (ok) {
     try {
@@ -261,6 +267,11 @@ bool Connection::write_blocking(std::string bytes) {
     self->stream_.expires_after(self->server_.options().write_timeout);
     net::async_write(self->stream_, net::buffer(*data), [self, data, done](const beast::error_code& ec, std::size_t) {
       if (ec == beast::error::timeout) self->server_.counters.timeouts += 1;
+      // The first write after the client's end of input: a closed client answers it with a reset.
+      if (!ec && self->probe_on_write_ && self->in_flight_) {
+        self->probe_on_write_ = false;
+        self->check_for_reset(0);
+      }
       done->set_value(!ec);
     });
   });
@@ -377,11 +388,18 @@ void Connection::watch_peer() {
 }
 
 // The client sent its last byte. That is a half-close (it still reads the answer) or a close (it
-// is gone), and only a write tells them apart: a closed socket answers data with a reset. Before
-// the response has begun, the one thing HTTP/1.1 lets a server write is an interim response,
-// which clients skip; HTTP/1.0 clients must not get one, so their requests run to the end.
+// is gone), and only a write tells them apart: a closed socket answers data with a reset. Once a
+// streamed response has begun, its streamer is told (ChunkWriter::input_ended) and writes a frame
+// that adds nothing, and the reset is looked for after that write. Before the response has
+// begun, the one thing HTTP/1.1 lets a server write is an interim response, which clients skip;
+// HTTP/1.0 clients must not get one, so their requests run to the end.
 void Connection::probe_after_end_of_input() {
-  if (version_ < 11 || response_started_) return;
+  if (response_started_) {
+    probe_on_write_ = true;
+    input_ended_ = true;
+    return;
+  }
+  if (version_ < 11) return;
   constexpr std::string_view probe = "HTTP/1.1 102 Processing\r\n\r\n";
   // Nothing else is being written (the response has not begun), so the send buffer takes it whole.
   if (::send(stream_.socket().native_handle(), probe.data(), probe.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {

@@ -58,6 +58,11 @@ class ChunkWriter {
  public:
   virtual ~ChunkWriter() = default;
   virtual bool write(std::string_view data) = 0;
+  // True once the client has sent its end of input while this response streams: a half-close (it
+  // still reads) or a close (it is gone). Only a write tells which (a closed peer answers it with a
+  // reset, which the transport then notices), so a streamer that is silent should write something
+  // harmless soon after this turns true.
+  virtual bool input_ended() const { return false; }
 };
 
 struct Response {

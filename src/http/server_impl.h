@@ -140,6 +140,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed_ = false;
   bool in_flight_ = false;
   bool response_started_ = false;  // some byte of the current response was written or queued
+  // The client ended its input while a streamed response ran (read by the streamer's thread), and
+  // the next write is to be followed by a look for the peer's reset (I/O thread).
+  std::atomic<bool> input_ended_{false};
+  bool probe_on_write_ = false;
   std::atomic<bool> write_failed_{false};
   std::shared_ptr<std::atomic<int>> cancel_ = std::make_shared<std::atomic<int>>(0);
   std::array<char, 4096> discard_{};

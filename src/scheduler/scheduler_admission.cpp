@@ -253,6 +253,17 @@ void Scheduler::Impl::drop_cancelled() {
       ++i;
     }
   }
+  // A queued request leaves as soon as its client does, not when a sequence frees up: it may wait
+  // behind long work, and its place in the queue (and its ticket's lookup) serves nobody.
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (!it->stream->cancelled()) {
+      ++it;
+      continue;
+    }
+    if (it->ticket) life().abandon(*it->ticket);
+    finish_unstarted(*it, FinishReason::cancelled, "");
+    it = queue_.erase(it);
+  }
 }
 
 void Scheduler::Impl::finish_unstarted(Queued& q, FinishReason reason, std::string error) {

@@ -76,6 +76,7 @@ class Scheduler::Impl {
   void report_progress(Active& a) const;
   void observe_prompt_inputs(Active& a);
   void take_resolved_prefixes();
+  // Ends the running requests and the queued ones whose clients cancelled them.
   void drop_cancelled();
   void finish_unstarted(Queued& q, FinishReason reason, std::string error);
 

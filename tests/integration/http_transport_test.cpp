@@ -180,5 +180,45 @@ TEST(HttpTransport, AResetClientCancelsItsRequest) {
   EXPECT_LT(metric_value(metrics(server), "prefixd_generated_tokens_total"), 8000);
 }
 
+// A stream that is silent (its request waits behind another) and whose client closes is noticed at
+// once, not at the next keep-alive: the end of input makes the stream write a frame that adds
+// nothing, and the closed client's reset to it cancels the request.
+TEST(HttpTransport, AClientThatClosesWhileItsStreamWaitsIsNoticedAtOnce) {
+  ServerProcess server({.extra_args = {"--stream-keepalive", "600"}, .parallel = 1, .ctx_size = 16384});
+  // The one slot: greedy on this prompt the tiny model never stops before its context is full.
+  const std::string busy = json{{"prompt", "Count forever"}, {"max_tokens", 100000}, {"temperature", 0}}.dump();
+  RawConnection holder(server.port());
+  holder.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+              std::to_string(busy.size()) + "\r\n\r\n" + busy);
+  const auto queued_now = [&] { return metric_value(metrics(server), "prefixd_requests_queued"); };
+  const auto waits_until = [](const auto& condition) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!condition() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(milliseconds(20));
+    return condition();
+  };
+  ASSERT_TRUE(waits_until([&] { return metric_value(metrics(server), "prefixd_requests_running") == 1; }));
+
+  const std::string waiting = json{{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
+                                   {"max_tokens", 4}, {"stream", true}}.dump();
+  {
+    RawConnection c(server.port());
+    c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(waiting.size()) + "\r\n\r\n" + waiting);
+    // The head and the first event arrive while the request waits; everything sent is read, so
+    // the close below is an orderly one (a FIN), not a reset.
+    std::string got;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (got.find("data: ") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      got += c.read_for(milliseconds(200), 1);
+    }
+    ASSERT_NE(got.find("data: "), std::string::npos) << got;
+    ASSERT_TRUE(waits_until([&] { return queued_now() == 1; }));
+  }
+  const auto closed_at = std::chrono::steady_clock::now();
+  EXPECT_TRUE(waits_until([&] { return queued_now() == 0; })) << "the closed client's request still waits";
+  EXPECT_LT(std::chrono::steady_clock::now() - closed_at, std::chrono::seconds(10));
+  holder.reset();
+}
+
 }  // namespace
 }  // namespace prefixd::testing
