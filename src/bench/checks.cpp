@@ -238,7 +238,32 @@ std::vector<Check> workload_checks(const nlohmann::json& workload, const nlohman
   if (name == "restart") return restart_checks(workload, record);
   if (name == "prepared") return prepared_checks(workload, record);
   if (name == "toolloop") return toolloop_checks(record);
+  if (name == "preempt") return preempt_checks(record);
   return {};
+}
+
+std::vector<Check> preempt_checks(const nlohmann::json& record) {
+  // "A few seconds": the restore itself and one decode step of the running requests.
+  constexpr double kHitSlackMs = 3000;
+  // The noise one cold prefill shows between two runs on a shared machine.
+  constexpr double kColdNoise = 0.05;
+  const Summary during = arm_stats(record, kPreemptHitDuring).ttft_ms;
+  const Summary hit_alone = arm_stats(record, kPreemptHitAlone).ttft_ms;
+  const Summary cold_with = arm_stats(record, kPreemptColdWithHit).ttft_ms;
+  const Summary cold_alone = arm_stats(record, kPreemptColdAlone).ttft_ms;
+  if (during.n == 0 || hit_alone.n == 0 || cold_with.n == 0 || cold_alone.n == 0) {
+    return {{"preempt goals", Check::Verdict::skip, "an arm has no answered request"}};
+  }
+  const double delay = cold_with.median - cold_alone.median;
+  return {make_goal(std::format("a hit during a cold prefill answers within {:.0f} s of the hit alone", kHitSlackMs / 1000),
+                    during.median <= hit_alone.median + kHitSlackMs,
+                    std::format("median TTFT {} ms during, {} ms alone", format_number(during.median),
+                                format_number(hit_alone.median))),
+          make_goal(std::format("the cold prompt is delayed by at most the hit's time alone (+{:.0f}% noise)", kColdNoise * 100),
+                    delay <= hit_alone.median + kColdNoise * cold_alone.median,
+                    std::format("median {} ms with the hit, {} ms alone: {} ms later; the hit alone {} ms",
+                                format_number(cold_with.median), format_number(cold_alone.median), format_number(delay),
+                                format_number(hit_alone.median)))};
 }
 
 bool checks_passed(const nlohmann::json& checks) {

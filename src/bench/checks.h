@@ -53,6 +53,10 @@ std::vector<Check> prepared_checks(const nlohmann::json& workload, const nlohman
 // request fed exactly prompt − history_tokens (the conversation through the previous reply).
 std::vector<Check> toolloop_checks(const nlohmann::json& record);
 
+// The preempt workload's goals (bench/checks.cpp): the hit during the cold prefill answered within
+// a few seconds of its time alone; the cold prompt delayed by no more than the hit's time alone.
+std::vector<Check> preempt_checks(const nlohmann::json& record);
+
 // True unless some check in `checks` (a JSON array of Check::to_json) failed.
 bool checks_passed(const nlohmann::json& checks);
 

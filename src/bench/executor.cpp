@@ -1,5 +1,6 @@
 #include "bench/executor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include <functional>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "bench/client.h"
@@ -25,11 +27,16 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+Clock::duration after_seconds(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
 // Hands out steps in order to `concurrency` workers; a step waits for its `after` step, a
-// barrier step for every earlier one, and a step with an arrival time for that time.
+// barrier step for every earlier one, a step with an arrival time for that time, and a step
+// `started` after another for that one's sending plus its delay.
 class Dispatcher {
  public:
-  explicit Dispatcher(const Workload& w) : w_(w), done_(w.steps.size(), false), origin_(Clock::now()) {}
+  explicit Dispatcher(const Workload& w) : w_(w), done_(w.steps.size(), false), sent_(w.steps.size()), origin_(Clock::now()) {}
 
   // The next step index once it may be sent, or -1 when none is left.
   int next() {
@@ -37,12 +44,22 @@ class Dispatcher {
     if (next_ >= static_cast<int>(w_.steps.size())) return -1;
     const int i = next_++;
     ready_.wait(lock, [&] { return may_start(i); });
+    const Step& s = w_.steps[static_cast<std::size_t>(i)];
+    std::optional<Clock::time_point> at;
+    if (s.arrival_s >= 0) at = origin_ + after_seconds(s.arrival_s);
+    if (s.started >= 0) {
+      const Clock::time_point then = *sent_[static_cast<std::size_t>(s.started)] + after_seconds(s.start_delay_s);
+      at = at ? std::max(*at, then) : then;
+    }
     lock.unlock();
     // Other workers take the next steps meanwhile: an open-loop arrival never waits for a worker
     // as long as the workload has as many workers as requests can be in flight.
-    if (const double at = w_.steps[static_cast<std::size_t>(i)].arrival_s; at >= 0) {
-      std::this_thread::sleep_until(origin_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at)));
+    if (at) std::this_thread::sleep_until(*at);
+    {
+      const std::lock_guard<std::mutex> relock(mutex_);
+      sent_[static_cast<std::size_t>(i)] = Clock::now();
     }
+    ready_.notify_all();
     return i;
   }
   void finish(int i) {
@@ -57,6 +74,7 @@ class Dispatcher {
   bool may_start(int i) const {
     const Step& s = w_.steps[static_cast<std::size_t>(i)];
     if (s.after >= 0 && !done_[static_cast<std::size_t>(s.after)]) return false;
+    if (s.started >= 0 && !sent_[static_cast<std::size_t>(s.started)]) return false;
     if (s.barrier || s.restart_before) {
       for (int j = 0; j < i; ++j) {
         if (!done_[static_cast<std::size_t>(j)]) return false;
@@ -69,6 +87,7 @@ class Dispatcher {
   std::mutex mutex_;
   std::condition_variable ready_;
   std::vector<bool> done_;
+  std::vector<std::optional<Clock::time_point>> sent_;
   Clock::time_point origin_;
   int next_ = 0;
 };
@@ -209,9 +228,9 @@ nlohmann::json control_record(const BenchClient& client, int i, const Step& step
   return record;
 }
 
-ServerSettings settings_for(const Workload& w, const RunConfig& config) {
+ServerSettings settings_for(const Target& target, const Workload& w, const RunConfig& config) {
   ServerSettings s = config.base;
-  s.ctx_size = w.ctx_size;
+  s.ctx_size = w.llama_ctx_size > 0 && target.kind() == TargetKind::llama_server ? w.llama_ctx_size : w.ctx_size;
   s.parallel = w.parallel;
   return s;
 }
@@ -221,6 +240,9 @@ ServerSettings settings_for(const Workload& w, const RunConfig& config) {
 nlohmann::json run_workload(const Target& target, const Workload& w, const RunConfig& config, std::ostream& progress) {
   for (const auto& s : w.steps) {
     if (s.continues >= 0 && s.after != s.continues) throw std::invalid_argument(w.name + ": a continued turn must wait for it");
+    if (s.started >= 0 && (s.started >= static_cast<int>(&s - w.steps.data()) || w.concurrency < 2)) {
+      throw std::invalid_argument(w.name + ": a step sent while another runs needs an earlier step and a second worker");
+    }
   }
   if (w.concurrency > 1) {
     if (w.disk_tier) throw std::invalid_argument(w.name + ": a disk tier is measured on a sequential workload");
@@ -259,7 +281,7 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
   std::optional<LiveServer> server;
   const std::uintmax_t log_start = log_size(config.log_path);
   try {
-    ServerSettings settings = settings_for(w, config);
+    ServerSettings settings = settings_for(target, w, config);
     if (w.disk_tier && target.has_disk_tier()) {
       disk.emplace(config.disk_parent);
       settings.disk_path = disk->path();

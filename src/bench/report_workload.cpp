@@ -140,8 +140,13 @@ std::string workload_section(const nlohmann::json& results, const nlohmann::json
   const std::vector<std::string> names = server_names(results);
   std::string out = heading(style, 2, w.value("title", w.value("name", "")) + " (`" + w.value("name", "") + "`)");
   out += w.value("description", "") + "\n\n";
-  out += std::format("{}: context {} cells, {} slot(s); {} request(s) in flight at most. Run order: {}.\n\n",
-                     names.size() >= 2 ? "Both servers" : "Server", w.value("ctx_size", 0), w.value("parallel", 0),
+  // A workload about memory running out gives llama-server a larger context (workload.h).
+  const std::string context = w.contains("llama_ctx_size")
+                                  ? std::format("context {} cells (llama-server: {})", w.value("ctx_size", 0),
+                                                w.value("llama_ctx_size", 0))
+                                  : std::format("context {} cells", w.value("ctx_size", 0));
+  out += std::format("{}: {}, {} slot(s); {} request(s) in flight at most. Run order: {}.\n\n",
+                     names.size() >= 2 ? "Both servers" : "Server", context, w.value("parallel", 0),
                      w.value("concurrency", 1), run_order(w));
   for (const auto& n : names) {
     const auto& record = target_of(w, n);

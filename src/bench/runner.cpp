@@ -40,12 +40,18 @@ nlohmann::json workload_json(const Workload& w) {
     steps.push_back({{"arm", s.arm}, {"session", s.session}, {"max_tokens", s.max_tokens},
                      {"planned_tokens", s.planned_tokens}, {"x", s.x}, {"restart_before", s.restart_before}});
     if (s.arrival_s >= 0) steps.back()["arrival_s"] = s.arrival_s;
+    if (s.started >= 0) {
+      steps.back()["started"] = s.started;
+      steps.back()["start_delay_s"] = s.start_delay_s;
+    }
   }
-  return {{"name", w.name},         {"title", w.title},     {"description", w.description}, {"parallel", w.parallel},
+  nlohmann::json entry = {{"name", w.name},         {"title", w.title},     {"description", w.description}, {"parallel", w.parallel},
           {"concurrency", w.concurrency}, {"ctx_size", w.ctx_size}, {"x_label", w.x_label},   {"gate_step", w.gate_index()},
           {"throughput", w.throughput}, {"disk_tier", w.disk_tier}, {"latency", w.latency}, {"clients", w.clients},
           {"arms", arms},           {"steps", steps},       {"targets", nlohmann::json::object()},
           {"order", nlohmann::json::array()}};
+  if (w.llama_ctx_size > 0) entry["llama_ctx_size"] = w.llama_ctx_size;
+  return entry;
 }
 
 void write_text(const fs::path& path, const std::string& text) {

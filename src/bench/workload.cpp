@@ -20,13 +20,13 @@ const std::vector<std::string>& workload_names() {
   static const std::vector<std::string> kNames = {"resend", "agent", "multisession", "shared", "edit",
                                                   "restart", "grow", "thrash", "burst", "unique", "chat",
                                                   "prepared", "toolloop", "interleave", "gsp", "mqa", "multiturn",
-                                                  "sweep-1", "sweep-2", "sweep-4", "sweep-8", "sweep-16", "sweep-32"};
+                                                  "preempt", "sweep-1", "sweep-2", "sweep-4", "sweep-8", "sweep-16", "sweep-32"};
   return kNames;
 }
 
 const std::vector<std::string>& compare_workload_names() {
   static const std::vector<std::string> kNames = {"resend", "agent", "multisession", "shared", "edit", "restart", "toolloop",
-                                                  "interleave", "gsp", "mqa", "multiturn", "sweep"};
+                                                  "interleave", "gsp", "mqa", "multiturn", "preempt", "sweep"};
   return kNames;
 }
 
@@ -79,7 +79,8 @@ Workload make_workload(const std::string& name, const WorkloadParams& params) {
       {"edit", make_edit},     {"restart", make_restart}, {"grow", make_grow},            {"thrash", make_thrash},
       {"burst", make_burst},   {"unique", make_unique},   {"chat", make_chat},
       {"prepared", make_prepared}, {"toolloop", make_toolloop}, {"interleave", make_interleave},
-      {"gsp", make_gsp},       {"mqa", make_mqa},         {"multiturn", make_multiturn}};
+      {"gsp", make_gsp},       {"mqa", make_mqa},         {"multiturn", make_multiturn},
+      {"preempt", make_preempt}};
   Workload w;
   if (const auto it = kGenerators.find(name); it != kGenerators.end()) {
     w = it->second(params);
@@ -90,7 +91,11 @@ Workload make_workload(const std::string& name, const WorkloadParams& params) {
   } else {
     throw std::invalid_argument("unknown workload '" + name + "'");
   }
-  w.ctx_size = context_for_workload(w);
+  if (w.own_context) {
+    w.llama_ctx_size = context_for_workload(w);
+  } else {
+    w.ctx_size = context_for_workload(w);
+  }
   return w;
 }
 

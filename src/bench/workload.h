@@ -40,6 +40,10 @@ struct Step {
   // arrival, e.g. a Poisson process at a request rate); a step that also waits for `after` goes
   // when both hold, as a user who reads the answer before asking again.
   double arrival_s = -1;
+  // >= 0: not sent before `start_delay_s` seconds after that earlier step was sent (a request that
+  // arrives while another runs, whatever came before both).
+  int started = -1;
+  double start_delay_s = 0;
   double x = 0;                // plot coordinate: prompt length, turn number, ...
 };
 
@@ -55,7 +59,12 @@ struct Workload {
   std::string description;     // a paragraph for the report
   int parallel = 1;            // server slots (--parallel / -np), the same on both servers
   int concurrency = 1;         // client requests in flight at most
-  int ctx_size = 4096;         // the same total context on both servers
+  int ctx_size = 4096;         // the same total context on both servers (but see own_context)
+  // Set by a workload about KV memory running out: ctx_size is its own, smaller than the context
+  // every slot needs, and llama-server, which splits its context among its slots and cannot serve
+  // a prompt longer than a slot, gets llama_ctx_size (what every slot needs) instead.
+  bool own_context = false;
+  int llama_ctx_size = 0;
   std::vector<Arm> arms;       // table rows, in order
   std::vector<Step> steps;
   int gate_step = -1;          // the request the correctness gates replay (-1: the last)
@@ -75,6 +84,13 @@ struct Workload {
   const Arm* arm(const std::string& name) const;
   int gate_index() const { return gate_step >= 0 ? gate_step : static_cast<int>(steps.size()) - 1; }
 };
+
+// The preempt workload's arms, which its goals read.
+inline constexpr const char* kPreemptHitFirst = "hit, first send";
+inline constexpr const char* kPreemptHitDuring = "hit during the cold prefill";
+inline constexpr const char* kPreemptColdWithHit = "cold, a hit arrives";
+inline constexpr const char* kPreemptColdAlone = "cold alone";
+inline constexpr const char* kPreemptHitAlone = "hit alone";
 
 // The restart workload's arms, which its checks and report read.
 inline constexpr const char* kRestartColdArm = "first send";
@@ -132,6 +148,8 @@ Workload make_gsp(const WorkloadParams& params);
 Workload make_mqa(const WorkloadParams& params);
 Workload make_multiturn(const WorkloadParams& params);
 Workload make_sweep(const WorkloadParams& params, int clients);
+// A cache hit arriving while a long cold prefill holds the memory it needs (bench/workload_preempt.cpp).
+Workload make_preempt(const WorkloadParams& params);
 
 // Arrival times of `n` requests of a Poisson process at `rate` per second, the first at 0:
 // exponential gaps from the seeded generator (so every server sees the same schedule).

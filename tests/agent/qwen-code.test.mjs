@@ -21,8 +21,19 @@ const cli = path.join(path.dirname(fileURLToPath(import.meta.url)), "node_module
 const IDLE_TIMEOUT_MS = 2500;
 const IDLE_TIMEOUT_BUCKET = "2.5";
 
+// A GET on a kept-alive connection that the server closed after its idle timeout (the agent's
+// run may last that long) fails once; HTTP clients resend an idempotent request then.
+async function get(path) {
+  try {
+    return await fetch(`${base}${path}`);
+  } catch (error) {
+    if (error?.cause?.code !== "UND_ERR_SOCKET") throw error;
+    return fetch(`${base}${path}`);
+  }
+}
+
 async function metrics() {
-  const text = await (await fetch(`${base}/metrics`)).text();
+  const text = await (await get("/metrics")).text();
   const values = new Map();
   for (const line of text.split("\n")) {
     if (!line || line.startsWith("#")) continue;
@@ -36,7 +47,7 @@ async function metrics() {
 }
 
 async function cacheStats() {
-  return (await fetch(`${base}/v1/cache/stats`)).json();
+  return (await get("/v1/cache/stats")).json();
 }
 
 // A home of its own (settings, session files) and a workspace with one file in it. The replies of a
