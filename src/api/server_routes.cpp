@@ -22,7 +22,7 @@ http::Response model_answer(const RouteContext& route, const std::string& served
 }
 
 http::Response metrics_answer(const RouteContext& route, const http::Request& req, const scheduler::Scheduler& scheduler,
-                              const CacheControl& control, const http::Server& transport) {
+                              const CacheControl& control, const http::Server& transport, const engine::ModelInfo& model) {
   const auto admin = route.caller(req).and_then([](const Caller& c) { return require_admin(c, "/metrics"); });
   if (!admin) return error_response(admin.error());
   const scheduler::SchedulerStats stats = scheduler.stats();
@@ -30,6 +30,7 @@ http::Response metrics_answer(const RouteContext& route, const http::Request& re
   metrics::Registry registry;
   add_scheduler_metrics(registry, stats);
   add_cache_metrics(registry, cache);
+  add_compute_metrics(registry, cache, model);
   add_tenant_metrics(registry, cache, TenantNames(route.keys));
   control.add_metrics(registry);
   add_transport_metrics(registry, transport.stats());

@@ -23,7 +23,7 @@ http::Response model_answer(const RouteContext& route, const std::string& served
 // GET /metrics, for admins: the scheduler's, the cache's (overall and by tenant), the control
 // plane's and the transport's families.
 http::Response metrics_answer(const RouteContext& route, const http::Request& req, const scheduler::Scheduler& scheduler,
-                              const CacheControl& control, const http::Server& transport);
+                              const CacheControl& control, const http::Server& transport, const engine::ModelInfo& model);
 
 // The web UI's files, unless --no-webui. Throws std::runtime_error for a --webui-dir it cannot use.
 std::optional<webui::Site> web_site(const ServerOptions& options);

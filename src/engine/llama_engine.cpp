@@ -62,12 +62,67 @@ void ensure_backend_initialized() {
   });
 }
 
+bool is_gpu(ggml_backend_dev_t device) {
+  const auto type = ggml_backend_dev_type(device);
+  return type == GGML_BACKEND_DEVICE_TYPE_GPU || type == GGML_BACKEND_DEVICE_TYPE_IGPU;
+}
+
 bool has_gpu_device() {
   for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
-    const auto type = ggml_backend_dev_type(ggml_backend_dev_get(i));
-    if (type == GGML_BACKEND_DEVICE_TYPE_GPU || type == GGML_BACKEND_DEVICE_TYPE_IGPU) return true;
+    if (is_gpu(ggml_backend_dev_get(i))) return true;
   }
   return false;
+}
+
+// libllama puts the last `gpu_layers` of the model's layers on the GPU devices (split among them),
+// counting the output layer after the repeating ones, and keeps each offloaded repeating layer's
+// K/V beside it (offload_kqv, on by default). A software device such as Mesa's lavapipe is a GPU
+// device only when the Vulkan backend is told to use it (GGML_VK_VISIBLE_DEVICES).
+ModelInfo::Placement describe_placement(int gpu_layers, const ModelInfo& info, std::uint32_t n_ctx) {
+  ModelInfo::Placement placement;
+  for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+    ggml_backend_dev_t device = ggml_backend_dev_get(i);
+    if (!is_gpu(device)) continue;
+    size_t free = 0;
+    size_t total = 0;
+    ggml_backend_dev_memory(device, &free, &total);
+    placement.devices.push_back(std::format("{} ({}: {}, {} MiB, {} MiB free)", ggml_backend_dev_name(device),
+                                            ggml_backend_reg_name(ggml_backend_dev_backend_reg(device)),
+                                            ggml_backend_dev_description(device), total >> 20, free >> 20));
+    placement.device_memory_bytes += total;
+  }
+  if (placement.devices.empty() || gpu_layers <= 0) return placement;
+  placement.layers_offloaded = std::min(gpu_layers, info.n_layer);
+  placement.output_offloaded = gpu_layers > info.n_layer;
+  if (info.n_layer > 0) {
+    placement.kv_device_bytes = info.kv_bytes_per_token * n_ctx * static_cast<std::uint64_t>(placement.layers_offloaded) /
+                                static_cast<std::uint64_t>(info.n_layer);
+  }
+  return placement;
+}
+
+// The startup line that says where the model runs.
+void log_placement(const ModelInfo& info, int gpu_layers) {
+  const ModelInfo::Placement& p = info.placement;
+  if (p.devices.empty()) {
+    if (gpu_layers > 0) {
+      spdlog::warn("compute: CPU; --gpu-layers {} has no GPU device to go to (the installed ggml has no GPU backend, "
+                   "or its devices are hidden)",
+                   gpu_layers);
+    } else {
+      spdlog::info("compute: CPU (no GPU device)");
+    }
+    return;
+  }
+  std::string devices;
+  for (const std::string& d : p.devices) devices += (devices.empty() ? "" : "; ") + d;
+  if (p.layers_offloaded == 0 && !p.output_offloaded) {
+    spdlog::info("compute: CPU, K/V in host memory; GPU devices unused (--gpu-layers 0): {}", devices);
+    return;
+  }
+  spdlog::info("compute: {} of {} layers{} on {}; K/V of {} layers in device memory ({:.0f} MiB), {} in host memory",
+               p.layers_offloaded, info.n_layer, p.output_offloaded ? " and the output layer" : "", devices,
+               p.layers_offloaded, static_cast<double>(p.kv_device_bytes) / (1 << 20), info.n_layer - p.layers_offloaded);
 }
 
 }  // namespace detail
@@ -491,9 +546,21 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
   params.flash_attn_type = options.flash_attention ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   ContextPtr ctx(llama_init_from_model(model.get(), params));
   if (!ctx) throw std::runtime_error("cannot create a context for '" + model_path + "' (out of memory?)");
+  info.placement = detail::describe_placement(options.gpu_layers, info, llama_n_ctx(ctx.get()));
+  // Another device's kernels compute other K/V for the same tokens: a prefix saved on the CPU is
+  // not reused on a GPU, nor between GPUs of another kind, nor with other layers offloaded.
+  std::string compute = "cpu";
+  if (info.placement.layers_offloaded > 0 || info.placement.output_offloaded) {
+    compute = std::format("{}+{}", info.placement.layers_offloaded, info.placement.output_offloaded ? 1 : 0);
+    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+      if (ggml_backend_dev_t device = ggml_backend_dev_get(i); detail::is_gpu(device)) {
+        compute += std::format(",{}", ggml_backend_dev_description(device));
+      }
+    }
+  }
   info.runtime_signature = detail::runtime_signature(model.get(), ctx.get(), params) +
                            (options.deterministic ? "deterministic=on;" : "") +
-                           (guard_seq >= 0 ? "window_states=pieces;" : "");
+                           (guard_seq >= 0 ? "window_states=pieces;" : "") + std::format("compute={};", compute);
   spdlog::debug("runtime signature: {}", info.runtime_signature);
   if (info.family == ModelFamily::hybrid) {
     if (const std::size_t measured = measure_attention_bytes_per_token(ctx.get()); measured > 0) {
@@ -503,6 +570,7 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
   spdlog::info("model {} ({}, family {}, {} layers, {} KV bytes/token), context {} cells, {} sequences, {} threads",
                info.id, info.description, family_name(info.family), info.n_layer, info.kv_bytes_per_token,
                llama_n_ctx(ctx.get()), n_seq, threads);
+  detail::log_placement(info, options.gpu_layers);
   log_reuse_policy(info, options);
   std::unique_ptr<Vision> vision;
   if (!options.mmproj_path.empty()) {

@@ -174,8 +174,10 @@ std::unique_ptr<Vision> load_mtmd_vision(const std::string& path, const llama_mo
   info.n_embd = llama_model_n_embd_inp(model);
   info.max_pixels = options.max_pixels > 0 ? options.max_pixels : kDefaultMaxImagePixels;
   info.projector = projector_type(path);
-  spdlog::info("vision projector {} ({}) loaded: images of at most {:.1f} megapixels", path,
-               info.projector.empty() ? "type not named" : info.projector, static_cast<double>(info.max_pixels) / 1e6);
+  // The projector follows the model: on a GPU device when layers were offloaded there.
+  spdlog::info("vision projector {} ({}) loaded: images of at most {:.1f} megapixels, the image encoder on the {}", path,
+               info.projector.empty() ? "type not named" : info.projector, static_cast<double>(info.max_pixels) / 1e6,
+               options.use_gpu ? "GPU" : "CPU");
   return std::make_unique<MtmdVision>(std::move(ctx), std::move(info), options.n_batch);
 }
 

@@ -65,6 +65,17 @@ struct ModelInfo {
   // Layers (and their KV cells) were offloaded to a GPU device; false when everything runs on the
   // CPU. Decides the device tier's default budget (see serve --prompt-cache-device-cells).
   bool on_accelerator = false;
+  // Where the model runs, set with the context: the GPU devices libllama splits offloaded layers
+  // over (name, backend, description), their memory, and how many of the model's layers (its
+  // repeating layers and the output layer) went there; the rest, and everything without a GPU
+  // device, runs on the CPU. A repeating layer on a device keeps its K/V there.
+  struct Placement {
+    std::vector<std::string> devices;    // "Vulkan0 (Vulkan: llvmpipe ..., 24105 MiB, 23155 MiB free)"
+    std::uint64_t device_memory_bytes = 0;  // the devices' total memory
+    std::int32_t layers_offloaded = 0;      // repeating layers on the devices
+    bool output_offloaded = false;
+    std::uint64_t kv_device_bytes = 0;      // the context's K/V that lives in device memory
+  } placement;
 };
 
 // True when a sequence's whole memory is attention K/V that can be cut back to any earlier

@@ -141,6 +141,8 @@ TEST_F(ModelFingerprint, LoadedEngineCarriesTheFileFingerprintAndItsRuntimeSigna
   EXPECT_NE(signature.find("type_k=f16;"), std::string::npos) << signature;
   EXPECT_NE(signature.find("type_v=f16;"), std::string::npos) << signature;
   EXPECT_NE(signature.find(".rope.freq_base="), std::string::npos) << signature;
+  // No layer offloaded (--gpu-layers 0): a GPU's kernels would compute other K/V.
+  EXPECT_NE(signature.find("compute=cpu;"), std::string::npos) << signature;
   options.flash_attention = true;
   const auto flash = load_llama_engine(model_a().string(), options);
   EXPECT_EQ(flash->model().fingerprint, plain->model().fingerprint);

@@ -94,6 +94,22 @@ nlohmann::ordered_json disk_json(const cache::DiskStats& d) {
   };
 }
 
+// The part of `bytes` of K/V (every layer's) that lives in GPU memory: the offloaded layers' share.
+std::uint64_t gpu_share(std::uint64_t bytes, const engine::ModelInfo& model) {
+  if (model.n_layer <= 0) return 0;
+  return bytes * static_cast<std::uint64_t>(model.placement.layers_offloaded) / static_cast<std::uint64_t>(model.n_layer);
+}
+
+nlohmann::ordered_json compute_json(const engine::ModelInfo& model) {
+  const engine::ModelInfo::Placement& p = model.placement;
+  return {{"gpu_devices", p.devices},
+          {"gpu_memory_bytes", p.device_memory_bytes},
+          {"layers", model.n_layer},
+          {"layers_on_gpu", p.layers_offloaded},
+          {"output_on_gpu", p.output_offloaded},
+          {"kv_gpu_bytes", p.kv_device_bytes}};
+}
+
 }  // namespace
 
 nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, const engine::ModelInfo& model) {
@@ -116,10 +132,12 @@ nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, const engine
       {"demotions", s.demotions},
       {"failed_restores", s.failed_restores},
       {"compactions", s.compactions},
+      {"compute", compute_json(model)},
       {"tiers",
        {{"device", {{"entries", s.device_entries}, {"max_entries", s.device_holders}, {"cells", s.device_cells},
                     {"locked_cells", s.device_locked_cells}, {"bytes", s.device_bytes},
-                    {"budget_cells", s.device_cells_budget}, {"states", s.device_states}}},
+                    {"budget_cells", s.device_cells_budget}, {"states", s.device_states},
+                    {"gpu_bytes", gpu_share(s.device_bytes, model)}}},
         {"host", {{"entries", s.host_entries}, {"max_entries", s.host_max_segments}, {"bytes", s.host_bytes},
                   {"capacity_bytes", s.host_capacity_bytes}}},
         {"disk", disk_json(s.disk)},
@@ -284,6 +302,16 @@ void add_cache_metrics(metrics::Registry& m, const cache::CacheStats& s) {
   m.counter("prefixd_cache_remote_promoted_checkpoints_total", "Checkpoints from the shared tier adopted into the checkpoint store.", r.promoted_checkpoints);
   m.gauge("prefixd_cache_remote_queue_bytes", "Bytes waiting to be written to the shared tier.",
            r.queued_bytes);
+}
+
+void add_compute_metrics(metrics::Registry& m, const cache::CacheStats& s, const engine::ModelInfo& model) {
+  const engine::ModelInfo::Placement& p = model.placement;
+  m.gauge("prefixd_gpu_memory_bytes", "Memory of the GPU devices the model's layers may go to (0: none).",
+          p.device_memory_bytes);
+  m.gauge("prefixd_gpu_layers", "The model's repeating layers offloaded to GPU devices (--gpu-layers).", p.layers_offloaded);
+  m.gauge("prefixd_gpu_kv_bytes", "Bytes of the context's K/V in GPU memory (the offloaded layers' cells).", p.kv_device_bytes);
+  m.gauge("prefixd_prompt_cache_gpu_bytes", "Bytes of the device tier's K/V in GPU memory (part of prefixd_prompt_cache_bytes{tier=\"device\"}).",
+          gpu_share(s.device_bytes, model));
 }
 
 }  // namespace prefixd::api

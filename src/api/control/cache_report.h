@@ -19,5 +19,8 @@ nlohmann::ordered_json cache_reset_json(const cache::ResetReport& report);
 // The prompt cache's families (prefixd_prompt_cache_*, prefixd_cache_remote_*), and the field's
 // prefixd_prefix_cache_queries_total (prompt tokens looked up; its _hits_total is the scheduler's).
 void add_cache_metrics(metrics::Registry& registry, const cache::CacheStats& stats);
+// Where the model runs (prefixd_gpu_*): the GPU devices' memory, the layers offloaded there, the
+// context's K/V and the device tier's share of it in GPU memory.
+void add_compute_metrics(metrics::Registry& registry, const cache::CacheStats& stats, const engine::ModelInfo& model);
 
 }  // namespace prefixd::api
