@@ -31,35 +31,7 @@ env $(env | sed -n 's/^\(PREFIXD_[A-Z_]*\)=.*/-u \1/p') \
   --model-fingerprint-cache off --seed 20241201 --threads 1 --stream-keepalive 0.5 >"$log" 2>&1 &
 pid=$!
 
-cleanup() {
-  status=$?
-  kill "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  if [ "$status" -ne 0 ]; then
-    echo "--- prefixd log ---" >&2
-    cat "$log" >&2
-  fi
-  rm -f "$log"
-  exit "$status"
-}
-trap cleanup EXIT
-
-healthy=0
-for _ in $(seq 1 600); do
-  if ! kill -0 "$pid" 2>/dev/null; then
-    echo "prefixd exited during startup" >&2
-    exit 1
-  fi
-  if node -e "fetch('http://127.0.0.1:$port/health').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"; then
-    healthy=1
-    break
-  fi
-  sleep 0.1
-done
-if [ "$healthy" -ne 1 ]; then
-  echo "prefixd did not answer /health within 60 s" >&2
-  exit 1
-fi
+. "$here/../support/await-prefixd.sh"
 
 PREFIXD_BASE_URL="http://127.0.0.1:$port" PREFIXD_MODEL_ID=$(basename "$model" .gguf) \
   node --test --test-reporter=spec qwen-code.test.mjs
