@@ -12,7 +12,8 @@
 # cores, 4 gives the 1k–8k resend ladder), BENCH_WORKLOADS (comma list, default all),
 # BENCH_CACHE_MIB (host cache budget of both servers, default 8192 = llama-server's default),
 # BENCH_THREADS (default: every CPU), BENCH_REPS, BENCH_NAME (file stem), BENCH_LLAMA_ARGS,
-# BENCH_PREFIXD_ARGS, BENCH_DISK_DIR (where the restart workload's disk-tier directory goes, default
+# BENCH_PREFIXD_ARGS, BENCH_OUT (the results folder, default bench/results), BENCH_DOCS (the page the default part's report goes into, default
+# docs/benchmarks.md; empty: none), BENCH_DISK_DIR (where the restart workload's disk-tier directory goes, default
 # TMPDIR or /tmp), MODEL (default models/default.gguf), BENCH_PREFIXD (the prefixd binary the
 # benchmark serves with, default build/bin/prefixd), BENCH_PREFIXD_BENCH and BENCH_PREFIXD_MKMODEL
 # (the benchmark client and the model generator, default prefixd-bench and prefixd-mkmodel in the
@@ -36,7 +37,7 @@ done
 
 # What both parts pass the same way; the server is named as an absolute path, which the results
 # record so that a run can be repeated by hand.
-common=(--scale "${BENCH_SCALE:-1}" --out bench/results --prefixd-bin "$(realpath "$prefixd")")
+common=(--scale "${BENCH_SCALE:-1}" --out "${BENCH_OUT:-bench/results}" --prefixd-bin "$(realpath "$prefixd")")
 [ -n "${BENCH_CACHE_MIB:-}" ] && common+=(--cache-mib "$BENCH_CACHE_MIB")
 [ -n "${BENCH_THREADS:-}" ] && common+=(--threads "$BENCH_THREADS")
 [ -n "${BENCH_PREFIXD_ARGS:-}" ] && common+=(--prefixd-args "$BENCH_PREFIXD_ARGS")
@@ -52,7 +53,9 @@ run() {
 if [[ $parts == *,default,* ]]; then
   model=${MODEL:-models/default.gguf}
   [ -f "$model" ] || { echo "bench/run.sh: no model at $model (make model)" >&2; exit 2; }
-  args=(compare --model "$model" "${common[@]}" --docs docs/benchmarks.md)
+  args=(compare --model "$model" "${common[@]}")
+  docs=${BENCH_DOCS-docs/benchmarks.md}
+  [ -n "$docs" ] && args+=(--docs "$docs")
   [ -n "${BENCH_WORKLOADS:-}" ] && args+=(--workloads "$BENCH_WORKLOADS")
   [ -n "${BENCH_NAME:-}" ] && args+=(--name "$BENCH_NAME")
   [ -n "${BENCH_REPS:-}" ] && args+=(--reps "$BENCH_REPS")

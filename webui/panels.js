@@ -32,16 +32,26 @@ export function tierViews(s) {
   const remote = s.tiers?.remote ?? {};
   const snaps = s.snapshots ?? {};
   const perToken = s.kv_bytes_per_token;
+  // Where the device tier's cells live: the offloaded layers keep their K/V in GPU memory.
+  const compute = s.compute ?? {};
+  const gpuDevices = Array.isArray(compute.gpu_devices) ? compute.gpu_devices.length : 0;
+  const onGpu = gpuDevices > 0 && compute.layers_on_gpu > 0;
+  const deviceWhere = onGpu
+    ? `K/V cells in the model's own memory (${fmt.count(compute.layers_on_gpu)} of ${fmt.count(compute.layers)} layers on the GPU), shared in place`
+    : 'K/V cells in the model\'s own memory (host RAM: the model runs on the CPU), shared in place';
 
   const deviceMeter = device.budget_cells > 0
     ? meter(device.cells, device.budget_cells, 'cells of the cell budget')
     : meter(device.entries, device.max_entries, 'holders in use');
   const cards = [
-    tierCard('device', 'Device', 'K/V cells in the model\'s own memory, shared in place', true, deviceMeter, [
+    tierCard('device', 'Device', deviceWhere, true, deviceMeter, [
       ['entries', withMax(device.entries, device.max_entries, 'holders')],
       ['cells', device.budget_cells > 0 ? withMax(device.cells, device.budget_cells) : fmt.count(device.cells)],
       ['locked cells', device.locked_cells === undefined ? null : fmt.count(device.locked_cells)],
       ['bytes', fmt.bytes(device.bytes)],
+      ['in GPU memory', onGpu ? fmt.bytes(device.gpu_bytes) : null],
+      ['GPU memory', onGpu ? `${fmt.bytes(compute.gpu_memory_bytes)} on ${fmt.count(gpuDevices)} ${gpuDevices === 1 ? 'device' : 'devices'}` : null],
+      ['context K/V on the GPU', onGpu ? fmt.bytes(compute.kv_gpu_bytes) : null],
       ['recurrent states', device.states ? fmt.count(device.states) : null],
     ]),
     tierCard('host', 'Host', 'serialized K/V segments in RAM', true, meter(host.bytes, host.capacity_bytes, 'of the byte budget'), [

@@ -110,6 +110,16 @@ ModelSpec qwen2_0_5b() {
   return spec;
 }
 
+ModelSpec qwen2_7b() {
+  // Qwen2.5-7B: a model the size users serve on one GPU (about 8 GB at q8_0), for GPU benchmarks;
+  // its own output head, 152064 rows with the padding.
+  ModelSpec spec{.preset = "qwen2-7b", .display_name = "prefixd qwen2-7b (random)", .default_weight_type = "q8_0",
+                 .vocab = {.size = 152064, .n_regular = 151643}};
+  build_qwen2(spec, {.n_embd = 3584, .n_layer = 28, .n_head = 28, .n_head_kv = 4, .n_ff = 18944, .n_ctx = 32768,
+                     .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = false});
+  return spec;
+}
+
 // ---- gemma3: sliding-window attention on 5 of every 6 layers, GELU FFN, sandwich norms --------
 
 ModelSpec gemma3_tiny() {
@@ -306,6 +316,9 @@ const std::vector<PresetEntry>& preset_table() {
       {{"tiny", "qwen2", "qwen2 dense, 64 wide, 2 layers, 4096-token vocab, f32 (~2.4 MB); for tests"}, tiny},
       {{"qwen2-0.5b", "qwen2", "Qwen2.5-0.5B shapes: 896 wide, 24 layers, 14/2 heads, 151936 vocab, q8_0 (~530 MB)"},
        qwen2_0_5b},
+      {{"qwen2-7b", "qwen2",
+        "Qwen2.5-7B shapes: 3584 wide, 28 layers, 28/4 heads, 152064 vocab, q8_0 (~8 GB); for GPU benchmarks"},
+       qwen2_7b},
       {{"gemma3-tiny", "gemma3", "Gemma 3 style: 5 sliding-window (64 tokens) + 1 global layer, 128 wide, f16"},
        gemma3_tiny},
       {{"mamba2-tiny", "mamba2", "Mamba-2 recurrent: 4 SSM layers, 128 wide, state 64, f32"}, mamba2_tiny},

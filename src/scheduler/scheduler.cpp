@@ -33,6 +33,11 @@ Scheduler::Impl::Impl(engine::Engine& engine, SchedulerOptions options) : engine
   if (engine_.deterministic()) options_.cache.checkpoint_alignment = engine_.rowwise_rows();
   packing_ = options_.prefill_packing.value_or(engine_.model().on_accelerator ? PrefillPacking::on
                                                                                 : PrefillPacking::bounded);
+  static constexpr const char* kPackingNames[] = {"off", "bounded", "on"};
+  spdlog::info("prefill packing: {} ({})", kPackingNames[static_cast<int>(packing_)],
+               options_.prefill_packing ? "--prefill-packing"
+               : engine_.model().on_accelerator ? "the default with layers on a GPU"
+                                                : "the default on the CPU");
   cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders), scratch,
                                                 options_.cache.enabled ? pin : -1);
   draws_ = std::make_unique<MaskedDraws>([this] {

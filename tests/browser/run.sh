@@ -5,7 +5,11 @@
 # - one with --api-key that serves the copy compiled into the binary, which must be the same
 #   bytes as webui/ (a binary built before the last edit of webui/ fails: rebuild it);
 # - one with --api-keys (a key file of three tenants: an admin key of `ops`, a key of `acme` and
-#   one of `globex`), for the cache page's per-tenant view.
+#   one of `globex`), for the cache page's per-tenant view;
+# - one with every layer on a GPU (--gpu-layers 99; here Mesa's lavapipe, which ggml's Vulkan
+#   backend uses when named: GGML_VK_VISIBLE_DEVICES=0), for the device card's GPU memory. It is
+#   left out when PREFIXD_TEST_NO_GPU=1 (a native build without a Vulkan backend, as the gpu
+#   label's tests).
 # Screenshots go to $PREFIXD_TEST_ARTIFACTS (default: build/test-artifacts/webui).
 # Usage: run.sh PATH_TO_PREFIXD PATH_TO_TINY_MODEL
 # Needs Debian's chromium (chromium.sh finds it) and, on first use, the npm registry to install
@@ -61,6 +65,9 @@ random_key() { echo "sk-webui-$1-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 port=$(free_port)
 keyed_port=$(free_port "$port")
 tenants_port=$(free_port "$port" "$keyed_port")
+gpu_port=$(free_port "$port" "$keyed_port" "$tenants_port")
+with_gpu=1
+if [ "${PREFIXD_TEST_NO_GPU:-}" = 1 ]; then with_gpu=0; fi
 api_key=$(random_key keyed)
 admin_key=$(random_key ops)
 acme_key=$(random_key acme)
@@ -68,6 +75,7 @@ globex_key=$(random_key globex)
 log=$(mktemp /tmp/prefixd-webui-test-XXXXXX)
 keyed_log=$(mktemp /tmp/prefixd-webui-test-keyed-XXXXXX)
 tenants_log=$(mktemp /tmp/prefixd-webui-test-tenants-XXXXXX)
+gpu_log=$(mktemp /tmp/prefixd-webui-test-gpu-XXXXXX)
 # The key file's format: docs/operator-guide.md, "Keys and tenants". mktemp makes it readable by
 # this user only.
 keys_file=$(mktemp /tmp/prefixd-webui-test-keys-XXXXXX)
@@ -88,11 +96,16 @@ start_server "$keyed_port" "$keyed_log" --api-key "$api_key"
 keyed_pid=$!
 start_server "$tenants_port" "$tenants_log" --api-keys "$keys_file"
 tenants_pid=$!
+gpu_pid=
+if [ "$with_gpu" = 1 ]; then
+  GGML_VK_VISIBLE_DEVICES=0 start_server "$gpu_port" "$gpu_log" --gpu-layers 99
+  gpu_pid=$!
+fi
 
 cleanup() {
   status=$?
-  kill "$pid" "$keyed_pid" "$tenants_pid" 2>/dev/null || true
-  wait "$pid" "$keyed_pid" "$tenants_pid" 2>/dev/null || true
+  kill "$pid" "$keyed_pid" "$tenants_pid" $gpu_pid 2>/dev/null || true
+  wait "$pid" "$keyed_pid" "$tenants_pid" $gpu_pid 2>/dev/null || true
   if [ "$status" -ne 0 ]; then
     echo "--- prefixd log (no key) ---" >&2
     cat "$log" >&2
@@ -100,8 +113,12 @@ cleanup() {
     cat "$keyed_log" >&2
     echo "--- prefixd log (--api-keys) ---" >&2
     cat "$tenants_log" >&2
+    if [ -n "$gpu_pid" ]; then
+      echo "--- prefixd log (--gpu-layers 99) ---" >&2
+      cat "$gpu_log" >&2
+    fi
   fi
-  rm -f "$log" "$keyed_log" "$tenants_log" "$keys_file"
+  rm -f "$log" "$keyed_log" "$tenants_log" "$gpu_log" "$keys_file"
   exit "$status"
 }
 trap cleanup EXIT
@@ -123,6 +140,11 @@ wait_healthy() {
 wait_healthy "$pid" "$port" "no key"
 wait_healthy "$keyed_pid" "$keyed_port" "--api-key"
 wait_healthy "$tenants_pid" "$tenants_port" "--api-keys"
+gpu_url=
+if [ -n "$gpu_pid" ]; then
+  wait_healthy "$gpu_pid" "$gpu_port" "--gpu-layers 99"
+  gpu_url="http://127.0.0.1:$gpu_port"
+fi
 
 # The keyed server's UI is the one compiled in: it must be today's webui/, byte for byte.
 if ! node -e '
@@ -149,5 +171,5 @@ fi
 PREFIXD_WEBUI_URL="http://127.0.0.1:$port" PREFIXD_WEBUI_KEYED_URL="http://127.0.0.1:$keyed_port" \
   PREFIXD_WEBUI_API_KEY="$api_key" PREFIXD_WEBUI_TENANTS_URL="http://127.0.0.1:$tenants_port" \
   PREFIXD_WEBUI_ADMIN_KEY="$admin_key" PREFIXD_WEBUI_ACME_KEY="$acme_key" \
-  PREFIXD_WEBUI_GLOBEX_KEY="$globex_key" PREFIXD_TEST_ARTIFACTS="$artifacts" \
+  PREFIXD_WEBUI_GLOBEX_KEY="$globex_key" PREFIXD_WEBUI_GPU_URL="$gpu_url" PREFIXD_TEST_ARTIFACTS="$artifacts" \
   node --test --test-reporter=spec webui.test.mjs

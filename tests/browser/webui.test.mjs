@@ -9,13 +9,18 @@
 //   5. a server with --api-keys (tenants acme and globex, and an admin key of tenant ops): the
 //      cache page, with the admin key, offers a tenant picker and shows the picked tenant's tree
 //      alone; with acme's key it shows no picker and only acme's tree;
+//   6. a server with every layer on a GPU (run.sh leaves it out when PREFIXD_TEST_NO_GPU=1): the
+//      device card says how many layers are on the GPU and shows the bytes of K/V in GPU memory
+//      that /v1/cache/stats reports; the CPU server's card says its cells are in host RAM;
 // with no console error or uncaught exception on any page (but the 401s that make the page ask
-// for the key). Screenshots: chat.png, cache.png and cache-tenant.png in $PREFIXD_TEST_ARTIFACTS.
+// for the key). Screenshots: chat.png, cache.png, cache-tenant.png and cache-gpu.png in
+// $PREFIXD_TEST_ARTIFACTS.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import * as fmt from '../../webui/format.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const baseUrl = requiredEnv('PREFIXD_WEBUI_URL');
@@ -26,6 +31,7 @@ const adminKey = requiredEnv('PREFIXD_WEBUI_ADMIN_KEY');
 const acmeKey = requiredEnv('PREFIXD_WEBUI_ACME_KEY');
 const globexKey = requiredEnv('PREFIXD_WEBUI_GLOBEX_KEY');
 const artifacts = requiredEnv('PREFIXD_TEST_ARTIFACTS');
+const gpuUrl = process.env.PREFIXD_WEBUI_GPU_URL ?? '';
 
 // The machine that runs this can be slow and busy: every wait is for a condition, with room.
 const WAIT_MS = 60_000;
@@ -153,6 +159,9 @@ test('the cache page shows the tiers, charts, keys and the radix tree', { timeou
     assert.equal(await page.locator(`.tier-card[data-tier="${tier}"]`).count(), 1, `a ${tier} card`);
   }
   assert.match(await page.locator('.tier-card[data-tier="disk"] .tier-state').textContent(), /off/);
+  const cpuDevice = page.locator('.tier-card[data-tier="device"]');
+  assert.match(await cpuDevice.locator('.tier-subtitle').textContent(), /host RAM: the model runs on the CPU/);
+  assert.equal(await cpuDevice.locator('dt', { hasText: 'in GPU memory' }).count(), 0, 'no GPU row on the CPU');
   await page.locator('.chart').first().waitFor();
   await page.locator('.chart svg .point').first().waitFor();
   assert.ok(await page.locator('.chart').count() >= 2, 'hit ratio and tokens saved charts');
@@ -282,6 +291,43 @@ test('a server with tenants: an admin picks a tenant on the cache page, a tenant
   const unexpected = seen.filter((p) => !/status of 401/.test(p));
   assert.deepEqual(unexpected, [], 'no console errors but the 401 before the key');
 });
+
+test('a server on a GPU: the device card shows the layers there and the K/V in GPU memory', {
+  timeout: TEST_MS,
+  skip: gpuUrl ? false : 'PREFIXD_TEST_NO_GPU=1: no server on a GPU',
+}, async () => {
+  const response = await fetch(`${gpuUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'system', content: SYSTEM_PROMPT }, { role: 'user', content: 'Hello' }], max_tokens: 2, temperature: 0 }),
+  });
+  assert.equal(response.status, 200, await response.text());
+  // Idle now: the device tier keeps the conversation's cells (half the context may stay idle on a
+  // GPU), so the numbers hold still while the page polls.
+  const stats = await (await fetch(`${gpuUrl}/v1/cache/stats`)).json();
+  assert.ok(stats.compute.layers_on_gpu > 0, `layers on the GPU: ${JSON.stringify(stats.compute)}`);
+  assert.ok(stats.tiers.device.gpu_bytes > 0, `device-tier bytes in GPU memory: ${JSON.stringify(stats.tiers.device)}`);
+
+  const seen = [];
+  const gpu = await newPage(seen);
+  await gpu.goto(`${gpuUrl}/cache`);
+  const card = gpu.locator('.tier-card[data-tier="device"]');
+  const row = (label) => card.locator('dt', { hasText: new RegExp(`^${escapeRegExp(label)}$`) })
+    .locator('xpath=following-sibling::dd[1]');
+  await row('in GPU memory').waitFor();
+  assert.match(await card.locator('.tier-subtitle').textContent(),
+    new RegExp(`${stats.compute.layers_on_gpu} of ${stats.compute.layers} layers on the GPU`));
+  assert.equal(await row('in GPU memory').textContent(), fmt.bytes(stats.tiers.device.gpu_bytes));
+  assert.equal(await row('context K/V on the GPU').textContent(), fmt.bytes(stats.compute.kv_gpu_bytes));
+  assert.match(await row('GPU memory').textContent(), new RegExp(`^${escapeRegExp(fmt.bytes(stats.compute.gpu_memory_bytes))} on 1 device$`));
+  await screenshot(gpu, 'cache-gpu.png');
+  await gpu.context().close();
+  assert.deepEqual(seen, [], 'no console errors');
+});
+
+function escapeRegExp(text) {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
 
 // The page asks for a key at its first 401; this enters one and waits for the form to go.
 async function enterKey(p, key) {

@@ -46,7 +46,9 @@ ServerConfig gpu_server(const std::string& model, std::vector<std::string> extra
 }
 
 // The startup line that says where the model runs must name a GPU device and offloaded layers.
-void expect_on_the_device(const ServerProcess& server) {
+// `budget_cells`: the device tier's idle-cell budget the server runs with (its default on a GPU is
+// half the context: 1024 of these servers' 2048 cells).
+void expect_on_the_device(const ServerProcess& server, int budget_cells) {
   const std::string log = server.log();
   const auto line_at = log.find("compute: ");
   ASSERT_NE(line_at, std::string::npos) << log;
@@ -55,6 +57,15 @@ void expect_on_the_device(const ServerProcess& server) {
       << "no GPU device: the build root needs ggml's Vulkan backend and Mesa's lavapipe (scripts/sid-packages.txt); "
       << line;
   EXPECT_NE(line.find("in device memory"), std::string::npos) << line;
+  // The defaults a GPU changes (docs/operator-guide.md, "Serving on a GPU"): prefill packing on,
+  // and (unless a test sets another) half the context's cells may stay idle in the device tier.
+  EXPECT_NE(log.find("prefill packing: on (the default with layers on a GPU)"), std::string::npos) << log;
+  auto client = server.client();
+  const JsonReply stats = get_json(*client, "/v1/cache/stats");
+  ASSERT_EQ(stats.status, 200);
+  if (stats.body["family"] != "recurrent") {
+    EXPECT_EQ(stats.body["tiers"]["device"]["budget_cells"].get<int>(), budget_cells) << stats.raw;
+  }
 }
 
 std::string words(int count, int salt) {
@@ -134,7 +145,7 @@ TEST_P(GpuPath, WarmEqualsColdFromEveryTierIntoDeviceMemory) {
   {
     // A device tier of 256 idle cells: three other prompts push the first to the host.
     ServerProcess server(gpu_server(model, {"--cache-disk-path", disk.string(), "--prompt-cache-device-cells", "256"}));
-    expect_on_the_device(server);
+    expect_on_the_device(server, 256);
     const std::string family = get_json(*server.client(), "/v1/cache/stats").body["family"].get<std::string>();
     // On ggml's Vulkan backend a recurrent or hybrid model's prompt computed in pieces (the cache
     // checkpoints it at turn boundaries) need not end in the same bits as one computed whole
@@ -181,6 +192,7 @@ TEST_P(GpuPath, WarmEqualsColdFromEveryTierIntoDeviceMemory) {
   }
   {
     ServerProcess server(gpu_server(model, {"--cache-disk-path", disk.string()}));
+    expect_on_the_device(server, 2048 / 2);  // the default device-tier budget on a GPU
     auto client = server.client();
     const Answer restored = ask(*client, request);
     EXPECT_EQ(restored.text, cold) << "from " << restored.tier;
@@ -243,7 +255,7 @@ std::string bmp(int width, int height) {
 TEST(GpuImages, TheImageEncoderRunsOnTheDeviceAndWarmEqualsCold) {
   if (gpu_tests_skipped()) GTEST_SKIP() << "PREFIXD_TEST_NO_GPU=1";
   ServerProcess server(gpu_server(PREFIXD_TINY_MODEL, {"--mmproj", kModels + "/tiny-mmproj.gguf"}));
-  expect_on_the_device(server);
+  expect_on_the_device(server, 2048 / 2);  // the default
   auto client = server.client();
   const json request = {
       {"messages", json::array({{{"role", "system"}, {"content", words(60, 4)}},

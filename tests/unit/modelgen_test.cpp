@@ -149,7 +149,7 @@ TEST(ModelgenPresets, ListsEachPresetWithItsArchitecture) {
     listed.emplace(preset.name, preset.architecture);
   }
   const std::set<std::pair<std::string, std::string>> expected = {
-      {"tiny", "qwen2"},           {"qwen2-0.5b", "qwen2"},   {"gemma3-tiny", "gemma3"},
+      {"tiny", "qwen2"},           {"qwen2-0.5b", "qwen2"},   {"qwen2-7b", "qwen2"},   {"gemma3-tiny", "gemma3"},
       {"mamba2-tiny", "mamba2"}, {"qwen35-tiny", "qwen35"},   {"qwen35-0.8b", "qwen35"},
       {"tiny-mmproj", "clip"},   {"gemma3-tiny-mmproj", "clip"}, {"tiny256-mmproj", "clip"},
       {"gemma3-4b-mmproj", "clip"},  {"tiny-qwen3vl-mmproj", "clip"}, {"qwen3vl-2b-mmproj", "clip"},
@@ -337,6 +337,32 @@ TEST(ModelgenGguf, Qwen35TinyPutsOneAttentionLayerAfterThreeDeltaNetLayers) {
   EXPECT_EQ(g.shape("blk.3.attn_q.weight"), (Shape{128, 2 * 4 * 64}));  // queries + output gate
   EXPECT_EQ(g.shape("blk.0.attn_qkv.weight"), (Shape{128, 2 * 64 + 128}));
   EXPECT_EQ(g.shape("blk.0.ssm_conv1d.weight"), (Shape{4, 2 * 64 + 128}));
+}
+
+// The GPU benchmark's model is checked on its spec only: writing it takes about 8 GB.
+TEST(ModelgenPresets, Qwen2_7bHasTheQwen2_7bShapes) {
+  const auto spec = prefixd::modelgen::make_spec("qwen2-7b");
+  EXPECT_EQ(spec.architecture, "qwen2");
+  EXPECT_EQ(spec.default_weight_type, "q8_0");
+  EXPECT_EQ(spec.vocab.size, 152064u);
+  const auto shape = [&](const std::string& name) {
+    for (const auto& t : spec.tensors) {
+      if (t.name == name) return t.ne;
+    }
+    ADD_FAILURE() << "no " << name;
+    return std::vector<std::int64_t>{};
+  };
+  EXPECT_EQ(shape("token_embd.weight"), (Shape{3584, 152064}));
+  EXPECT_EQ(shape("output.weight"), (Shape{3584, 152064}));
+  EXPECT_EQ(shape("blk.27.attn_k.weight"), (Shape{3584, 4 * 128}));
+  EXPECT_EQ(shape("blk.27.ffn_down.weight"), (Shape{18944, 3584}));
+  std::int64_t parameters = 0;
+  for (const auto& t : spec.tensors) {
+    std::int64_t n = 1;
+    for (const auto d : t.ne) n *= d;
+    parameters += n;
+  }
+  EXPECT_NEAR(static_cast<double>(parameters), 7.62e9, 0.01e9);  // Qwen2.5-7B's 7.62 billion
 }
 
 // The real-shape preset is checked on its spec only: writing it takes ~770 MiB of disk.
