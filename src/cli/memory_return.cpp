@@ -23,12 +23,15 @@ double resident_mib() {
 }  // namespace
 
 void configure_heap(int arenas) {
+  if (mallopt(M_ARENA_MAX, std::max(1, arenas)) != 1) {
+    spdlog::warn("could not limit the allocator's arenas: freed memory may stay resident in many of them");
+  }
+}
+
+void fix_mmap_threshold() {
   constexpr int kLargeBlockBytes = 128 << 10;  // glibc's own initial threshold
   if (mallopt(M_MMAP_THRESHOLD, kLargeBlockBytes) != 1) {
     spdlog::warn("could not fix the allocator's mmap threshold: memory freed after large requests may stay resident");
-  }
-  if (mallopt(M_ARENA_MAX, std::max(1, arenas)) != 1) {
-    spdlog::warn("could not limit the allocator's arenas: freed memory may stay resident in many of them");
   }
 }
 

@@ -33,18 +33,23 @@
 namespace prefixd::cli {
 
 // Sets the allocator up for the server, for the whole process. Call once at startup, before
-// threads start.
-// - Every allocation of 128 KiB or more is its own mapping, unmapped when freed. glibc maps large
-//   blocks separately only above a threshold (128 KiB at start) that it raises to the size of each
-//   such block freed, up to 32 MiB: after one burst of megabyte-sized requests (bodies, parsed
-//   copies, tokenizer buffers) the same sizes came from the heap arenas instead and stayed
-//   resident once freed. Fixing the threshold at glibc's own starting value turns that adaptation
-//   off (and with it the matching rise of the heap trim threshold). The price is a fresh mapping
-//   (and its page faults) for each large block instead of reusing a freed one.
-// - At most `arenas` malloc arenas (glibc's default is 8 per core): each keeps the high-water mark
-//   of the threads that used it, so fewer arenas hold less memory between trims; one per core
-//   still lets every core allocate without waiting for another.
+// threads start: at most `arenas` malloc arenas (glibc's default is 8 per core). Each keeps the
+// high-water mark of the threads that used it, so fewer arenas hold less memory between trims;
+// one per core still lets every core allocate without waiting for another.
 void configure_heap(int arenas);
+
+// Makes every allocation of 128 KiB or more its own mapping, unmapped when freed; called once the
+// model is loaded, when it runs on the CPU. glibc maps large blocks separately only above a
+// threshold (128 KiB at start) that it raises to the size of each such block freed, up to 32 MiB:
+// after one burst of megabyte-sized requests (bodies, parsed copies, tokenizer buffers) the same
+// sizes came from the heap arenas instead and stayed resident once freed. Fixing the threshold at
+// glibc's own starting value turns that adaptation off (and with it the matching rise of the heap
+// trim threshold). The price is a fresh mapping (and its page faults) for each large block instead
+// of reusing a freed one. A GPU backend's driver can pay that price on every kernel launch (Mesa's
+// lavapipe allocates its compute stacks per dispatch: a 1,342-token prefill took 3.1 s with the
+// fixed threshold, 0.22 s without), so with layers on a GPU glibc's adaptive threshold stays and
+// the trimmer alone returns what large requests leave.
+void fix_mmap_threshold();
 
 // Hands the heap's free pages back to the system (malloc_trim) on a thread of its own once the
 // large requests (bodies of at least `large_body_bytes`) have ended: what they allocated beyond

@@ -172,12 +172,17 @@ int run_serve(ServeOptions& o) {
     if (o.server.chat_template.empty()) throw std::runtime_error("--chat-template-file: " + o.chat_template_file + " is empty");
   }
   std::unique_ptr<engine::Engine> model = engine::load_llama_engine(o.model_path, o.context, o.server.model_alias);
+  const bool large_blocks_mapped = !model->model().on_accelerator;
+  if (large_blocks_mapped) fix_mmap_threshold();
   o.server.max_json_nodes = o.http.max_json_nodes > 0
                                 ? o.http.max_json_nodes
                                 : api::json_node_limit_for_context(static_cast<std::size_t>(model->context_size()));
-  spdlog::info("http: {} threads, request bodies up to {} bytes and {} JSON values; heap: {} arenas, trimmed after "
-               "requests with bodies of {} KiB or more",
-               o.server.http.workers, o.server.http.max_body_bytes, o.server.max_json_nodes, cores, kLargeBodyBytes >> 10);
+  spdlog::info("http: {} threads, request bodies up to {} bytes and {} JSON values; heap: {} arenas, {}, trimmed "
+               "after requests with bodies of {} KiB or more",
+               o.server.http.workers, o.server.http.max_body_bytes, o.server.max_json_nodes, cores,
+               large_blocks_mapped ? "blocks of 128 KiB or more mapped apart"
+                                   : "glibc's adaptive mmap threshold (layers on a GPU)",
+               kLargeBodyBytes >> 10);
   if (o.device_cells >= 0) cache.device_cells = o.device_cells;  // else the backend's default
   cache.compaction = cache::parse_compaction(o.compaction);
   if (o.prefill_packing == "on") o.scheduler.prefill_packing = scheduler::PrefillPacking::on;
