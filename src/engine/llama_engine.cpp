@@ -478,6 +478,15 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
   if (options.n_parallel < 1) throw std::runtime_error("--parallel must be at least 1");
   if (options.n_batch < 1) throw std::runtime_error("--batch-size must be at least 1");
   if (options.n_holder_seqs < 0) throw std::runtime_error("holder sequence count must not be negative");
+  // --deterministic rests on the CPU backend computing a row alike in every call of 2 to 63 rows;
+  // ggml's Vulkan kernels do not (prefixd_row_probe --gpu), so on a GPU it would promise what it
+  // cannot keep.
+  detail::ensure_backend_initialized();
+  if (options.deterministic && options.gpu_layers != 0 && detail::has_gpu_device()) {
+    throw std::runtime_error(
+        "--deterministic needs the model on the CPU: a GPU backend's kernels compute a row differently in calls of "
+        "2 to 63 rows, which its exactness rests on; use --gpu-layers 0 with it");
+  }
   int n_seq = options.n_parallel + options.n_holder_seqs;
   if (n_seq > static_cast<int>(llama_max_parallel_sequences())) {
     throw std::runtime_error("--parallel plus cache holder sequences exceeds libllama's limit of " +

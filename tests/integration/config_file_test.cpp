@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 
@@ -110,6 +111,19 @@ TEST_F(ConfigFile, ABatchSmallerThanTheSequencesIsRefusedNamingTheMinimum) {
   EXPECT_NE(run.output.find("--batch-size 4 is smaller than"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("use at least"), std::string::npos) << run.output;
   EXPECT_EQ(run.output.find("GGML_ASSERT"), std::string::npos) << run.output;
+}
+
+// --deterministic's promise rests on the CPU's kernels; with layers on a GPU (lavapipe here) it is
+// refused at startup, naming the way out.
+TEST_F(ConfigFile, DeterministicWithLayersOnAGpuIsRefused) {
+  const char* no_gpu = std::getenv("PREFIXD_TEST_NO_GPU");
+  if (no_gpu != nullptr && std::string(no_gpu) == "1") GTEST_SKIP() << "PREFIXD_TEST_NO_GPU=1";
+  const CommandResult run = prefixd("serve --model " + std::string(PREFIXD_TINY_MODEL) +
+                                        " --deterministic --gpu-layers 99 --port 1",
+                                    "GGML_VK_VISIBLE_DEVICES=0");
+  EXPECT_NE(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("--deterministic needs the model on the CPU"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("--gpu-layers 0"), std::string::npos) << run.output;
 }
 
 // A keep-alive interval of zero would flood every stream; the flag names its range.
