@@ -12,9 +12,10 @@
 # cores, 4 gives the 1k–8k resend ladder), BENCH_WORKLOADS (comma list, default all),
 # BENCH_CACHE_MIB (host cache budget of both servers, default 8192 = llama-server's default),
 # BENCH_THREADS (default: every CPU), BENCH_REPS, BENCH_NAME (file stem), BENCH_LLAMA_ARGS,
-# BENCH_PREFIXD_ARGS, BENCH_OUT (the results folder, default bench/results), BENCH_DOCS (the page the default part's report goes into, default
-# docs/benchmarks.md; empty: none), BENCH_DISK_DIR (where the restart workload's disk-tier directory goes, default
-# TMPDIR or /tmp), MODEL (default models/default.gguf), BENCH_PREFIXD (the prefixd binary the
+# BENCH_PREFIXD_ARGS, BENCH_OUT (the results folder, default bench/results), BENCH_DOCS (the page
+# the default part's report goes into, default docs/benchmarks.md; empty: none), BENCH_DISK_DIR
+# (where the restart workload's disk-tier directory goes, default TMPDIR or /tmp), MODEL (default
+# models/default.gguf), BENCH_PREFIXD (the prefixd binary the
 # benchmark serves with, default build/bin/prefixd), BENCH_PREFIXD_BENCH and BENCH_PREFIXD_MKMODEL
 # (the benchmark client and the model generator, default prefixd-bench and prefixd-mkmodel in the
 # folder of BENCH_PREFIXD), BENCH_PARTS (default "default,families"), BENCH_FAMILIES (model presets,

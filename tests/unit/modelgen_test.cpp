@@ -339,19 +339,22 @@ TEST(ModelgenGguf, Qwen35TinyPutsOneAttentionLayerAfterThreeDeltaNetLayers) {
   EXPECT_EQ(g.shape("blk.0.ssm_conv1d.weight"), (Shape{4, 2 * 64 + 128}));
 }
 
+// The shape a spec gives one of its tensors (a failure and no shape when it has none).
+Shape spec_shape(const prefixd::modelgen::ModelSpec& spec, const std::string& name) {
+  for (const auto& t : spec.tensors) {
+    if (t.name == name) return t.ne;
+  }
+  ADD_FAILURE() << "no " << name;
+  return {};
+}
+
 // The GPU benchmark's model is checked on its spec only: writing it takes about 8 GB.
 TEST(ModelgenPresets, Qwen2_7bHasTheQwen2_7bShapes) {
   const auto spec = prefixd::modelgen::make_spec("qwen2-7b");
   EXPECT_EQ(spec.architecture, "qwen2");
   EXPECT_EQ(spec.default_weight_type, "q8_0");
   EXPECT_EQ(spec.vocab.size, 152064u);
-  const auto shape = [&](const std::string& name) {
-    for (const auto& t : spec.tensors) {
-      if (t.name == name) return t.ne;
-    }
-    ADD_FAILURE() << "no " << name;
-    return std::vector<std::int64_t>{};
-  };
+  const auto shape = [&](const std::string& name) { return spec_shape(spec, name); };
   EXPECT_EQ(shape("token_embd.weight"), (Shape{3584, 152064}));
   EXPECT_EQ(shape("output.weight"), (Shape{3584, 152064}));
   EXPECT_EQ(shape("blk.27.attn_k.weight"), (Shape{3584, 4 * 128}));
@@ -391,13 +394,7 @@ TEST(ModelgenPresets, Qwen35_0_8bHasTheQwen35_0_8bShapes) {
   EXPECT_EQ(u32("ssm.group_count"), 16u);
   EXPECT_EQ(u32("ssm.time_step_rank"), 16u);
   EXPECT_EQ(u32("ssm.inner_size"), 2048u);
-  const auto shape = [&](const std::string& name) {
-    for (const auto& t : spec.tensors) {
-      if (t.name == name) return t.ne;
-    }
-    ADD_FAILURE() << "no " << name;
-    return std::vector<std::int64_t>{};
-  };
+  const auto shape = [&](const std::string& name) { return spec_shape(spec, name); };
   EXPECT_EQ(shape("token_embd.weight"), (Shape{1024, 248320}));
   EXPECT_EQ(shape("blk.0.attn_qkv.weight"), (Shape{1024, 2 * 2048 + 2048}));
   EXPECT_EQ(shape("blk.0.ssm_out.weight"), (Shape{2048, 1024}));
