@@ -13,17 +13,13 @@ Prints one markdown table (docs/benchmarks.md, "Images").
 """
 import argparse
 import base64
-import json
 import os
-import signal
-import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
+
+from bench_server import Server, free_port, post
 
 FAMILIES = [
     ("dense (Gemma 3 projector)", "tiny.gguf", "tiny-mmproj.gguf"),
@@ -45,50 +41,6 @@ def bmp(width, height, shade):
     header = b"BM" + struct.pack("<IHHI", 54 + len(pixels), 0, 0, 54)
     header += struct.pack("<IiiHHIIiiII", 40, width, height, 1, 24, 0, len(pixels), 2835, 2835, 0, 0)
     return header + bytes(pixels)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def post(port, path, body, timeout=600):
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as reply:
-        return json.load(reply)
-
-
-class Server:
-    def __init__(self, argv, port, log_path):
-        self.port = port
-        self.log_path = log_path
-        self.log = open(log_path, "w")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFIXD_")}
-        self.process = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, OSError):
-                time.sleep(0.2)
-        raise RuntimeError(f"{argv[0]} did not come up; see {log_path}")
-
-    def log_text(self):
-        self.log.flush()
-        with open(self.log_path) as f:
-            return f.read()
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self.log.close()
 
 
 QUESTIONS = ["What does this picture show?", "Which colour covers most of it?", "Describe its shapes in one line."]

@@ -18,11 +18,14 @@
 # models/default.gguf), BENCH_PREFIXD (the prefixd binary the
 # benchmark serves with, default build/bin/prefixd), BENCH_PREFIXD_BENCH and BENCH_PREFIXD_MKMODEL
 # (the benchmark client and the model generator, default prefixd-bench and prefixd-mkmodel in the
-# folder of BENCH_PREFIXD), BENCH_PARTS (default "default,families"), BENCH_FAMILIES (model presets,
+# folder of BENCH_PREFIXD), BENCH_PARTS (default "default,families,speculative"), BENCH_FAMILIES (model presets,
 # default qwen35-tiny,gemma3-tiny,mamba2-tiny), BENCH_FAMILY_WORKLOADS (default
 # chat,agent,edit,multisession), BENCH_FAMILY_REPS (rounds of chat, agent and edit there, default
 # 3), BENCH_SNAPSHOT_MIB (the part of the host budget prefixd's checkpoints get there, default
 # 1024).
+# - speculative: bench/speculative.py, decode speed with and without n-gram drafts on prefixd and
+#   llama-server (the default model; about 8 minutes on two cores). Writes
+#   bench/results/<stem>-speculative.{md,json} and its section of docs/benchmarks.md (BENCH_DOCS).
 # Extra arguments go to every `prefixd-bench compare` run as they are.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +34,7 @@ cd "$repo"
 prefixd=${BENCH_PREFIXD:-build/bin/prefixd}
 bench=${BENCH_PREFIXD_BENCH:-$(dirname "$prefixd")/prefixd-bench}
 mkmodel=${BENCH_PREFIXD_MKMODEL:-$(dirname "$prefixd")/prefixd-mkmodel}
-parts=",${BENCH_PARTS:-default,families},"
+parts=",${BENCH_PARTS:-default,families,speculative},"
 for program in "$prefixd" "$bench" "$mkmodel"; do
   [ -x "$program" ] || { echo "bench/run.sh: $program is not built (make build)" >&2; exit 2; }
 done
@@ -86,6 +89,19 @@ if [[ $parts == *,families,* ]]; then
     esac
     run "${args[@]}" "$@"
   done
+fi
+
+if [[ $parts == *,speculative,* ]]; then
+  stem=${BENCH_NAME:-$(date -u +%F)-$(uname -n | tr -c 'A-Za-z0-9._\n-' '-')}
+  out=${BENCH_OUT:-bench/results}
+  mkdir -p "$out"
+  args=(--prefixd "$prefixd" --model "${MODEL:-models/default.gguf}" --out "$out/$stem-speculative.md"
+        --json "$out/$stem-speculative.json")
+  [ -n "${BENCH_THREADS:-}" ] && args+=(--threads "$BENCH_THREADS")
+  docs=${BENCH_DOCS-docs/benchmarks.md}
+  [ -n "$docs" ] && args+=(--docs "$docs")
+  echo "bench/run.sh: bench/speculative.py ${args[*]}" >&2
+  python3 bench/speculative.py "${args[@]}" || rc=$?
 fi
 
 echo "bench/run.sh: finished in $(( ($(date +%s) - start + 59) / 60 )) min (exit $rc)" >&2

@@ -121,7 +121,7 @@ async function streamReply(body, reply, signal) {
   const started = performance.now();
   const response = await apiFetch('/v1/chat/completions', { method: 'POST', body, signal });
   if (!response.ok) throw await ApiError.from(response);
-  const result = { usage: null, cache: null, ttftMs: null, finish: null };
+  const result = { usage: null, cache: null, timings: null, ttftMs: null, finish: null };
   let ended = false;
   // Read on past [DONE] to the end of the body: cancelling there would cut the response short
   // for the browser's network log (and for proxies that wait for the whole body).
@@ -138,6 +138,7 @@ async function streamReply(body, reply, signal) {
     if (chunk.error) throw new ApiError(chunk.error.message ?? 'The server ended the reply with an error');
     if (chunk.usage) result.usage = chunk.usage;
     if (chunk.prompt_cache) result.cache = chunk.prompt_cache;
+    if (chunk.timings) result.timings = chunk.timings;
     for (const choice of chunk.choices ?? []) {
       const delta = choice.delta ?? {};
       if (delta.content || delta.reasoning_content || delta.tool_calls?.length) {
@@ -222,7 +223,7 @@ class ReplyView {
     return message;
   }
 
-  finish({ usage = null, cache = null, ttftMs = null, stopped = false, failed = false, finish = null }) {
+  finish({ usage = null, cache = null, timings = null, ttftMs = null, stopped = false, failed = false, finish = null }) {
     const e = this.element;
     e.classList.remove('streaming');
     if (this.reasoning && !this.content) this.reasoning.open = true;
@@ -239,6 +240,10 @@ class ReplyView {
     e.dataset.ttftMs = ttft ?? '';
     e.dataset.secondsSaved = saved ?? '';
     e.dataset.outcome = cache?.outcome ?? '';
+    // Speculative decoding (--spec-type): the draft tokens verified and those the model drew too.
+    const drafted = typeof timings?.draft_n === 'number' ? timings.draft_n : null;
+    e.dataset.draftTokens = drafted ?? '';
+    e.dataset.draftAccepted = drafted === null ? '' : timings.draft_n_accepted;
     if (stopped || failed) e.dataset.stopped = 'true';
 
     const parts = [];
@@ -248,6 +253,7 @@ class ReplyView {
     if (ttft !== null) parts.push(`TTFT ${fmt.count(ttft)} ms`);
     if (saved !== null) parts.push(`saved ${fmt.seconds(saved)}`);
     if (cache?.outcome) parts.push(`cache ${cache.outcome.replace('_', ' ')}`);
+    if (drafted) parts.push(`drafts ${fmt.count(timings.draft_n_accepted)} of ${fmt.count(drafted)} accepted`);
     if (stopped) parts.push('stopped');
     else if (failed) parts.push('cut short by an error');
     else if (finish === 'length') parts.push('cut at max tokens');

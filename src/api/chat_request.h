@@ -16,6 +16,7 @@
 #include "api/images/image_input.h"
 #include "api/prompt/chat_template.h"
 #include "engine/types.h"
+#include "scheduler/request.h"
 
 namespace prefixd::api {
 
@@ -40,6 +41,7 @@ struct CommonParams {
   bool include_usage = false;      // stream_options.include_usage: an extra usage-only chunk
   bool return_progress = false;    // a stream also carries prompt-processing progress
   std::int32_t logprobs = -1;      // -1: none; else alternatives per token (see GenerationRequest)
+  scheduler::DraftSettings speculative;  // speculative.n_max / n_min (read_speculative)
   CacheFields cache;
 };
 

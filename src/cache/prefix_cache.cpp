@@ -212,6 +212,7 @@ void PrefixCache::make_room_for_step(std::int64_t running) {
   const VerifiedAfter verified(*impl_, "make_room_for_step");
   impl_->make_room(running, 1);
 }
+std::int64_t PrefixCache::spare_cells(std::int64_t running) const { return impl_->spare_cells(running); }
 std::int64_t PrefixCache::tick(bool nothing_running) {
   // Called on every turn of the engine thread's loop: checked only when it changes something.
   const auto now = Clock::now();

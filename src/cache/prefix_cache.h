@@ -90,6 +90,7 @@ class PrefixCache final : public CacheAdmin, public RequestLife {
   void donate(engine::SeqId seq, std::span<const engine::Token> tokens) override;
   void release(engine::SeqId seq) override;
   void make_room_for_step(std::int64_t running) override;
+  std::int64_t spare_cells(std::int64_t running) const override;
   std::int64_t release_device_cells(std::int64_t cells) override;
   std::int64_t tick(bool nothing_running) override;
 

@@ -3,12 +3,23 @@
 // DeviceBudget).
 #include "cache/prefix_cache_impl.h"
 
+#include <algorithm>
+
 namespace prefixd::cache {
+
+std::int64_t PrefixCache::Impl::leased_cells() const {
+  std::int64_t shared = 0;
+  for (const auto& [seq, lease] : leases_) shared += lease.locked;
+  return shared;
+}
+
+std::int64_t PrefixCache::Impl::spare_cells(std::int64_t running) const {
+  return std::max<std::int64_t>(0, engine_.context_size() - (device_.cells() + running - leased_cells()));
+}
 
 bool PrefixCache::Impl::make_room(std::int64_t running, std::int64_t need) {
   // A running sequence's cells that are the tree's (locked) are counted in device_cells() already.
-  std::int64_t shared = 0;
-  for (const auto& [seq, lease] : leases_) shared += lease.locked;
+  const std::int64_t shared = leased_cells();
   const auto in_use = [&] { return device_.cells() + running - shared + need; };
   if (const std::int64_t over = in_use() - engine_.context_size(); over > 0) release_device_cells(over);
   return in_use() <= engine_.context_size();

@@ -131,6 +131,9 @@ class PrefixCache::Impl {
   std::int64_t budgeted_idle_cells() const { return device_.budgeted_idle_cells(); }
   std::int64_t release_device_cells(std::int64_t cells);
   bool make_room(std::int64_t running, std::int64_t need);
+  std::int64_t spare_cells(std::int64_t running) const;
+  // Cells of running sequences that are the tree's too (leases' locked prefixes).
+  std::int64_t leased_cells() const;
   void expire();
   bool compaction_due() const;
   std::int64_t compact();

@@ -56,6 +56,10 @@ constexpr std::array kKeys{
     ConfigKey{"gpu-layers", model},
     ConfigKey{"swa-full", model},
     ConfigKey{"prefill-packing", model},
+    ConfigKey{"spec-type", model},
+    ConfigKey{"draft-max", model},
+    ConfigKey{"draft-min", model},
+    ConfigKey{"draft-pool-tokens", model},
     ConfigKey{"model-fingerprint-cache", model},
     // [cache]: the prompt cache's device and host tiers, checkpoints and isolation.
     ConfigKey{"no-cache-prompt", cache},

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <filesystem>
+#include <format>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -42,6 +43,7 @@ struct ServeOptions {
   std::int64_t retain_tokens = -1;         // -1: the context size
   std::string compaction = "auto";
   std::string prefill_packing = "auto";
+  std::string spec_type = "none";
   std::string swa_full = "auto";
   std::string fingerprint_cache;  // empty: default_fingerprint_cache_path; "off": none
   std::string chat_template_file;  // --chat-template-file; empty: the model's template
@@ -154,6 +156,10 @@ int run_serve(ServeOptions& o) {
     // the KV buffer, so no choice of batches makes a cached prompt answer as a cold one.
     throw std::runtime_error("--deterministic needs flash attention: drop --no-flash-attn");
   }
+  if (o.scheduler.speculation.draft_min > o.scheduler.speculation.draft_max) {
+    throw std::runtime_error(std::format("--draft-min ({}) must not exceed --draft-max ({})",
+                                         o.scheduler.speculation.draft_min, o.scheduler.speculation.draft_max));
+  }
   if (cache.host_segment_tokens % cache.block_size != 0) {
     throw std::runtime_error("--prompt-cache-host-segment must be a multiple of --apc-block-size");
   }
@@ -188,6 +194,8 @@ int run_serve(ServeOptions& o) {
   if (o.prefill_packing == "on") o.scheduler.prefill_packing = scheduler::PrefillPacking::on;
   if (o.prefill_packing == "bounded") o.scheduler.prefill_packing = scheduler::PrefillPacking::bounded;
   if (o.prefill_packing == "off") o.scheduler.prefill_packing = scheduler::PrefillPacking::off;
+  o.scheduler.speculation.type =
+      o.spec_type == "ngram" ? scheduler::SpeculationOptions::Type::ngram : scheduler::SpeculationOptions::Type::none;
   o.scheduler.n_slots = o.context.n_parallel;
   o.server.slots = o.context.n_parallel;
   o.server.default_seed = o.seed < 0 ? engine::kRandomSeed : static_cast<std::uint32_t>(o.seed);
@@ -377,6 +385,21 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                   "step they spare the waiting prompts outweighs their tokens), off (none)")
       ->capture_default_str()->envname("PREFIXD_PREFILL_PACKING")
       ->check(CLI::IsMember({"auto", "on", "bounded", "off"}));
+  cmd->add_option("--spec-type", o->spec_type,
+                  "Speculative decoding: none, or ngram (draft each request's next tokens from its own tokens "
+                  "and from the replies its namespace produced earlier, verified in its decode call)")
+      ->capture_default_str()->envname("PREFIXD_SPEC_TYPE")->check(CLI::IsMember({"none", "ngram"}));
+  cmd->add_option("--draft-max,--spec-draft-n-max", o->scheduler.speculation.draft_max,
+                  "Most tokens one request drafts at one decode step (a request's speculative.n_max overrides)")
+      ->capture_default_str()->envname("PREFIXD_DRAFT_MAX")->check(CLI::Range(1, 62));
+  cmd->add_option("--draft-min,--spec-draft-n-min", o->scheduler.speculation.draft_min,
+                  "Fewest tokens worth verifying: a shorter guess is not drafted (a request's speculative.n_min "
+                  "overrides)")
+      ->capture_default_str()->envname("PREFIXD_DRAFT_MIN")->check(CLI::Range(1, 62));
+  cmd->add_option("--draft-pool-tokens", o->scheduler.speculation.pool_tokens,
+                  "Tokens of earlier replies kept for n-gram drafting, over every namespace (oldest go first)")
+      ->capture_default_str()->envname("PREFIXD_DRAFT_POOL_TOKENS")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 32));
   cmd->add_option("--prompt-cache-compaction", o->compaction,
                   "Rewrite idle device entries at the start of the context when the server goes idle: auto "
                   "(never: measured slower), idle, never")

@@ -69,6 +69,13 @@ struct PromptImage {
   engine::Pos end() const { return begin + image->n_tokens; }
 };
 
+// A request's own speculation settings (llama-server's `speculative.n_max` and `speculative.n_min`):
+// unset fields take the server's. n_max 0 turns drafting off for the request.
+struct DraftSettings {
+  std::optional<std::int32_t> n_max;
+  std::optional<std::int32_t> n_min;
+};
+
 struct GenerationRequest {
   std::vector<engine::Token> prompt;        // at least one token
   // Sorted by position, non-overlapping; the prompt's last token is never an image's. Requires an
@@ -83,6 +90,7 @@ struct GenerationRequest {
   // -1: no log-probabilities; n >= 0: each generated token's own log-probability and the n most
   // likely alternatives (at most kMaxTopLogprobs), from the model's distribution before sampling.
   std::int32_t logprobs = -1;
+  DraftSettings speculative;
   CacheOptions cache;
 };
 
@@ -133,6 +141,11 @@ struct Timings {
   double queued_ms = 0;      // submit -> first scheduled
   double prefill_ms = 0;     // first scheduled -> first token sampled
   double decode_ms = 0;      // first token -> finish
+  // Speculative decoding (SpeculationOptions): whether it was on for the request, the tokens it
+  // drafted and verified, and of those the ones the model drew too.
+  bool speculative = false;
+  std::int32_t draft_n = 0;
+  std::int32_t draft_accepted = 0;
 };
 
 // How far a request's prompt has come, in prompt tokens: sent when the cache has answered and

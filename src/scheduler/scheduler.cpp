@@ -38,6 +38,7 @@ Scheduler::Impl::Impl(engine::Engine& engine, SchedulerOptions options) : engine
                options_.prefill_packing ? "--prefill-packing"
                : engine_.model().on_accelerator ? "the default with layers on a GPU"
                                                 : "the default on the CPU");
+  set_up_speculation();
   cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders), scratch,
                                                 options_.cache.enabled ? pin : -1);
   draws_ = std::make_unique<MaskedDraws>([this] {
@@ -130,6 +131,7 @@ cache::ResetReport Scheduler::Impl::reset_cache(const std::optional<cache::Scope
   run_on_thread([&] {
     report = scope ? cache_->reset_scope(*scope) : cache_->reset();
     sessions_.forget_kept(scope);
+    forget_outputs(scope);
   });
   return report;
 }

@@ -40,6 +40,17 @@ namespace prefixd::scheduler {
 //  - on: any prompt, up to the batch size.
 enum class PrefillPacking { off, bounded, on };
 
+// Speculative decoding: tokens guessed ahead of the model and checked in the same row-wise call as
+// the request's decode token (src/speculative, scheduler_drafts.cpp). Every emitted token is the
+// model's own draw from its own row, so a draft only changes how many tokens a step yields.
+struct SpeculationOptions {
+  enum class Type { none, ngram };
+  Type type = Type::none;
+  std::int32_t draft_max = 16;  // most tokens drafted for one request at one step
+  std::int32_t draft_min = 2;   // a shorter guess is not verified
+  std::size_t pool_tokens = std::size_t{1} << 20;  // earlier replies kept for drafting (speculative::OutputPool)
+};
+
 struct SchedulerOptions {
   std::int32_t n_slots = 4;       // requests running at once; they use sequence ids [0, n_slots)
   std::int32_t max_queued = 64;   // requests waiting for a slot; more are refused
@@ -55,6 +66,7 @@ struct SchedulerOptions {
   bool cache_warmup = true;
   // Image embeddings kept by digest (image_embeddings.h): the byte budget.
   std::uint64_t image_embedding_bytes = 256ull << 20;
+  SpeculationOptions speculation;
   cache::CacheConfig cache;
 };
 
@@ -99,6 +111,17 @@ struct SchedulerStats {
   // measured when they were served (0 until a prefill was measured), counted as each request's
   // lookup is final. The tokens themselves are the cache's count (CacheStats::tokens_reused_by_tier).
   double prefill_seconds_saved = 0;
+
+  // Speculative decoding: tokens drafted and verified, of which the model drew the same, and one
+  // histogram observation per verification of the draft tokens it accepted (cumulative buckets).
+  std::int64_t draft_tokens_total = 0;
+  std::int64_t draft_tokens_accepted_total = 0;
+  static constexpr std::array<double, 8> kAcceptedBounds = {0, 1, 2, 4, 8, 16, 32, 64};
+  std::array<std::int64_t, kAcceptedBounds.size()> accepted_buckets{};
+  std::int64_t verifications_total = 0;
+  // Replies kept for n-gram drafting, and their tokens.
+  std::int64_t draft_pool_entries = 0;
+  std::int64_t draft_pool_tokens = 0;
 };
 
 class Scheduler {

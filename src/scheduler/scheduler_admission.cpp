@@ -181,6 +181,7 @@ void Scheduler::Impl::start(Queued queued, const cache::Acquisition& got) {
   a->passed_over_tokens = queued.passed_over_tokens;
   a->text = TextStream(queued.request.stop);
   a->request = std::move(queued.request);
+  start_drafting(*a);
   if (a->uses_cache()) {
     sessions_.observe_prompt(a->session(), a->tokens);
     observe_prompt_inputs(*a);

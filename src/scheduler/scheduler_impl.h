@@ -3,7 +3,7 @@
 // requests' tickets offered to the cache in arrival order, the cache's answer applied),
 // scheduler_step.cpp (batching, sampling, stops, decode-failure recovery, finishing a request),
 // scheduler_warmup.cpp (feeding the end of a turn after a reply), scheduler_images.cpp (an
-// image's rows). Internal to src/scheduler.
+// image's rows), scheduler_drafts.cpp (speculative decoding: drafts and their verification). Internal to src/scheduler.
 #pragma once
 
 #include <condition_variable>
@@ -104,6 +104,15 @@ class Scheduler::Impl {
   bool prefill_next_image();
   bool prefill_image(size_t index, const PromptImage& image);  // index into active_
 
+  // scheduler_drafts.cpp
+  void set_up_speculation();
+  void start_drafting(Active& a);
+  void plan_drafts();
+  void verify_draft(size_t& index);
+  void count_verification(Active& a, std::int32_t drafted, std::int32_t accepted);
+  void remember_output(const Active& a);
+  void forget_outputs(const std::optional<cache::ScopeId>& scope);
+
   // scheduler_warmup.cpp
   void remember_reply(const Active& a);
   bool warmup_applies(const Active& a) const;
@@ -128,6 +137,10 @@ class Scheduler::Impl {
   std::deque<Queued> queue_;
   std::vector<engine::SeqId> free_seqs_;
   ImageEmbeddings image_embeddings_{options_.image_embedding_bytes};
+  // Speculative decoding: on for this model (set_up_speculation), and the replies n-gram drafting
+  // reads (per namespace).
+  bool speculation_ = false;
+  speculative::OutputPool outputs_{options_.speculation.pool_tokens};
 
   // Shared with submitters; guarded by mutex_.
   mutable std::mutex mutex_;

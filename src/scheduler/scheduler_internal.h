@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "scheduler/request.h"
 #include "scheduler/text_stream.h"
+#include "speculative/ngram_drafter.h"
 
 namespace prefixd::scheduler {
 
@@ -73,6 +74,12 @@ struct Active {
   // Prompt tokens prefilled for other requests in the batches where this one was prefilling and
   // got none: how long shortest-remaining-first has held it back, in the unit its own work is.
   std::int64_t passed_over_tokens = 0;
+  // Speculative decoding, when on for the request: how much it drafts, the draft of this step
+  // (verified in the rows after its decode token, `row` + 1 on), and its counts so far.
+  std::optional<speculative::DraftPacing> pacing;
+  std::vector<engine::Token> draft;
+  std::int32_t draft_n = 0;
+  std::int32_t draft_accepted = 0;
 
   // Prompt tokens it has left to put into its sequence.
   std::int64_t prompt_left() const { return static_cast<std::int64_t>(n_prompt) - n_past; }

@@ -32,6 +32,7 @@ void Scheduler::Impl::step() {
   // generated tokens, and a lone row takes one more for its padding): a call that finds no free
   // cell fails in libllama and is only retried after the cache has made room.
   life().make_room_for_step(running_cells());
+  plan_drafts();  // in the cells left free after that
   // An image is decoded on its own (its rows are embeddings, not tokens), before the batch.
   if (!prefill_next_image()) return;
   for (auto& a : active_) a->row = -1;
@@ -164,8 +165,14 @@ void Scheduler::Impl::sampled_calls() {
     if (has_sampled_row(*a)) rows.push_back(a.get());
   }
   const auto limit = static_cast<size_t>(engine_.rowwise_rows() > 0 ? engine_.rowwise_rows() : engine_.batch_size());
-  for (size_t first = 0; first < rows.size(); first += limit) {
-    const size_t last = std::min(rows.size(), first + limit);
+  // A request's draft rides in the rows after its decode token, in the same call (plan_drafts keeps
+  // a draft below the limit).
+  const auto rows_of = [](const Active* a) { return 1 + a->draft.size(); };
+  for (size_t first = 0; first < rows.size();) {
+    size_t last = first;
+    for (size_t taken = 0; last < rows.size() && (last == first || taken + rows_of(rows[last]) <= limit); ++last) {
+      taken += rows_of(rows[last]);
+    }
     batch_.clear();
     for (auto& a : active_) a->row = -1;
     bool prompt_rows_in_call = false;
@@ -173,6 +180,9 @@ void Scheduler::Impl::sampled_calls() {
       Active* a = rows[r];
       a->row = static_cast<std::int32_t>(batch_.size());
       batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(a->n_past)], a->n_past, a->seq, true});
+      for (size_t j = 0; j < a->draft.size(); ++j) {
+        batch_.push_back(BatchToken{a->draft[j], a->n_past + 1 + static_cast<std::int32_t>(j), a->seq, true});
+      }
       prompt_rows_in_call = prompt_rows_in_call || a->n_past < a->n_prompt;
     }
     // A prompt's last token alone is padded into a row-wise call; a lone decode token is not
@@ -200,6 +210,7 @@ void Scheduler::Impl::sampled_calls() {
     }
     // Sampling ends only requests of this call (those with a row), so rows[last...] stay valid.
     sample_all();
+    first = last;
   }
 }
 
@@ -215,6 +226,10 @@ void Scheduler::Impl::sample_all() {
     Active& a = *active_[i];
     if (a.warming || a.row < 0 || a.n_past != static_cast<std::int32_t>(a.tokens.size())) {
       ++i;
+      continue;
+    }
+    if (!a.draft.empty()) {
+      verify_draft(i);
       continue;
     }
     const std::optional<Token> token = a.sampler->sample_quick(a.row);
@@ -376,6 +391,7 @@ void Scheduler::Impl::finish(size_t index, FinishReason reason, std::string erro
   }
   const bool warm = reason != FinishReason::error && reason != FinishReason::cancelled && warmup_applies(*a);
   if (reason != FinishReason::error && reason != FinishReason::cancelled) remember_reply(*a);
+  remember_output(*a);
   if (!warm) end_sequence(*a, reason != FinishReason::error);
 
   StreamEvent done;
@@ -389,6 +405,9 @@ void Scheduler::Impl::finish(size_t index, FinishReason reason, std::string erro
   const auto first = a->generated > 0 || a->first_token != Clock::time_point{} ? a->first_token : now;
   done.timings.prefill_ms = ms_between(a->started, first);
   done.timings.decode_ms = ms_between(first, now);
+  done.timings.speculative = a->pacing.has_value();
+  done.timings.draft_n = a->draft_n;
+  done.timings.draft_accepted = a->draft_accepted;
   spdlog::debug("request {} finished ({}): prompt {} (cached {}, fed {}), generated {}, prefill {:.1f} ms, decode {:.1f} ms",
                 a->id, finish_reason_name(reason), a->n_prompt, a->cache.cached_tokens, a->cache.fed_tokens,
                 a->generated, done.timings.prefill_ms, done.timings.decode_ms);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the built-in web UI (webui/, served by prefixd at /, /cache and /ui/*) in headless
 # Chromium against three real prefixd servers (webui.test.mjs says what is checked):
-# - one without a key that serves webui/ from the working tree (--webui-dir);
+# - one without a key that serves webui/ from the working tree (--webui-dir), with n-gram
+#   speculative decoding (--spec-type ngram), whose draft counts the chat page shows;
 # - one with --api-key that serves the copy compiled into the binary, which must be the same
 #   bytes as webui/ (a binary built before the last edit of webui/ fails: rebuild it);
 # - one with --api-keys (a key file of three tenants: an admin key of `ops`, a key of `acme` and
@@ -90,7 +91,7 @@ start_server() {
     "$prefixd" serve --model "$model" --host 127.0.0.1 --port "$1" --ctx-size 2048 --parallel 2 \
     --model-fingerprint-cache off --seed 20241201 --threads 1 "${@:3}" >"$2" 2>&1 &
 }
-start_server "$port" "$log" --webui-dir "$repo/webui"
+start_server "$port" "$log" --webui-dir "$repo/webui" --spec-type ngram
 pid=$!
 start_server "$keyed_port" "$keyed_log" --api-key "$api_key"
 keyed_pid=$!

@@ -1,7 +1,8 @@
 // The built-in web UI in headless Chromium against real prefixd servers (run.sh starts them):
 //   1. the chat page streams a reply (its text grows in steps) and marks it done;
 //   2. a second turn reuses the first turn's prefix, and the numbers the page shows are the ones
-//      the API sent in that very stream;
+//      the API sent in that very stream (the server drafts with --spec-type ngram: its draft
+//      counts too);
 //   3. the cache page shows tier cards, charts, a control-plane key and the radix tree with the
 //      system prompt in it, and a node the user opened or closed stays so across a refresh;
 //   4. a server with --api-key: the page asks for the key, asks again after a wrong one, then
@@ -139,6 +140,13 @@ test('a second turn reuses the first one, and the page shows the API\'s numbers'
   assert.equal(Number(data.computedTokens), cacheChunk.prompt_cache.fed_tokens);
   assert.equal(data.tier, cacheChunk.prompt_cache.tier ?? 'none');
   assert.ok(cacheChunk.prompt_cache.cached_tokens > 0, `the second turn reuses the first turn's prefix (${JSON.stringify(cacheChunk.prompt_cache)})`);
+  const timings = chunks.findLast((c) => c.timings)?.timings;
+  assert.ok(timings && typeof timings.draft_n === 'number', `the stream carries draft counts (${JSON.stringify(timings)})`);
+  assert.equal(Number(data.draftTokens), timings.draft_n);
+  assert.equal(Number(data.draftAccepted), timings.draft_n_accepted);
+  if (timings.draft_n > 0) {
+    assert.match(await reply.locator('.stats-line').textContent(), new RegExp(`drafts ${timings.draft_n_accepted} of ${timings.draft_n} accepted`));
+  }
   assert.match(await reply.locator('.stats-line').textContent(), new RegExp(`prompt ${usage.prompt_tokens} tokens`));
 
   await screenshot(page, 'chat.png');

@@ -126,6 +126,17 @@ TEST_F(ConfigFile, DeterministicWithLayersOnAGpuIsRefused) {
   EXPECT_NE(run.output.find("--gpu-layers 0"), std::string::npos) << run.output;
 }
 
+// A draft floor above its ceiling could never draft; both flags are named.
+TEST_F(ConfigFile, ADraftMinimumAboveTheMaximumIsRefused) {
+  const CommandResult run =
+      prefixd("serve --model " + std::string(PREFIXD_TINY_MODEL) + " --spec-type ngram --draft-min 8 --draft-max 4 --port 1");
+  EXPECT_NE(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("--draft-min (8) must not exceed --draft-max (4)"), std::string::npos) << run.output;
+  const CommandResult bad_type = prefixd("serve --model " + std::string(PREFIXD_TINY_MODEL) + " --spec-type eagle --port 1");
+  EXPECT_NE(bad_type.status, 0) << bad_type.output;
+  EXPECT_NE(bad_type.output.find("--spec-type"), std::string::npos) << bad_type.output;
+}
+
 // A keep-alive interval of zero would flood every stream; the flag names its range.
 TEST_F(ConfigFile, AStreamKeepAliveOutsideItsRangeIsRefused) {
   const CommandResult run = prefixd("serve --model " + std::string(PREFIXD_TINY_MODEL) + " --stream-keepalive 0 --port 1");

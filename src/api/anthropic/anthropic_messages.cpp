@@ -366,6 +366,7 @@ CommonParams parse_params(const FieldReader& in, const ParseOptions& options, Me
     end_user = FieldReader(*metadata).string("user_id");
   }
   params.cache = fields::read_cache_fields(in, options.cache_prompt_default, end_user);
+  params.speculative = fields::read_speculative(in);
   return params;
 }
 

@@ -30,6 +30,12 @@ void read_streaming(const FieldReader& in, CommonParams& params);
 // `user`, Anthropic's `metadata.user_id`): the cache session when prompt_cache_key is absent.
 // Rejects an empty cache_salt (400 naming the field): absent is the only way to say "no salt", so
 // a client that meant to keep its prefixes apart never shares them by mistake.
+// llama-server's per-request speculation controls, at the root or in extra_body, as flat keys
+// ("speculative.n_max": 8) or one object ("speculative": {"n_max": 8}): n_max (0 turns drafting
+// off for the request), n_min, and p_min (a draft model's confidence bound, range-checked and
+// unused by n-gram drafting). n_min above n_max is refused.
+scheduler::DraftSettings read_speculative(const FieldReader& in);
+
 CacheFields read_cache_fields(const FieldReader& in, bool cache_prompt_default, const std::optional<std::string>& end_user);
 
 }  // namespace prefixd::api::fields

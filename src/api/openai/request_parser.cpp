@@ -93,6 +93,7 @@ CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
     reject("n", "only n = 1 is supported");
   }
   params.cache = fields::read_cache_fields(in, options.cache_prompt_default, in.string("user"));
+  params.speculative = fields::read_speculative(in);
   return params;
 }
 

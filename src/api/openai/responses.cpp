@@ -114,13 +114,19 @@ OrderedJson timings_json(const scheduler::StreamEvent& done) {
   // Prompt speed counts the tokens actually run through the model: cached tokens cost nothing.
   const std::int64_t prompt_n = done.cache.fed_tokens;
   const std::int64_t predicted_n = done.usage.completion_tokens;
-  return {{"queued_ms", done.timings.queued_ms},
-          {"prompt_n", prompt_n},
-          {"prompt_ms", done.timings.prefill_ms},
-          {"prompt_per_second", per_second(prompt_n, done.timings.prefill_ms)},
-          {"predicted_n", predicted_n},
-          {"predicted_ms", done.timings.decode_ms},
-          {"predicted_per_second", per_second(predicted_n, done.timings.decode_ms)}};
+  OrderedJson out = {{"queued_ms", done.timings.queued_ms},
+                     {"prompt_n", prompt_n},
+                     {"prompt_ms", done.timings.prefill_ms},
+                     {"prompt_per_second", per_second(prompt_n, done.timings.prefill_ms)},
+                     {"predicted_n", predicted_n},
+                     {"predicted_ms", done.timings.decode_ms},
+                     {"predicted_per_second", per_second(predicted_n, done.timings.decode_ms)}};
+  // llama-server's names: drafted tokens verified, and of those the ones the model drew too.
+  if (done.timings.speculative) {
+    out["draft_n"] = done.timings.draft_n;
+    out["draft_n_accepted"] = done.timings.draft_accepted;
+  }
+  return out;
 }
 
 OrderedJson completion_body(const ResponseMeta& meta, std::string_view text, const scheduler::StreamEvent& done,
@@ -306,6 +312,14 @@ void add_scheduler_metrics(metrics::Registry& r, const scheduler::SchedulerStats
   r.gauge("prefixd_image_embeddings", "Image embeddings kept by digest.", stats.image_embeddings);
   r.gauge("prefixd_image_embedding_bytes", "Bytes of the image embeddings kept.",
              static_cast<double>(stats.image_embedding_bytes));
+  r.counter("prefixd_draft_tokens_total", "Speculative draft tokens verified by the model.", stats.draft_tokens_total);
+  r.counter("prefixd_draft_tokens_accepted_total", "Speculative draft tokens the model drew too (each one a decode step saved).",
+            stats.draft_tokens_accepted_total);
+  r.histogram("prefixd_draft_accepted_tokens", "Draft tokens accepted per verification (one per request and step that drafted).",
+              {scheduler::SchedulerStats::kAcceptedBounds, stats.accepted_buckets, stats.verifications_total,
+               static_cast<double>(stats.draft_tokens_accepted_total)});
+  r.gauge("prefixd_draft_pool_entries", "Replies kept for n-gram drafting.", stats.draft_pool_entries);
+  r.gauge("prefixd_draft_pool_tokens", "Tokens of the replies kept for n-gram drafting.", stats.draft_pool_tokens);
   r.gauge("prefixd_requests_running", "Requests holding a sequence now.", stats.running);
   r.gauge("prefixd_requests_queued", "Requests waiting for a sequence.", stats.queued);
   add_ttft_metrics(r, stats);

@@ -267,6 +267,7 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::finish(cons
   out.max_tokens = params.max_tokens;
   out.stop = params.stop;
   out.logprobs = params.logprobs;
+  out.speculative = params.speculative;
   out.cache.enabled = params.cache.enabled;
   out.cache.session_key = params.cache.session_key;
   // lora_id stays empty: prefixd loads no adapters.

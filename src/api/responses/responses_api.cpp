@@ -176,6 +176,7 @@ CommonParams parse_params(const FieldReader& in, const ParseOptions& options) {
   if (auto p = in.number("top_p", 0.0, 1.0, /*lo_open=*/true)) params.sampling.top_p = static_cast<float>(*p);
   fields::read_streaming(in, params);
   params.cache = fields::read_cache_fields(in, options.cache_prompt_default, in.string("user"));
+  params.speculative = fields::read_speculative(in);
   if (in.boolean("background").value_or(false)) reject("background", "background responses are not supported");
   return params;
 }

@@ -1,0 +1,159 @@
+// prefixd scheduler — speculative decoding. Before a step, each generating request with drafting on
+// guesses the tokens after its decode token (src/speculative); the guesses ride in the rows after
+// that token, in the same row-wise call, and are checked as the request samples: the sampler draws
+// from the decode token's row as it always does, and while the drawn token equals the next guess,
+// the guess's row already holds the logits of the position after it, so the request draws again
+// from there. The first draw that differs (or the draw after the last guess) is kept too, and the
+// cells of the guesses after it are cut from the sequence.
+//
+// Invariants: every emitted token is the sampler's draw from the model's row for its position, in
+// order, one draw per token — the tokens, and at temperature > 0 the random draws, are those of
+// the same request without drafts whenever each row is computed as it would be without them (the
+// row-wise calls; docs/design.md, "Speculative decoding"). A request's sequence never keeps a
+// cell past its last accepted token once its step is over. Drafts take only cells nothing else
+// needs (RequestLife::spare_cells): they never push a cached prefix out.
+#include "scheduler/scheduler_impl.h"
+
+#include <algorithm>
+#include <spdlog/spdlog.h>
+
+namespace prefixd::scheduler {
+
+using engine::Token;
+
+namespace {
+
+std::string owner_key(const cache::ScopeId& scope) { return std::string(scope.begin(), scope.end()); }
+
+}  // namespace
+
+// Drafts are rolled back by cutting their cells, which only a sequence whose every layer keeps
+// full-attention cells allows: a recurrent state has consumed them, and a sliding window's cells
+// may be taken over by the rows of a longer draft.
+void Scheduler::Impl::set_up_speculation() {
+  const SpeculationOptions& o = options_.speculation;
+  if (o.type == SpeculationOptions::Type::none) {
+    spdlog::info("speculation: off");
+    return;
+  }
+  const engine::ModelInfo& model = engine_.model();
+  if (model.family != engine::ModelFamily::dense) {
+    spdlog::warn("speculation: off for this {} model: a rejected draft is rolled back by cutting its cells, "
+                 "which needs every layer to be full attention",
+                 engine::family_name(model.family));
+    return;
+  }
+  speculation_ = true;
+  spdlog::info("speculation: n-gram drafts of {} to {} tokens, from each request's own tokens and the last {} "
+               "tokens of replies its namespace produced",
+               o.draft_min, o.draft_max, o.pool_tokens);
+}
+
+// The rows a request may add to its decode token: its call holds at most the row-wise bound.
+void Scheduler::Impl::start_drafting(Active& a) {
+  if (!speculation_ || a.request.prefill_only) return;
+  const SpeculationOptions& o = options_.speculation;
+  const std::int32_t call_rows = engine_.rowwise_rows() > 0 ? engine_.rowwise_rows() : engine_.batch_size();
+  const std::int32_t most = std::min(a.request.speculative.n_max.value_or(o.draft_max), call_rows - 1);
+  if (most <= 0) return;
+  const std::int32_t fewest = std::clamp(a.request.speculative.n_min.value_or(o.draft_min), 1, most);
+  a.pacing.emplace(most, fewest);
+}
+
+void Scheduler::Impl::plan_drafts() {
+  if (!speculation_) return;
+  std::int64_t spare = life().spare_cells(running_cells());
+  for (auto& a : active_) {
+    a->draft.clear();
+    if (!a->pacing || !a->decoding() || a->warming) continue;
+    if (static_cast<std::size_t>(a->n_past) + 1 != a->tokens.size()) continue;
+    std::int64_t most = a->pacing->next_length();
+    // A step yields at most one token past the draft; the reply's limit and the context bound it.
+    most = std::min<std::int64_t>(most, a->max_new - a->generated - 1);
+    most = std::min<std::int64_t>(most, engine_.context_size() - static_cast<std::int64_t>(a->tokens.size()) - 1);
+    most = std::min(most, spare);
+    if (most < a->pacing->fewest()) continue;
+    speculative::Draft draft = speculative::draft_ngram(a->tokens, a->uses_cache() ? &outputs_ : nullptr,
+                                                        a->request.cache.namespace_digest,
+                                                        static_cast<std::int32_t>(most), a->pacing->fewest());
+    spare -= static_cast<std::int64_t>(draft.tokens.size());
+    a->draft = std::move(draft.tokens);
+  }
+}
+
+// Samples the request at `index` through its decode token's row and its draft's rows (see the top
+// of this file); moves `index` as settle() does.
+void Scheduler::Impl::verify_draft(size_t& index) {
+  Active& a = *active_[index];
+  const std::vector<Token> draft = std::exchange(a.draft, {});
+  const auto drafted = static_cast<std::int32_t>(draft.size());
+  std::int32_t accepted = 0;
+  // Cells of guesses past the last token taken (positions from n_past on).
+  const auto cut_guesses = [&] { engine_.remove_sequence(a.seq, a.n_past, -1); };
+  for (std::int32_t j = 0;; ++j) {
+    const std::int32_t row = a.row + j;
+    const std::optional<Token> token = a.sampler->sample_quick(row);
+    if (!token) {
+      // The grammar refused the quick draw: the rest is drawn off this thread (sample_all).
+      cut_guesses();
+      count_verification(a, drafted, accepted);
+      const std::span<const float> logits = engine_.logits(row);
+      draws_->submit(a.id, a.sampler, std::vector<float>(logits.begin(), logits.end()));
+      a.drawing = true;
+      ++index;
+      return;
+    }
+    const bool guessed = j < drafted && *token == draft[static_cast<std::size_t>(j)];
+    if (!guessed && j < drafted) cut_guesses();
+    accepted += guessed ? 1 : 0;
+    const bool more = take_token(a, *token, engine_.logits(row));
+    if (more && guessed) {
+      a.n_past += 1;  // the guess's cell holds the token just taken
+      if (a.uses_cache()) life().advance(a.seq, a.n_past);
+      continue;
+    }
+    if (guessed) cut_guesses();
+    count_verification(a, drafted, accepted);
+    settle(index, more);
+    return;
+  }
+}
+
+void Scheduler::Impl::count_verification(Active& a, std::int32_t drafted, std::int32_t accepted) {
+  a.draft_n += drafted;
+  a.draft_accepted += accepted;
+  a.pacing->observe(drafted, accepted);
+  std::lock_guard lock(mutex_);
+  stats_.draft_tokens_total += drafted;
+  stats_.draft_tokens_accepted_total += accepted;
+  stats_.verifications_total += 1;
+  const auto& bounds = SchedulerStats::kAcceptedBounds;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    if (accepted <= bounds[i]) stats_.accepted_buckets[i] += 1;
+  }
+}
+
+// A finished reply (cancelled and failed ones too: a client that retries gets the same tokens)
+// is kept for later requests of its namespace to draft from; cache_prompt: false keeps nothing.
+void Scheduler::Impl::remember_output(const Active& a) {
+  if (!speculation_ || !a.uses_cache() || a.warming || a.generated < 2) return;
+  const auto prompt = std::span<const Token>(a.tokens).first(static_cast<std::size_t>(a.n_prompt));
+  const auto output = std::span<const Token>(a.tokens).subspan(static_cast<std::size_t>(a.n_prompt));
+  outputs_.remember(a.request.cache.namespace_digest, owner_key(a.request.cache.scope), prompt, output);
+  std::lock_guard lock(mutex_);
+  stats_.draft_pool_entries = static_cast<std::int64_t>(outputs_.entries());
+  stats_.draft_pool_tokens = static_cast<std::int64_t>(outputs_.tokens());
+}
+
+void Scheduler::Impl::forget_outputs(const std::optional<cache::ScopeId>& scope) {
+  if (scope) {
+    outputs_.forget_owner(owner_key(*scope));
+  } else {
+    outputs_.clear();
+  }
+  std::lock_guard lock(mutex_);
+  stats_.draft_pool_entries = static_cast<std::int64_t>(outputs_.entries());
+  stats_.draft_pool_tokens = static_cast<std::int64_t>(outputs_.tokens());
+}
+
+}  // namespace prefixd::scheduler
