@@ -2,8 +2,9 @@
 """Speculative decoding, side by side: decode speed with and without n-gram drafts, on prefixd and
 llama-server, one server at a time on the same model, threads and context.
 
-Targets: prefixd --spec-type none / ngram, llama-server without speculation / --spec-type
-ngram-simple. Each run of a target sends the same requests (greedy, ignore_eos, a fixed reply
+Targets: prefixd --spec-type none / ngram (drafting where the measured costs say it pays, the
+default) / ngram-always (--draft-when always: every guess verified), llama-server without
+speculation / --spec-type ngram-simple. Each run of a target sends the same requests (greedy, ignore_eos, a fixed reply
 length), in rounds ordered A B B A over the targets, and keeps every request's decode tokens per
 second (timings.predicted_per_second, which both servers report) and draft counts
 (timings.draft_n, draft_n_accepted). Workloads:
@@ -35,9 +36,10 @@ TOPICS = ["the sea", "a mountain town", "an old clock", "the first snow", "a nig
 def target_argv(name, args, port):
     common = ["--model", args.model, "--port", str(port), "--threads", str(args.threads)]
     if name.startswith("prefixd"):
-        spec = "ngram" if name.endswith("ngram") else "none"
+        spec = "none" if name.endswith("none") else "ngram"
+        when = "always" if name.endswith("always") else "paying"
         return [args.prefixd, "serve", *common, "--ctx-size", "4096", "--parallel", "1", "--spec-type", spec,
-                "--draft-max", str(args.draft_max)]
+                "--draft-max", str(args.draft_max), "--draft-when", when]
     argv = [args.llama_server, *common, "-c", "4096", "-np", "1", "--host", "127.0.0.1", "--no-webui"]
     if name.endswith("ngram"):
         argv += ["--spec-type", "ngram-simple", "--spec-draft-n-max", str(args.draft_max)]
@@ -85,10 +87,10 @@ def run_target(name, args, round_index, logs, results):
 
 
 def report(results, args, elapsed):
-    targets = ["prefixd-none", "prefixd-ngram", "llama-none", "llama-ngram"]
+    targets = ["prefixd-none", "prefixd-ngram", "prefixd-ngram-always", "llama-none", "llama-ngram"]
     lines = [f"Model `{os.path.basename(args.model)}`, {args.threads} threads, {args.tokens} tokens per reply, "
              f"greedy with `ignore_eos`, `--draft-max {args.draft_max}` (llama-server: `--spec-type ngram-simple "
-             f"--spec-draft-n-max {args.draft_max}`), rounds ordered A B B A over the four targets, "
+             f"--spec-draft-n-max {args.draft_max}`), rounds ordered A B B A over the targets, "
              f"{elapsed / 60:.0f} min. Decode tokens/s: median of every measured request (3 per round) "
              f"and the range; drafts: tokens drafted and accepted in all.", "",
              "| workload | target | decode tokens/s | range | drafted | accepted | vs without |",
@@ -101,8 +103,8 @@ def report(results, args, elapsed):
                 continue
             speeds = [r["tokens_per_s"] for r in rows]
             medians[target] = statistics.median(speeds)
-            base = medians.get(target.replace("ngram", "none"))
-            ratio = f"{medians[target] / base:.2f}×" if target.endswith("ngram") and base else ""
+            base = medians.get(target.split("-")[0] + "-none")
+            ratio = f"{medians[target] / base:.2f}×" if "ngram" in target and base else ""
             lines.append(f"| {workload} | {target} | {medians[target]:.1f} | {min(speeds):.1f}–{max(speeds):.1f} | "
                          f"{sum(r['draft_n'] for r in rows)} | {sum(r['accepted'] for r in rows)} | {ratio} |")
     return "\n".join(lines) + "\n"
@@ -117,7 +119,7 @@ def main():
     p.add_argument("--tokens", type=int, default=192)
     p.add_argument("--draft-max", type=int, default=16)
     p.add_argument("--workloads", default="regenerate,repeats,plain")
-    p.add_argument("--targets", default="prefixd-none,prefixd-ngram,llama-none,llama-ngram")
+    p.add_argument("--targets", default="prefixd-none,prefixd-ngram,prefixd-ngram-always,llama-none,llama-ngram")
     p.add_argument("--out", default="", help="write the report here too")
     p.add_argument("--json", default="", help="write every measured request here")
     p.add_argument("--docs", default="", help="put the report into this Markdown page, between "

@@ -59,6 +59,7 @@ constexpr std::array kKeys{
     ConfigKey{"spec-type", model},
     ConfigKey{"draft-max", model},
     ConfigKey{"draft-min", model},
+    ConfigKey{"draft-when", model},
     ConfigKey{"draft-pool-tokens", model},
     ConfigKey{"model-fingerprint-cache", model},
     // [cache]: the prompt cache's device and host tiers, checkpoints and isolation.

@@ -44,6 +44,7 @@ struct ServeOptions {
   std::string compaction = "auto";
   std::string prefill_packing = "auto";
   std::string spec_type = "none";
+  std::string draft_when = "paying";
   std::string swa_full = "auto";
   std::string fingerprint_cache;  // empty: default_fingerprint_cache_path; "off": none
   std::string chat_template_file;  // --chat-template-file; empty: the model's template
@@ -196,6 +197,7 @@ int run_serve(ServeOptions& o) {
   if (o.prefill_packing == "off") o.scheduler.prefill_packing = scheduler::PrefillPacking::off;
   o.scheduler.speculation.type =
       o.spec_type == "ngram" ? scheduler::SpeculationOptions::Type::ngram : scheduler::SpeculationOptions::Type::none;
+  o.scheduler.speculation.only_paying = o.draft_when == "paying";
   o.scheduler.n_slots = o.context.n_parallel;
   o.server.slots = o.context.n_parallel;
   o.server.default_seed = o.seed < 0 ? engine::kRandomSeed : static_cast<std::uint32_t>(o.seed);
@@ -396,6 +398,11 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                   "Fewest tokens worth verifying: a shorter guess is not drafted (a request's speculative.n_min "
                   "overrides)")
       ->capture_default_str()->envname("PREFIXD_DRAFT_MIN")->check(CLI::Range(1, 62));
+  cmd->add_option("--draft-when", o->draft_when,
+                  "paying: draft only as long as the measured time of the decode calls says a draft yields more "
+                  "tokens per second than none (on a CPU a draft row costs most of a decode step); always: verify "
+                  "every guess of --draft-min tokens or more")
+      ->capture_default_str()->envname("PREFIXD_DRAFT_WHEN")->check(CLI::IsMember({"paying", "always"}));
   cmd->add_option("--draft-pool-tokens", o->scheduler.speculation.pool_tokens,
                   "Tokens of earlier replies kept for n-gram drafting, over every namespace (oldest go first)")
       ->capture_default_str()->envname("PREFIXD_DRAFT_POOL_TOKENS")

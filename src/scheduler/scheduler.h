@@ -48,6 +48,9 @@ struct SpeculationOptions {
   Type type = Type::none;
   std::int32_t draft_max = 16;  // most tokens drafted for one request at one step
   std::int32_t draft_min = 2;   // a shorter guess is not verified
+  // Draft only as long as the measured call costs say a draft pays (speculative::best_draft_length),
+  // or (false) verify every guess of at least draft_min tokens, up to draft_max.
+  bool only_paying = true;
   std::size_t pool_tokens = std::size_t{1} << 20;  // earlier replies kept for drafting (speculative::OutputPool)
 };
 

@@ -27,9 +27,11 @@ std::string owner_key(const cache::ScopeId& scope) { return std::string(scope.be
 
 }  // namespace
 
-// Drafts are rolled back by cutting their cells, which only a sequence whose every layer keeps
-// full-attention cells allows: a recurrent state has consumed them, and a sliding window's cells
-// may be taken over by the rows of a longer draft.
+// Drafts are rolled back by cutting their cells from the sequence's end. Attention cells allow
+// that, sliding-window ones too: libllama lets a decode take over a cell of another position only
+// once that cell lies outside its owner's window as of the owner's last position before the
+// call, so the rows of a draft never take a cell that the positions before it still attend to.
+// A recurrent state has consumed the draft and cannot lose it.
 void Scheduler::Impl::set_up_speculation() {
   const SpeculationOptions& o = options_.speculation;
   if (o.type == SpeculationOptions::Type::none) {
@@ -37,16 +39,17 @@ void Scheduler::Impl::set_up_speculation() {
     return;
   }
   const engine::ModelInfo& model = engine_.model();
-  if (model.family != engine::ModelFamily::dense) {
+  if (model.family != engine::ModelFamily::dense && model.family != engine::ModelFamily::sliding_window) {
     spdlog::warn("speculation: off for this {} model: a rejected draft is rolled back by cutting its cells, "
-                 "which needs every layer to be full attention",
+                 "which a recurrent state does not allow",
                  engine::family_name(model.family));
     return;
   }
   speculation_ = true;
-  spdlog::info("speculation: n-gram drafts of {} to {} tokens, from each request's own tokens and the last {} "
+  spdlog::info("speculation: n-gram drafts of {} to {} tokens{}, from each request's own tokens and the last {} "
                "tokens of replies its namespace produced",
-               o.draft_min, o.draft_max, o.pool_tokens);
+               o.draft_min, o.draft_max, o.only_paying ? " where the measured costs say they pay" : " (every guess)",
+               o.pool_tokens);
 }
 
 // The rows a request may add to its decode token: its call holds at most the row-wise bound.
@@ -57,26 +60,40 @@ void Scheduler::Impl::start_drafting(Active& a) {
   const std::int32_t most = std::min(a.request.speculative.n_max.value_or(o.draft_max), call_rows - 1);
   if (most <= 0) return;
   const std::int32_t fewest = std::clamp(a.request.speculative.n_min.value_or(o.draft_min), 1, most);
-  a.pacing.emplace(most, fewest);
+  a.drafting = Active::DraftLimits{most, fewest};
 }
 
+// Each generating request's guess, as long as it pays (speculative::best_draft_length): the rows
+// of this step's calls so far (every sampled row, and the drafts planned before it) are what its
+// rows slow down.
 void Scheduler::Impl::plan_drafts() {
   if (!speculation_) return;
   std::int64_t spare = life().spare_cells(running_cells());
+  auto rows = static_cast<std::int32_t>(std::ranges::count_if(active_, [this](const auto& a) { return has_sampled_row(*a); }));
   for (auto& a : active_) {
     a->draft.clear();
-    if (!a->pacing || !a->decoding() || a->warming) continue;
+    if (!a->drafting || !a->decoding() || a->warming) continue;
     if (static_cast<std::size_t>(a->n_past) + 1 != a->tokens.size()) continue;
-    std::int64_t most = a->pacing->next_length();
     // A step yields at most one token past the draft; the reply's limit and the context bound it.
+    std::int64_t most = a->drafting->most;
     most = std::min<std::int64_t>(most, a->max_new - a->generated - 1);
     most = std::min<std::int64_t>(most, engine_.context_size() - static_cast<std::int64_t>(a->tokens.size()) - 1);
     most = std::min(most, spare);
-    if (most < a->pacing->fewest()) continue;
+    if (most < a->drafting->fewest) continue;
     speculative::Draft draft = speculative::draft_ngram(a->tokens, a->uses_cache() ? &outputs_ : nullptr,
                                                         a->request.cache.namespace_digest,
-                                                        static_cast<std::int32_t>(most), a->pacing->fewest());
-    spare -= static_cast<std::int64_t>(draft.tokens.size());
+                                                        static_cast<std::int32_t>(most), a->drafting->fewest);
+    if (draft.tokens.empty()) continue;
+    const auto guessed = static_cast<std::int32_t>(draft.tokens.size());
+    const std::int32_t length =
+        options_.speculation.only_paying
+            ? speculative::best_draft_length(row_costs_, a->drafts.acceptance(draft.match), rows - 1,
+                                             a->drafting->fewest, guessed)
+            : guessed;
+    if (length == 0) continue;
+    draft.tokens.resize(static_cast<std::size_t>(length));
+    spare -= length;
+    rows += length;
     a->draft = std::move(draft.tokens);
   }
 }
@@ -120,9 +137,7 @@ void Scheduler::Impl::verify_draft(size_t& index) {
 }
 
 void Scheduler::Impl::count_verification(Active& a, std::int32_t drafted, std::int32_t accepted) {
-  a.draft_n += drafted;
-  a.draft_accepted += accepted;
-  a.pacing->observe(drafted, accepted);
+  a.drafts.observe(drafted, accepted);
   std::lock_guard lock(mutex_);
   stats_.draft_tokens_total += drafted;
   stats_.draft_tokens_accepted_total += accepted;

@@ -22,6 +22,8 @@
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_internal.h"
 #include "scheduler/session_memory.h"
+#include "speculative/ngram_drafter.h"
+#include "speculative/output_pool.h"
 
 namespace prefixd::scheduler {
 
@@ -141,6 +143,7 @@ class Scheduler::Impl {
   // reads (per namespace).
   bool speculation_ = false;
   speculative::OutputPool outputs_{options_.speculation.pool_tokens};
+  speculative::RowCosts row_costs_;  // the sampled calls' times, by their rows
 
   // Shared with submitters; guarded by mutex_.
   mutable std::mutex mutex_;

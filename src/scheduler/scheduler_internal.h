@@ -13,7 +13,7 @@
 #include "engine/engine.h"
 #include "scheduler/request.h"
 #include "scheduler/text_stream.h"
-#include "speculative/ngram_drafter.h"
+#include "speculative/draft_economics.h"
 
 namespace prefixd::scheduler {
 
@@ -74,12 +74,15 @@ struct Active {
   // Prompt tokens prefilled for other requests in the batches where this one was prefilling and
   // got none: how long shortest-remaining-first has held it back, in the unit its own work is.
   std::int64_t passed_over_tokens = 0;
-  // Speculative decoding, when on for the request: how much it drafts, the draft of this step
-  // (verified in the rows after its decode token, `row` + 1 on), and its counts so far.
-  std::optional<speculative::DraftPacing> pacing;
+  // Speculative decoding, when on for the request: the lengths its drafts may have, the draft of
+  // this step (verified in the rows after its decode token, `row` + 1 on), and how its drafts fared.
+  struct DraftLimits {
+    std::int32_t most = 0;
+    std::int32_t fewest = 1;
+  };
+  std::optional<DraftLimits> drafting;
   std::vector<engine::Token> draft;
-  std::int32_t draft_n = 0;
-  std::int32_t draft_accepted = 0;
+  speculative::DraftRecord drafts;
 
   // Prompt tokens it has left to put into its sequence.
   std::int64_t prompt_left() const { return static_cast<std::int64_t>(n_prompt) - n_past; }

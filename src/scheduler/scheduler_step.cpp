@@ -190,8 +190,9 @@ void Scheduler::Impl::sampled_calls() {
     // request running alone (docs/benchmarks.md, "Exactness").
     const auto decode_start = Clock::now();
     const DecodeStatus status = prompt_rows_in_call ? engine_.decode_padded(batch_) : engine_.decode(batch_);
-    spdlog::trace("step: {} sampled rows decoded in {:.1f} ms", batch_.size(),
-                  std::chrono::duration<double, std::milli>(Clock::now() - decode_start).count());
+    const double took = std::chrono::duration<double>(Clock::now() - decode_start).count();
+    spdlog::trace("step: {} sampled rows decoded in {:.1f} ms", batch_.size(), took * 1000);
+    if (speculation_ && status == DecodeStatus::ok) row_costs_.observe(static_cast<std::int32_t>(batch_.size()), took);
     if (status != DecodeStatus::ok) {
       recover_from_failed_decode(status);
       return;
@@ -405,9 +406,9 @@ void Scheduler::Impl::finish(size_t index, FinishReason reason, std::string erro
   const auto first = a->generated > 0 || a->first_token != Clock::time_point{} ? a->first_token : now;
   done.timings.prefill_ms = ms_between(a->started, first);
   done.timings.decode_ms = ms_between(first, now);
-  done.timings.speculative = a->pacing.has_value();
-  done.timings.draft_n = a->draft_n;
-  done.timings.draft_accepted = a->draft_accepted;
+  done.timings.speculative = a->drafting.has_value();
+  done.timings.draft_n = a->drafts.drafted();
+  done.timings.draft_accepted = a->drafts.accepted();
   spdlog::debug("request {} finished ({}): prompt {} (cached {}, fed {}), generated {}, prefill {:.1f} ms, decode {:.1f} ms",
                 a->id, finish_reason_name(reason), a->n_prompt, a->cache.cached_tokens, a->cache.fed_tokens,
                 a->generated, done.timings.prefill_ms, done.timings.decode_ms);

@@ -14,41 +14,20 @@ Draft draft_ngram(std::span<const engine::Token> context, const OutputPool* pool
   if (own.length >= kShortestMatch) {
     continuation = context.subspan(own.next);
     draft.source = DraftSource::context;
+    draft.match = own.length;
   }
   if (pool != nullptr) {
     const OutputPool::Found found = pool->find(group, context, kLongestMatch);
     if (found.match.length >= kShortestMatch && found.match.length > own.length) {
       continuation = found.continuation;
       draft.source = DraftSource::pool;
+      draft.match = found.match.length;
     }
   }
   const auto length = std::min<std::size_t>(continuation.size(), static_cast<std::size_t>(most));
   if (draft.source == DraftSource::none || length < static_cast<std::size_t>(std::max(fewest, 1))) return Draft{};
   draft.tokens.assign(continuation.begin(), continuation.begin() + static_cast<std::ptrdiff_t>(length));
   return draft;
-}
-
-std::int32_t DraftPacing::next_length() {
-  if (pause_ > 0) {
-    --pause_;
-    return 0;
-  }
-  return length_;
-}
-
-void DraftPacing::observe(std::int32_t drafted, std::int32_t accepted) {
-  if (drafted <= 0) return;
-  if (accepted >= drafted) {
-    misses_ = 0;
-    length_ = std::min(most_, std::max(length_, drafted) * 2);
-  } else if (accepted > 0) {
-    misses_ = 0;
-    length_ = std::clamp(accepted + 1, std::max(fewest_, 1), most_);
-  } else {
-    misses_ += 1;
-    length_ = std::max(fewest_, 1);
-    pause_ = std::min(kLongestPause, 1 << std::min(misses_ - 1, 6));
-  }
 }
 
 }  // namespace prefixd::speculative

@@ -64,8 +64,8 @@ std::string same_without_drafts(httplib::Client& client, const std::string& path
 // takes other kernels than a row-wise call), with drafts from the prompt itself (cache_prompt:
 // false: nothing read from or left to the pool) and from the pool (a regenerated request).
 TEST(Speculation, GreedyRepliesEqualThoseWithoutDraftsUnderDeterministic) {
-  ServerProcess server({.extra_args = {"--spec-type", "ngram", "--deterministic"}, .ctx_size = 4096});
-  EXPECT_NE(server.log().find("speculation: n-gram drafts of 2 to 16 tokens"), std::string::npos) << server.log();
+  ServerProcess server({.extra_args = {"--spec-type", "ngram", "--draft-when", "always", "--deterministic"}, .ctx_size = 4096});
+  EXPECT_NE(server.log().find("speculation: n-gram drafts of 2 to 16 tokens (every guess)"), std::string::npos) << server.log();
   auto client = server.client();
   Drafts lookup;
   for (int k = 0; k < 6; ++k) {
@@ -97,7 +97,7 @@ TEST(Speculation, GreedyRepliesEqualThoseWithoutDraftsUnderDeterministic) {
 // once per token, drafts or not: the same seed gives the same reply. A regenerated request drafts
 // its first reply (all accepted); drafts from the prompt's repetitions are mostly left by the draws.
 TEST(Speculation, SeededSamplingDrawsTheSameTokens) {
-  ServerProcess server({.extra_args = {"--spec-type", "ngram", "--deterministic"}});
+  ServerProcess server({.extra_args = {"--spec-type", "ngram", "--draft-when", "always", "--deterministic"}});
   auto client = server.client();
   Drafts drafts;
   for (int seed : {11, 12}) {
@@ -116,7 +116,7 @@ TEST(Speculation, SeededSamplingDrawsTheSameTokens) {
 // Four requests decode at once, each drafting its earlier reply: their rows (17 each at most) are
 // split over two row-wise calls of at most 63, and every count agrees with /metrics.
 TEST(Speculation, ConcurrentRequestsShareTheVerifyCalls) {
-  ServerProcess server({.extra_args = {"--spec-type", "ngram"}, .parallel = 4});
+  ServerProcess server({.extra_args = {"--spec-type", "ngram", "--draft-when", "always"}, .parallel = 4});
   auto client = server.client();
   std::vector<json> bodies;
   Drafts first;  // the first replies draft from their own tokens only
@@ -151,7 +151,7 @@ TEST(Speculation, ConcurrentRequestsShareTheVerifyCalls) {
 // Grammars apply to every verified token: a schema-bound reply and a forced tool call come out as
 // without drafts, and the regenerated ones draft their first version.
 TEST(Speculation, SchemasAndToolCallsKeepTheirOutputWithDrafts) {
-  ServerProcess server({.extra_args = {"--spec-type", "ngram", "--deterministic"}});
+  ServerProcess server({.extra_args = {"--spec-type", "ngram", "--draft-when", "always", "--deterministic"}});
   auto client = server.client();
   const json schema = json::parse(R"({"type": "object", "properties": {
       "name": {"type": "string", "maxLength": 10}, "size": {"type": "integer", "minimum": 0, "maximum": 99}},
@@ -177,10 +177,45 @@ TEST(Speculation, SchemasAndToolCallsKeepTheirOutputWithDrafts) {
   EXPECT_GT(drafts.drafted, 0);
 }
 
-// Families whose rejected drafts cannot be cut from their memory serve without drafts, say so at
-// startup, and report no draft counts.
-TEST(Speculation, IsOffForFamiliesWhoseDraftsCannotBeCut) {
-  for (const char* model : {"gemma3-tiny.gguf", "mamba2-tiny.gguf", "qwen35-tiny.gguf"}) {
+// Sliding-window models draft too: their drafts' rows never take a window cell the positions
+// before them attend to, so cutting a rejected draft leaves the window whole. gemma3-tiny's window
+// is 64 tokens, crossed many times by these prompts and replies, with the window cache full
+// (every cell kept) and window-only; gemma2's and gpt-oss's from llama.cpp's generator too.
+TEST(Speculation, SlidingWindowRepliesEqualThoseWithoutDrafts) {
+  struct Case {
+    const char* model;
+    const char* swa_full;
+  };
+  for (const Case& c : {Case{"gemma3-tiny.gguf", "on"}, Case{"gemma3-tiny.gguf", "off"},
+                        Case{"archs/gemma2-dense.gguf", "off"}, Case{"archs/gpt-oss-moe.gguf", "off"}}) {
+    const std::string what = std::string(c.model) + " --swa-full " + c.swa_full;
+    ServerProcess server({.model = std::string(PREFIXD_TEST_MODELS_DIR) + "/" + c.model,
+                          .extra_args = {"--spec-type", "ngram", "--draft-when", "always", "--deterministic", "--swa-full", c.swa_full},
+                          .parallel = 2});
+    ASSERT_NE(server.log().find("speculation: n-gram drafts"), std::string::npos) << what << "\n" << server.log();
+    auto client = server.client();
+    Drafts drafts;
+    for (int k = 0; k < 3; ++k) {
+      const json lookup = {{"prompt", repeating_text(k, 150 + 100 * k)}, {"temperature", 0}, {"max_tokens", 80},
+                           {"cache_prompt", false}};
+      same_without_drafts(*client, "/v1/completions", lookup, drafts, what + ", prompt lookup " + std::to_string(k));
+      const json chat = {{"messages", json::array({{{"role", "user"}, {"content", "Story " + std::to_string(k)}}})},
+                         {"temperature", 0}, {"max_tokens", 80}, {"ignore_eos", true}};
+      same_without_drafts(*client, "/v1/chat/completions", chat, drafts, what + ", regenerated " + std::to_string(k));
+      // Sampled, drafting from the reply's own repetitions: the draws leave many guesses.
+      const json sampled = {{"prompt", repeating_text(k + 5, 120)}, {"temperature", 0.5}, {"seed", k},
+                            {"max_tokens", 96}, {"ignore_eos", true}, {"cache_prompt", false}};
+      same_without_drafts(*client, "/v1/completions", sampled, drafts, what + ", sampled " + std::to_string(k));
+    }
+    EXPECT_GT(drafts.accepted, 80) << what;
+    EXPECT_GT(drafts.drafted, drafts.accepted) << what << ": no draft was rejected";
+  }
+}
+
+// Recurrent and hybrid models have consumed a draft into their state: they serve without drafts,
+// say so at startup, and report no draft counts.
+TEST(Speculation, IsOffForRecurrentState) {
+  for (const char* model : {"mamba2-tiny.gguf", "qwen35-tiny.gguf", "archs/jamba-dense.gguf"}) {
     ServerProcess server({.model = std::string(PREFIXD_TEST_MODELS_DIR) + "/" + model,
                           .extra_args = {"--spec-type", "ngram"}, .parallel = 2});
     EXPECT_NE(server.log().find("speculation: off for this"), std::string::npos) << model << "\n" << server.log();

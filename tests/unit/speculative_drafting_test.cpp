@@ -1,11 +1,12 @@
 // N-gram drafting: where a context's ending was seen before, the pool of earlier replies (its
-// groups, owners and bound), and the pacing that keeps wrong guesses cheap.
+// groups, owners and bound), and the measured economics that keep wrong guesses cheap.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "speculative/draft_economics.h"
 #include "speculative/ngram_drafter.h"
 #include "speculative/output_pool.h"
 #include "speculative/suffix_match.h"
@@ -82,26 +83,49 @@ TEST(OutputPool, KeepsItsBoundDropsTheOldestAndForgetsAnOwner) {
   EXPECT_EQ(pool.tokens(), 0u);
 }
 
-TEST(DraftPacing, BacksOffWhileDraftsMissAndGrowsWhileTheyHit) {
-  DraftPacing pacing(16, 2);
-  EXPECT_EQ(pacing.next_length(), 16);
-  pacing.observe(16, 5);  // a partial hit: what was accepted plus one
-  EXPECT_EQ(pacing.next_length(), 6);
-  pacing.observe(6, 6);  // a full hit doubles
-  EXPECT_EQ(pacing.next_length(), 12);
-  // Misses in a row: the fewest, after pauses of 1, 2, 4 ... steps, at most kLongestPause.
-  int expected_pause = 1;
-  for (int miss = 0; miss < 9; ++miss) {
-    pacing.observe(2, 0);
-    int paused = 0;
-    while (pacing.next_length() == 0) ++paused;
-    EXPECT_EQ(paused, expected_pause) << "after miss " << miss + 1;
-    expected_pause = std::min(expected_pause * 2, DraftPacing::kLongestPause);
-  }
-  pacing.observe(2, 1);  // any hit ends the pauses
-  EXPECT_EQ(pacing.next_length(), 2);
-  pacing.observe(0, 0);  // no verification: nothing changes
-  EXPECT_EQ(pacing.next_length(), 2);
+TEST(DraftEconomics, ADraftIsAsLongAsItPaysOnTheMeasuredCosts) {
+  RowCosts cpu;
+  EXPECT_FALSE(cpu.call_seconds(1));
+  // Without measurements the longest draft goes, so that its call measures the costs.
+  EXPECT_EQ(best_draft_length(cpu, 0.1, 0, 2, 16), 16);
+  // This machine's CPU: 21 ms for one row, 14 ms per further row.
+  cpu.observe(1, 0.021);
+  cpu.observe(17, 0.021 + 16 * 0.014);
+  ASSERT_TRUE(cpu.call_seconds(9));
+  EXPECT_NEAR(*cpu.call_seconds(9), 0.021 + 8 * 0.014, 1e-9);
+  // Guesses nearly always right: a long draft pays (about 12 tokens maximize the rate here).
+  const std::int32_t sure = best_draft_length(cpu, 0.99, 0, 2, 32);
+  EXPECT_GE(sure, 8);
+  EXPECT_LE(sure, 16);
+  // Right two times in three: a row costs two thirds of a lone step, so no draft pays.
+  EXPECT_EQ(best_draft_length(cpu, 0.6, 0, 2, 16), 0);
+  // Beside 15 other rows the same rows cost every request in the call: fewer pay.
+  EXPECT_LT(best_draft_length(cpu, 0.99, 15, 2, 32), sure);
+  // A GPU: one more row costs almost nothing, so even a weak guess is worth a long draft.
+  RowCosts gpu;
+  gpu.observe(1, 0.010);
+  gpu.observe(17, 0.0102);
+  EXPECT_GE(best_draft_length(gpu, 0.6, 0, 2, 16), 8);
+  // Never shorter than `fewest`, and nothing when `most` is below it.
+  EXPECT_EQ(best_draft_length(gpu, 0.6, 0, 20, 16), 0);
+}
+
+TEST(DraftEconomics, ARequestsRecordAndTheMatchLengthEstimateItsAcceptance) {
+  DraftRecord record;
+  // No drafts yet: the prior alone, higher for a longer match.
+  EXPECT_NEAR(record.acceptance(3), 0.6, 1e-9);
+  EXPECT_GT(record.acceptance(30), record.acceptance(3));
+  // Misses pull it down, accepted tokens up.
+  record.observe(4, 0);
+  record.observe(4, 0);
+  EXPECT_LT(record.acceptance(3), 0.5);
+  record.observe(16, 16);
+  record.observe(16, 16);
+  EXPECT_GT(record.acceptance(3), 0.8);
+  EXPECT_EQ(record.drafted(), 40);
+  EXPECT_EQ(record.accepted(), 32);
+  record.observe(0, 0);  // no verification
+  EXPECT_EQ(record.drafted(), 40);
 }
 
 }  // namespace
