@@ -90,7 +90,7 @@ def report(results, args, elapsed):
     targets = ["prefixd-none", "prefixd-ngram", "prefixd-ngram-always", "llama-none", "llama-ngram"]
     lines = [f"Model `{os.path.basename(args.model)}`, {args.threads} threads, {args.tokens} tokens per reply, "
              f"greedy with `ignore_eos`, `--draft-max {args.draft_max}` (llama-server: `--spec-type ngram-simple "
-             f"--spec-draft-n-max {args.draft_max}`), rounds ordered A B B A over the targets, "
+             f"--spec-draft-n-max {args.draft_max}`), {args.rounds} rounds ordered A B B A … over the targets, "
              f"{elapsed / 60:.0f} min. Decode tokens/s: median of every measured request (3 per round) "
              f"and the range; drafts: tokens drafted and accepted in all.", "",
              "| workload | target | decode tokens/s | range | drafted | accepted | vs without |",
@@ -120,6 +120,7 @@ def main():
     p.add_argument("--draft-max", type=int, default=16)
     p.add_argument("--workloads", default="regenerate,repeats,plain")
     p.add_argument("--targets", default="prefixd-none,prefixd-ngram,prefixd-ngram-always,llama-none,llama-ngram")
+    p.add_argument("--rounds", type=int, default=2, help="rounds, alternately in the targets' order and reversed")
     p.add_argument("--out", default="", help="write the report here too")
     p.add_argument("--json", default="", help="write every measured request here")
     p.add_argument("--docs", default="", help="put the report into this Markdown page, between "
@@ -127,7 +128,7 @@ def main():
     args = p.parse_args()
     args.workloads = args.workloads.split(",")
     targets = args.targets.split(",")
-    order = [(0, targets), (1, list(reversed(targets)))]  # A B B A
+    order = [(r, targets if r % 2 == 0 else list(reversed(targets))) for r in range(args.rounds)]  # A B B A ...
     results = []
     start = time.time()
     logs = tempfile.mkdtemp(prefix="speculative-bench-")

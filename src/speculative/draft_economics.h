@@ -54,10 +54,10 @@ class DraftRecord {
 };
 
 // The draft length in [fewest, most] that maximizes the call's expected tokens per second, or 0
-// when no draft promises 3% more than none. `other_rows`: the rows the call holds besides this request's decode row
-// (each yields about one token). Each guessed token is right with chance `acceptance`, given the
-// ones before it were. Without measured costs (a fresh server) the answer is `most`: the first
-// drafts measure them.
+// when no draft promises a tenth more than none. `other_rows`: the rows the call holds besides
+// this request's decode row (each yields about one token). Each guessed token is right with chance
+// `acceptance`, given the ones before it were. Without measured costs (a fresh server) the answer
+// is the shortest draft, `fewest`: it measures them at the least cost.
 std::int32_t best_draft_length(const RowCosts& costs, double acceptance, std::int32_t other_rows, std::int32_t fewest,
                                std::int32_t most);
 

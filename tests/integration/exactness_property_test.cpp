@@ -1,5 +1,6 @@
 // Warm = cold over drawn configurations: a family preset, --parallel, --ctx-size, flash attention,
-// --swa-full, --prefill-packing, the host and disk tiers and --deterministic are drawn from a seed,
+// --swa-full, --prefill-packing, the host and disk tiers, --deterministic and n-gram speculative
+// decoding (every guess verified) are drawn from a seed,
 // and one to four sessions send growing turns, resends, edits and branches at once. Every request
 // is also sent with cache_prompt:false at temperature 0. Every answer must be 200, the server log
 // free of decode failures and of reused prefixes that fell back to a cold run (a tier lost cells it
@@ -44,6 +45,7 @@ struct Draw {
   bool host_tier = true;
   bool disk_tier = false;
   bool deterministic = false;
+  bool speculation = false;  // --spec-type ngram --draft-when always
   int sessions = 1;
   int turns = 4;
 
@@ -53,9 +55,9 @@ struct Draw {
 
   std::string describe() const {
     return std::format("preset={} parallel={} ctx={} flash={} swa_full={} packing={} host={} disk={} deterministic={} "
-                       "sessions={} turns={}",
+                       "speculation={} sessions={} turns={}",
                        preset, parallel, ctx_size, flash, swa_full, packing, host_tier, disk_tier, deterministic,
-                       sessions, turns);
+                       speculation, sessions, turns);
   }
 };
 
@@ -78,6 +80,10 @@ Draw draw_config(std::mt19937_64& rng) {
   d.sessions = std::bernoulli_distribution(0.5)(rng) ? 1 : std::uniform_int_distribution<int>(2, 4)(rng);
   if (const char* most = std::getenv("PREFIXD_EXACTNESS_MAX_SESSIONS"); most != nullptr) d.sessions = std::min(d.sessions, std::atoi(most));
   d.turns = std::uniform_int_distribution<int>(3, 5)(rng);
+  // From a copy of the generator, so that the draws of a seed stay those drawn before speculation
+  // was one of their fields.
+  std::mt19937_64 copy = rng;
+  d.speculation = std::bernoulli_distribution(0.5)(copy);
   return d;
 }
 
@@ -91,6 +97,7 @@ ServerConfig server_config(const Draw& d, const std::string& disk_dir) {
   args = {"--threads", "2", "--swa-full", d.swa_full, "--prefill-packing", d.packing};
   if (!d.flash) args.push_back("--no-flash-attn");
   if (d.deterministic) args.push_back("--deterministic");
+  if (d.speculation) args.insert(args.end(), {"--spec-type", "ngram", "--draft-when", "always"});
   if (!d.host_tier) args.insert(args.end(), {"--prompt-cache-capacity-bytes", "1"});
   if (d.disk_tier) args.insert(args.end(), {"--cache-disk-path", disk_dir});
   return config;
@@ -120,6 +127,7 @@ struct Exchange {
   int prompt_tokens = 0;
   int cached_tokens = 0;
   std::string tier;
+  int drafted = 0;  // draft tokens the warm request verified (speculation draws)
   json request;
   std::string error;
 };
@@ -148,6 +156,7 @@ Exchange send_twice(httplib::Client& client, const json& request) {
     const json& cache = warm.body["prompt_cache"];
     if (cache.contains("cached_tokens") && cache["cached_tokens"].is_number()) e.cached_tokens = cache["cached_tokens"].get<int>();
     if (cache.contains("tier") && cache["tier"].is_string()) e.tier = cache["tier"].get<std::string>();
+    if (const json& t = warm.body["timings"]; t.contains("draft_n")) e.drafted = t["draft_n"].get<int>();
   }
   return e;
 }
@@ -293,6 +302,7 @@ TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
       if (promised(d, e)) {
         EXPECT_EQ(e.warm, e.cold) << at << "\nrequest: " << e.request.dump().substr(0, 400);
         if (e.cached_tokens > 0) reached[std::format("{}:{}", e.prompt_tokens - e.cached_tokens == 1 ? "last-token" : "longer", e.tier)] += 1;
+        if (e.drafted > 0) reached["with-drafts"] += 1;
       } else if (d.sessions > 1 && e.cached_tokens > 0) {
         concurrent_compared += 1;
         concurrent_differed += e.warm != e.cold ? 1 : 0;

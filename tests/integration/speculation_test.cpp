@@ -262,6 +262,22 @@ TEST(Speculation, RequestSettingsAreCheckedAndNamed) {
   ASSERT_EQ(b.status, 200) << b.raw;
   EXPECT_FALSE(b.body["timings"].contains("draft_n")) << b.raw;
   EXPECT_EQ(a.body["choices"][0]["text"], b.body["choices"][0]["text"]);
+  // Anthropic Messages and Responses read the same fields and report the same counts.
+  const json messages = json::array({{{"role", "user"}, {"content", repeating_text(3, 60)}}});
+  const JsonReply m = post_json(*client, "/v1/messages",
+                                {{"model", "tiny"}, {"max_tokens", 16}, {"temperature", 0}, {"messages", messages}});
+  ASSERT_EQ(m.status, 200) << m.raw;
+  EXPECT_TRUE(m.body["timings"].contains("draft_n_accepted")) << m.raw;
+  const JsonReply m_off = post_json(*client, "/v1/messages",
+                                    {{"model", "tiny"}, {"max_tokens", 16}, {"temperature", 0}, {"messages", messages},
+                                     {"speculative", {{"n_max", 0}}}});
+  ASSERT_EQ(m_off.status, 200) << m_off.raw;
+  EXPECT_FALSE(m_off.body["timings"].contains("draft_n")) << m_off.raw;
+  const JsonReply r = post_json(*client, "/v1/responses",
+                                {{"input", repeating_text(3, 60)}, {"max_output_tokens", 16}, {"temperature", 0},
+                                 {"speculative.n_max", 99}});
+  EXPECT_EQ(r.status, 400) << r.raw;
+  EXPECT_EQ(r.body["error"]["param"], "speculative.n_max") << r.raw;
 }
 
 }  // namespace

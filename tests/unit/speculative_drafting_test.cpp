@@ -86,8 +86,8 @@ TEST(OutputPool, KeepsItsBoundDropsTheOldestAndForgetsAnOwner) {
 TEST(DraftEconomics, ADraftIsAsLongAsItPaysOnTheMeasuredCosts) {
   RowCosts cpu;
   EXPECT_FALSE(cpu.call_seconds(1));
-  // Without measurements the longest draft goes, so that its call measures the costs.
-  EXPECT_EQ(best_draft_length(cpu, 0.1, 0, 2, 16), 16);
+  // Without measurements the shortest draft goes: its call measures the costs at the least cost.
+  EXPECT_EQ(best_draft_length(cpu, 0.1, 0, 2, 16), 2);
   // This machine's CPU: 21 ms for one row, 14 ms per further row.
   cpu.observe(1, 0.021);
   cpu.observe(17, 0.021 + 16 * 0.014);
