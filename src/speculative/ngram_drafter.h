@@ -21,6 +21,7 @@ namespace prefixd::speculative {
 // matches than kLongestMatch are not told apart.
 inline constexpr std::int32_t kShortestMatch = 3;
 inline constexpr std::int32_t kLongestMatch = 32;
+static_assert(kShortestMatch >= OutputPool::kIndexedTokens, "the pool finds no match shorter than its indexed runs");
 
 // Where a draft came from.
 enum class DraftSource { none, context, pool };

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,57 @@ TEST(NgramDraft, ARegeneratedReplyDraftsTheEarlierOneFromThePool) {
   EXPECT_EQ(d.tokens, (Tokens{41, 42, 43, 44}));
   // Another namespace never sees it.
   EXPECT_TRUE(draft_ngram(context, &pool, "other", 16, 2).tokens.empty());
+}
+
+// The index finds what reading every entry of the group finds: the longest match (of at least
+// kIndexedTokens), the newest entry and then the latest place winning ties. Random small-alphabet
+// replies, so that runs recur across entries and groups, with evictions along the way.
+TEST(OutputPool, TheIndexFindsWhatReadingEveryEntryFinds) {
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<engine::Token> token(0, 5);
+  OutputPool pool(3000);
+  struct Kept {
+    std::string group;
+    Tokens tokens;
+  };
+  std::vector<Kept> kept;  // what the pool should hold, oldest first
+  for (int round = 0; round < 300; ++round) {
+    const std::string group = round % 3 == 0 ? "b" : "a";
+    Tokens prompt(static_cast<size_t>(std::uniform_int_distribution<int>(0, 80)(rng)));
+    Tokens reply(static_cast<size_t>(std::uniform_int_distribution<int>(2, 60)(rng)));
+    for (auto& t : prompt) t = token(rng);
+    for (auto& t : reply) t = token(rng);
+    pool.remember(group, "owner", prompt, reply);
+    Tokens stored(prompt.end() - static_cast<std::ptrdiff_t>(std::min(prompt.size(), OutputPool::kLeadTokens)), prompt.end());
+    stored.insert(stored.end(), reply.begin(), reply.end());
+    std::erase_if(kept, [&](const Kept& k) { return k.group == group && k.tokens == stored; });
+    kept.push_back({group, stored});
+    std::size_t total = 0;
+    for (const Kept& k : kept) total += k.tokens.size();
+    while (total > pool.max_tokens()) {
+      total -= kept.front().tokens.size();
+      kept.erase(kept.begin());
+    }
+    ASSERT_EQ(pool.entries(), kept.size());
+    ASSERT_EQ(pool.tokens(), total);
+    Tokens context(12);
+    for (auto& t : context) t = token(rng);
+    for (const char* g : {"a", "b"}) {
+      SuffixMatch expected;
+      Tokens expected_next;
+      for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+        if (it->group != g) continue;
+        const SuffixMatch m = longest_suffix_match(it->tokens, context, 8);
+        if (m.length >= OutputPool::kIndexedTokens && m.length > expected.length) {
+          expected = m;
+          expected_next.assign(it->tokens.begin() + static_cast<std::ptrdiff_t>(m.next), it->tokens.end());
+        }
+      }
+      const OutputPool::Found found = pool.find(g, context, 8);
+      ASSERT_EQ(found.match.length, expected.length) << "round " << round << " group " << g;
+      ASSERT_EQ(Tokens(found.continuation.begin(), found.continuation.end()), expected_next) << "round " << round;
+    }
+  }
 }
 
 TEST(OutputPool, KeepsItsBoundDropsTheOldestAndForgetsAnOwner) {
