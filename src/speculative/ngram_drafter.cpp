@@ -24,6 +24,10 @@ Draft draft_ngram(std::span<const engine::Token> context, const OutputPool* pool
       draft.match = found.match.length;
     }
   }
+  // An image's positions hold negative stand-in ids (engine::image_token_ids), which are no tokens
+  // the model could be fed: a guess ends before them.
+  continuation = continuation.first(static_cast<std::size_t>(
+      std::ranges::find_if(continuation, [](engine::Token t) { return t < 0; }) - continuation.begin()));
   const auto length = std::min<std::size_t>(continuation.size(), static_cast<std::size_t>(most));
   if (draft.source == DraftSource::none || length < static_cast<std::size_t>(std::max(fewest, 1))) return Draft{};
   draft.tokens.assign(continuation.begin(), continuation.begin() + static_cast<std::ptrdiff_t>(length));

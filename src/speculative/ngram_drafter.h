@@ -33,7 +33,8 @@ struct Draft {
 };
 
 // Up to `most` tokens guessed to follow `context`; none when no source matches at least
-// kShortestMatch tokens or the best continuation is shorter than `fewest`. `pool` may be null
+// kShortestMatch tokens or the best continuation is shorter than `fewest`. A guess never holds an
+// image's stand-in ids (negative): it ends before the first. `pool` may be null
 // (the request does not read the cache's namespace).
 Draft draft_ngram(std::span<const engine::Token> context, const OutputPool* pool, std::string_view group,
                   std::int32_t most, std::int32_t fewest);

@@ -45,6 +45,18 @@ TEST(NgramDraft, DraftsFromTheContextsOwnRepetition) {
   EXPECT_TRUE(draft_ngram(Tokens{10, 11, 12, 13, 99, 11, 12}, nullptr, "", 8, 1).tokens.empty());
 }
 
+// An image's positions hold negative stand-in ids, which the model is never fed as tokens: a
+// guess that would run into them stops before them.
+TEST(NgramDraft, AGuessStopsBeforeAnImagesStandIns) {
+  const Tokens context = {10, 11, 12, 13, -7, -8, -9, 14, 10, 11, 12};
+  const Draft d = draft_ngram(context, nullptr, "", 8, 1);
+  EXPECT_EQ(d.tokens, (Tokens{13}));
+  EXPECT_TRUE(draft_ngram(context, nullptr, "", 8, 2).tokens.empty());
+  OutputPool pool(1000);
+  pool.remember("ns", "tenant", Tokens{1, 2, 3, -5, -6}, Tokens{40, 41});
+  EXPECT_TRUE(draft_ngram(Tokens{9, 1, 2, 3}, &pool, "ns", 8, 1).tokens.empty());
+}
+
 TEST(NgramDraft, ARegeneratedReplyDraftsTheEarlierOneFromThePool) {
   OutputPool pool(1000);
   const Tokens prompt = {1, 2, 3, 4, 5, 6};
