@@ -114,9 +114,7 @@ void Scheduler::Impl::verify_draft(size_t& index) {
       // The grammar refused the quick draw: the rest is drawn off this thread (sample_all).
       cut_guesses();
       count_verification(a, drafted, accepted);
-      const std::span<const float> logits = engine_.logits(row);
-      draws_->submit(a.id, a.sampler, std::vector<float>(logits.begin(), logits.end()));
-      a.drawing = true;
+      defer_draw(a, row);
       ++index;
       return;
     }

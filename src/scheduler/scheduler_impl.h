@@ -92,6 +92,7 @@ class Scheduler::Impl {
   void observe_ttft(double seconds, cache::Outcome outcome);
   FinishReason finish_reason_for(const Active& a) const;
   void sample_all();
+  void defer_draw(Active& a, std::int32_t row);
   void take_masked_draws();
   bool take_token(Active& a, engine::Token token, std::span<const float> logits);
   void settle(size_t& index, bool more);

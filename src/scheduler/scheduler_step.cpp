@@ -235,14 +235,20 @@ void Scheduler::Impl::sample_all() {
     }
     const std::optional<Token> token = a.sampler->sample_quick(a.row);
     if (!token) {
-      const std::span<const float> row = engine_.logits(a.row);
-      draws_->submit(a.id, a.sampler, std::vector<float>(row.begin(), row.end()));
-      a.drawing = true;
+      defer_draw(a, a.row);
       ++i;
       continue;
     }
     settle(i, take_token(a, *token, engine_.logits(a.row)));
   }
+}
+
+// The grammar refused the quick draw from `row`: the token is drawn from a copy of its logits off
+// this thread (MaskedDraws), and the request sits out of the batches until it is back.
+void Scheduler::Impl::defer_draw(Active& a, std::int32_t row) {
+  const std::span<const float> logits = engine_.logits(row);
+  draws_->submit(a.id, a.sampler, std::vector<float>(logits.begin(), logits.end()));
+  a.drawing = true;
 }
 
 // Masked draws that came back: each request takes its token as if it had been drawn in place.
