@@ -200,6 +200,7 @@ void schema_seeds(CorpusWriter& out) {
       R"({"type": "array", "items": true, "minItems": 1500})",
       R"({"anyOf": [{"$ref": "#"}, {"type": "integer"}]})",
       R"({"type": "string", "pattern": "^a+$"})",
+      R"({"enum": ["ab", "c", [1, 2], 3.5], "minLength": 2, "maxItems": 1, "minimum": 4})",
   };
   int n = 0;
   for (const char* schema : schemas) out.add("json_schema", "schema-" + std::to_string(n++), json::parse(schema).dump());

@@ -139,6 +139,18 @@ TEST(JsonSchemaGrammar, CountsBeyondTheLimitAreRefusedAtTheirKeyword) {
   EXPECT_EQ(refusal_of(R"({"type": "array", "maxItems": 1000001})").path, "$.maxItems");
 }
 
+// Beside an enum a count only filters the values, so any size is allowed; one that is no
+// non-negative integer is refused at its keyword, never converted (1e136 fits no integer).
+TEST(JsonSchemaGrammar, CountsBesideAnEnumFilterAtAnySizeAndMalformedOnesAreRefused) {
+  EXPECT_EQ(refusal_of(R"({"minLength": 1e136, "enum": ["a", "bb"]})").path, "$.minLength");
+  EXPECT_EQ(refusal_of(R"({"maxItems": -1, "enum": [[1]]})").path, "$.maxItems");
+  EXPECT_EQ(refusal_of(R"({"minLength": 11111111111111111111111111111, "enum": ["a"]})").path, "$.minLength");
+  EXPECT_EQ(refusal_of(R"({"minLength": 5000000, "enum": ["a", "bb"]})").path, "$.enum");
+  EXPECT_EQ(grammar_of(R"({"minLength": 2, "enum": ["a", "bb"]})"), grammar_of(R"({"enum": ["bb"]})"));
+  EXPECT_TRUE(validate_json(json::parse(R"("abc")"), json::parse(R"({"minLength": 1e136})")));
+  EXPECT_FALSE(validate_json(json::parse(R"("abc")"), json::parse(R"({"maxLength": 1e136})")));
+}
+
 // A schema whose value must begin with itself describes no text; the grammar engine would refuse
 // its left recursion, and the refusal belongs to the client, at the reference.
 TEST(JsonSchemaGrammar, AReferenceBackToItselfBeforeAnyCharacterIsRefused) {

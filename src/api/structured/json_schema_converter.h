@@ -185,6 +185,12 @@ class SchemaConverter {
     rest.erase("enum");
     rest.erase("const");
     if (schema.contains("enum") && schema.contains("const")) rest["enum"] = schema["enum"];
+    // A malformed count is refused as the typed path refuses it, not read as a filter.
+    for (const char* count : {"minLength", "maxLength", "minItems", "maxItems"}) {
+      if (rest.contains(count) && (!rest[count].is_number_integer() || rest[count].get<std::int64_t>() < 0)) {
+        refuse(path + "." + count, "must be a non-negative integer");
+      }
+    }
     const bool narrowed = !constraints_of(rest).empty();
     const nlohmann::json rest_validated = narrowed ? nlohmann::json::parse(rest.dump()) : nlohmann::json();
     std::vector<std::string> texts;

@@ -23,6 +23,11 @@ std::size_t code_points(std::string_view text) {
   return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
 
+// A count keyword's bound, compared as a double: a schema may write it as 1e300 or 2.5, which no
+// integer type holds (converting such a double to one is undefined). A bound that is no number
+// throws json::type_error, which validate_json reports as a malformed schema.
+double count_bound(const json& bound) { return bound.get<double>(); }
+
 bool digits(std::string_view s, size_t at, size_t n) {
   if (at + n > s.size()) return false;
   return std::all_of(s.begin() + static_cast<std::ptrdiff_t>(at), s.begin() + static_cast<std::ptrdiff_t>(at + n),
@@ -147,9 +152,9 @@ class Validator {
   }
 
   std::optional<ValidationError> check_array(const json& value, const json& schema, const std::string& at, int depth) const {
-    const auto n = static_cast<std::int64_t>(value.size());
-    if (schema.contains("minItems") && n < schema["minItems"].get<std::int64_t>()) return ValidationError{at, "fewer items than minItems"};
-    if (schema.contains("maxItems") && n > schema["maxItems"].get<std::int64_t>()) return ValidationError{at, "more items than maxItems"};
+    const auto n = static_cast<double>(value.size());
+    if (schema.contains("minItems") && n < count_bound(schema["minItems"])) return ValidationError{at, "fewer items than minItems"};
+    if (schema.contains("maxItems") && n > count_bound(schema["maxItems"])) return ValidationError{at, "more items than maxItems"};
     if (schema.value("uniqueItems", false)) {
       for (size_t i = 0; i < value.size(); ++i) {
         for (size_t j = i + 1; j < value.size(); ++j) {
@@ -166,9 +171,9 @@ class Validator {
   }
 
   static std::optional<ValidationError> check_string(const std::string& text, const json& schema, const std::string& at) {
-    const auto n = static_cast<std::int64_t>(code_points(text));
-    if (schema.contains("minLength") && n < schema["minLength"].get<std::int64_t>()) return ValidationError{at, "shorter than minLength"};
-    if (schema.contains("maxLength") && n > schema["maxLength"].get<std::int64_t>()) return ValidationError{at, "longer than maxLength"};
+    const auto n = static_cast<double>(code_points(text));
+    if (schema.contains("minLength") && n < count_bound(schema["minLength"])) return ValidationError{at, "shorter than minLength"};
+    if (schema.contains("maxLength") && n > count_bound(schema["maxLength"])) return ValidationError{at, "longer than maxLength"};
     if (schema.contains("format")) {
       const std::string format = schema["format"].is_string() ? schema["format"].get<std::string>() : "";
       bool ok = false;
