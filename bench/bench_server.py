@@ -1,10 +1,12 @@
-"""What the Python benchmarks (bench/*.py) share: a free loopback port, a JSON POST, and a server
-process that is up once its /health answers."""
+"""What the Python benchmarks (bench/*.py) share: a free loopback port, a JSON POST, a server
+process that is up once its /health answers, and rounds of targets ordered A B B A."""
 import json
 import os
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -52,3 +54,29 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
         self.log.close()
+
+
+def run_rounds(targets, rounds, run_one, label):
+    """Runs run_one(name, round_index, logs, results) for every target in every round, the targets
+    in their order in even rounds and reversed in odd ones (A B B A ...); returns the results and
+    the seconds it took."""
+    results = []
+    start = time.time()
+    logs = tempfile.mkdtemp(prefix=label.replace(" ", "-") + "-bench-")
+    print(f"{label} bench: server logs in {logs}", file=sys.stderr)
+    for round_index in range(rounds):
+        for name in targets if round_index % 2 == 0 else list(reversed(targets)):
+            print(f"{label} bench: round {round_index + 1}, {name}", file=sys.stderr)
+            run_one(name, round_index, logs, results)
+    return results, time.time() - start
+
+
+def write_outputs(text, results, out_path, json_path):
+    """Prints the report and writes it (and every measurement, as JSON) where asked."""
+    print(text)
+    if out_path:
+        with open(out_path, "w") as f:
+            f.write(text)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(results, f, indent=1)

@@ -25,7 +25,9 @@
 # 1024).
 # - speculative: bench/speculative.py, decode speed with and without n-gram drafts on prefixd and
 #   llama-server (the default model; about 8 minutes on two cores). Writes
-#   bench/results/<stem>-speculative.{md,json} and its section of docs/benchmarks.md (BENCH_DOCS).
+#   bench/results/<stem>-speculative.{md,json} and its section of docs/benchmarks.md (BENCH_DOCS);
+#   then bench/draft_model.py, the same with a draft model (a generated target/drafter pair, about
+#   10 minutes), into bench/results/<stem>-draft-model.{md,json}.
 # Extra arguments go to every `prefixd-bench compare` run as they are.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -102,6 +104,12 @@ if [[ $parts == *,speculative,* ]]; then
   [ -n "$docs" ] && args+=(--docs "$docs")
   echo "bench/run.sh: bench/speculative.py ${args[*]}" >&2
   python3 bench/speculative.py "${args[@]}" || rc=$?
+  # The draft model: a target/drafter pair generated from the default preset (drafts right by
+  # construction, and a drafter of another seed whose drafts are wrong).
+  args=(--prefixd "$prefixd" --mkmodel "$mkmodel" --out "$out/$stem-draft-model.md" --json "$out/$stem-draft-model.json")
+  [ -n "${BENCH_THREADS:-}" ] && args+=(--threads "$BENCH_THREADS")
+  echo "bench/run.sh: bench/draft_model.py ${args[*]}" >&2
+  python3 bench/draft_model.py "${args[@]}" || rc=$?
 fi
 
 echo "bench/run.sh: finished in $(( ($(date +%s) - start + 59) / 60 )) min (exit $rc)" >&2

@@ -19,14 +19,10 @@ second (timings.predicted_per_second, which both servers report) and draft count
 Writes a Markdown report (--out) and prints it.
 """
 import argparse
-import json
 import os
 import statistics
-import sys
-import tempfile
-import time
 
-from bench_server import Server, free_port, post
+from bench_server import Server, free_port, post, run_rounds, write_outputs
 
 WORDS = ("the quick brown fox jumps over the lazy dog and then runs away into the forest where it "
          "meets a bear who asks it for the way back to the river").split()
@@ -127,24 +123,10 @@ def main():
                    "<!-- speculative-report:begin --> and <!-- speculative-report:end --> (appended when absent)")
     args = p.parse_args()
     args.workloads = args.workloads.split(",")
-    targets = args.targets.split(",")
-    order = [(r, targets if r % 2 == 0 else list(reversed(targets))) for r in range(args.rounds)]  # A B B A ...
-    results = []
-    start = time.time()
-    logs = tempfile.mkdtemp(prefix="speculative-bench-")
-    print(f"speculative bench: server logs in {logs}", file=sys.stderr)
-    for round_index, ordered in order:
-        for name in ordered:
-            print(f"speculative bench: round {round_index + 1}, {name}", file=sys.stderr)
-            run_target(name, args, round_index, logs, results)
-    text = report(results, args, time.time() - start)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    results, elapsed = run_rounds(args.targets.split(","), args.rounds,
+                                  lambda name, r, logs, results: run_target(name, args, r, logs, results), "speculative")
+    text = report(results, args, elapsed)
+    write_outputs(text, results, args.out, args.json)
     if args.docs:
         put_into_docs(args.docs, text)
 

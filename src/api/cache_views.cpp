@@ -41,6 +41,18 @@ http::Response CacheViews::stats(const http::Request& req) const {
   const scheduler::SchedulerStats stats = scheduler_.stats();
   // Server-wide, so only in the whole cache's view: the prefill time the cache saved.
   if (!*tenant) view["seconds_saved"] = stats.prefill_seconds_saved;
+  // The draft model's own prompt cache (--model-draft), server-wide: its prefixes are the
+  // target's, read by another model.
+  if (const auto draft = scheduler_.draft_cache_stats(); draft && !*tenant) {
+    view["draft"] = {{"hits", draft->hits},
+                     {"misses", draft->misses},
+                     {"tokens_reused", draft->tokens_reused},
+                     {"prompt_tokens", draft->prompt_tokens},
+                     {"device_entries", draft->device_entries},
+                     {"device_cells", draft->device_cells},
+                     {"host_entries", draft->host_entries},
+                     {"host_bytes", draft->host_bytes}};
+  }
   if (engine_.vision() != nullptr) {
     view["images"] = {{"total", stats.images_total},
                       {"cached", stats.images_cached_total},

@@ -61,6 +61,9 @@ constexpr std::array kKeys{
     ConfigKey{"draft-min", model},
     ConfigKey{"draft-when", model},
     ConfigKey{"draft-pool-tokens", model},
+    ConfigKey{"model-draft", model},
+    ConfigKey{"draft-p-min", model},
+    ConfigKey{"gpu-layers-draft", model},
     ConfigKey{"model-fingerprint-cache", model},
     // [cache]: the prompt cache's device and host tiers, checkpoints and isolation.
     ConfigKey{"no-cache-prompt", cache},

@@ -22,6 +22,7 @@
 #include "engine/model_fingerprint.h"
 #include "remote/remote_endpoint.h"
 #include "scheduler/scheduler.h"
+#include "speculative/vocabulary_match.h"
 
 namespace prefixd::cli {
 namespace {
@@ -43,8 +44,10 @@ struct ServeOptions {
   std::int64_t retain_tokens = -1;         // -1: the context size
   std::string compaction = "auto";
   std::string prefill_packing = "auto";
-  std::string spec_type = "none";
+  std::string spec_type = "auto";  // auto: model with --model-draft, else none
   std::string draft_when = "paying";
+  std::string draft_model_path;    // --model-draft
+  std::int32_t draft_gpu_layers = -1;  // --gpu-layers-draft; -1: as --gpu-layers
   std::string swa_full = "auto";
   std::string fingerprint_cache;  // empty: default_fingerprint_cache_path; "off": none
   std::string chat_template_file;  // --chat-template-file; empty: the model's template
@@ -67,6 +70,28 @@ std::uint64_t available_memory_bytes() {
 
 // The host tier's default budget: a quarter of the memory available at startup, at most 8 GiB.
 std::uint64_t default_host_capacity() { return std::min<std::uint64_t>(available_memory_bytes() / 4, 8ull << 30); }
+
+// The draft model: a context as large as the model's, with the same sequences (each running
+// request's lane, and the drafter's own cache holders), text only. Its guesses are verified, so it
+// needs no --deterministic. Refused unless its token ids spell what the model's do.
+std::unique_ptr<engine::Engine> load_draft_model(const ServeOptions& o, const engine::Engine& target) {
+  engine::ContextOptions context = o.context;
+  context.n_ctx = target.context_size();
+  context.mmproj_path.clear();
+  context.deterministic = false;
+  if (o.draft_gpu_layers >= 0) context.gpu_layers = o.draft_gpu_layers;
+  std::unique_ptr<engine::Engine> drafter;
+  try {
+    drafter = engine::load_llama_engine(o.draft_model_path, context, "draft");
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::format("--model-draft {}: {}", o.draft_model_path, e.what()));
+  }
+  if (const auto difference = speculative::vocabulary_difference(target.vocab(), drafter->vocab())) {
+    throw std::runtime_error(std::format("--model-draft {}: its vocabulary is not the model's: {}", o.draft_model_path,
+                                         *difference));
+  }
+  return drafter;
+}
 
 // The model fingerprint cache file --model-fingerprint-cache names; empty when it is off.
 std::string resolve_fingerprint_cache(const std::string& flag, const std::string& disk_path) {
@@ -195,14 +220,21 @@ int run_serve(ServeOptions& o) {
   if (o.prefill_packing == "on") o.scheduler.prefill_packing = scheduler::PrefillPacking::on;
   if (o.prefill_packing == "bounded") o.scheduler.prefill_packing = scheduler::PrefillPacking::bounded;
   if (o.prefill_packing == "off") o.scheduler.prefill_packing = scheduler::PrefillPacking::off;
-  o.scheduler.speculation.type =
-      o.spec_type == "ngram" ? scheduler::SpeculationOptions::Type::ngram : scheduler::SpeculationOptions::Type::none;
+  using SpecType = scheduler::SpeculationOptions::Type;
+  if (o.spec_type == "auto") o.spec_type = o.draft_model_path.empty() ? "none" : "model";
+  if (o.spec_type == "model" && o.draft_model_path.empty()) throw std::runtime_error("--spec-type model needs --model-draft FILE");
+  if (o.spec_type != "model" && !o.draft_model_path.empty()) {
+    throw std::runtime_error(std::format("--model-draft drafts with a model: drop --spec-type {}", o.spec_type));
+  }
+  o.scheduler.speculation.type = o.spec_type == "ngram" ? SpecType::ngram : o.spec_type == "model" ? SpecType::model : SpecType::none;
   o.scheduler.speculation.only_paying = o.draft_when == "paying";
   o.scheduler.n_slots = o.context.n_parallel;
   o.server.slots = o.context.n_parallel;
   o.server.default_seed = o.seed < 0 ? engine::kRandomSeed : static_cast<std::uint32_t>(o.seed);
   const std::size_t per_token = model->model().kv_bytes_per_token;
-  scheduler::Scheduler scheduler(*model, o.scheduler);
+  std::unique_ptr<engine::Engine> drafter;
+  if (!o.draft_model_path.empty()) drafter = load_draft_model(o, *model);
+  scheduler::Scheduler scheduler(*model, o.scheduler, drafter.get());
   const cache::CacheConfig& resolved = scheduler.cache_config();
   const bool trimmable = scheduler.cache_reuse_mode() == cache::ReuseMode::trim;
   if (cache_on && !model->model().partial_copy_supported) {
@@ -388,9 +420,10 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
       ->capture_default_str()->envname("PREFIXD_PREFILL_PACKING")
       ->check(CLI::IsMember({"auto", "on", "bounded", "off"}));
   cmd->add_option("--spec-type", o->spec_type,
-                  "Speculative decoding: none, or ngram (draft each request's next tokens from its own tokens "
-                  "and from the replies its namespace produced earlier, verified in its decode call)")
-      ->capture_default_str()->envname("PREFIXD_SPEC_TYPE")->check(CLI::IsMember({"none", "ngram"}));
+                  "Speculative decoding: none; ngram (draft each request's next tokens from its own tokens and "
+                  "from the replies its namespace produced earlier, verified in its decode call); model (a draft "
+                  "model's guesses, --model-draft); auto: model with --model-draft, else none")
+      ->capture_default_str()->envname("PREFIXD_SPEC_TYPE")->check(CLI::IsMember({"auto", "none", "ngram", "model"}));
   cmd->add_option("--draft-max,--spec-draft-n-max", o->scheduler.speculation.draft_max,
                   "Most tokens one request drafts at one decode step (a request's speculative.n_max overrides)")
       ->capture_default_str()->envname("PREFIXD_DRAFT_MAX")->check(CLI::Range(1, 62));
@@ -403,6 +436,17 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                   "tokens per second than none (on a CPU a draft row costs most of a decode step); always: verify "
                   "every guess of --draft-min tokens or more")
       ->capture_default_str()->envname("PREFIXD_DRAFT_WHEN")->check(CLI::IsMember({"paying", "always"}));
+  cmd->add_option("--model-draft,--spec-draft-model", o->draft_model_path,
+                  "A draft model GGUF whose vocabulary is the model's: its greedy guesses are verified in each "
+                  "request's decode call (sets --spec-type model)")
+      ->envname("PREFIXD_MODEL_DRAFT")->check(CLI::ExistingFile);
+  cmd->add_option("--draft-p-min,--spec-draft-p-min", o->scheduler.speculation.p_min,
+                  "A draft model's guess it gives less probability than this ends the draft (a request's "
+                  "speculative.p_min overrides)")
+      ->capture_default_str()->envname("PREFIXD_DRAFT_P_MIN")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--gpu-layers-draft,--n-gpu-layers-draft,--spec-draft-ngl", o->draft_gpu_layers,
+                  "Layers of the draft model to offload to a GPU backend (default: as --gpu-layers)")
+      ->envname("PREFIXD_GPU_LAYERS_DRAFT");
   cmd->add_option("--draft-pool-tokens", o->scheduler.speculation.pool_tokens,
                   "Tokens of earlier replies kept for n-gram drafting, over every namespace (oldest go first)")
       ->capture_default_str()->envname("PREFIXD_DRAFT_POOL_TOKENS")

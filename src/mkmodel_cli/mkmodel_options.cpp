@@ -17,6 +17,12 @@ std::function<int()> add_mkmodel_options(CLI::App& app) {
   app.add_option("--seed", options->seed, "Seed of the random weights (same seed, same file)")->capture_default_str();
   app.add_option("--type", options->weight_type, "Weight type: f32, f16 or q8_0 (default: the preset's)")
       ->check(CLI::IsMember({"", "f32", "f16", "q8_0"}));
+  app.add_option("--layers", options->layers,
+                 "Keep only the first N blocks (same seed: the full model's first blocks, vocabulary and head; "
+                 "a drafter for it)");
+  app.add_option("--inert-from", options->inert_from,
+                 "Blocks from index N on add nothing to the residual stream but cost their full compute (a "
+                 "target that the --layers N model drafts right)");
   app.add_flag("--quiet", options->quiet, "Print nothing on success");
   app.add_flag("--list", *list, "List the presets and exit");
   return [options, list]() {

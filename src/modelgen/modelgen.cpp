@@ -1,7 +1,9 @@
 // generate_model: resolve options, build the vocabulary, write to a temporary file, rename.
 #include "modelgen/modelgen.h"
 
+#include <charconv>
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <format>
@@ -53,13 +55,67 @@ class TemporaryFile {
   bool committed_ = false;
 };
 
+// The block index of a tensor named "blk.N.<what>", or nullopt.
+std::optional<std::uint32_t> block_of(const std::string& name) {
+  if (!name.starts_with("blk.")) return std::nullopt;
+  std::uint32_t index = 0;
+  const char* begin = name.data() + 4;
+  const auto [end, error] = std::from_chars(begin, name.data() + name.size(), index);
+  if (error != std::errc() || end == begin || *end != '.') return std::nullopt;
+  return index;
+}
+
+std::uint32_t block_count(const ModelSpec& spec) {
+  for (const MetaEntry& e : spec.hparams) {
+    if (e.key == "block_count") return std::get<std::uint32_t>(e.value);
+  }
+  throw std::runtime_error(std::format("preset {} has no block_count", spec.preset));
+}
+
+// Per-layer hyper-parameters (arrays with one value per block) would have to be cut too; only
+// presets without them take --layers.
+void keep_layers(ModelSpec& spec, std::uint32_t layers) {
+  const std::uint32_t all = block_count(spec);
+  if (layers > all) throw std::runtime_error(std::format("--layers {}: preset {} has {} blocks", layers, spec.preset, all));
+  for (MetaEntry& e : spec.hparams) {
+    if (e.key == "block_count") e.value = layers;
+    if (!std::holds_alternative<std::uint32_t>(e.value) && !std::holds_alternative<std::int32_t>(e.value) &&
+        !std::holds_alternative<float>(e.value) && !std::holds_alternative<bool>(e.value) &&
+        !std::holds_alternative<std::string>(e.value)) {
+      throw std::runtime_error(std::format("--layers: preset {} has per-layer parameters ({})", spec.preset, e.key));
+    }
+  }
+  std::erase_if(spec.tensors, [layers](const TensorSpec& t) {
+    const auto block = block_of(t.name);
+    return block && *block >= layers;
+  });
+  spec.display_name += std::format(", first {} of {} blocks", layers, all);
+}
+
+// A block adds its attention (or state-space) output and its feed-forward output to the residual
+// stream; with those projections and their biases zero it adds exactly zero.
+void make_inert(ModelSpec& spec, std::uint32_t from) {
+  const std::uint32_t all = block_count(spec);
+  if (from >= all) throw std::runtime_error(std::format("--inert-from {}: preset {} has {} blocks", from, spec.preset, all));
+  for (TensorSpec& t : spec.tensors) {
+    const auto block = block_of(t.name);
+    if (!block || *block < from) continue;
+    for (const char* output : {".attn_output.", ".ffn_down.", ".ssm_out."}) {
+      if (t.name.find(output) != std::string::npos) t.init = Constant{0.0f};
+    }
+  }
+  spec.display_name += std::format(", blocks {} to {} inert", from, all - 1);
+}
+
 }  // namespace
 
 void generate_model(const GenerateOptions& options) {
   if (options.out_path.empty()) {
     throw std::runtime_error("no output path given for the model file");
   }
-  const ModelSpec spec = make_spec(options.preset);
+  ModelSpec spec = make_spec(options.preset);
+  if (options.inert_from > 0) make_inert(spec, options.inert_from);
+  if (options.layers > 0) keep_layers(spec, options.layers);
   const std::string type_name = options.weight_type.empty() ? spec.default_weight_type : options.weight_type;
   const ggml_type matrix_type = parse_weight_type(type_name);
 

@@ -24,6 +24,15 @@ struct GenerateOptions {
   std::string out_path;
   std::uint64_t seed = 42;
   std::string weight_type;  // "", "f32", "f16", "q8_0"; "" = the preset's default
+  // Keep only the first `layers` blocks (0: all). Weights are drawn per tensor name, so with the
+  // same seed the kept blocks, embeddings and head equal the full model's: a small drafter whose
+  // vocabulary and first layers are the larger model's.
+  std::uint32_t layers = 0;
+  // Blocks from this index on write nothing into the residual stream (their output projections are
+  // zero), though they are computed at full cost: the model then computes what its first
+  // `inert_from` blocks alone compute, as slowly as the whole. 0: no inert blocks. With `layers`
+  // above, the pair is a target and a drafter whose guesses are right by construction.
+  std::uint32_t inert_from = 0;
   bool quiet = false;
 };
 

@@ -69,11 +69,12 @@ struct PromptImage {
   engine::Pos end() const { return begin + image->n_tokens; }
 };
 
-// A request's own speculation settings (llama-server's `speculative.n_max` and `speculative.n_min`):
+// A request's own speculation settings (llama-server's `speculative.n_max`, `.n_min` and `.p_min`):
 // unset fields take the server's. n_max 0 turns drafting off for the request.
 struct DraftSettings {
   std::optional<std::int32_t> n_max;
   std::optional<std::int32_t> n_min;
+  std::optional<float> p_min;
 };
 
 struct GenerationRequest {
@@ -111,6 +112,13 @@ const char* finish_reason_name(FinishReason reason);
 
 // What the prompt cache did for a request (telemetry in every response).
 // What the prompt cache did for a request, as the cache decided it (cache::PrefixCache::acquire).
+// A draft model's reading of a request's prompt (ModelDrafter): the prompt tokens its own prompt
+// cache gave it and those it computed; together the prompt, once its lane read it all.
+struct DraftCacheReport {
+  std::int32_t cached_tokens = 0;
+  std::int32_t fed_tokens = 0;
+};
+
 struct CacheReport {
   cache::Outcome outcome = cache::Outcome::cold;
   std::int32_t cached_tokens = 0;  // prompt tokens reused, not fed through the model
@@ -129,6 +137,7 @@ struct CacheReport {
   // Prefill time the cached tokens saved: cached_tokens at the prompt rate measured when the request
   // was admitted (what /metrics sums in prefixd_prefill_seconds_saved_total).
   double seconds_saved = 0;
+  std::optional<DraftCacheReport> draft;  // set when a draft model drafted for the request
 };
 
 struct Usage {

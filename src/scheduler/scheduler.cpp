@@ -18,7 +18,8 @@ const char* submit_error_message(SubmitError error) {
 }
 
 
-Scheduler::Impl::Impl(engine::Engine& engine, SchedulerOptions options) : engine_(engine), options_(options) {
+Scheduler::Impl::Impl(engine::Engine& engine, SchedulerOptions options, engine::Engine* drafter)
+    : engine_(engine), options_(options) {
   // The engine's window pin (if any) is its last sequence id and the cache's alone.
   const engine::SeqId pin = engine_.model().window_pin;
   const std::int32_t usable = pin >= 0 ? pin : engine_.sequence_count();
@@ -38,7 +39,7 @@ Scheduler::Impl::Impl(engine::Engine& engine, SchedulerOptions options) : engine
                options_.prefill_packing ? "--prefill-packing"
                : engine_.model().on_accelerator ? "the default with layers on a GPU"
                                                 : "the default on the CPU");
-  set_up_speculation();
+  set_up_speculation(drafter);
   cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders), scratch,
                                                 options_.cache.enabled ? pin : -1);
   draws_ = std::make_unique<MaskedDraws>([this] {
@@ -130,6 +131,8 @@ cache::ResetReport Scheduler::Impl::reset_cache(const std::optional<cache::Scope
   cache::ResetReport report;
   run_on_thread([&] {
     report = scope ? cache_->reset_scope(*scope) : cache_->reset();
+    if (drafter_ && scope) drafter_->cache().reset_scope(*scope);
+    if (drafter_ && !scope) drafter_->cache().reset();
     sessions_.forget_kept(scope);
     forget_outputs(scope);
   });
@@ -182,6 +185,7 @@ void Scheduler::Impl::run() {
     if (const std::int64_t cells = life().tick(active_.empty()); cells > 0) {
       spdlog::trace("cache: {} idle cells rewritten from the start of the context", cells);
     }
+    if (drafter_) drafter_->tick();
     admit();
     drop_cancelled();
     take_resolved_prefixes();
@@ -203,8 +207,8 @@ void Scheduler::Impl::shutdown() {
   inbox_.clear();
 }
 
-Scheduler::Scheduler(engine::Engine& engine, SchedulerOptions options)
-    : impl_(std::make_unique<Impl>(engine, options)) {}
+Scheduler::Scheduler(engine::Engine& engine, SchedulerOptions options, engine::Engine* drafter)
+    : impl_(std::make_unique<Impl>(engine, options, drafter)) {}
 Scheduler::~Scheduler() = default;
 
 std::expected<std::shared_ptr<RequestStream>, SubmitError> Scheduler::submit(GenerationRequest request) {
@@ -213,6 +217,7 @@ std::expected<std::shared_ptr<RequestStream>, SubmitError> Scheduler::submit(Gen
 SchedulerStats Scheduler::stats() const { return impl_->stats(); }
 std::int32_t Scheduler::max_prompt_tokens() const { return impl_->max_prompt_tokens(); }
 cache::CacheStats Scheduler::cache_stats() const { return impl_->cache_stats(); }
+std::optional<cache::CacheStats> Scheduler::draft_cache_stats() const { return impl_->draft_cache_stats(); }
 const cache::CacheConfig& Scheduler::cache_config() const { return impl_->cache_config(); }
 cache::ResetReport Scheduler::reset_cache(const std::optional<cache::ScopeId>& scope) {
   return impl_->reset_cache(scope);

@@ -44,7 +44,9 @@ enum class PrefillPacking { off, bounded, on };
 // the request's decode token (src/speculative, scheduler_drafts.cpp). Every emitted token is the
 // model's own draw from its own row, so a draft only changes how many tokens a step yields.
 struct SpeculationOptions {
-  enum class Type { none, ngram };
+  // ngram: guesses from text seen before (src/speculative); model: a draft model's greedy guesses
+  // (ModelDrafter; the Scheduler is given the drafter's engine).
+  enum class Type { none, ngram, model };
   Type type = Type::none;
   std::int32_t draft_max = 16;  // most tokens drafted for one request at one step
   std::int32_t draft_min = 2;   // a shorter guess is not verified
@@ -52,6 +54,9 @@ struct SpeculationOptions {
   // or (false) verify every guess of at least draft_min tokens, up to draft_max.
   bool only_paying = true;
   std::size_t pool_tokens = std::size_t{1} << 20;  // earlier replies kept for drafting (speculative::OutputPool)
+  // A draft model's guess it gives less probability than this ends its draft (llama-server's
+  // --spec-draft-p-min, whose default is 0 too: the economics decide the length).
+  float p_min = 0;
 };
 
 struct SchedulerOptions {
@@ -129,7 +134,10 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
-  Scheduler(engine::Engine& engine, SchedulerOptions options);
+  // `drafter`: the draft model's engine when options.speculation.type is model (its vocabulary
+  // checked against the target's by the caller: speculative::vocabulary_difference), with
+  // sequence ids for n_slots + cache_holders + 1 sequences; it must outlive the scheduler.
+  Scheduler(engine::Engine& engine, SchedulerOptions options, engine::Engine* drafter = nullptr);
   ~Scheduler();  // cancels everything still queued or running and joins the thread
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -147,6 +155,8 @@ class Scheduler {
   cache::ReuseMode cache_reuse_mode() const;
   // Thread-safe snapshot of the prompt cache's counters and sizes.
   cache::CacheStats cache_stats() const;
+  // The same of the draft model's own prompt cache; nullopt without a draft model.
+  std::optional<cache::CacheStats> draft_cache_stats() const;
   // Empties every tier, or with `scope` removes that scope's entries from every tier (runs on the
   // scheduler thread; blocks until done).
   cache::ResetReport reset_cache(const std::optional<cache::ScopeId>& scope = std::nullopt);

@@ -1,5 +1,6 @@
 // prefixd scheduler — speculative decoding. Before a step, each generating request with drafting on
-// guesses the tokens after its decode token (src/speculative); the guesses ride in the rows after
+// guesses the tokens after its decode token (n-gram guesses from src/speculative, or a draft
+// model's, model_drafter.h); the guesses ride in the rows after
 // that token, in the same row-wise call, and are checked as the request samples: the sampler draws
 // from the decode token's row as it always does, and while the drawn token equals the next guess,
 // the guess's row already holds the logits of the position after it, so the request draws again
@@ -15,7 +16,9 @@
 #include "scheduler/scheduler_impl.h"
 
 #include <algorithm>
+#include <format>
 #include <spdlog/spdlog.h>
+#include <stdexcept>
 
 namespace prefixd::scheduler {
 
@@ -25,6 +28,10 @@ namespace {
 
 std::string owner_key(const cache::ScopeId& scope) { return std::string(scope.begin(), scope.end()); }
 
+// A draft model's guesses repeat no matched text; their prior chance is even (match / (match + 2)
+// in DraftRecord::acceptance) until the request's own verifications say otherwise.
+constexpr std::int32_t kModelDraftPriorMatch = 2;
+
 }  // namespace
 
 // Drafts are rolled back by cutting their cells from the sequence's end. Attention cells allow
@@ -32,7 +39,7 @@ std::string owner_key(const cache::ScopeId& scope) { return std::string(scope.be
 // once that cell lies outside its owner's window as of the owner's last position before the
 // call, so the rows of a draft never take a cell that the positions before it still attend to.
 // A recurrent state has consumed the draft and cannot lose it.
-void Scheduler::Impl::set_up_speculation() {
+void Scheduler::Impl::set_up_speculation(engine::Engine* drafter) {
   const SpeculationOptions& o = options_.speculation;
   if (o.type == SpeculationOptions::Type::none) {
     spdlog::info("speculation: off");
@@ -43,6 +50,32 @@ void Scheduler::Impl::set_up_speculation() {
     spdlog::warn("speculation: off for this {} model: a rejected draft is rolled back by cutting its cells, "
                  "which a recurrent state does not allow",
                  engine::family_name(model.family));
+    return;
+  }
+  if (o.type == SpeculationOptions::Type::model) {
+    if (drafter == nullptr) throw std::invalid_argument("speculation by a draft model needs the draft model's engine");
+    // The drafter's lanes are cut back after each verification like the target's sequences, and
+    // its cache needs sequences of its own beside them.
+    if (drafter->model().family != engine::ModelFamily::dense) {
+      throw std::invalid_argument(std::format("the draft model must be a dense attention model, not {}",
+                                              engine::family_name(drafter->model().family)));
+    }
+    const std::int32_t holders =
+        std::clamp(drafter->sequence_count() - options_.n_slots - 1, 0, options_.cache_holders);
+    const engine::Token shared_tokens = std::min(engine_.vocab().size(), drafter->vocab().size());
+    // Its host tier holds the same prompts as the target's, at its own bytes per token.
+    cache::CacheConfig config = options_.cache;
+    const double ratio = model.kv_bytes_per_token > 0 ? static_cast<double>(drafter->model().kv_bytes_per_token) /
+                                                            static_cast<double>(model.kv_bytes_per_token)
+                                                      : 1.0;
+    config.host_capacity_bytes = static_cast<std::uint64_t>(static_cast<double>(config.host_capacity_bytes) * std::min(ratio, 1.0));
+    drafter_ = std::make_unique<ModelDrafter>(*drafter, config, options_.n_slots, holders, shared_tokens);
+    speculation_ = true;
+    spdlog::info("speculation: draft model {} guesses {} to {} tokens{}, each ending below probability {}; its prompt "
+                 "cache keeps {} sequences in {} cells",
+                 drafter->model().architecture, o.draft_min, o.draft_max,
+                 o.only_paying ? " where the measured costs say they pay" : " (every guess)", o.p_min, holders,
+                 drafter->context_size());
     return;
   }
   speculation_ = true;
@@ -70,16 +103,14 @@ void Scheduler::Impl::plan_drafts() {
   if (!speculation_) return;
   std::int64_t spare = life().spare_cells(running_cells());
   auto rows = static_cast<std::int32_t>(std::ranges::count_if(active_, [this](const auto& a) { return has_sampled_row(*a); }));
+  if (drafter_) {
+    plan_model_drafts(spare, rows);
+    return;
+  }
   for (auto& a : active_) {
     a->draft.clear();
-    if (!a->drafting || !a->decoding() || a->warming) continue;
-    if (static_cast<std::size_t>(a->n_past) + 1 != a->tokens.size()) continue;
-    // A step yields at most one token past the draft; the reply's limit and the context bound it.
-    std::int64_t most = a->drafting->most;
-    most = std::min<std::int64_t>(most, a->max_new - a->generated - 1);
-    most = std::min<std::int64_t>(most, engine_.context_size() - static_cast<std::int64_t>(a->tokens.size()) - 1);
-    most = std::min(most, spare);
-    if (most < a->drafting->fewest) continue;
+    const std::int64_t most = draft_room(*a, spare);
+    if (most < 1 || most < a->drafting->fewest) continue;
     speculative::Draft draft = speculative::draft_ngram(a->tokens, a->uses_cache() ? &outputs_ : nullptr,
                                                         a->request.cache.namespace_digest,
                                                         static_cast<std::int32_t>(most), a->drafting->fewest);
@@ -95,6 +126,60 @@ void Scheduler::Impl::plan_drafts() {
     spare -= length;
     rows += length;
     a->draft = std::move(draft.tokens);
+  }
+}
+
+// The most tokens a request may guess this step (0: none): its limits, the reply's (a step yields
+// at most one token past the draft), the context's, and the spare cells.
+std::int64_t Scheduler::Impl::draft_room(const Active& a, std::int64_t spare) const {
+  if (!a.drafting || !a.decoding() || a.warming) return 0;
+  if (static_cast<std::size_t>(a.n_past) + 1 != a.tokens.size()) return 0;
+  std::int64_t most = a.drafting->most;
+  most = std::min<std::int64_t>(most, a.max_new - a.generated - 1);
+  most = std::min<std::int64_t>(most, engine_.context_size() - static_cast<std::int64_t>(a.tokens.size()) - 1);
+  return std::max<std::int64_t>(0, std::min(most, spare));
+}
+
+// A draft model guesses for every request at once (its calls are shared); each asks for as many
+// tokens as pay at its measured acceptance, counting the drafter's time per guess.
+void Scheduler::Impl::plan_model_drafts(std::int64_t spare, std::int32_t rows) {
+  std::vector<ModelDrafter::Job> jobs;
+  std::vector<Active*> owners;
+  for (auto& a : active_) {
+    a->draft.clear();
+    if (!a->request.images.empty()) continue;  // the drafter cannot read an image's rows
+    const std::int64_t most = draft_room(*a, spare);
+    if (most < 1 || most < a->drafting->fewest) continue;
+    const auto guessed = static_cast<std::int32_t>(most);
+    const std::int32_t length =
+        options_.speculation.only_paying
+            ? speculative::best_draft_length(row_costs_, a->drafts.acceptance(kModelDraftPriorMatch), rows - 1,
+                                             a->drafting->fewest, guessed, drafter_->seconds_per_guess())
+            : guessed;
+    if (length == 0) continue;
+    spare -= length;
+    rows += length;
+    jobs.push_back({.lane = a->seq,
+                    .context = a->tokens,
+                    .prompt = a->n_prompt,
+                    .key = nullptr,
+                    .most = length,
+                    .p_min = a->request.speculative.p_min.value_or(options_.speculation.p_min)});
+    owners.push_back(a.get());
+  }
+  if (jobs.empty()) return;
+  std::vector<cache::RequestKey> keys;
+  keys.reserve(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    keys.push_back(cache_key(owners[i]->request.cache));
+    if (owners[i]->uses_cache()) jobs[i].key = &keys.back();
+  }
+  drafter_->draft(jobs);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    // A draft shorter than the request's least is not verified (the drafter stopped early).
+    if (static_cast<std::int32_t>(jobs[i].guesses.size()) >= owners[i]->drafting->fewest) {
+      owners[i]->draft = std::move(jobs[i].guesses);
+    }
   }
 }
 

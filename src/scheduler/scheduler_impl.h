@@ -3,7 +3,8 @@
 // requests' tickets offered to the cache in arrival order, the cache's answer applied),
 // scheduler_step.cpp (batching, sampling, stops, decode-failure recovery, finishing a request),
 // scheduler_warmup.cpp (feeding the end of a turn after a reply), scheduler_images.cpp (an
-// image's rows), scheduler_drafts.cpp (speculative decoding: drafts and their verification). Internal to src/scheduler.
+// image's rows), scheduler_drafts.cpp (speculative decoding: drafts and their verification; a
+// draft model's lanes and cache in model_drafter.h). Internal to src/scheduler.
 #pragma once
 
 #include <condition_variable>
@@ -19,6 +20,7 @@
 #include "cache/prefix_cache.h"
 #include "scheduler/image_embeddings.h"
 #include "scheduler/masked_draws.h"
+#include "scheduler/model_drafter.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_internal.h"
 #include "scheduler/session_memory.h"
@@ -36,12 +38,15 @@ bool prefills_before(const Active* x, const Active* y);
 
 class Scheduler::Impl {
  public:
-  Impl(engine::Engine& engine, SchedulerOptions options);
+  Impl(engine::Engine& engine, SchedulerOptions options, engine::Engine* drafter);
   ~Impl();
 
   std::expected<std::shared_ptr<RequestStream>, SubmitError> submit(GenerationRequest request);
   SchedulerStats stats() const;
   cache::CacheStats cache_stats() const { return cache_->stats(); }
+  std::optional<cache::CacheStats> draft_cache_stats() const {
+    return drafter_ ? std::optional(drafter_->cache().stats()) : std::nullopt;
+  }
   const cache::CacheConfig& cache_config() const { return cache_->config(); }
   cache::ReuseMode cache_reuse_mode() const { return cache_->reuse_mode(); }
   cache::ResetReport reset_cache(const std::optional<cache::ScopeId>& scope);
@@ -108,9 +113,11 @@ class Scheduler::Impl {
   bool prefill_image(size_t index, const PromptImage& image);  // index into active_
 
   // scheduler_drafts.cpp
-  void set_up_speculation();
+  void set_up_speculation(engine::Engine* drafter);
   void start_drafting(Active& a);
   void plan_drafts();
+  void plan_model_drafts(std::int64_t spare, std::int32_t rows);
+  std::int64_t draft_room(const Active& a, std::int64_t spare) const;
   void verify_draft(size_t& index);
   void count_verification(Active& a, std::int32_t drafted, std::int32_t accepted);
   void remember_output(const Active& a);
@@ -145,6 +152,7 @@ class Scheduler::Impl {
   bool speculation_ = false;
   speculative::OutputPool outputs_{options_.speculation.pool_tokens};
   speculative::RowCosts row_costs_;  // the sampled calls' times, by their rows
+  std::unique_ptr<ModelDrafter> drafter_;  // a draft model's guesses (type model)
 
   // Shared with submitters; guarded by mutex_.
   mutable std::mutex mutex_;

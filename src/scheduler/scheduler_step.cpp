@@ -399,6 +399,10 @@ void Scheduler::Impl::finish(size_t index, FinishReason reason, std::string erro
   const bool warm = reason != FinishReason::error && reason != FinishReason::cancelled && warmup_applies(*a);
   if (reason != FinishReason::error && reason != FinishReason::cancelled) remember_reply(*a);
   remember_output(*a);
+  if (drafter_ && a->drafting) {
+    const ModelDrafter::LaneReport lane = drafter_->report(a->seq);
+    if (lane.cached_tokens + lane.fed_tokens > 0) a->cache.draft = DraftCacheReport{lane.cached_tokens, lane.fed_tokens};
+  }
   if (!warm) end_sequence(*a, reason != FinishReason::error);
 
   StreamEvent done;
@@ -447,6 +451,7 @@ void Scheduler::Impl::finish_prefills() {
 
 // Gives the request's sequence back: its K/V to the cache when `keep`, else dropped.
 void Scheduler::Impl::end_sequence(Active& a, bool keep) {
+  if (drafter_) drafter_->end(a.seq, a.tokens, keep);
   if (!a.uses_cache()) {
     engine_.remove_sequence(a.seq, 0, -1);
   } else if (keep && !a.waiting) {

@@ -38,7 +38,7 @@ double DraftRecord::acceptance(std::int32_t match) const {
 }
 
 std::int32_t best_draft_length(const RowCosts& costs, double acceptance, std::int32_t other_rows, std::int32_t fewest,
-                               std::int32_t most) {
+                               std::int32_t most, double seconds_per_guess) {
   if (most < std::max(fewest, 1)) return 0;
   const std::int32_t base_rows = other_rows + 1;
   const std::optional<double> base = costs.call_seconds(base_rows);
@@ -55,7 +55,7 @@ std::int32_t best_draft_length(const RowCosts& costs, double acceptance, std::in
     chance *= p;
     expected += chance;
     if (k < fewest) continue;
-    const double rate = (other_rows + expected) / *costs.call_seconds(base_rows + k);
+    const double rate = (other_rows + expected) / (*costs.call_seconds(base_rows + k) + k * seconds_per_guess);
     if (rate > best_rate) {
       best_rate = rate;
       best = k;

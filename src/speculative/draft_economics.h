@@ -57,8 +57,9 @@ class DraftRecord {
 // when no draft promises a tenth more than none. `other_rows`: the rows the call holds besides
 // this request's decode row (each yields about one token). Each guessed token is right with chance
 // `acceptance`, given the ones before it were. Without measured costs (a fresh server) the answer
-// is the shortest draft, `fewest`: it measures them at the least cost.
+// is the shortest draft, `fewest`: it measures them at the least cost. `seconds_per_guess`: what
+// making each guessed token costs beside the call (a draft model's call; 0 for n-gram guesses).
 std::int32_t best_draft_length(const RowCosts& costs, double acceptance, std::int32_t other_rows, std::int32_t fewest,
-                               std::int32_t most);
+                               std::int32_t most, double seconds_per_guess = 0);
 
 }  // namespace prefixd::speculative

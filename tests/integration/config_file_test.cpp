@@ -137,6 +137,25 @@ TEST_F(ConfigFile, ADraftMinimumAboveTheMaximumIsRefused) {
   EXPECT_NE(bad_type.output.find("--spec-type"), std::string::npos) << bad_type.output;
 }
 
+// A draft model must read token ids as the model does, and be cut back like an attention model;
+// --spec-type must agree with --model-draft.
+TEST_F(ConfigFile, ADraftModelOfAnotherVocabularyOrFamilyIsRefused) {
+  const std::string models = PREFIXD_TEST_MODELS_DIR;
+  const std::string serve = "serve --model " + std::string(PREFIXD_TINY_MODEL) + " --port 1 ";
+  const CommandResult other = prefixd(serve + "--model-draft " + models + "/archs/gemma2-dense.gguf");
+  EXPECT_NE(other.status, 0) << other.output;
+  EXPECT_NE(other.output.find("its vocabulary is not the model's: "), std::string::npos) << other.output;
+  const CommandResult recurrent = prefixd(serve + "--model-draft " + models + "/mamba2-tiny.gguf");
+  EXPECT_NE(recurrent.status, 0) << recurrent.output;
+  EXPECT_NE(recurrent.output.find("the draft model must be a dense attention model"), std::string::npos) << recurrent.output;
+  const CommandResult no_model = prefixd(serve + "--spec-type model");
+  EXPECT_NE(no_model.status, 0) << no_model.output;
+  EXPECT_NE(no_model.output.find("--spec-type model needs --model-draft FILE"), std::string::npos) << no_model.output;
+  const CommandResult both = prefixd(serve + "--spec-type ngram --model-draft " + models + "/tiny-first-block.gguf");
+  EXPECT_NE(both.status, 0) << both.output;
+  EXPECT_NE(both.output.find("drop --spec-type ngram"), std::string::npos) << both.output;
+}
+
 // A keep-alive interval of zero would flood every stream; the flag names its range.
 TEST_F(ConfigFile, AStreamKeepAliveOutsideItsRangeIsRefused) {
   const CommandResult run = prefixd("serve --model " + std::string(PREFIXD_TINY_MODEL) + " --stream-keepalive 0 --port 1");

@@ -1,5 +1,6 @@
 // Speculative decoding through the real server: n-gram drafts (from a request's own tokens and from
-// the replies its namespace produced) change how many tokens a step yields, never which tokens.
+// the replies its namespace produced) and a draft model's guesses change how many tokens a step
+// yields, never which tokens.
 // Each reply is compared with the same request sent with `speculative.n_max: 0` (no drafts) to the
 // same server, and the tests assert that drafts were both accepted and rejected, so that the
 // rollback of rejected cells is reached, not only the happy path.
@@ -227,6 +228,93 @@ TEST(Speculation, IsOffForRecurrentState) {
       EXPECT_FALSE(reply.body["timings"].contains("draft_n")) << model << ": " << reply.raw;
     }
   }
+}
+
+std::string test_model(const std::string& name) { return std::string(PREFIXD_TEST_MODELS_DIR) + "/" + name + ".gguf"; }
+
+// A draft model (the tiny model's first block alone) guesses the tiny model's tokens partly right:
+// greedy and seeded replies equal those without drafts, both accepted and rejected guesses are
+// reached, and a prompt the drafter read before comes from its own cache. The counts in the
+// replies, /v1/cache/stats and /metrics agree.
+TEST(Speculation, ADraftModelsRepliesEqualThoseWithoutDrafts) {
+  ServerProcess server({.extra_args = {"--model-draft", test_model("tiny-first-block"), "--draft-when", "always",
+                                       "--draft-p-min", "0", "--deterministic"},
+                        .ctx_size = 4096});
+  EXPECT_NE(server.log().find("speculation: draft model qwen2 guesses 2 to 16 tokens (every guess)"), std::string::npos)
+      << server.log();
+  auto client = server.client();
+  Drafts drafts;
+  for (int k = 0; k < 4; ++k) {
+    const json body = {{"prompt", repeating_text(k, 200 + 200 * k)}, {"temperature", 0}, {"max_tokens", 64},
+                       {"ignore_eos", true}};
+    same_without_drafts(*client, "/v1/completions", body, drafts, "greedy, k = " + std::to_string(k));
+  }
+  for (int seed : {3, 4}) {
+    const json chat = {{"messages", json::array({{{"role", "user"}, {"content", "Write a poem about snow."}}})},
+                       {"temperature", 0.8}, {"seed", seed}, {"max_tokens", 48}, {"ignore_eos", true}};
+    same_without_drafts(*client, "/v1/chat/completions", chat, drafts, "seed " + std::to_string(seed));
+  }
+  EXPECT_GT(drafts.accepted, 0) << "no guess of the draft model was accepted";
+  EXPECT_GT(drafts.drafted, drafts.accepted) << "no guess was rejected: the rollback was not reached";
+
+  // The same prompt again: the drafter's cache holds it, so it computes almost none of it.
+  const json body = {{"prompt", repeating_text(7, 500)}, {"temperature", 0}, {"max_tokens", 24}};
+  const JsonReply cold = post_json(*client, "/v1/completions", body);
+  const JsonReply warm = post_json(*client, "/v1/completions", body);
+  ASSERT_EQ(cold.status, 200) << cold.raw;
+  ASSERT_EQ(warm.status, 200) << warm.raw;
+  const json& cold_draft = cold.body["prompt_cache"]["draft"];
+  const json& warm_draft = warm.body["prompt_cache"]["draft"];
+  ASSERT_TRUE(cold_draft.is_object()) << cold.raw;
+  ASSERT_TRUE(warm_draft.is_object()) << warm.raw;
+  EXPECT_EQ(cold_draft["cached_tokens"], 0) << cold.raw;
+  // The drafter reads the prompt and the first token, so the whole prompt can come from its cache;
+  // what it reused and computed of the prompt adds up to the prompt.
+  const long prompt = warm.body["usage"]["prompt_tokens"].get<long>();
+  EXPECT_EQ(cold_draft["fed_tokens"].get<long>(), prompt) << cold.raw;
+  EXPECT_EQ(warm_draft["cached_tokens"].get<long>(), prompt) << warm.raw;
+  EXPECT_EQ(warm_draft["fed_tokens"].get<long>(), 0) << warm.raw;
+  EXPECT_EQ(warm.body["choices"][0]["text"], cold.body["choices"][0]["text"]);
+  const JsonReply stats = get_json(*client, "/v1/cache/stats");
+  ASSERT_EQ(stats.status, 200) << stats.raw;
+  EXPECT_EQ(stats.body["draft"]["tokens_reused"], warm_draft["cached_tokens"]) << stats.raw;
+  EXPECT_GE(stats.body["draft"]["hits"].get<long>(), 1) << stats.raw;
+  EXPECT_GT(stats.body["draft"]["device_cells"].get<long>(), 0) << stats.raw;
+  const std::string metrics = get_json(*client, "/metrics").raw;
+  EXPECT_EQ(metric_value(metrics, "prefixd_draft_cache_tokens_reused_total"),
+            stats.body["draft"]["tokens_reused"].get<double>());
+  EXPECT_EQ(metric_value(metrics, "prefixd_draft_cache_device_cells"), stats.body["draft"]["device_cells"].get<double>());
+  EXPECT_EQ(metric_value(metrics, "prefixd_draft_tokens_total"),
+            static_cast<double>(drafts.drafted + cold.body["timings"]["draft_n"].get<long>() +
+                                warm.body["timings"]["draft_n"].get<long>()));
+}
+
+// A target whose second block adds nothing computes what its first block alone does: the drafter
+// made of that block guesses nearly every token, under the default paying policy too once the
+// guesses prove right, and concurrent requests share its calls.
+TEST(Speculation, ADraftModelThatAgreesIsAcceptedNearlyWhole) {
+  ServerProcess server({.model = test_model("tiny-inert-second"),
+                        .extra_args = {"--model-draft", test_model("tiny-first-block"), "--draft-when", "always",
+                                       "--draft-p-min", "0"},
+                        .parallel = 3});
+  auto client = server.client();
+  std::vector<std::future<JsonReply>> replies;
+  for (int i = 0; i < 3; ++i) {
+    replies.push_back(std::async(std::launch::async, [&server, i] {
+      auto own = server.client();
+      return post_json(*own, "/v1/completions",
+                       {{"prompt", repeating_text(i, 150)}, {"temperature", 0}, {"max_tokens", 96}, {"ignore_eos", true}});
+    }));
+  }
+  Drafts drafts;
+  for (auto& f : replies) {
+    const JsonReply reply = f.get();
+    ASSERT_EQ(reply.status, 200) << reply.raw;
+    drafts.add(reply.body);
+  }
+  EXPECT_GT(drafts.drafted, 3 * 48);
+  EXPECT_GE(static_cast<double>(drafts.accepted), 0.9 * static_cast<double>(drafts.drafted))
+      << drafts.accepted << " of " << drafts.drafted;
 }
 
 // Per-request settings: llama-server's flat keys and an object; bad values are 400s naming the field.

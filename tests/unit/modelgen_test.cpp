@@ -210,6 +210,41 @@ TEST(ModelgenDeterminism, DifferentSeedsGiveDifferentWeightsButTheSameVocabulary
   EXPECT_EQ(a.strings("tokenizer.ggml.merges"), b.strings("tokenizer.ggml.merges"));
 }
 
+// A drafter pair from one seed: the first blocks alone, and the whole model whose later blocks
+// add nothing. Both share the vocabulary, embeddings, head and first blocks byte for byte.
+TEST(ModelgenOptions, LayersAndInertBlocksMakeADrafterPairFromOneSeed) {
+  const ScratchDir dir;
+  GenerateOptions first;
+  first.preset = "tiny";
+  first.out_path = dir.file("first.gguf").string();
+  first.layers = 1;
+  first.quiet = true;
+  generate_model(first);
+  GenerateOptions inert = first;
+  inert.out_path = dir.file("inert.gguf").string();
+  inert.layers = 0;
+  inert.inert_from = 1;
+  generate_model(inert);
+  const Gguf full(generate(dir, "tiny"));
+  const Gguf drafter(first.out_path);
+  const Gguf target(inert.out_path);
+  EXPECT_EQ(drafter.u32("qwen2.block_count"), 1u);
+  EXPECT_EQ(target.u32("qwen2.block_count"), 2u);
+  EXPECT_FALSE(drafter.has_tensor("blk.1.attn_q.weight"));
+  for (const char* name : {"token_embd.weight", "output.weight", "blk.0.attn_q.weight", "blk.0.ffn_down.weight"}) {
+    EXPECT_EQ(drafter.raw(name), full.raw(name)) << name;
+    EXPECT_EQ(target.raw(name), full.raw(name)) << name;
+  }
+  EXPECT_EQ(target.raw("blk.1.attn_q.weight"), full.raw("blk.1.attn_q.weight"));  // still computed
+  for (const char* name : {"blk.1.attn_output.weight", "blk.1.ffn_down.weight"}) {
+    for (const float v : target.f32_values(name)) ASSERT_EQ(v, 0.0f) << name;
+  }
+  EXPECT_EQ(drafter.strings("tokenizer.ggml.tokens"), full.strings("tokenizer.ggml.tokens"));
+  GenerateOptions too_many = first;
+  too_many.layers = 3;
+  EXPECT_THROW(generate_model(too_many), std::runtime_error);
+}
+
 TEST(ModelgenWeights, LinearWeightsHaveVarianceOneOverFanInAndNormsAreOnes) {
   const ScratchDir dir;
   const Gguf g(generate(dir, "tiny"));

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
+#include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -11,6 +14,7 @@
 #include "speculative/ngram_drafter.h"
 #include "speculative/output_pool.h"
 #include "speculative/suffix_match.h"
+#include "speculative/vocabulary_match.h"
 
 namespace prefixd::speculative {
 namespace {
@@ -172,6 +176,52 @@ TEST(DraftEconomics, ADraftIsAsLongAsItPaysOnTheMeasuredCosts) {
   EXPECT_GE(best_draft_length(gpu, 0.6, 0, 2, 16), 8);
   // Never shorter than `fewest`, and nothing when `most` is below it.
   EXPECT_EQ(best_draft_length(gpu, 0.6, 0, 20, 16), 0);
+  // A draft model's guesses cost its own calls: one as slow as the target's step never pays on
+  // this CPU, one a tenth as slow still does for sure guesses.
+  EXPECT_EQ(best_draft_length(cpu, 0.99, 0, 1, 16, 0.021), 0);
+  EXPECT_GT(best_draft_length(cpu, 0.99, 0, 1, 16, 0.002), 0);
+  EXPECT_LT(best_draft_length(cpu, 0.99, 0, 1, 32, 0.002), sure);
+}
+
+// A vocabulary of the given pieces; ids listed in `ends` end generation.
+class ListedVocabulary final : public engine::Vocabulary {
+ public:
+  ListedVocabulary(std::vector<std::string> pieces, std::vector<engine::Token> ends)
+      : pieces_(std::move(pieces)), ends_(std::move(ends)) {}
+  std::vector<engine::Token> tokenize(std::string_view, bool, bool) const override { return {}; }
+  std::vector<engine::Token> tokenize_with_literals(std::string_view, bool, std::span<const engine::TextRange>) const override {
+    return {};
+  }
+  const std::vector<std::string>& control_texts() const override { return none_; }
+  std::optional<engine::TokenSpan> token_span() const override { return std::nullopt; }
+  std::string piece(engine::Token token, bool) const override { return pieces_.at(static_cast<size_t>(token)); }
+  bool is_end_of_generation(engine::Token token) const override { return std::ranges::count(ends_, token) > 0; }
+  std::int32_t size() const override { return static_cast<std::int32_t>(pieces_.size()); }
+
+ private:
+  std::vector<std::string> pieces_;
+  std::vector<engine::Token> ends_;
+  std::vector<std::string> none_;
+};
+
+TEST(DraftVocabulary, AMismatchNamesTheFirstDifferentTokenAndPaddingIsAllowed) {
+  std::vector<std::string> pieces;
+  for (int i = 0; i < 300; ++i) pieces.push_back("t" + std::to_string(i));
+  const ListedVocabulary target(pieces, {299});
+  EXPECT_EQ(vocabulary_difference(target, ListedVocabulary(pieces, {299})), std::nullopt);
+  // A drafter with 100 padding rows fewer reads the ids both have.
+  std::vector<std::string> shorter(pieces.begin(), pieces.end() - 100);
+  EXPECT_EQ(vocabulary_difference(target, ListedVocabulary(shorter, {})), std::nullopt);
+  std::vector<std::string> tiny(pieces.begin(), pieces.begin() + 10);
+  EXPECT_NE(vocabulary_difference(target, ListedVocabulary(tiny, {}))->find("300 tokens and the drafter 10"), std::string::npos);
+  std::vector<std::string> renamed = pieces;
+  renamed[42] = "t42\n";
+  const auto named = vocabulary_difference(target, ListedVocabulary(renamed, {299}));
+  ASSERT_TRUE(named);
+  EXPECT_NE(named->find("token 42 is \"t42\" in the target and \"t42\\x0a\" in the drafter"), std::string::npos) << *named;
+  const auto ends = vocabulary_difference(target, ListedVocabulary(pieces, {7, 299}));
+  ASSERT_TRUE(ends);
+  EXPECT_NE(ends->find("token 7 (\"t7\") ends generation in the drafter only"), std::string::npos) << *ends;
 }
 
 TEST(DraftEconomics, ARequestsRecordAndTheMatchLengthEstimateItsAcceptance) {

@@ -51,6 +51,7 @@ scheduler::DraftSettings read_speculative(const FieldReader& in) {
     if (!v->is_number() || !(v->get<double>() >= 0.0 && v->get<double>() <= 1.0)) {
       reject("speculative.p_min", "'speculative.p_min' must be a number in [0, 1]");
     }
+    out.p_min = static_cast<float>(v->get<double>());
   }
   if (out.n_max && out.n_min && *out.n_min > *out.n_max) {
     reject("speculative.n_min", std::format("'speculative.n_min' ({}) must not exceed 'speculative.n_max' ({})",

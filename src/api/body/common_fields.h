@@ -32,8 +32,8 @@ void read_streaming(const FieldReader& in, CommonParams& params);
 // a client that meant to keep its prefixes apart never shares them by mistake.
 // llama-server's per-request speculation controls, at the root or in extra_body, as flat keys
 // ("speculative.n_max": 8) or one object ("speculative": {"n_max": 8}): n_max (0 turns drafting
-// off for the request), n_min, and p_min (a draft model's confidence bound, range-checked and
-// unused by n-gram drafting). n_min above n_max is refused.
+// off for the request), n_min, and p_min (a draft model's confidence bound; n-gram drafting has
+// no probabilities and ignores it). n_min above n_max is refused.
 scheduler::DraftSettings read_speculative(const FieldReader& in);
 
 CacheFields read_cache_fields(const FieldReader& in, bool cache_prompt_default, const std::optional<std::string>& end_user);

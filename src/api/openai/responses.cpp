@@ -99,6 +99,8 @@ OrderedJson prompt_cache_json(const scheduler::CacheReport& report) {
                      {"scope", null_if_empty(hit ? (report.in_session ? "in_session" : "cross_session") : "")},
                      {"seconds_saved", report.seconds_saved}};
   if (!report.changed_inputs.empty()) out["changed_inputs"] = report.changed_inputs;
+  // The draft model's own prompt cache: what it reused and computed of this request's tokens.
+  if (report.draft) out["draft"] = {{"cached_tokens", report.draft->cached_tokens}, {"fed_tokens", report.draft->fed_tokens}};
   if (report.images > 0) {
     // cached: images whose every position came from the cache; embeddings_reused: images computed
     // again from kept embeddings; encoded: images the vision encoder ran for.
