@@ -28,6 +28,13 @@ namespace {
 
 std::string owner_key(const cache::ScopeId& scope) { return std::string(scope.begin(), scope.end()); }
 
+// Gated delta-net layers compute several tokens of a sequence with a chunked algorithm, a lone token
+// with the recurrence itself: the same tokens give other bits in a verify call than decoded alone.
+bool computes_recurrence_in_chunks(const engine::ModelInfo& model) {
+  return model.architecture.starts_with("qwen35") || model.architecture == "qwen3next" ||
+         model.architecture == "kimi-linear";
+}
+
 // A draft model's guesses repeat no matched text; their prior chance is even (match / (match + 2)
 // in DraftRecord::acceptance) until the request's own verifications say otherwise.
 constexpr std::int32_t kModelDraftPriorMatch = 2;
@@ -46,10 +53,13 @@ void Scheduler::Impl::set_up_speculation(engine::Engine* drafter) {
     return;
   }
   const engine::ModelInfo& model = engine_.model();
-  if (model.family != engine::ModelFamily::dense && model.family != engine::ModelFamily::sliding_window) {
-    spdlog::warn("speculation: off for this {} model: a rejected draft is rolled back by cutting its cells, "
-                 "which a recurrent state does not allow",
-                 engine::family_name(model.family));
+  rollback_by_checkpoint_ =
+      model.family != engine::ModelFamily::dense && model.family != engine::ModelFamily::sliding_window;
+  if (rollback_by_checkpoint_ && computes_recurrence_in_chunks(model)) {
+    spdlog::warn("speculation: off for this {} model: its recurrent layers compute a call's tokens as one chunk, "
+                 "so a verified draft would not be computed as the same tokens decoded one by one",
+                 model.architecture);
+    rollback_by_checkpoint_ = false;
     return;
   }
   if (o.type == SpeculationOptions::Type::model) {
@@ -190,8 +200,14 @@ void Scheduler::Impl::verify_draft(size_t& index) {
   const std::vector<Token> draft = std::exchange(a.draft, {});
   const auto drafted = static_cast<std::int32_t>(draft.size());
   std::int32_t accepted = 0;
-  // Cells of guesses past the last token taken (positions from n_past on).
-  const auto cut_guesses = [&] { engine_.remove_sequence(a.seq, a.n_past, -1); };
+  // Cells of guesses past the last token taken (positions from n_past on). A recurrent state
+  // consumed them all: it is rolled back to before the call once every request of it has drawn
+  // (roll_back_states), and a request that ends here ends then.
+  const std::int32_t call_start = a.n_past - 1;
+  const auto cut_guesses = [&] {
+    if (rollback_by_checkpoint_) a.rollback_from = call_start;
+    else engine_.remove_sequence(a.seq, a.n_past, -1);
+  };
   for (std::int32_t j = 0;; ++j) {
     const std::int32_t row = a.row + j;
     const std::optional<Token> token = a.sampler->sample_quick(row);
@@ -214,8 +230,51 @@ void Scheduler::Impl::verify_draft(size_t& index) {
     }
     if (guessed) cut_guesses();
     count_verification(a, drafted, accepted);
+    if (!more && a.rollback_from >= 0) {
+      a.ends_after_rollback = true;
+      ++index;
+      return;
+    }
     settle(index, more);
     return;
+  }
+}
+
+// Recurrent and hybrid models: each request whose guesses were not all taken gets its state from
+// before the call back (the checkpoint sampled_calls saved) and computes the tokens it took again,
+// in one call for all of them, after every request of the call drew from its rows.
+void Scheduler::Impl::roll_back_states() {
+  std::vector<engine::BatchToken> redo;
+  for (auto& a : active_) {
+    if (a->rollback_from < 0) continue;
+    engine_.drop_checkpoint_state(a->seq);
+    engine_.remove_sequence(a->seq, a->rollback_from, -1);
+    if (!engine_.restore_checkpoint(a->state_before_draft, a->seq)) {
+      a->rollback_failed = true;
+      continue;
+    }
+    for (std::int32_t pos = a->rollback_from; pos < a->n_past; ++pos) {
+      redo.push_back({a->tokens[static_cast<size_t>(pos)], pos, a->seq, false});
+    }
+  }
+  const bool computed = redo.empty() || engine_.decode(redo) == engine::DecodeStatus::ok;
+  for (size_t i = 0; i < active_.size();) {
+    Active& a = *active_[i];
+    if (a.rollback_from < 0) {
+      ++i;
+      continue;
+    }
+    a.rollback_from = -1;
+    a.state_before_draft.clear();
+    if (!computed || std::exchange(a.rollback_failed, false)) {
+      finish(i, FinishReason::error, "the model's state could not be rolled back after a draft");
+      continue;
+    }
+    if (std::exchange(a.ends_after_rollback, false)) {
+      settle(i, false);
+      continue;
+    }
+    ++i;
   }
 }
 

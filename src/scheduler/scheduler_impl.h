@@ -120,6 +120,7 @@ class Scheduler::Impl {
   std::int64_t draft_room(const Active& a, std::int64_t spare) const;
   void verify_draft(size_t& index);
   void count_verification(Active& a, std::int32_t drafted, std::int32_t accepted);
+  void roll_back_states();
   void remember_output(const Active& a);
   void forget_outputs(const std::optional<cache::ScopeId>& scope);
 
@@ -150,6 +151,9 @@ class Scheduler::Impl {
   // Speculative decoding: on for this model (set_up_speculation), and the replies n-gram drafting
   // reads (per namespace).
   bool speculation_ = false;
+  // A rejected draft is rolled back by restoring the state saved before its call and computing the
+  // tokens taken again (recurrent and hybrid models), not by cutting its cells.
+  bool rollback_by_checkpoint_ = false;
   speculative::OutputPool outputs_{options_.speculation.pool_tokens};
   speculative::RowCosts row_costs_;  // the sampled calls' times, by their rows
   std::unique_ptr<ModelDrafter> drafter_;  // a draft model's guesses (type model)

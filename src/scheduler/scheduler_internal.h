@@ -83,6 +83,13 @@ struct Active {
   std::optional<DraftLimits> drafting;
   std::vector<engine::Token> draft;
   speculative::DraftRecord drafts;
+  // Recurrent and hybrid models (roll_back_states): the state saved before the call that verifies
+  // the draft; once it was not all taken, the position that call began at (-1: none), and whether
+  // the request ends once its state is rolled back.
+  engine::Bytes state_before_draft;
+  std::int32_t rollback_from = -1;
+  bool ends_after_rollback = false;
+  bool rollback_failed = false;
 
   // Prompt tokens it has left to put into its sequence.
   std::int64_t prompt_left() const { return static_cast<std::int64_t>(n_prompt) - n_past; }

@@ -179,6 +179,7 @@ void Scheduler::Impl::sampled_calls() {
     for (size_t r = first; r < last; ++r) {
       Active* a = rows[r];
       a->row = static_cast<std::int32_t>(batch_.size());
+      if (rollback_by_checkpoint_ && !a->draft.empty()) a->state_before_draft = engine_.save_checkpoint(a->seq);
       batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(a->n_past)], a->n_past, a->seq, true});
       for (size_t j = 0; j < a->draft.size(); ++j) {
         batch_.push_back(BatchToken{a->draft[j], a->n_past + 1 + static_cast<std::int32_t>(j), a->seq, true});
@@ -241,6 +242,7 @@ void Scheduler::Impl::sample_all() {
     }
     settle(i, take_token(a, *token, engine_.logits(a.row)));
   }
+  if (rollback_by_checkpoint_) roll_back_states();
 }
 
 // The grammar refused the quick draw from `row`: the token is drawn from a copy of its logits off

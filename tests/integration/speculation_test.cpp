@@ -28,6 +28,8 @@ std::string repeating_text(int k, int words) {
   return text;
 }
 
+std::string test_model(const std::string& name) { return std::string(PREFIXD_TEST_MODELS_DIR) + "/" + name + ".gguf"; }
+
 struct Drafts {
   long drafted = 0;
   long accepted = 0;
@@ -213,24 +215,54 @@ TEST(Speculation, SlidingWindowRepliesEqualThoseWithoutDrafts) {
   }
 }
 
-// Recurrent and hybrid models have consumed a draft into their state: they serve without drafts,
-// say so at startup, and report no draft counts.
-TEST(Speculation, IsOffForRecurrentState) {
-  for (const char* model : {"mamba2-tiny.gguf", "qwen35-tiny.gguf", "archs/jamba-dense.gguf"}) {
-    ServerProcess server({.model = std::string(PREFIXD_TEST_MODELS_DIR) + "/" + model,
-                          .extra_args = {"--spec-type", "ngram"}, .parallel = 2});
-    EXPECT_NE(server.log().find("speculation: off for this"), std::string::npos) << model << "\n" << server.log();
+// Recurrent and hybrid models have consumed a whole draft into their state: a rejected one is rolled
+// back by restoring the state saved before its call and computing the tokens taken again. Replies
+// equal those without drafts, and the state a drafted reply leaves to the cache is the right one.
+TEST(Speculation, RecurrentAndHybridModelsRollBackToTheStateBeforeTheDraft) {
+  for (const char* model : {"mamba2-tiny", "archs/jamba-dense", "archs/falcon-h1-dense"}) {
+    const std::vector<std::string> flags = {"--spec-type", "ngram", "--draft-when", "always", "--deterministic"};
+    ServerProcess server({.model = test_model(model), .extra_args = flags, .parallel = 2});
+    EXPECT_EQ(server.log().find("speculation: off"), std::string::npos) << model << "\n" << server.log();
+    ServerProcess plain({.model = test_model(model), .extra_args = {"--deterministic"}, .parallel = 2});
     auto client = server.client();
-    const json body = {{"prompt", repeating_text(1, 200)}, {"temperature", 0}, {"max_tokens", 16}};
-    for (int i = 0; i < 2; ++i) {
-      const JsonReply reply = post_json(*client, "/v1/completions", body);
-      ASSERT_EQ(reply.status, 200) << model << ": " << reply.raw;
-      EXPECT_FALSE(reply.body["timings"].contains("draft_n")) << model << ": " << reply.raw;
+    auto plain_client = plain.client();
+    Drafts drafts;
+    for (int k = 0; k < 2; ++k) {
+      const json body = {{"prompt", repeating_text(k, 200 + 100 * k)}, {"temperature", 0}, {"max_tokens", 48},
+                         {"ignore_eos", true}};
+      same_without_drafts(*client, "/v1/completions", body, drafts, std::string(model) + ", k = " + std::to_string(k));
     }
+    // A chat answered greedily, then sampled with seeds: each draft repeats the replies before it
+    // (the pool), which a sampled reply follows for a while and then leaves, so guesses are
+    // rejected and states rolled back in the middle of replies. Each reply equals the same request
+    // on a server that never drafts.
+    json turn = {{"messages", json::array({{{"role", "user"}, {"content", "Tell me about the river."}}})},
+                 {"temperature", 0}, {"max_tokens", 40}, {"ignore_eos", true}};
+    for (int seed : {0, 1, 2, 3, 4}) {
+      if (seed > 0) turn["temperature"] = 0.6;
+      turn["seed"] = seed;
+      const JsonReply reply = post_json(*client, "/v1/chat/completions", turn);
+      const JsonReply reference = post_json(*plain_client, "/v1/chat/completions", turn);
+      ASSERT_EQ(reply.status, 200) << reply.raw;
+      ASSERT_EQ(reference.status, 200) << reference.raw;
+      drafts.add(reply.body);
+      EXPECT_EQ(reply.body["choices"][0]["message"], reference.body["choices"][0]["message"]) << model << ", seed " << seed;
+    }
+    EXPECT_GT(drafts.accepted, 0) << model;
+    EXPECT_GT(drafts.drafted, drafts.accepted) << model << ": no draft was rejected, no state was rolled back";
   }
 }
 
-std::string test_model(const std::string& name) { return std::string(PREFIXD_TEST_MODELS_DIR) + "/" + name + ".gguf"; }
+// Gated delta-net layers compute a verify call's tokens as one chunk: no drafts there.
+TEST(Speculation, IsOffWhereRecurrenceIsComputedInChunks) {
+  ServerProcess server({.model = test_model("qwen35-tiny"), .extra_args = {"--spec-type", "ngram"}, .parallel = 2});
+  EXPECT_NE(server.log().find("speculation: off for this qwen35 model"), std::string::npos) << server.log();
+  auto client = server.client();
+  const JsonReply reply = post_json(*client, "/v1/completions",
+                                    {{"prompt", repeating_text(1, 200)}, {"temperature", 0}, {"max_tokens", 16}});
+  ASSERT_EQ(reply.status, 200) << reply.raw;
+  EXPECT_FALSE(reply.body["timings"].contains("draft_n")) << reply.raw;
+}
 
 // A draft model (the tiny model's first block alone) guesses the tiny model's tokens partly right:
 // greedy and seeded replies equal those without drafts, both accepted and rejected guesses are

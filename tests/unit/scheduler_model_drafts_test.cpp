@@ -1,9 +1,11 @@
 // A draft model under the scheduler, over FakeEngines: a drafter whose logits are the target's
-// guesses every token right, and its own prompt cache gives a repeated prompt back to it. The
-// real models' exactness is tested through the server (tests/integration/speculation_test.cpp).
+// guesses every token right, and its own prompt cache gives a repeated prompt back to it; and the
+// rollback of a recurrent state after a rejected draft. The real models' exactness is tested
+// through the server (tests/integration/speculation_test.cpp).
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "scheduler/scheduler.h"
 #include "support/fake_engine.h"
@@ -15,13 +17,20 @@ using namespace std::chrono_literals;
 
 struct Reply {
   std::string text;
+  std::vector<engine::Token> tokens;  // the generated token ids
   StreamEvent done;
 };
 
-Reply run(Scheduler& scheduler, const std::string& prompt, int max_tokens) {
+std::vector<engine::Token> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+
+Reply run(Scheduler& scheduler, std::vector<engine::Token> prompt, int max_tokens, float temperature = 0,
+          std::uint32_t seed = 0, std::vector<std::string> stop = {}) {
   GenerationRequest r;
-  for (const unsigned char c : prompt) r.prompt.push_back(c);
-  r.sampling.temperature = 0;
+  r.prompt = std::move(prompt);
+  r.stop = std::move(stop);
+  r.logprobs = 0;  // each token's id comes with it
+  r.sampling.temperature = temperature;
+  r.sampling.seed = seed;
   r.sampling.ignore_eos = true;
   r.max_tokens = max_tokens;
   r.cache.enabled = true;
@@ -37,8 +46,13 @@ Reply run(Scheduler& scheduler, const std::string& prompt, int max_tokens) {
       break;
     }
     out.text += event->text;
+    for (const GeneratedLogprobs& token : event->logprobs) out.tokens.push_back(token.chosen.id);
   }
   return out;
+}
+
+Reply run(Scheduler& scheduler, const std::string& prompt, int max_tokens, float temperature = 0, std::uint32_t seed = 0) {
+  return run(scheduler, bytes_of(prompt), max_tokens, temperature, seed);
 }
 
 SchedulerOptions drafting_options() {
@@ -117,6 +131,45 @@ TEST(ModelDrafts, ARequestsNMaxZeroAndARecurrentDrafterDraftNothing) {
 
   engine::FakeEngine recurrent({.family = engine::ModelFamily::recurrent});
   EXPECT_THROW(Scheduler(target, drafting_options(), &recurrent), std::invalid_argument);
+}
+
+// A recurrent FakeEngine's state is the hash of every token it consumed: a draft rolled back to a
+// wrong state would change every later token. N-gram guesses from a repeating prompt are mostly
+// wrong here; replies equal those without drafts, also when the last step of a reply rolled back,
+// and the state such a reply leaves to the cache continues as a cold run of its tokens does.
+TEST(RecurrentDrafts, RolledBackStatesContinueAsTheTokensDecodedOneByOne) {
+  const engine::FakeEngineOptions recurrent{.family = engine::ModelFamily::recurrent};
+  engine::FakeEngine plain_engine(recurrent);
+  Scheduler plain(plain_engine, {.n_slots = 2, .cache_holders = 4});
+  engine::FakeEngine engine(recurrent);
+  SchedulerOptions o{.n_slots = 2, .cache_holders = 4};
+  o.speculation.type = SpeculationOptions::Type::ngram;
+  o.speculation.only_paying = false;
+  o.speculation.draft_min = 1;
+  Scheduler drafting(engine, o);
+  const std::string prompt = "a prompt the replies below continue, each in its own way: ";
+  run(drafting, prompt, 40);  // the greedy reply, which the sampled ones below draft from (the pool)
+  long drafted = 0, accepted = 0;
+  for (int length = 4; length <= 40; length += 3) {
+    // Nearly greedy: each follows the greedy reply for a while, then leaves it.
+    const auto seed = static_cast<std::uint32_t>(length);
+    const Reply reference = run(plain, prompt, length, 0.02f, seed);
+    const Reply reply = run(drafting, prompt, length, 0.02f, seed);
+    EXPECT_EQ(reply.text, reference.text) << "max_tokens " << length;
+    drafted += reply.done.timings.draft_n;
+    accepted += reply.done.timings.draft_accepted;
+    // The reply's state went to the cache (all but its last token, which was never decoded): the
+    // same tokens and more are served from there and go on as a cold run over them does.
+    std::vector<engine::Token> next = bytes_of(prompt);
+    next.insert(next.end(), reply.tokens.begin(), reply.tokens.end());
+    next.push_back('a');
+    const Reply continued = run(drafting, next, 4);
+    EXPECT_EQ(continued.done.cache.cached_tokens, static_cast<int>(prompt.size() + reply.tokens.size()) - 1)
+        << "max_tokens " << length;
+    EXPECT_EQ(continued.text, run(plain, next, 4).text) << "max_tokens " << length;
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(drafted, accepted);
 }
 
 }  // namespace
