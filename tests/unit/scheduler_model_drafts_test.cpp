@@ -4,6 +4,7 @@
 // through the server (tests/integration/speculation_test.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -170,6 +171,53 @@ TEST(RecurrentDrafts, RolledBackStatesContinueAsTheTokensDecodedOneByOne) {
   }
   EXPECT_GT(accepted, 0);
   EXPECT_GT(drafted, accepted);
+}
+
+// A reply that stops at a string inside an accepted guess ends with guesses after it in its state:
+// it ends only once the state is rolled back, and what it leaves the cache continues as a cold
+// run of its tokens does.
+TEST(RecurrentDrafts, AReplyThatStopsInsideADraftEndsWithItsStateRolledBack) {
+  const engine::FakeEngineOptions recurrent{.family = engine::ModelFamily::recurrent};
+  engine::FakeEngine plain_engine(recurrent);
+  Scheduler plain(plain_engine, {.n_slots = 2, .cache_holders = 4});
+  engine::FakeEngine engine(recurrent);
+  SchedulerOptions o{.n_slots = 2, .cache_holders = 4};
+  o.speculation.type = SpeculationOptions::Type::ngram;
+  o.speculation.only_paying = false;
+  o.speculation.draft_min = 1;
+  Scheduler drafting(engine, o);
+  int stopped_in_drafts = 0;
+  for (const std::string topic : {"rivers", "stones", "lanterns", "orbits", "meadows", "signals"}) {
+    const std::string prompt = "a prompt about " + topic + ", long enough for the cache to keep it: ";
+    const Reply first = run(drafting, prompt, 40);  // its reply is what the next one drafts (the pool)
+    // A character that first appears well inside that reply (a FakeEngine token spells one printable
+    // character): the same request stopping there takes it as an accepted guess, with more guesses
+    // after it.
+    const auto spelled = [](engine::Token t) { return static_cast<char>(32 + t % 95); };
+    std::string stop;
+    std::ptrdiff_t at = 0;
+    for (size_t i = 3; i < first.tokens.size() && stop.empty(); ++i) {
+      at = static_cast<std::ptrdiff_t>(i);
+      const bool earlier = std::any_of(first.tokens.begin(), first.tokens.begin() + at,
+                                       [&](engine::Token t) { return spelled(t) == spelled(first.tokens[i]); });
+      if (!earlier) stop = std::string(1, spelled(first.tokens[i]));
+    }
+    if (stop.empty()) continue;
+    const Reply reference = run(plain, bytes_of(prompt), 40, 0, 0, {stop});
+    const Reply reply = run(drafting, bytes_of(prompt), 40, 0, 0, {stop});
+    EXPECT_EQ(reply.text, reference.text) << topic;
+    EXPECT_EQ(reply.done.finish, FinishReason::stop) << topic;
+    stopped_in_drafts += reply.done.timings.draft_n > reply.done.timings.draft_accepted ? 1 : 0;
+    // The stopped reply's state holds the tokens before the stop: only it can give them all.
+    std::vector<engine::Token> next = bytes_of(prompt);
+    next.insert(next.end(), first.tokens.begin(), first.tokens.begin() + at);
+    next.push_back('!');
+    const Reply continued = run(drafting, next, 4);
+    const Reply plain_continued = run(plain, next, 4);
+    EXPECT_EQ(continued.done.cache.cached_tokens, static_cast<int>(prompt.size() + static_cast<size_t>(at))) << topic;
+    EXPECT_EQ(continued.text, plain_continued.text) << topic;
+  }
+  EXPECT_GT(stopped_in_drafts, 0) << "no reply stopped inside a draft";
 }
 
 }  // namespace
