@@ -30,6 +30,12 @@ http::Response metrics_answer(const RouteContext& route, const http::Request& re
   metrics::Registry registry;
   add_scheduler_metrics(registry, stats);
   add_cache_metrics(registry, cache);
+  // The model-server protocol's optional cache layout (vLLM's cache_config_info): the hashed block
+  // and how many of them the context holds, which a prefix-aware picker sizes its index by.
+  const std::int32_t block = scheduler.cache_config().block_size;
+  registry.gauge("prefixd_cache_config_info", "The prompt cache's block size in tokens and the context's blocks (labels).", 1,
+                 {{"block_size", std::to_string(block)},
+                  {"num_gpu_blocks", std::to_string(block > 0 ? stats.kv_cells_total / block : 0)}});
   if (const auto draft = scheduler.draft_cache_stats()) {
     // The draft model's own prompt cache (--model-draft): what /v1/cache/stats shows as `draft`.
     registry.counter("prefixd_draft_cache_hits_total", "Draft model lanes that reused a prefix from its own cache.",

@@ -52,6 +52,7 @@ Scheduler::Impl::Impl(engine::Engine& engine, SchedulerOptions options, engine::
   free_seqs_.reserve(static_cast<size_t>(options_.n_slots));
   for (engine::SeqId s = options_.n_slots - 1; s >= 0; --s) free_seqs_.push_back(s);
   open_slots_ = options_.n_slots;
+  stats_.kv_cells_total = engine_.context_size();
   thread_ = std::thread([this] { run(); });
 }
 

@@ -103,6 +103,11 @@ struct SchedulerStats {
   std::uint64_t image_embedding_capacity_bytes = 0;
   std::int32_t running = 0;
   std::int32_t queued = 0;
+  // KV cells the running requests' sequences hold (as of the last admission), and the context's
+  // cells: what a router reads as the KV cache's utilization. Idle cached prefixes are not counted:
+  // they give way to any request that needs their cells.
+  std::int64_t kv_cells_running = 0;
+  std::int64_t kv_cells_total = 0;
   // Time to first token (submission to first sampled token), as cumulative histogram buckets.
   static constexpr std::array<double, 12> kTtftBounds = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
   std::array<std::int64_t, kTtftBounds.size()> ttft_buckets{};

@@ -75,6 +75,9 @@ void Scheduler::Impl::admit() {
   open_slots_ = only_lookups_left ? static_cast<std::int32_t>(free_seqs_.size()) : 0;
   stats_.queued = static_cast<std::int32_t>(inbox_.size()) + waiting_in_thread_;
   stats_.running = static_cast<std::int32_t>(active_.size());
+  stats_.kv_cells_running = 0;
+  for (const auto& a : active_) stats_.kv_cells_running += a->n_past;
+  stats_.kv_cells_total = engine_.context_size();
 }
 
 // A request whose prompt the cache mostly holds should not wait minutes behind a cold prefill

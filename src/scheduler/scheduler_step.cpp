@@ -434,6 +434,8 @@ void Scheduler::Impl::finish(size_t index, FinishReason reason, std::string erro
     // A warm-up keeps the sequence running; counted before the reply is delivered, so a client
     // that sees the reply and then the stats sees it.
     stats_.running = static_cast<std::int32_t>(active_.size()) + (warm ? 1 : 0);
+    stats_.kv_cells_running = warm ? a->n_past : 0;
+    for (const auto& other : active_) stats_.kv_cells_running += other->n_past;
   }
   a->stream->push(std::move(done));
   if (warm) start_warmup(std::move(a));

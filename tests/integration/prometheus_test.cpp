@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -48,6 +49,36 @@ void chat_turns(httplib::Client& client, int conversations) {
       request["messages"].push_back({{"role", "user"}, {"content", "And the next year?"}});
     }
   }
+}
+
+// What the Kubernetes inference gateway's endpoint picker reads (its model-server protocol): queued
+// and running requests, the fraction of KV cells running requests hold, and the cache's block
+// layout. Idle, nothing runs and nothing is used; while a reply is generated, its cells are.
+TEST(Prometheus, TheModelServerProtocolsGaugesFollowWhatRuns) {
+  ServerProcess server({.parallel = 2, .ctx_size = 2048});
+  auto client = server.client();
+  const auto metrics = [&] { return get_json(*client, "/metrics").raw; };
+  const std::string idle = metrics();
+  EXPECT_EQ(metric_value(idle, "prefixd_requests_running"), 0);
+  EXPECT_EQ(metric_value(idle, "prefixd_requests_queued"), 0);
+  EXPECT_EQ(metric_value(idle, "prefixd_kv_cache_usage_ratio"), 0);
+  EXPECT_EQ(metric_value(idle, "prefixd_cache_config_info{block_size=\"16\",num_gpu_blocks=\"128\"}"), 1) << idle;
+  auto reply = std::async(std::launch::async, [&server] {
+    auto own = server.client();
+    return post_json(*own, "/v1/completions",
+                     {{"prompt", "count the stars one by one"}, {"max_tokens", 1900}, {"ignore_eos", true}, {"temperature", 0}});
+  });
+  double ratio = 0;
+  for (int i = 0; i < 2000 && ratio == 0; ++i) {
+    const std::string busy = metrics();
+    if (metric_value(busy, "prefixd_requests_running") == 1) ratio = metric_value(busy, "prefixd_kv_cache_usage_ratio");
+  }
+  EXPECT_GT(ratio, 0) << "never saw the running request's cells";
+  EXPECT_LE(ratio, 1);
+  ASSERT_EQ(reply.get().status, 200);
+  double after = -1;
+  for (int i = 0; i < 2000 && after != 0; ++i) after = metric_value(metrics(), "prefixd_kv_cache_usage_ratio");
+  EXPECT_EQ(after, 0) << "the cells of a finished request still count as used";
 }
 
 TEST(Prometheus, PromtoolFindsNothingToLintInTheMetricsText) {

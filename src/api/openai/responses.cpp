@@ -324,6 +324,10 @@ void add_scheduler_metrics(metrics::Registry& r, const scheduler::SchedulerStats
   r.gauge("prefixd_draft_pool_tokens", "Tokens of the replies kept for n-gram drafting.", stats.draft_pool_tokens);
   r.gauge("prefixd_requests_running", "Requests holding a sequence now.", stats.running);
   r.gauge("prefixd_requests_queued", "Requests waiting for a sequence.", stats.queued);
+  // The model-server protocol's KVCacheUtilization (vLLM's kv_cache_usage_perc): a fraction.
+  r.gauge("prefixd_kv_cache_usage_ratio",
+          "Fraction of the context's KV cells the running requests hold (idle cached prefixes give way, so are free).",
+          stats.kv_cells_total > 0 ? static_cast<double>(stats.kv_cells_running) / static_cast<double>(stats.kv_cells_total) : 0.0);
   add_ttft_metrics(r, stats);
   add_field_metrics(r, stats);
 }
