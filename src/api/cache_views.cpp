@@ -51,7 +51,11 @@ http::Response CacheViews::stats(const http::Request& req) const {
                      {"device_entries", draft->device_entries},
                      {"device_cells", draft->device_cells},
                      {"host_entries", draft->host_entries},
-                     {"host_bytes", draft->host_bytes}};
+                     {"host_bytes", draft->host_bytes},
+                     {"disk_files", draft->disk.files},
+                     {"disk_bytes", draft->disk.bytes},
+                     {"disk_queue_bytes", draft->disk.queue_bytes},
+                     {"disk_hits", draft->disk.hits}};
   }
   if (engine_.vision() != nullptr) {
     view["images"] = {{"total", stats.images_total},

@@ -36,9 +36,8 @@ std::pair<Token, bool> top_token(std::span<const float> logits, float p_min) {
 ModelDrafter::ModelDrafter(engine::Engine& drafter, cache::CacheConfig config, std::int32_t lanes, std::int32_t holders,
                            Token token_limit)
     : engine_(drafter), token_limit_(token_limit), lanes_(static_cast<std::size_t>(lanes)) {
-  // The drafter's cache lives in this process's memory only: its disk and shared tiers would need
-  // keys of their own beside the target's, and a drafter's prefill is cheap next to the target's.
-  config.disk_path.clear();
+  // No shared tier: its keys are the request's namespace and block hashes, which name the target's
+  // K/V there. (The disk tier, when the caller set one, is a directory of the drafter's own.)
   config.remote_urls.clear();
   config.enabled = config.enabled && holders > 0;
   cache_ = std::make_unique<cache::PrefixCache>(engine_, config, holder_ids(lanes, holders),

@@ -2,6 +2,8 @@
 // verifies (scheduler_drafts.cpp). It is a client of its own prompt cache, as the target is of its
 // own: a PrefixCache over the drafter's context, keyed by the same request keys, so a request whose
 // prompt the drafter has read before needs no draft prefill either, and reports what it reused.
+// Its tiers: device, host and, with the target's disk tier, a disk directory of its own; never the
+// shared tier, whose keys would name the target's K/V.
 //
 // Each target sequence that runs a request has a lane: the drafter sequence of the same id. A lane
 // opens at its request's first draft (a ticket admitted into the drafter's cache), catches up on
@@ -26,6 +28,9 @@
 #include "engine/engine.h"
 
 namespace prefixd::scheduler {
+
+// The draft model's disk tier: this directory inside the target's (--cache-disk-path).
+inline constexpr const char* kDraftModelDiskDirectory = "draft-model";
 
 class ModelDrafter {
  public:

@@ -16,6 +16,7 @@
 #include "scheduler/scheduler_impl.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <format>
 #include <spdlog/spdlog.h>
 #include <stdexcept>
@@ -79,6 +80,13 @@ void Scheduler::Impl::set_up_speculation(engine::Engine* drafter) {
                                                             static_cast<double>(model.kv_bytes_per_token)
                                                       : 1.0;
     config.host_capacity_bytes = static_cast<std::uint64_t>(static_cast<double>(config.host_capacity_bytes) * std::min(ratio, 1.0));
+    // Its disk tier is a directory of its own inside the target's: a disk store removes the records
+    // of every other model from its directory.
+    if (!config.disk_path.empty()) {
+      config.disk_path = (std::filesystem::path(config.disk_path) / kDraftModelDiskDirectory).string();
+      config.disk_capacity_bytes =
+          static_cast<std::uint64_t>(static_cast<double>(config.disk_capacity_bytes) * std::min(ratio, 1.0));
+    }
     drafter_ = std::make_unique<ModelDrafter>(*drafter, config, options_.n_slots, holders, shared_tokens);
     speculation_ = true;
     spdlog::info("speculation: draft model {} guesses {} to {} tokens{}, each ending below probability {}; its prompt "

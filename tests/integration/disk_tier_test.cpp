@@ -170,6 +170,46 @@ TEST(DiskTier, AfterKillNineTheNextTurnHitsFromDiskWithTheColdAnswer) {
   EXPECT_EQ(content(reply), cold_answer(second));
 }
 
+// A draft model's prompt cache keeps its own disk directory inside the model's: after a restart,
+// the drafter reads a prompt it read before from there, and the model's files are untouched by it.
+TEST(DiskTier, ADraftModelsCacheSurvivesARestartInItsOwnDirectory) {
+  TempDir dir;
+  const std::vector<std::string> drafting = {"--model-draft", std::string(PREFIXD_TEST_MODELS_DIR) + "/tiny-first-block.gguf",
+                                             "--draft-when", "always"};
+  json request = first_turn("Where are the letters from 1901?");
+  request["max_tokens"] = 24;
+  request["ignore_eos"] = true;
+  long prompt = 0;
+  {
+    ServerProcess server(disk_server(dir.str(), drafting));
+    auto client = server.client();
+    const json reply = chat(*client, request);
+    prompt = reply["usage"]["prompt_tokens"].get<long>();
+    ASSERT_TRUE(reply["prompt_cache"].contains("draft")) << reply.dump();
+    EXPECT_EQ(reply["prompt_cache"]["draft"]["fed_tokens"].get<long>(), prompt) << reply.dump();
+    wait_for_disk(*client);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    json draft;
+    do {
+      draft = get_json(*client, "/v1/cache/stats").body["draft"];
+      if (draft["disk_files"].get<int>() > 0 && draft["disk_queue_bytes"] == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } while (std::chrono::steady_clock::now() < deadline);
+    EXPECT_GT(draft["disk_files"].get<int>(), 0) << draft.dump();
+  }
+  EXPECT_TRUE(fs::is_directory(dir.path() / "draft-model" / "kv"));
+  const std::vector<fs::path> model_files = record_files(dir.path());
+  EXPECT_FALSE(model_files.empty());
+  ServerProcess server(disk_server(dir.str(), drafting));
+  auto client = server.client();
+  const json reply = chat(*client, request);
+  EXPECT_GT(reply["prompt_cache"]["draft"]["cached_tokens"].get<long>(), 0) << reply.dump();
+  EXPECT_EQ(reply["prompt_cache"]["draft"]["cached_tokens"].get<long>() + reply["prompt_cache"]["draft"]["fed_tokens"].get<long>(),
+            prompt) << reply.dump();
+  EXPECT_GT(get_json(*client, "/v1/cache/stats").body["draft"]["disk_hits"].get<int>(), 0);
+  EXPECT_EQ(record_files(dir.path()), model_files) << "the drafter's store removed or added the model's files";
+}
+
 void flip_byte(const fs::path& file, std::uintmax_t offset) {
   std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
   f.seekg(static_cast<std::streamoff>(offset));
