@@ -134,20 +134,30 @@ TEST(ModelDrafts, ARequestsNMaxZeroAndARecurrentDrafterDraftNothing) {
   EXPECT_THROW(Scheduler(target, drafting_options(), &recurrent), std::invalid_argument);
 }
 
-// A recurrent FakeEngine's state is the hash of every token it consumed: a draft rolled back to a
-// wrong state would change every later token. N-gram guesses from a repeating prompt are mostly
-// wrong here; replies equal those without drafts, also when the last step of a reply rolled back,
-// and the state such a reply leaves to the cache continues as a cold run of its tokens does.
+// Two schedulers over recurrent FakeEngines, one that never drafts and one that verifies every
+// n-gram guess. A recurrent FakeEngine's state is the hash of every token it consumed: a draft
+// rolled back to a wrong state would change every later token.
+struct RecurrentPair {
+  static SchedulerOptions drafting_options() {
+    SchedulerOptions o{.n_slots = 2, .cache_holders = 4};
+    o.speculation.type = SpeculationOptions::Type::ngram;
+    o.speculation.only_paying = false;
+    o.speculation.draft_min = 1;
+    return o;
+  }
+  engine::FakeEngine plain_engine{{.family = engine::ModelFamily::recurrent}};
+  Scheduler plain{plain_engine, {.n_slots = 2, .cache_holders = 4}};
+  engine::FakeEngine drafting_engine{{.family = engine::ModelFamily::recurrent}};
+  Scheduler drafting{drafting_engine, drafting_options()};
+};
+
+// Nearly greedy replies draft the greedy one from the pool, follow it for a while and leave it, so
+// guesses are rejected and states rolled back in the middle of replies; the replies equal those
+// without drafts, and the state each leaves to the cache continues as a cold run of its tokens does.
 TEST(RecurrentDrafts, RolledBackStatesContinueAsTheTokensDecodedOneByOne) {
-  const engine::FakeEngineOptions recurrent{.family = engine::ModelFamily::recurrent};
-  engine::FakeEngine plain_engine(recurrent);
-  Scheduler plain(plain_engine, {.n_slots = 2, .cache_holders = 4});
-  engine::FakeEngine engine(recurrent);
-  SchedulerOptions o{.n_slots = 2, .cache_holders = 4};
-  o.speculation.type = SpeculationOptions::Type::ngram;
-  o.speculation.only_paying = false;
-  o.speculation.draft_min = 1;
-  Scheduler drafting(engine, o);
+  RecurrentPair pair;
+  Scheduler& plain = pair.plain;
+  Scheduler& drafting = pair.drafting;
   const std::string prompt = "a prompt the replies below continue, each in its own way: ";
   run(drafting, prompt, 40);  // the greedy reply, which the sampled ones below draft from (the pool)
   long drafted = 0, accepted = 0;
@@ -177,15 +187,9 @@ TEST(RecurrentDrafts, RolledBackStatesContinueAsTheTokensDecodedOneByOne) {
 // it ends only once the state is rolled back, and what it leaves the cache continues as a cold
 // run of its tokens does.
 TEST(RecurrentDrafts, AReplyThatStopsInsideADraftEndsWithItsStateRolledBack) {
-  const engine::FakeEngineOptions recurrent{.family = engine::ModelFamily::recurrent};
-  engine::FakeEngine plain_engine(recurrent);
-  Scheduler plain(plain_engine, {.n_slots = 2, .cache_holders = 4});
-  engine::FakeEngine engine(recurrent);
-  SchedulerOptions o{.n_slots = 2, .cache_holders = 4};
-  o.speculation.type = SpeculationOptions::Type::ngram;
-  o.speculation.only_paying = false;
-  o.speculation.draft_min = 1;
-  Scheduler drafting(engine, o);
+  RecurrentPair pair;
+  Scheduler& plain = pair.plain;
+  Scheduler& drafting = pair.drafting;
   int stopped_in_drafts = 0;
   for (const std::string topic : {"rivers", "stones", "lanterns", "orbits", "meadows", "signals"}) {
     const std::string prompt = "a prompt about " + topic + ", long enough for the cache to keep it: ";
