@@ -84,8 +84,19 @@ http::Response CacheViews::summary(const http::Request& req) {
   if (!admin) return error_response(admin.error());
   const auto since = parse_since(req.query_param("since"));
   if (!since) return error_response(since.error());
+  const std::string tiers = req.query_param("tiers");
+  if (!tiers.empty() && tiers != "true" && tiers != "false" && tiers != "1" && tiers != "0") {
+    return error_response(invalid_param("tiers", "tiers must be true or false"));
+  }
+  const bool by_medium = tiers == "true" || tiers == "1";
+  std::optional<cache::ScopeId> scope;
+  if (const std::string tenant = req.query_param("tenant"); !tenant.empty()) {
+    if (!by_medium) return error_response(invalid_param("tenant", "tenant needs tiers=true (the blocks list every tenant's)"));
+    if (!valid_tenant_id(tenant)) return error_response(invalid_param("tenant", "'" + tenant + "' is not a tenant id"));
+    scope = tenant_scope(tenant);
+  }
   cache::CacheSummary summary;
-  if (!scheduler_.ask_cache([&](cache::CacheAdmin& cache) { summary = cache.summary(*since); })) {
+  if (!scheduler_.ask_cache([&](cache::CacheAdmin& cache) { summary = cache.summary(*since, by_medium, scope); })) {
     return error_response(server_shutting_down());
   }
   const scheduler::SchedulerStats stats = scheduler_.stats();

@@ -227,7 +227,9 @@ class HttpServer::Impl {
       if (!answer) return error_response(answer.error());
       return json_response(200, dump_json(*answer));
     }
-    if (get && path == "/metrics" && options_.metrics) return metrics_answer(route_, req, scheduler_, control_, transport_, engine_.model());
+    if (get && path == "/metrics" && options_.metrics) {
+      return metrics_answer(route_, req, scheduler_, control_, transport_, engine_.model(), options_.extra_metrics);
+    }
     if (get && path == "/v1/cache/stats") return views_.stats(req);
     if (post && path == "/v1/cache/reset") return views_.reset(req);
     if (get && path == "/v1/cache/summary") return views_.summary(req);

@@ -24,6 +24,7 @@
 #include "api/auth/tenants.h"
 #include "engine/engine.h"
 #include "http/server.h"
+#include "metrics/registry.h"
 #include "scheduler/scheduler.h"
 
 namespace prefixd::api {
@@ -60,6 +61,8 @@ struct ServerOptions {
   // over, with the size of its body (http::Handlers::began, finished); either may be empty.
   std::function<void(std::size_t body_bytes)> request_began;
   std::function<void(std::size_t body_bytes)> request_ended;
+  // Adds the families of parts the server does not own (the KV event publisher) to /metrics.
+  std::function<void(metrics::Registry&)> extra_metrics;
 };
 
 class HttpServer {

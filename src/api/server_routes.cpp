@@ -22,7 +22,8 @@ http::Response model_answer(const RouteContext& route, const std::string& served
 }
 
 http::Response metrics_answer(const RouteContext& route, const http::Request& req, const scheduler::Scheduler& scheduler,
-                              const CacheControl& control, const http::Server& transport, const engine::ModelInfo& model) {
+                              const CacheControl& control, const http::Server& transport, const engine::ModelInfo& model,
+                              const std::function<void(metrics::Registry&)>& extra) {
   const auto admin = route.caller(req).and_then([](const Caller& c) { return require_admin(c, "/metrics"); });
   if (!admin) return error_response(admin.error());
   const scheduler::SchedulerStats stats = scheduler.stats();
@@ -51,6 +52,7 @@ http::Response metrics_answer(const RouteContext& route, const http::Request& re
   add_tenant_metrics(registry, cache, TenantNames(route.keys));
   control.add_metrics(registry);
   add_transport_metrics(registry, transport.stats());
+  if (extra) extra(registry);
   return http::Response{.status = 200, .content_type = "text/plain; version=0.0.4; charset=utf-8", .body = registry.text()};
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -21,9 +22,10 @@ http::Response model_answer(const RouteContext& route, const std::string& served
                             std::int64_t started, const std::string& id);
 
 // GET /metrics, for admins: the scheduler's, the cache's (overall and by tenant), the control
-// plane's and the transport's families.
+// plane's and the transport's families, then `extra`'s (ServerOptions::extra_metrics; may be empty).
 http::Response metrics_answer(const RouteContext& route, const http::Request& req, const scheduler::Scheduler& scheduler,
-                              const CacheControl& control, const http::Server& transport, const engine::ModelInfo& model);
+                              const CacheControl& control, const http::Server& transport, const engine::ModelInfo& model,
+                              const std::function<void(metrics::Registry&)>& extra);
 
 // The web UI's files, unless --no-webui. Throws std::runtime_error for a --webui-dir it cannot use.
 std::optional<webui::Site> web_site(const ServerOptions& options);

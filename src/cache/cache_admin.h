@@ -57,8 +57,10 @@ class CacheAdmin {
 
   // The holdings summary; with `since` equal to the current version only the version comes back
   // (unchanged). Per-segment chains are memoized (segments never change), so a repeated call
-  // hashes only what is new.
-  virtual CacheSummary summary(std::optional<std::uint64_t> since = std::nullopt) = 0;
+  // hashes only what is new. With `by_medium`, each tier's blocks too (CacheSummary::by_medium), of
+  // every scope or of `scope` alone.
+  virtual CacheSummary summary(std::optional<std::uint64_t> since = std::nullopt, bool by_medium = false,
+                               const std::optional<ScopeId>& scope = std::nullopt) = 0;
   // The chain hashes of `prompt`'s whole blocks as this cache addresses them for `key` (its
   // namespace, forked at the key's shared prefix for its session): what summary() lists once the
   // prompt is held. A pure query.

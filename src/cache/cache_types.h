@@ -265,6 +265,9 @@ struct CacheSummary {
   bool unchanged = false;        // the caller's version is current: `blocks` is left empty
   Digest model_key{};            // model_key() of the loaded model and runtime
   std::vector<Digest> blocks;
+  // Asked for: the blocks of each tier, by Medium (kv_events.h: device, host, disk), unique, in no
+  // particular order; a block two tiers hold is in both.
+  std::vector<std::vector<Digest>> by_medium;
 };
 
 }  // namespace prefixd::cache

@@ -1,5 +1,4 @@
-// prefixd cache — the holdings summary: which prefixes this cache keeps, as block chain hashes, for
-// a router that sends a request to the server already holding the longest part of its prompt.
+// prefixd cache — the holdings ledger: which blocks each tier keeps, and how that changes.
 //
 // Addresses are BlockHasher::chain(lineage, tokens), the same on every server that loads the same
 // model. A device entry knows its lineage and tokens, so its chain is computed whole. A host or
@@ -8,13 +7,18 @@
 // under session isolation, the segment that covers a session's fork hangs off a forked parent,
 // while the chain forks only at the block covering the fork; for such a segment (recognised when a
 // whole grid segment's iterated end differs from its key, which is the chain hash at its end) only
-// its key is listed. A tail segment that covers a fork cannot be recognised; its iterated hashes
-// name nothing any chain reaches, so they cost a few bytes and never a wrong route.
+// its key is listed, as its last block. A tail segment that covers a fork cannot be recognised;
+// its iterated hashes name nothing any chain reaches, so they cost a few bytes and never a wrong
+// route.
 //
 // Segments never change, so their hashes are memoized by key; device entries change only by being
-// cut back, so theirs are memoized by (entry, length). Memo entries of what left the tiers are
-// dropped on the next call.
+// cut back, so theirs are memoized by (entry, length). Each refresh walks the tiers' indexes: a
+// holder found in the memo is carried over, a new one is counted in (its blocks whose count in its
+// tier goes from 0 to 1 are stored events), and what is left of the old memo is counted out (blocks
+// whose count drops to 0 are removed events). Removals come last, so a prefix that moved between
+// holders of one tier is no change, and a block is never both stored and removed by one refresh.
 #include <algorithm>
+#include <unordered_set>
 
 #include "cache/holdings_summary.h"
 
@@ -22,88 +26,196 @@ namespace prefixd::cache {
 
 using engine::Token;
 
-namespace {
-
-// The hashes of the whole blocks of a segment starting at `parent`; only `key` when the segment
-// is a whole grid segment whose chain forked inside it (see the header comment).
-std::vector<Digest> segment_blocks(const BlockHasher& hasher, std::int32_t segment_tokens, const Digest& key,
-                                   const Digest& parent, std::span<const Token> tokens) {
-  std::vector<Digest> out;
-  const auto block = static_cast<std::size_t>(hasher.block_size());
-  Digest h = parent;
-  for (std::size_t at = 0; at + block <= tokens.size(); at += block) {
-    h = hasher.next(h, tokens.subspan(at, block));
-    out.push_back(h);
+const char* medium_name(Medium medium) {
+  switch (medium) {
+    case Medium::device: return "device";
+    case Medium::host: return "host";
+    case Medium::disk: return "disk";
   }
-  if (static_cast<std::int32_t>(tokens.size()) == segment_tokens && !out.empty() && out.back() != key) return {key};
-  return out;
+  return "";
 }
-
-}  // namespace
 
 HoldingsSummary::HoldingsSummary(const BlockHasher& hasher, const DeviceTier& device, HostTier& host,
                                  const BackingTiers& backing)
     : hasher_(hasher), device_(device), host_(host), backing_(backing) {}
 
-CacheSummary HoldingsSummary::summary(std::optional<std::uint64_t> since) {
-  Memo& memo = memo_;
-  const std::int32_t segment_tokens = host_.segment_tokens();
-  // The set changes only when a block's count goes from 0 to 1 or back; nothing is sorted here
-  // (the engine thread waits for this call): a caller that wants order sorts its copy.
-  bool changed = false;
-  const auto count = [&](const std::vector<Digest>& chain, std::int64_t delta) {
-    for (const Digest& block : chain) {
-      auto [it, inserted] = memo.blocks.try_emplace(block, 0);
-      it->second += delta;
-      if (inserted || it->second == 0) changed = true;  // a block appeared or went
-      if (it->second == 0) memo.blocks.erase(it);
-    }
+void HoldingsSummary::count_in(Medium medium, const Held& held, const Seen& seen) {
+  const bool record = recorded(held.scope);
+  const auto block = static_cast<std::size_t>(hasher_.block_size());
+  std::optional<BlocksStored> run;  // consecutive blocks new to the tier
+  const auto close_run = [&] {
+    if (run) events_.emplace_back(std::move(*run));
+    run.reset();
   };
+  Counts& counts = in_medium_[static_cast<int>(medium)];
+  for (std::size_t i = 0; i < held.blocks.size(); ++i) {
+    const Digest& b = held.blocks[i];
+    if (in_any_[b]++ == 0) changed_ = true;
+    if (counts[b]++ != 0 || !record) {
+      close_run();
+      continue;
+    }
+    if (!run) {
+      run.emplace();
+      run->medium = medium;
+      run->scope = held.scope;
+      run->parent = i == 0 ? seen.parent : std::optional(held.blocks[i - 1]);
+    }
+    run->hashes.push_back(b);
+    const auto tokens = seen.tokens.subspan(seen.first_token + i * block, block);
+    run->tokens.insert(run->tokens.end(), tokens.begin(), tokens.end());
+  }
+  close_run();
+}
 
-  decltype(memo.entries) entries;
+void HoldingsSummary::count_out(Medium medium, const Held& held) {
+  Counts& counts = in_medium_[static_cast<int>(medium)];
+  std::vector<Digest>* removed = recorded(held.scope) ? &removed_[{medium, held.scope}] : nullptr;
+  for (const Digest& b : held.blocks) {
+    if (auto it = counts.find(b); it != counts.end() && --it->second == 0) {
+      counts.erase(it);
+      if (removed != nullptr) removed->push_back(b);
+    }
+    if (auto it = in_any_.find(b); it != in_any_.end() && --it->second == 0) {
+      in_any_.erase(it);
+      changed_ = true;
+    }
+  }
+}
+
+void HoldingsSummary::refresh() {
+  const std::int32_t segment_tokens = host_.segment_tokens();
+  const auto block = static_cast<std::size_t>(hasher_.block_size());
+  changed_ = false;
+
+  EntryMemo entries;
   for (const auto& [id, e] : device_.entries()) {
     const std::pair key{id, e.tokens.size()};
-    if (auto found = memo.entries.find(key); found != memo.entries.end()) {
+    if (auto found = entries_.find(key); found != entries_.end()) {
       entries.emplace(key, std::move(found->second));
-      memo.entries.erase(found);
-    } else {
-      count(entries.emplace(key, hasher_.chain(e.lineage, e.tokens)).first->second, +1);
+      entries_.erase(found);
+      continue;
     }
+    const Held& held = entries.emplace(key, Held{hasher_.chain(e.lineage, e.tokens), e.scope}).first->second;
+    count_in(Medium::device, held, Seen{.tokens = e.tokens});
   }
 
-  decltype(memo.segments) segments;
-  const auto keep_segment = [&](const Digest& key, const Digest& parent, std::span<const Token> tokens) {
-    if (segments.contains(key)) return;  // in both the host and the disk tier
-    if (auto found = memo.segments.find(key); found != memo.segments.end()) {
-      segments.emplace(key, std::move(found->second));
-      memo.segments.erase(found);
-    } else {
-      count(segments.emplace(key, segment_blocks(hasher_, segment_tokens, key, parent, tokens)).first->second, +1);
+  std::array<SegmentMemo, kMediumCount> segments;
+  const auto keep_segment = [&](Medium medium, const Digest& key, const Digest& parent, engine::Pos begin,
+                                std::span<const Token> tokens, const ScopeId& scope) {
+    SegmentMemo& now = segments[static_cast<int>(medium)];
+    SegmentMemo& before = segments_[static_cast<int>(medium)];
+    if (now.contains(key)) return;
+    if (auto found = before.find(key); found != before.end()) {
+      now.emplace(key, std::move(found->second));
+      before.erase(found);
+      return;
     }
+    Held held{.scope = scope};
+    Seen seen{.tokens = tokens};
+    if (begin > 0) seen.parent = parent;
+    Digest h = parent;
+    for (std::size_t at = 0; at + block <= tokens.size(); at += block) {
+      h = hasher_.next(h, tokens.subspan(at, block));
+      held.blocks.push_back(h);
+    }
+    if (static_cast<std::int32_t>(tokens.size()) == segment_tokens && !held.blocks.empty() && held.blocks.back() != key) {
+      held.blocks = {key};  // the segment covers a session's fork (see the top of this file)
+      seen = Seen{.tokens = tokens, .first_token = tokens.size() / block * block - block};
+    }
+    count_in(medium, now.emplace(key, std::move(held)).first->second, seen);
   };
   for (const auto& [parent, key] : host_.store().parent_links()) {
-    if (const HostSegment* s = host_.store().peek(key)) keep_segment(key, parent, s->token_ids);
+    if (const HostSegment* s = host_.store().peek(key)) {
+      keep_segment(Medium::host, key, parent, s->begin, s->token_ids, s->scope);
+    }
   }
   if (backing_.disk() != nullptr) {
-    backing_.disk()->for_each_segment([&](const RecordMeta& meta) { keep_segment(meta.key, meta.parent, meta.tokens); });
+    backing_.disk()->for_each_segment([&](const RecordMeta& meta) {
+      keep_segment(Medium::disk, meta.key, meta.parent, meta.begin, meta.tokens, meta.scope);
+    });
   }
-  // Removals last, so a prefix that moved between tiers since the last call is no change.
-  for (const auto& [key, chain] : memo.entries) count(chain, -1);   // entries gone or cut back
-  for (const auto& [key, chain] : memo.segments) count(chain, -1);  // segments gone from both tiers
-  memo.entries = std::move(entries);
-  memo.segments = std::move(segments);
-  if (changed) ++memo.version;
 
+  // Removals last: what is left of the old memo is gone (or an entry was cut back).
+  for (const auto& [key, held] : entries_) count_out(Medium::device, held);
+  for (int m = 0; m < kMediumCount; ++m) {
+    for (const auto& [key, held] : segments_[m]) count_out(static_cast<Medium>(m), held);
+  }
+  for (auto& [where, hashes] : removed_) {
+    if (!hashes.empty()) events_.emplace_back(BlocksRemoved{std::move(hashes), where.first, where.second});
+  }
+  removed_.clear();
+  entries_ = std::move(entries);
+  segments_ = std::move(segments);
+  if (changed_) ++version_;
+}
+
+CacheSummary HoldingsSummary::summary(std::optional<std::uint64_t> since, bool by_medium,
+                                     const std::optional<ScopeId>& scope) {
+  refresh();
   CacheSummary out;
-  out.version = memo.version;
+  out.version = version_;
   out.model_key = backing_.model_key();
-  if (since == memo.version) {
+  if (since == version_) {
     out.unchanged = true;
-  } else {
-    out.blocks.reserve(memo.blocks.size());
-    for (const auto& [block, n] : memo.blocks) out.blocks.push_back(block);
+    return out;
+  }
+  // Nothing is sorted here (the engine thread waits for this call): a caller that wants order
+  // sorts its copy.
+  out.blocks.reserve(in_any_.size());
+  for (const auto& [b, n] : in_any_) out.blocks.push_back(b);
+  if (by_medium && scope) {
+    // One scope's: from the holders themselves (the counts are of every scope).
+    std::array<std::unordered_set<Digest, DigestHash>, kMediumCount> sets;
+    for (const auto& [key, held] : entries_) {
+      if (held.scope == *scope) sets[static_cast<int>(Medium::device)].insert(held.blocks.begin(), held.blocks.end());
+    }
+    for (int m = 0; m < kMediumCount; ++m) {
+      for (const auto& [key, held] : segments_[m]) {
+        if (held.scope == *scope) sets[m].insert(held.blocks.begin(), held.blocks.end());
+      }
+    }
+    for (const auto& set : sets) out.by_medium.emplace_back(set.begin(), set.end());
+  } else if (by_medium) {
+    for (const Counts& counts : in_medium_) {
+      auto& blocks = out.by_medium.emplace_back();
+      blocks.reserve(counts.size());
+      for (const auto& [b, n] : counts) blocks.push_back(b);
+    }
   }
   return out;
+}
+
+void HoldingsSummary::record_events(KvEventScopes scopes) {
+  scopes_ = std::move(scopes);
+  events_.clear();
+  if (!scopes_) return;
+  // A subscriber may know this server's blocks from an earlier process: it starts over.
+  events_.emplace_back(AllBlocksCleared{});
+  // Announce what is held now: count everything in afresh.
+  entries_.clear();
+  for (auto& memo : segments_) memo.clear();
+  for (auto& counts : in_medium_) counts.clear();
+  in_any_.clear();
+  refresh();
+}
+
+std::vector<KvEvent> HoldingsSummary::take_events() {
+  if (!scopes_) return {};
+  refresh();
+  return std::exchange(events_, {});
+}
+
+void HoldingsSummary::cleared() {
+  entries_.clear();
+  for (auto& memo : segments_) memo.clear();
+  for (auto& counts : in_medium_) counts.clear();
+  if (!in_any_.empty()) ++version_;
+  in_any_.clear();
+  if (scopes_) {
+    events_.clear();  // whatever was pending is void: the subscriber forgets it all
+    events_.emplace_back(AllBlocksCleared{});
+  }
 }
 
 }  // namespace prefixd::cache

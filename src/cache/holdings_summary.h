@@ -1,8 +1,10 @@
-// prefixd cache — the holdings summary: which prefixes this cache keeps, as block chain hashes, for
-// a router that sends a request to the server already holding the longest part of its prompt
-// (how the hashes are found, and memoized, is described in holdings_summary.cpp).
+// prefixd cache — the holdings ledger: which blocks each tier keeps, as block chain hashes, for a
+// router that sends a request to the server already holding the longest part of its prompt (the
+// summary), and for subscribers that index it from the changes (KV events, kv_events.h). How the
+// hashes are found, and memoized, is described in holdings_summary.cpp.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -13,29 +15,65 @@
 #include "cache/backing_tiers.h"
 #include "cache/device_tier.h"
 #include "cache/host_tier.h"
+#include "cache/kv_events.h"
 
 namespace prefixd::cache {
 
 class HoldingsSummary {
  public:
   HoldingsSummary(const BlockHasher& hasher, const DeviceTier& device, HostTier& host, const BackingTiers& backing);
-  // With `since` equal to the current version only the version comes back (unchanged).
-  CacheSummary summary(std::optional<std::uint64_t> since);
+  // With `since` equal to the current version only the version comes back (unchanged); with
+  // `by_medium`, each tier's blocks too: of every scope, or of `scope` alone.
+  CacheSummary summary(std::optional<std::uint64_t> since, bool by_medium = false,
+                       const std::optional<ScopeId>& scope = std::nullopt);
+
+  // From now on, records the changes of the blocks of the scopes `scopes` accepts as events (the
+  // first look announces everything held). An empty function turns recording off.
+  void record_events(KvEventScopes scopes);
+  // Looks at the tiers and returns the events since the last call, in order.
+  std::vector<KvEvent> take_events();
+  // Every tier was emptied (a reset of every scope): forgets what was held and records one
+  // AllBlocksCleared in place of a removal of each block.
+  void cleared();
 
  private:
+  // The blocks of one device entry or segment, and whose they are.
+  struct Held {
+    std::vector<Digest> blocks;
+    ScopeId scope{};
+  };
+  // What a new holder brings: its blocks, the tokens they cover from `first_token` on, and what the
+  // first block hangs off (nullopt: the namespace root, or a session's fork).
+  struct Seen {
+    std::span<const engine::Token> tokens;
+    std::size_t first_token = 0;
+    std::optional<Digest> parent;
+  };
+  using SegmentMemo = std::unordered_map<Digest, Held, DigestHash>;
+  using EntryMemo = std::map<std::pair<EntryId, std::size_t>, Held>;
+  using Counts = std::unordered_map<Digest, std::int64_t, DigestHash>;
+
+  // Compares the tiers with the memo, counts and records the changes.
+  void refresh();
+  void count_in(Medium medium, const Held& held, const Seen& seen);
+  void count_out(Medium medium, const Held& held);
+  bool recorded(const ScopeId& scope) const { return scopes_ && scopes_(scope); }
+
   const BlockHasher& hasher_;
   const DeviceTier& device_;
   HostTier& host_;
   const BackingTiers& backing_;
-  // Block chains per segment key and per device entry, how many of them list each block (the set
-  // is the keys), and the set's version.
-  struct Memo {
-    std::unordered_map<Digest, std::vector<Digest>, DigestHash> segments;
-    std::map<std::pair<EntryId, std::size_t>, std::vector<Digest>> entries;
-    std::unordered_map<Digest, std::int64_t, DigestHash> blocks;
-    std::uint64_t version = 0;
-  };
-  Memo memo_;
+  // Block chains per device entry (by id and length) and per segment key, in each tier.
+  EntryMemo entries_;
+  std::array<SegmentMemo, kMediumCount> segments_;  // [host], [disk]; [device] stays empty
+  std::array<Counts, kMediumCount> in_medium_;      // how many holders of each tier list each block
+  Counts in_any_;                                   // of every tier: the summary's set is the keys
+  std::uint64_t version_ = 0;
+  bool changed_ = false;
+  KvEventScopes scopes_;
+  std::vector<KvEvent> events_;
+  // Removals found by the current refresh, per tier and scope, recorded at its end.
+  std::map<std::pair<Medium, ScopeId>, std::vector<Digest>> removed_;
 };
 
 }  // namespace prefixd::cache

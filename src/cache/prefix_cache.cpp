@@ -248,7 +248,12 @@ ResetReport PrefixCache::forget(const RequestKey& key, std::span<const Token> to
 }
 CacheStats PrefixCache::stats() const { return impl_->stats(); }
 
-CacheSummary PrefixCache::summary(std::optional<std::uint64_t> since) { return impl_->summary(since); }
+CacheSummary PrefixCache::summary(std::optional<std::uint64_t> since, bool by_medium,
+                                  const std::optional<ScopeId>& scope) {
+  return impl_->summary(since, by_medium, scope);
+}
+void PrefixCache::record_kv_events(KvEventScopes scopes) { impl_->record_kv_events(std::move(scopes)); }
+std::vector<KvEvent> PrefixCache::take_kv_events() { return impl_->take_kv_events(); }
 
 std::vector<Digest> PrefixCache::chain_of(const RequestKey& key, std::span<const engine::Token> prompt) const {
   return impl_->chain_of(key, prompt);

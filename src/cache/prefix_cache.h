@@ -56,6 +56,7 @@
 #include "cache/cache_admin.h"
 #include "cache/cache_tree.h"
 #include "cache/cache_types.h"
+#include "cache/kv_events.h"
 #include "cache/request_life.h"
 #include "engine/engine.h"
 
@@ -118,6 +119,12 @@ class PrefixCache final : public CacheAdmin, public RequestLife {
   ResetReport reset_scope(const ScopeId& scope);
   // Blocks until the disk tier's write-behind queue is written (no-op without one).
   void flush_disk();
+  // KV events (kv_events.h): from now on the changes of the blocks of the scopes `scopes` accepts
+  // are recorded, starting with everything held now; an empty function stops recording.
+  // take_kv_events() looks at the tiers and returns what changed since its last call. A reset()
+  // is one AllBlocksCleared.
+  void record_kv_events(KvEventScopes scopes);
+  std::vector<KvEvent> take_kv_events();
 
   // The admin face (cache_admin.h).
   CacheTree tree(const TreeQuery& query) const override;
@@ -127,7 +134,8 @@ class PrefixCache final : public CacheAdmin, public RequestLife {
                              const std::filesystem::path& path, const std::string& manifest = {}) override;
   ArtifactInfo load_artifact(const std::filesystem::path& path, const ScopeId& scope = {},
                              const std::function<void(const Artifact&)>& admit = {}) override;
-  CacheSummary summary(std::optional<std::uint64_t> since = std::nullopt) override;
+  CacheSummary summary(std::optional<std::uint64_t> since = std::nullopt, bool by_medium = false,
+                       const std::optional<ScopeId>& scope = std::nullopt) override;
   std::vector<Digest> chain_of(const RequestKey& key, std::span<const engine::Token> prompt) const override;
 
   // Thread-safe: a snapshot published after every mutating call.

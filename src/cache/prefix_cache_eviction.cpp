@@ -85,6 +85,7 @@ ResetReport PrefixCache::Impl::reset() {
     report.entries += disk.files;
     report.bytes += backing_.disk()->clear();
   }
+  summary_.cleared();
   publish();
   return report;
 }

@@ -169,7 +169,11 @@ class PrefixCache::Impl {
   ResetReport forget(const RequestKey& key, std::span<const Token> tokens, engine::Pos keep);
 
   // The holdings summary (holdings_summary.h); a prompt's chain (prefix_cache_scopes.cpp).
-  CacheSummary summary(std::optional<std::uint64_t> since) { return summary_.summary(since); }
+  CacheSummary summary(std::optional<std::uint64_t> since, bool by_medium, const std::optional<ScopeId>& scope) {
+    return summary_.summary(since, by_medium, scope);
+  }
+  void record_kv_events(KvEventScopes scopes) { summary_.record_events(std::move(scopes)); }
+  std::vector<KvEvent> take_kv_events() { return summary_.take_events(); }
   std::vector<Digest> chain_of(const RequestKey& key, std::span<const Token> prompt) const;
   CacheTree tree(const TreeQuery& query) const;  // prefix_cache_tree.cpp
 

@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/config_option.h"
 #include "cli/serve_http_options.h"
+#include "cli/serve_kv_events.h"
 #include "cli/memory_return.h"
 #include "cli/server_signals.h"
 #include "engine/engine.h"
@@ -35,6 +36,7 @@ struct ServeOptions {
   scheduler::SchedulerOptions scheduler;
   api::ServerOptions server;
   HttpFlags http;
+  KvEventFlags kv_events;
   bool no_cache_prompt = false;
   bool cache_enabled = true;
   std::string apc_hash = "blake3";
@@ -150,6 +152,7 @@ int run_serve(ServeOptions& o) {
   // Configuration errors first: a bad key file must not wait for the model to load.
   o.server.keys = load_keys(o.api_keys_path, o.server.api_key);
   o.server.cache_isolation = *api::parse_cache_isolation(o.cache_isolation);
+  check_kv_event_flags(o.kv_events);
   if (!o.shared_prefix_path.empty()) {
     if (o.server.cache_isolation != api::CacheIsolation::session) {
       throw std::runtime_error("--cache-shared-prefix-file needs --cache-isolation session (with tenant isolation "
@@ -234,6 +237,7 @@ int run_serve(ServeOptions& o) {
   const std::size_t per_token = model->model().kv_bytes_per_token;
   std::unique_ptr<engine::Engine> drafter;
   if (!o.draft_model_path.empty()) drafter = load_draft_model(o, *model);
+  const auto kv_events = start_kv_events(o.kv_events, cache.block_size, o.scheduler, o.server);
   scheduler::Scheduler scheduler(*model, o.scheduler, drafter.get());
   const cache::CacheConfig& resolved = scheduler.cache_config();
   const bool trimmable = scheduler.cache_reuse_mode() == cache::ReuseMode::trim;
@@ -349,6 +353,7 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
   cmd->add_option("--max-queued", o->scheduler.max_queued, "Requests that may wait for a slot; more get 503")
       ->capture_default_str()->envname("PREFIXD_MAX_QUEUED")->check(CLI::Range(0, 1 << 20));
   add_http_options(*cmd, o->server, o->http);
+  add_kv_event_options(*cmd, o->kv_events);
   cmd->add_option("--api-key", o->server.api_key,
                   "Require 'Authorization: Bearer KEY' on every route but /health (one admin key of tenant "
                   "'default')")

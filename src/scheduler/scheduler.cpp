@@ -42,6 +42,7 @@ Scheduler::Impl::Impl(engine::Engine& engine, SchedulerOptions options, engine::
   set_up_speculation(drafter);
   cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders), scratch,
                                                 options_.cache.enabled ? pin : -1);
+  if (options_.kv_events.sink) cache_->record_kv_events(options_.kv_events.scopes);
   draws_ = std::make_unique<MaskedDraws>([this] {
     {
       std::lock_guard lock(mutex_);
@@ -163,7 +164,10 @@ void Scheduler::Impl::run() {
       // work below — disk reads, demotions, lookups — never holds it, so submit() and /metrics
       // never wait behind it.
       std::unique_lock lock(mutex_);
-      wake_.wait_for(lock, lookup_wait_limit(std::chrono::seconds(1)), [this] {
+      const Clock::duration events_due =
+          kv_events_dirty_ ? std::max<Clock::duration>(last_kv_events_ + options_.kv_events.interval - Clock::now(), {})
+                           : Clock::duration(std::chrono::seconds(1));
+      wake_.wait_for(lock, lookup_wait_limit(std::min<Clock::duration>(std::chrono::seconds(1), events_due)), [this] {
         return stopping_ || !inbox_.empty() || admissible_queued() || runnable() || !commands_.empty() ||
                fetch_ready_ || draw_ready_;
       });
@@ -192,8 +196,20 @@ void Scheduler::Impl::run() {
     take_resolved_prefixes();
     take_masked_draws();
     step();
+    publish_kv_events();
   }
   shutdown();
+}
+
+void Scheduler::Impl::publish_kv_events() {
+  if (!options_.kv_events.sink) return;
+  const auto now = Clock::now();
+  kv_events_dirty_ = true;
+  if (now - last_kv_events_ < options_.kv_events.interval) return;  // the wait above comes back for it
+  last_kv_events_ = now;
+  kv_events_dirty_ = false;
+  std::vector<cache::KvEvent> events = cache_->take_kv_events();
+  if (!events.empty()) options_.kv_events.sink(std::move(events));
 }
 
 void Scheduler::Impl::shutdown() {

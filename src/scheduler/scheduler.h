@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -24,6 +25,7 @@
 
 #include "cache/cache_admin.h"
 #include "cache/cache_types.h"
+#include "cache/kv_events.h"
 #include "engine/engine.h"
 #include "scheduler/request.h"
 
@@ -76,6 +78,15 @@ struct SchedulerOptions {
   std::uint64_t image_embedding_bytes = 256ull << 20;
   SpeculationOptions speculation;
   cache::CacheConfig cache;
+  // KV events (cache/kv_events.h): with a sink, the cache records the changes of the blocks of the
+  // scopes `scopes` accepts, and the engine thread hands them to the sink (which must not block)
+  // after a turn of its loop, at most once per `interval`; an idle server looks once a second (the
+  // disk tier's writes land after the last request).
+  struct KvEvents {
+    std::function<void(std::vector<cache::KvEvent>)> sink;
+    cache::KvEventScopes scopes;
+    std::chrono::milliseconds interval{20};
+  } kv_events;
 };
 
 enum class SubmitError { queue_full, prompt_too_long, empty_prompt, shutting_down };

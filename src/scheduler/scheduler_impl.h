@@ -66,6 +66,8 @@ class Scheduler::Impl {
   void run();
   void on_lookup_done();  // on the shared tier's reader thread
   void shutdown();
+  // Hands the cache's KV events to the sink when they are due (SchedulerOptions::kv_events).
+  void publish_kv_events();
 
   // scheduler_admission.cpp
   void open_tickets();
@@ -137,6 +139,8 @@ class Scheduler::Impl {
   // Owned by the scheduler thread. The request life goes through life() alone; cache_ itself
   // serves the admin face (ask_cache), resets and the stats and configuration reads.
   std::unique_ptr<cache::PrefixCache> cache_;
+  Clock::time_point last_kv_events_{};
+  bool kv_events_dirty_ = false;  // the loop turned since the cache's events were last taken
   cache::RequestLife& life() { return *cache_; }
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<engine::BatchToken> batch_;

@@ -31,11 +31,20 @@ nlohmann::ordered_json cache_summary_json(const SummaryHeader& header, const cac
     return out;
   }
   // Sorted here, on the HTTP worker, not on the engine thread that gathered them.
-  std::vector<cache::Digest> sorted = summary.blocks;
-  std::ranges::sort(sorted);
-  nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
-  for (const cache::Digest& block : sorted) blocks.push_back(cache::to_hex(block));
-  out["blocks"] = std::move(blocks);
+  const auto sorted_hex = [](std::vector<cache::Digest> digests) {
+    std::ranges::sort(digests);
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const cache::Digest& block : digests) list.push_back(cache::to_hex(block));
+    return list;
+  };
+  out["blocks"] = sorted_hex(summary.blocks);
+  if (!summary.by_medium.empty()) {
+    nlohmann::ordered_json tiers = nlohmann::ordered_json::object();
+    for (std::size_t m = 0; m < summary.by_medium.size(); ++m) {
+      tiers[cache::medium_name(static_cast<cache::Medium>(m))] = sorted_hex(summary.by_medium[m]);
+    }
+    out["tiers"] = std::move(tiers);
+  }
   return out;
 }
 

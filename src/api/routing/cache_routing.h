@@ -16,6 +16,7 @@
 #include "api/errors.h"
 #include "api/openai/responses.h"
 #include "cache/cache_types.h"
+#include "cache/kv_events.h"
 
 namespace prefixd::api {
 
