@@ -19,7 +19,8 @@
 namespace prefixd::api {
 
 CacheViews::CacheViews(const engine::Engine& engine, scheduler::Scheduler& scheduler, const CacheControl& control,
-                       const ChatService& chats, const RouteContext& route, std::int32_t slots)
+                       const ChatService& chats, const RouteContext& route, std::int32_t slots,
+                       KvEventsAdvert kv_events)
     : engine_(engine),
       scheduler_(scheduler),
       control_(control),
@@ -27,6 +28,7 @@ CacheViews::CacheViews(const engine::Engine& engine, scheduler::Scheduler& sched
       route_(route),
       slots_(slots),
       server_id_(random_server_id()),
+      kv_events_(std::move(kv_events)),
       model_key_(cache::model_key(engine_.model().fingerprint, engine_.model().runtime_signature)) {}
 
 http::Response CacheViews::stats(const http::Request& req) const {
@@ -89,6 +91,23 @@ http::Response CacheViews::summary(const http::Request& req) {
     return error_response(invalid_param("tiers", "tiers must be true or false"));
   }
   const bool by_medium = tiers == "true" || tiers == "1";
+  const std::string blocks = req.query_param("blocks");
+  if (!blocks.empty() && blocks != "true" && blocks != "false" && blocks != "1" && blocks != "0") {
+    return error_response(invalid_param("blocks", "blocks must be true or false"));
+  }
+  const auto header = [&] {
+    const scheduler::SchedulerStats stats = scheduler_.stats();
+    const cache::CacheConfig& config = scheduler_.cache_config();
+    return SummaryHeader{.server_id = server_id_, .block_size = config.block_size,
+                         .hash = cache::hash_algorithm_name(config.hash), .running = stats.running,
+                         .queued = stats.queued, .slots = slots_, .kv_events = kv_events_};
+  };
+  if (blocks == "false" || blocks == "0") {
+    if (by_medium || since->has_value()) {
+      return error_response(invalid_param("blocks", "blocks=false takes neither tiers nor since"));
+    }
+    return json_response(200, dump_json(cache_load_json(header())));
+  }
   std::optional<cache::ScopeId> scope;
   if (const std::string tenant = req.query_param("tenant"); !tenant.empty()) {
     if (!by_medium) return error_response(invalid_param("tenant", "tenant needs tiers=true (the blocks list every tenant's)"));
@@ -99,12 +118,7 @@ http::Response CacheViews::summary(const http::Request& req) {
   if (!scheduler_.ask_cache([&](cache::CacheAdmin& cache) { summary = cache.summary(*since, by_medium, scope); })) {
     return error_response(server_shutting_down());
   }
-  const scheduler::SchedulerStats stats = scheduler_.stats();
-  const cache::CacheConfig& config = scheduler_.cache_config();
-  const SummaryHeader header{.server_id = server_id_, .block_size = config.block_size,
-                             .hash = cache::hash_algorithm_name(config.hash), .running = stats.running,
-                             .queued = stats.queued, .slots = slots_};
-  return json_response(200, dump_json(cache_summary_json(header, summary)));
+  return json_response(200, dump_json(cache_summary_json(header(), summary)));
 }
 
 http::Response CacheViews::tree(const http::Request& req) {

@@ -11,6 +11,7 @@
 #include "api/chat/chat_service.h"
 #include "api/control/cache_control.h"
 #include "api/route_support.h"
+#include "api/routing/cache_routing.h"
 #include "cache/disk_format.h"
 #include "engine/engine.h"
 #include "http/server.h"
@@ -23,7 +24,7 @@ class CacheViews {
   // Every reference must outlive the views. `slots`: the requests decoded at once, which the
   // summary reports.
   CacheViews(const engine::Engine& engine, scheduler::Scheduler& scheduler, const CacheControl& control,
-             const ChatService& chats, const RouteContext& route, std::int32_t slots);
+             const ChatService& chats, const RouteContext& route, std::int32_t slots, KvEventsAdvert kv_events);
 
   http::Response stats(const http::Request& req) const;  // GET /v1/cache/stats
   http::Response reset(const http::Request& req);         // POST /v1/cache/reset
@@ -48,6 +49,7 @@ class CacheViews {
   const RouteContext& route_;
   std::int32_t slots_;
   const std::string server_id_;    // GET /v1/cache/summary
+  const KvEventsAdvert kv_events_;
   const cache::Digest model_key_;  // POST /v1/cache/chain
 };
 

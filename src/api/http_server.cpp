@@ -114,7 +114,7 @@ class HttpServer::Impl {
                                 .model_key = engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint}),
         site_(web_site(options_)),
         chats_(engine, scheduler_, prompts_, control_, stopping_, options_.grammar_limits, options_.stream_keep_alive, served_id_),
-        views_(engine, scheduler_, control_, chats_, route_, options_.slots),
+        views_(engine, scheduler_, control_, chats_, route_, options_.slots, options_.kv_events),
         started_(unix_seconds()),
         transport_(options_.http, http::Handlers{
                                       .handle = [this](http::Request& req) { return handle(req); },

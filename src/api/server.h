@@ -19,6 +19,7 @@
 #include "api/control/cache_isolation.h"
 #include "api/body/json_bounds.h"
 #include "api/images/image_input.h"
+#include "api/routing/cache_routing.h"
 #include "api/stream_relay.h"
 #include "api/structured/json_schema_grammar.h"
 #include "api/auth/tenants.h"
@@ -61,6 +62,8 @@ struct ServerOptions {
   // over, with the size of its body (http::Handlers::began, finished); either may be empty.
   std::function<void(std::size_t body_bytes)> request_began;
   std::function<void(std::size_t body_bytes)> request_ended;
+  // Where KV events are published (GET /v1/cache/summary advertises it to routers).
+  KvEventsAdvert kv_events;
   // Adds the families of parts the server does not own (the KV event publisher) to /metrics.
   std::function<void(metrics::Registry&)> extra_metrics;
 };

@@ -29,7 +29,16 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kPolicies[] = {"prefix", "round_robin"};
+// The routers compared: the prefix policy reading the backends' blocks from their KV events, the
+// same policy reading them from polled summaries, and round-robin. Without KV events, the first is
+// left out.
+struct Variant {
+  const char* name;
+  const char* policy;
+  bool kv_events;
+};
+constexpr Variant kVariants[] = {{"prefix_events", "prefix", true}, {"prefix", "prefix", false},
+                                 {"round_robin", "round_robin", false}};
 
 std::string metrics_of(int port) {
   httplib::Client client("127.0.0.1", port);
@@ -125,19 +134,28 @@ json run_route_bench(const RouteBenchOptions& options, std::ostream& progress) {
     launch.args = {"serve", "--model", options.model_path, "--host", "127.0.0.1", "--port", std::to_string(port),
                    "--ctx-size", std::to_string(w.ctx_size), "--parallel", std::to_string(w.parallel),
                    "--threads", std::to_string(options.threads)};
+    if (options.kv_events) {
+      launch.args.insert(launch.args.end(), {"--kv-events-endpoint", std::format("tcp://*:{}", pick_free_port()),
+                                             "--kv-events-replay-endpoint", std::format("tcp://*:{}", pick_free_port())});
+    }
     for (std::string& a : split_args(options.backend_args)) launch.args.push_back(std::move(a));
     progress << "starting backend " << b << " on port " << port << "\n";
     backends.push_back(std::make_unique<ServerProcess>(std::move(launch), port));
     backend_flags.insert(backend_flags.end(), {"--backend", std::format("http://127.0.0.1:{}", port)});
   }
+  std::vector<Variant> variants;
+  for (const Variant& v : kVariants) {
+    if (options.kv_events || !v.kv_events) variants.push_back(v);
+  }
+  const std::size_t n_variants = variants.size();
   std::vector<std::unique_ptr<ServerProcess>> routers;
-  for (const char* policy : kPolicies) {
-    ServerLaunch launch{.binary = bin, .log_path = std::format("{}/route-bench-router-{}.log", options.log_dir, policy),
+  for (const Variant& v : variants) {
+    ServerLaunch launch{.binary = bin, .log_path = std::format("{}/route-bench-router-{}.log", options.log_dir, v.name),
                         .startup_limit = std::chrono::seconds(60)};
     const int port = pick_free_port();
-    launch.args = {"route", "--host", "127.0.0.1", "--port", std::to_string(port), "--policy", policy,
+    launch.args = {"route", "--host", "127.0.0.1", "--port", std::to_string(port), "--policy", v.policy,
                    "--summary-interval-ms", "200", "--health-interval-ms", "500", "--load-weight",
-                   std::format("{}", options.load_weight)};
+                   std::format("{}", options.load_weight), v.kv_events ? "--kv-events" : "--no-kv-events"};
     launch.args.insert(launch.args.end(), backend_flags.begin(), backend_flags.end());
     routers.push_back(std::make_unique<ServerProcess>(std::move(launch), port));
   }
@@ -147,11 +165,11 @@ json run_route_bench(const RouteBenchOptions& options, std::ostream& progress) {
     std::vector<double> ttft;
     int runs = 0;
   };
-  std::array<Totals, 2> totals;
+  std::vector<Totals> totals(n_variants);
   json runs = json::array();
   for (int pair = 0; pair < options.pairs; ++pair) {
-    for (int k = 0; k < 2; ++k) {
-      const std::size_t p = static_cast<std::size_t>((pair % 2 == 0) == (k == 0) ? 0 : 1);  // A B, then B A
+    for (std::size_t k = 0; k < n_variants; ++k) {
+      const std::size_t p = pair % 2 == 0 ? k : n_variants - 1 - k;  // A B C, then C B A
       for (const auto& b : backends) {
         httplib::Client client("127.0.0.1", b->port());
         const auto res = client.Post("/v1/cache/reset", "{}", "application/json");
@@ -160,7 +178,7 @@ json run_route_bench(const RouteBenchOptions& options, std::ostream& progress) {
       std::this_thread::sleep_for(std::chrono::milliseconds(600));  // the router's next summary poll sees it
       const double fed0 = total(backends, "prefixd_prompt_tokens_fed_total");
       const double warm0 = total(backends, "prefixd_warmup_tokens_total");
-      progress << std::format("run {}: {} ({} requests)\n", runs.size() + 1, kPolicies[p], w.steps.size()) << std::flush;
+      progress << std::format("run {}: {} ({} requests)\n", runs.size() + 1, variants[p].name, w.steps.size()) << std::flush;
       const auto t0 = std::chrono::steady_clock::now();
       const std::vector<CompletionResult> results =
           send_steps(w, routers[p]->port(), std::format("-run{}", runs.size()), options.request_timeout);
@@ -173,7 +191,7 @@ json run_route_bench(const RouteBenchOptions& options, std::ostream& progress) {
         run.cached += static_cast<double>(std::max<std::int64_t>(0, cached_tokens(r)));
         run.ttft.push_back(r.ttft_ms);
       }
-      runs.push_back({{"policy", kPolicies[p]}, {"fed_tokens", run.fed}, {"warmup_tokens", run.warmup},
+      runs.push_back({{"policy", variants[p].name}, {"fed_tokens", run.fed}, {"warmup_tokens", run.warmup},
                       {"prompt_tokens", run.prompt}, {"cached_tokens", run.cached},
                       {"ttft_median_ms", percentile(run.ttft, 0.5)}, {"ttft_p90_ms", percentile(run.ttft, 0.9)},
                       {"seconds", seconds}});
@@ -218,14 +236,14 @@ json run_route_bench(const RouteBenchOptions& options, std::ostream& progress) {
   }
   progress << "\n| policy | runs | prompt tokens fed by all backends (per run) | warm-up tokens (per run) | hit ratio "
               "(cached / prompt) | TTFT median | TTFT p90 |\n| --- | --- | --- | --- | --- | --- | --- |\n";
-  for (std::size_t p = 0; p < 2; ++p) {
+  for (std::size_t p = 0; p < n_variants; ++p) {
     const Totals& t = totals[p];
     const double per = std::max(1, t.runs);
     const double hit = t.prompt > 0 ? t.cached / t.prompt : 0;
-    out["policies"][kPolicies[p]] = {{"runs", t.runs}, {"fed_tokens_per_run", t.fed / per},
+    out["policies"][variants[p].name] = {{"runs", t.runs}, {"fed_tokens_per_run", t.fed / per},
                                      {"warmup_tokens_per_run", t.warmup / per}, {"hit_ratio", hit},
                                      {"ttft_median_ms", percentile(t.ttft, 0.5)}, {"ttft_p90_ms", percentile(t.ttft, 0.9)}};
-    progress << std::format("| {} | {} | {:.0f} | {:.0f} | {:.3f} | {} | {} |\n", kPolicies[p], t.runs, t.fed / per,
+    progress << std::format("| {} | {} | {:.0f} | {:.0f} | {:.3f} | {} | {} |\n", variants[p].name, t.runs, t.fed / per,
                             t.warmup / per, hit, format_ms(percentile(t.ttft, 0.5)), format_ms(percentile(t.ttft, 0.9)));
   }
   if (!options.out_path.empty()) std::ofstream(options.out_path) << out.dump(2) << "\n";

@@ -1,7 +1,8 @@
 // prefixd bench — `prefixd-bench route-bench`: the multi-session chat trace (workload
-// `multisession`) through `prefixd route` in front of several prefixd backends, the prefix policy
-// against round-robin in one run, repetitions interleaved A B B A so that drift in the machine's
-// speed falls on both. Reports the prompt tokens all backends evaluated, the hit ratio and TTFT.
+// `multisession`) through `prefixd route` in front of several prefixd backends: the prefix policy
+// following the backends' KV events, the prefix policy polling their summaries, and round-robin, in
+// one run, repetitions interleaved A B C C B A so that drift in the machine's speed falls on all.
+// Reports the prompt tokens all backends evaluated, the hit ratio and TTFT.
 #pragma once
 
 #include <chrono>
@@ -23,6 +24,7 @@ struct RouteBenchOptions {
   double scale = 1.0;
   double load_weight = 64;
   std::string backend_args;       // more `prefixd serve` arguments for every backend
+  bool kv_events = true;          // backends publish KV events; the events router runs too
   // > 0: after the pairs, one more run of the prefix policy in which backend 0 is killed (SIGKILL)
   // once this many of its requests have finished; the run fails if any request does.
   int kill_after = 0;

@@ -74,6 +74,10 @@ std::function<int()> add_route_command(CLI::App& app) {
   cmd->add_option("--load-weight", o.load_weight,
                   "Prompt tokens one running or queued request on a backend weighs against the prefix it holds")
       ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  cmd->add_flag("--kv-events,!--no-kv-events", o.kv_events,
+                "Follow the KV events of backends that publish them (--kv-events-endpoint) instead of reading "
+                "their summaries' block lists")
+      ->capture_default_str();
   cmd->add_option("--backend-api-key", o.backend_api_key,
                   "Key the router's own calls send (the backends' admin key, for GET /v1/cache/summary)");
   cmd->add_option("--http-workers", o.http.workers, "Requests forwarded at once (each stream holds one)")

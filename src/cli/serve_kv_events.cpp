@@ -83,6 +83,8 @@ std::shared_ptr<events::KvEventPublisher> start_kv_events(const KvEventFlags& fl
     return every_tenant || scopes.contains(scope);
   };
   scheduler.kv_events.interval = std::chrono::milliseconds(flags.interval_ms);
+  server.kv_events = {.endpoint = flags.endpoint, .replay_endpoint = flags.replay_endpoint, .topic = flags.topic,
+                      .block_hashes = flags.hash_format};
   scheduler.kv_events.sink = [publisher](std::vector<cache::KvEvent> events) { publisher->publish(std::move(events)); };
   server.extra_metrics = [publisher](metrics::Registry& registry) {
     const events::PublisherStats s = publisher->stats();

@@ -27,9 +27,18 @@ std::unique_ptr<httplib::Client> client_for(const Backend& backend, std::chrono:
 
 BackendPoller::BackendPoller(std::span<const std::unique_ptr<Backend>> backends, PollerOptions options)
     : backends_(backends), options_(std::move(options)) {
-  for (const auto& backend : backends_) {
-    poll_health(*backend);
-    if (backend->healthy() && options_.summary_interval.count() > 0) poll_summary(*backend);
+  if (options_.kv_events && options_.summary_interval.count() > 0) {
+    subscriber_ = std::make_unique<events::KvEventSubscriber>(
+        [this](std::size_t index, const events::WireBatch& batch) { backends_[index]->apply_events(batch); },
+        [this](std::size_t index) {
+          spdlog::warn("backend {}: KV events missed that its replay no longer holds; reading its block list",
+                       backends_[index]->url());
+          backends_[index]->resync();
+        });
+  }
+  for (std::size_t i = 0; i < backends_.size(); ++i) {
+    poll_health(*backends_[i]);
+    if (backends_[i]->healthy() && options_.summary_interval.count() > 0) poll_summary(i);
   }
   thread_ = std::jthread([this](const std::stop_token& stop) { loop(stop); });
 }
@@ -41,6 +50,7 @@ void BackendPoller::stop() {
   thread_.request_stop();
   wake_.notify_all();
   thread_.join();
+  subscriber_.reset();
 }
 
 void BackendPoller::poll_health(Backend& backend) const {
@@ -57,10 +67,15 @@ void BackendPoller::poll_health(Backend& backend) const {
   backend.set_healthy(ok);
 }
 
-void BackendPoller::poll_summary(Backend& backend) const {
+void BackendPoller::poll_summary(std::size_t index) {
+  Backend& backend = *backends_[index];
   auto client = client_for(backend, std::chrono::milliseconds(10'000));
   std::string path = "/v1/cache/summary";
-  if (const auto version = backend.summary_version()) path += "?since=" + std::to_string(*version);
+  if (backend.following_events() && !backend.needs_blocks()) {
+    path += "?blocks=false";
+  } else if (const auto version = backend.summary_version()) {
+    path += "?since=" + std::to_string(*version);
+  }
   const auto res = client->Get(path, auth_headers(options_.api_key));
   if (!res) return;  // the health check decides about the backend
   if (res->status != 200) {
@@ -70,7 +85,20 @@ void BackendPoller::poll_summary(Backend& backend) const {
   const auto body = nlohmann::json::parse(res->body, nullptr, false);
   if (!backend.apply_summary(body) && !body.is_discarded() && body.value("unchanged", false)) {
     // Another process answered with our version number: fetch the whole list now.
-    poll_summary(backend);
+    poll_summary(index);
+    return;
+  }
+  if (subscriber_ == nullptr) return;
+  if (backend.following_events()) {
+    if (backend.take_restart()) {
+      spdlog::info("backend {}: restarted; following its KV events from the start", backend.url());
+      subscriber_->restart(index);
+    }
+  } else if (const auto source = backend.events_source()) {
+    spdlog::info("backend {}: following its KV events at {}", backend.url(), source->endpoint);
+    backend.take_restart();
+    backend.follow_events();
+    subscriber_->add(index, *source);
   }
 }
 
@@ -92,8 +120,8 @@ void BackendPoller::loop(const std::stop_token& stop) {
       next_health = Clock::now() + options_.health_interval;
     }
     if (summaries && now >= next_summary) {
-      for (const auto& backend : backends_) {
-        if (backend->healthy()) poll_summary(*backend);
+      for (std::size_t i = 0; i < backends_.size(); ++i) {
+        if (backends_[i]->healthy()) poll_summary(i);
       }
       next_summary = Clock::now() + options_.summary_interval;
     }

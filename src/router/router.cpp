@@ -86,7 +86,8 @@ class Router::Impl {
         PollerOptions{.health_interval = options_.health_interval,
                       .summary_interval = options_.policy == Policy::prefix ? options_.summary_interval
                                                                             : std::chrono::milliseconds(0),
-                      .api_key = options_.backend_api_key});
+                      .api_key = options_.backend_api_key,
+                      .kv_events = options_.kv_events});
     spdlog::info("routing on http://{}:{} to {} backends ({} policy)", options_.http.host, transport_.bound_port(),
                  backends_.size(), policy_name(options_.policy));
     transport_.run();

@@ -27,6 +27,7 @@ struct RouterOptions {
   std::chrono::milliseconds summary_interval{500};
   double load_weight = 64;                         // tokens of matched prefix one queued or running request is worth
   std::string backend_api_key;                     // sent on the router's own calls (summaries need an admin key)
+  bool kv_events = true;                           // follow the backends' KV events where they publish them
 };
 
 class Router {

@@ -33,9 +33,9 @@ class RouterProcess {
     const int port = pick_free_port();
     bench::ServerLaunch launch;
     launch.binary = PREFIXD_BINARY;
-    launch.args = {"route", "--host", "127.0.0.1", "--port", std::to_string(port), "--summary-interval-ms", "200"};
-    if (std::ranges::find(extra_args, "--health-interval-ms") == extra_args.end()) {
-      launch.args.insert(launch.args.end(), {"--health-interval-ms", "200"});
+    launch.args = {"route", "--host", "127.0.0.1", "--port", std::to_string(port)};
+    for (const char* interval : {"--summary-interval-ms", "--health-interval-ms"}) {
+      if (std::ranges::find(extra_args, interval) == extra_args.end()) launch.args.insert(launch.args.end(), {interval, "200"});
     }
     for (const ServerProcess* b : backends) {
       launch.args.push_back("--backend");
@@ -158,6 +158,67 @@ int backend_of_second_session(const std::string& policy, bool* second_hit) {
   EXPECT_GE(home_a, 0);
   EXPECT_GE(home_b, 0);
   return home_a == home_b ? 1 : 0;
+}
+
+// Backends that publish KV events: the router follows them, so it learns of a prefix a backend
+// cached from a request that did not pass through it, with no summary poll after startup; the same
+// router polling summaries (none within the test) does not, and sends the session elsewhere.
+int backend_of_a_prefix_cached_behind_the_router(bool kv_events) {
+  std::array<std::unique_ptr<ServerProcess>, 3> backends;
+  for (auto& b : backends) {
+    b = std::make_unique<ServerProcess>(ServerConfig{
+        .extra_args = {"--kv-events-endpoint", "tcp://*:" + std::to_string(pick_free_port()),
+                       "--kv-events-replay-endpoint", "tcp://*:" + std::to_string(pick_free_port())}});
+  }
+  RouterProcess router({backends[0].get(), backends[1].get(), backends[2].get()},
+                       {"--summary-interval-ms", "3600000", kv_events ? "--kv-events" : "--no-kv-events"});
+  auto client = router.client();
+  const auto blocks_known = [&] {
+    const auto metrics = client->Get("/metrics");
+    const std::string backend = "http://127.0.0.1:" + std::to_string(backends[2]->port());
+    return metrics ? metric_value(metrics->body, "prefixd_router_backend_summary_blocks{backend=\"" + backend + "\"}") : -1;
+  };
+  EXPECT_EQ(blocks_known(), 0);
+  const std::string system = system_prompt("geology");
+  auto direct = backends[2]->client();
+  const JsonReply warm = post_json(*direct, "/v1/chat/completions",
+                                   chat(json::array({{{"role", "system"}, {"content", system}},
+                                                     {{"role", "user"}, {"content", "What is basalt?"}}}),
+                                        "direct"));
+  EXPECT_EQ(warm.status, 200) << warm.raw;
+  if (kv_events) {
+    // Events arrive within the backend's interval; wait for them, not for a fixed time.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (blocks_known() <= 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_GT(blocks_known(), 0) << router.log();
+    EXPECT_NE(router.log().find("following its KV events"), std::string::npos) << router.log();
+  }
+  std::vector<double> start;
+  for (const auto& b : backends) {
+    const auto res = b->client()->Get("/metrics");
+    start.push_back(res ? metric_value(res->body, "prefixd_requests_total") : -1);
+  }
+  const JsonReply routed = post_json(*client, "/v1/chat/completions",
+                                     chat(json::array({{{"role", "system"}, {"content", system}},
+                                                       {{"role", "user"}, {"content", "What is granite?"}}}),
+                                          "routed"));
+  EXPECT_EQ(routed.status, 200) << routed.raw;
+  std::vector<double> end;
+  for (const auto& b : backends) {
+    const auto res = b->client()->Get("/metrics");
+    end.push_back(res ? metric_value(res->body, "prefixd_requests_total") : -1);
+  }
+  if (kv_events) {
+    EXPECT_GT(cached_tokens(routed), 100);
+  }
+  return grown(start, end);
+}
+
+TEST(Router, FollowsTheBackendsKvEventsInsteadOfPollingTheirSummaries) {
+  EXPECT_EQ(backend_of_a_prefix_cached_behind_the_router(true), 2);
+  EXPECT_NE(backend_of_a_prefix_cached_behind_the_router(false), 2);
 }
 
 // A schema the server will not build is the client's mistake: its 400 comes back as it is, and the

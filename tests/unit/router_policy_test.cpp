@@ -1,6 +1,7 @@
 // The router's decision and its view of a backend, without servers.
 #include <gtest/gtest.h>
 
+#include <format>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,12 @@ TEST(RouterBackend, ParsesOnlyHttpUrlsWithAPort) {
   EXPECT_THROW(parse_backend_url("http://a:x"), std::invalid_argument);
 }
 
+// A block's chain hash in hex, as summaries and chains list it: 64 digits ending in `tail`.
+std::string hash(std::uint64_t tail) {
+  return std::string(48, 'f') + std::format("{:016x}", tail);
+}
+const std::string a = hash(0xa), b = hash(0xb), c = hash(0xc), d = hash(0xd);
+
 json summary(std::uint64_t version, const std::vector<std::string>& blocks, const std::string& server = "s1") {
   return {{"object", "prefixd.cache_summary"}, {"format", 1}, {"server_id", server}, {"block_size", 16},
           {"version", version}, {"load", {{"running", 1}, {"queued", 2}, {"slots", 4}}}, {"blocks", blocks}};
@@ -66,8 +73,8 @@ json summary(std::uint64_t version, const std::vector<std::string>& blocks, cons
 
 TEST(RouterBackend, MatchesTheLeadingBlocksOfAChain) {
   Backend backend("http://127.0.0.1:1");
-  ASSERT_TRUE(backend.apply_summary(summary(3, {"a", "b", "d"})));
-  const std::vector<std::string> chain = {"a", "b", "c", "d"};
+  ASSERT_TRUE(backend.apply_summary(summary(3, {a, b, d})));
+  const std::vector<std::string> chain = {a, b, c, d};
   EXPECT_EQ(backend.matched_blocks(chain), 2);
   EXPECT_EQ(backend.load(), 3);
   EXPECT_EQ(backend.summary_version(), 3u);
@@ -77,7 +84,7 @@ TEST(RouterBackend, MatchesTheLeadingBlocksOfAChain) {
 
 TEST(RouterBackend, UnchangedKeepsTheSetAndAnotherProcessForcesAFullFetch) {
   Backend backend("http://127.0.0.1:1");
-  ASSERT_TRUE(backend.apply_summary(summary(3, {"a"})));
+  ASSERT_TRUE(backend.apply_summary(summary(3, {a})));
   json unchanged = {{"object", "prefixd.cache_summary"}, {"format", 1}, {"server_id", "s1"}, {"version", 3},
                     {"unchanged", true}, {"load", {{"running", 0}, {"queued", 0}}}};
   EXPECT_TRUE(backend.apply_summary(unchanged));
@@ -89,11 +96,56 @@ TEST(RouterBackend, UnchangedKeepsTheSetAndAnotherProcessForcesAFullFetch) {
   EXPECT_FALSE(backend.apply_summary(json{{"object", "other"}}));
 }
 
+TEST(RouterBackend, FollowingKvEventsTheBlocksComeFromTheStream) {
+  Backend backend("http://10.1.2.3:8081");
+  json advertised = summary(3, {a});
+  advertised["kv_events"] = {{"endpoint", "tcp://*:5557"}, {"replay_endpoint", "tcp://0.0.0.0:5558"}, {"topic", ""},
+                             {"block_hashes", "int"}};
+  ASSERT_TRUE(backend.apply_summary(advertised));
+  const auto source = backend.events_source();
+  ASSERT_TRUE(source.has_value());
+  EXPECT_EQ(source->endpoint, "tcp://10.1.2.3:5557") << "a wildcard bind is reached at the backend's host";
+  EXPECT_EQ(source->replay_endpoint, "tcp://10.1.2.3:5558");
+  backend.follow_events();
+  const std::vector<std::string> chain = {a, b, c};
+  events::WireBatch batch;
+  batch.events = {events::WireCleared{}, events::WireStored{{0xa, 0xb}, std::nullopt, {}, 16, "GPU"},
+                  events::WireStored{{0xa, 0xb, 0xc}, std::nullopt, {}, 16, "DISK"}};
+  backend.apply_events(batch);
+  EXPECT_EQ(backend.matched_blocks(chain), 3);
+  batch.events = {events::WireRemoved{{0xc}, "DISK"}, events::WireRemoved{{0xb}, "GPU"}};
+  backend.apply_events(batch);
+  EXPECT_EQ(backend.matched_blocks(chain), 2) << "b is still on disk; c is in no tier";
+  ASSERT_TRUE(backend.apply_summary(summary(9, {a, b, c, d})));
+  EXPECT_EQ(backend.matched_blocks(chain), 2) << "a summary's list no longer counts";
+  EXPECT_FALSE(backend.take_restart());
+  ASSERT_TRUE(backend.apply_summary(summary(1, {}, "s2")));
+  EXPECT_TRUE(backend.take_restart()) << "a new server id: follow its stream from the start";
+  backend.resync();
+  EXPECT_TRUE(backend.needs_blocks());
+  ASSERT_TRUE(backend.apply_summary(summary(2, {c}, "s2")));
+  EXPECT_FALSE(backend.needs_blocks());
+  EXPECT_EQ(backend.matched_blocks(chain), 3) << "a resync's list counts beside the events";
+  batch.events = {events::WireCleared{}};
+  backend.apply_events(batch);
+  EXPECT_EQ(backend.matched_blocks(chain), 0);
+  backend.add_blocks(chain);
+  EXPECT_EQ(backend.matched_blocks(chain), 3) << "the router's own credit";
+}
+
+TEST(RouterBackend, AStreamItCannotReachIsNotFollowed) {
+  Backend backend("http://10.1.2.3:8081");
+  json advertised = summary(3, {a});
+  advertised["kv_events"] = {{"endpoint", "tcp://collector:5557"}, {"replay_endpoint", nullptr}};
+  ASSERT_TRUE(backend.apply_summary(advertised));
+  EXPECT_FALSE(backend.events_source().has_value()) << "the backend connects to a collector";
+}
+
 TEST(RouterBackend, DrainingForgetsTheSummaryVersion) {
   Backend backend("http://127.0.0.1:1");
   EXPECT_FALSE(backend.healthy());
   backend.set_healthy(true);
-  ASSERT_TRUE(backend.apply_summary(summary(5, {"a"})));
+  ASSERT_TRUE(backend.apply_summary(summary(5, {a})));
   backend.set_healthy(false);
   EXPECT_FALSE(backend.summary_version().has_value());
   {
@@ -108,7 +160,7 @@ TEST(RouterBackend, ItsOwnRequestsInFlightAreCountedOnce) {
   Backend::InFlight first(backend);
   Backend::InFlight second(backend);
   // The backend reports these two (running 1, queued 2: one more from another client).
-  ASSERT_TRUE(backend.apply_summary(summary(3, {"a"})));
+  ASSERT_TRUE(backend.apply_summary(summary(3, {a})));
   EXPECT_EQ(backend.load(), 3);
   {
     Backend::InFlight third(backend);

@@ -16,6 +16,31 @@ std::string random_server_id() {
   return cache::to_hex(bytes).substr(0, 32);
 }
 
+namespace {
+
+void add_kv_events(nlohmann::ordered_json& out, const KvEventsAdvert& advert) {
+  if (advert.endpoint.empty()) return;
+  out["kv_events"] = {{"endpoint", advert.endpoint},
+                      {"replay_endpoint", advert.replay_endpoint.empty() ? nlohmann::ordered_json()
+                                                                         : nlohmann::ordered_json(advert.replay_endpoint)},
+                      {"topic", advert.topic},
+                      {"block_hashes", advert.block_hashes}};
+}
+
+}  // namespace
+
+nlohmann::ordered_json cache_load_json(const SummaryHeader& header) {
+  nlohmann::ordered_json out;
+  out["object"] = "prefixd.cache_summary";
+  out["format"] = kCacheSummaryFormat;
+  out["server_id"] = header.server_id;
+  out["block_size"] = header.block_size;
+  out["hash"] = header.hash;
+  out["load"] = {{"running", header.running}, {"queued", header.queued}, {"slots", header.slots}};
+  add_kv_events(out, header.kv_events);
+  return out;
+}
+
 nlohmann::ordered_json cache_summary_json(const SummaryHeader& header, const cache::CacheSummary& summary) {
   nlohmann::ordered_json out;
   out["object"] = "prefixd.cache_summary";
@@ -26,6 +51,7 @@ nlohmann::ordered_json cache_summary_json(const SummaryHeader& header, const cac
   out["hash"] = header.hash;
   out["version"] = summary.version;
   out["load"] = {{"running", header.running}, {"queued", header.queued}, {"slots", header.slots}};
+  add_kv_events(out, header.kv_events);
   if (summary.unchanged) {
     out["unchanged"] = true;
     return out;

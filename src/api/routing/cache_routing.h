@@ -22,6 +22,15 @@ namespace prefixd::api {
 
 inline constexpr int kCacheSummaryFormat = 1;
 
+// Where a server publishes its KV events (--kv-events-*), for a router that subscribes instead of
+// reading block lists; an empty endpoint: it publishes none.
+struct KvEventsAdvert {
+  std::string endpoint;
+  std::string replay_endpoint;
+  std::string topic;
+  std::string block_hashes;  // "int" or "bytes"
+};
+
 // Who answers and how busy it is: the parts of a summary that do not come from the cache.
 struct SummaryHeader {
   std::string server_id;   // random per process: a restart is a new server (its memory tiers are gone)
@@ -30,7 +39,11 @@ struct SummaryHeader {
   std::int32_t running = 0;
   std::int32_t queued = 0;
   std::int32_t slots = 0;
+  KvEventsAdvert kv_events;
 };
+
+// The header and load alone (GET /v1/cache/summary?blocks=false): nothing asked of the cache.
+nlohmann::ordered_json cache_load_json(const SummaryHeader& header);
 
 // A fresh random server id (128 bits, hex).
 std::string random_server_id();
