@@ -10,7 +10,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build-fuzz}
 seconds=${FUZZ_SECONDS:-60}
-targets=(request_parser chat_template disk_record artifact json_schema image_input)
+targets=(request_parser chat_template disk_record artifact json_schema image_input kv_event_batch)
 declare -A dict=([request_parser]=json.dict [chat_template]=json.dict [json_schema]=json.dict)
 # Stack traces with file and line: llvm-symbolizer where there is one, else binutils' addr2line.
 symbolizer=$(command -v llvm-symbolizer || ls /usr/lib/llvm-*/bin/llvm-symbolizer 2>/dev/null | tail -n 1 ||

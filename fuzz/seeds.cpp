@@ -10,7 +10,8 @@
 //   the FakeEngine, for a dense model (segments) and a hybrid one (segments and checkpoints);
 // - artifact: what PrefixCache::save_artifact writes for the same prefixes, with a manifest;
 // - json_schema: schemas using each supported feature once, and the costly shapes;
-// - image_input: image headers of each format the header reader knows, and data URLs of them.
+// - image_input: image headers of each format the header reader knows, and data URLs of them;
+// - kv_event_batch: KV event batches of every event kind, in both hash forms (events::encode_batch).
 // The disk records and artifacts carry their creation time, so a rerun writes other bytes.
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 #include "bench/request.h"
 #include "bench/workload.h"
 #include "cache/prefix_cache.h"
+#include "events/kv_event_wire.h"
 #include "support/fake_engine.h"
 
 namespace prefixd::fuzz {
@@ -236,6 +238,32 @@ void image_seeds(CorpusWriter& out) {
   }
 }
 
+// KV event batches: a first batch (cleared, then a prefix stored on the device and disk tiers), a
+// demotion (removed from the device tier, stored on the host tier from a parent), an empty batch.
+void kv_event_seeds(CorpusWriter& out) {
+  const auto digest = [](std::uint8_t n) {
+    cache::Digest d{};
+    for (std::size_t i = 0; i < d.size(); ++i) d[i] = static_cast<std::uint8_t>(n * 31 + i);
+    return d;
+  };
+  std::vector<cache::KvEvent> first;
+  first.emplace_back(cache::AllBlocksCleared{});
+  first.emplace_back(cache::BlocksStored{{digest(1), digest(2)}, std::nullopt, {1, 2, 3, 4, 5, 6, 7, 8},
+                                         cache::Medium::device, {}});
+  first.emplace_back(cache::BlocksStored{{digest(1), digest(2)}, std::nullopt, {1, 2, 3, 4, 5, 6, 7, 8},
+                                         cache::Medium::disk, {}});
+  std::vector<cache::KvEvent> demotion;
+  demotion.emplace_back(cache::BlocksRemoved{{digest(2)}, cache::Medium::device, {}});
+  demotion.emplace_back(cache::BlocksStored{{digest(2)}, digest(1), {5, 6, 7, 8}, cache::Medium::host, {}});
+  const std::pair<const char*, events::HashFormat> formats[] = {{"int", events::HashFormat::integer},
+                                                               {"bytes", events::HashFormat::bytes}};
+  for (const auto& [name, format] : formats) {
+    out.add("kv_event_batch", std::string("first-") + name, events::encode_batch(first, 1.7e9, 4, format));
+    out.add("kv_event_batch", std::string("demotion-") + name, events::encode_batch(demotion, 1.7e9, 4, format));
+  }
+  out.add("kv_event_batch", "empty", events::encode_batch({}, 0.5, 16, events::HashFormat::integer));
+}
+
 // A prompt cache with a disk tier over the FakeEngine, fed as the scheduler feeds it.
 class CacheBench {
  public:
@@ -318,6 +346,7 @@ int main(int argc, char** argv) {
     prefixd::fuzz::request_seeds(out);
     prefixd::fuzz::schema_seeds(out);
     prefixd::fuzz::image_seeds(out);
+    prefixd::fuzz::kv_event_seeds(out);
     prefixd::fuzz::record_seeds(out, work);
     fs::remove_all(work);
     std::cout << "wrote " << out.written() << " seeds under " << argv[1] << "\n";

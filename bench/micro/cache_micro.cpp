@@ -1,5 +1,6 @@
 // Prompt-cache lookup cost at scale: acquire + donate (+ release) latency with the host tier
-// holding about 100,000 segments.
+// holding about 100,000 segments; and what the KV event refresh (PrefixCache::take_kv_events, run
+// by the scheduler at most every --kv-events-interval-ms while requests run) costs at that scale.
 //
 // The engine is the model-free FakeEngine with a small context: its sequence operations scan every
 // cell, so a small n_ctx keeps the engine's share of each operation small and the numbers are
@@ -128,6 +129,7 @@ class PopulatedCache {
 
   const PromptTree& tree() const { return tree_; }
   const cache::PrefixCache& cache() const { return *cache_; }
+  cache::PrefixCache& cache() { return *cache_; }
   double setup_seconds() const { return setup_seconds_; }
 
  private:
@@ -203,6 +205,38 @@ BENCHMARK(BM_AcquireDonate)
     ->UseManualTime()
     ->Iterations(5000)
     ->Unit(benchmark::kMicrosecond);
+
+// One request (a hit with a new turn, donated), then the refresh that finds its events: the walk
+// of every tier's index the scheduler pays per batch of events.
+void BM_KvEventsRefresh(benchmark::State& state) {
+  PopulatedCache& f = populated(kConversationTree);
+  static bool recording = false;
+  if (!recording) {
+    f.cache().record_kv_events([](const cache::ScopeId&) { return true; });  // counts every holder once
+    recording = true;
+  }
+  const PromptTree& tree = f.tree();
+  std::mt19937_64 rng(0xe7e7);
+  static std::int64_t fresh = 1 << 20;
+  Samples refresh;
+  std::int64_t events = 0;
+  for (auto _ : state) {
+    std::vector<Token> prompt = tree.prompt(static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(tree.size())));
+    PromptTree::append(prompt, segment(tree.levels(), fresh++));
+    f.run_request(prompt, true);
+    const auto r0 = Clock::now();
+    events += static_cast<std::int64_t>(f.cache().take_kv_events().size());
+    const auto r1 = Clock::now();
+    refresh.add(seconds_between(r0, r1));
+    state.SetIterationTime(seconds_between(r0, r1));
+  }
+  refresh.report(state, "refresh");
+  state.counters["events_per_refresh"] = static_cast<double>(events) / static_cast<double>(state.iterations());
+  state.counters["host_segments"] = static_cast<double>(f.cache().stats().host_entries);
+  state.SetLabel("tree 18^4, hit+donate, then the refresh");
+}
+
+BENCHMARK(BM_KvEventsRefresh)->UseManualTime()->Iterations(200)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace prefixd::micro

@@ -116,6 +116,7 @@ void DiskStore::index_locked(RecordMeta meta, std::uint64_t file_bytes) {
   stats_.bytes += file_bytes;
   by_scope_[meta.scope].add(file_bytes, meta.kind == RecordKind::segment ? static_cast<std::int64_t>(meta.tokens.size()) : 0);
   entries_.emplace(key, Entry{std::move(meta), file_bytes, lru_.begin()});
+  changed_.touched(key);
 }
 
 void DiskStore::remove_locked(const Digest& key, DiskRemoval reason) {
@@ -151,6 +152,7 @@ void DiskStore::remove_locked(const Digest& key, DiskRemoval reason) {
   stats_.removed[static_cast<size_t>(reason)] += 1;
   lru_.erase(it->second.lru);
   entries_.erase(it);
+  changed_.touched(key);
 }
 
 bool DiskStore::make_room_locked(std::uint64_t incoming) {
@@ -390,6 +392,11 @@ DiskStats DiskStore::stats() const {
   DiskStats out = stats_;
   out.files = static_cast<std::int64_t>(entries_.size());
   return out;
+}
+
+std::optional<std::vector<Digest>> DiskStore::take_changed() {
+  std::lock_guard lock(mutex_);
+  return changed_.take(std::max<std::size_t>(4096, 2 * entries_.size()));
 }
 
 void DiskStore::for_each_segment(const std::function<void(const RecordMeta&)>& visit) const {

@@ -31,6 +31,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "cache/changed_keys.h"
 #include "cache/disk_format.h"
 #include "cache/disk_stats.h"
 
@@ -98,6 +99,9 @@ class DiskStore {
   // short). The holdings summary (holdings_summary.cpp) and the tree view (prefix_cache_tree.cpp)
   // use it.
   void for_each_segment(const std::function<void(const RecordMeta&)>& visit) const;
+  // The keys of files indexed or removed since the last call (ChangedKeys::take; nullopt: walk
+  // every segment with for_each_segment).
+  std::optional<std::vector<Digest>> take_changed();
   DiskStats stats() const;
   // Files, bytes and segment tokens per scope.
   UsageByScope usage_by_scope() const;
@@ -131,6 +135,7 @@ class DiskStore {
   bool stopping_ = false;
   std::list<Digest> lru_;  // front: most recently used
   std::unordered_map<Digest, Entry, DigestHash> entries_;
+  ChangedKeys changed_;  // entries_ keys indexed or removed since the holdings ledger last looked
   std::unordered_map<Digest, std::int32_t, DigestHash> child_count_;  // segments indexed per parent
   std::multimap<std::pair<Digest, engine::Token>, Digest> by_branch_;
   std::map<Digest, std::multiset<engine::Pos>> checkpoint_positions_;

@@ -12,13 +12,18 @@
 // route.
 //
 // Segments never change, so their hashes are memoized by key; device entries change only by being
-// cut back, so theirs are memoized by (entry, length). Each refresh walks the tiers' indexes: a
-// holder found in the memo is carried over, a new one is counted in (its blocks whose count in its
-// tier goes from 0 to 1 are stored events), and what is left of the old memo is counted out (blocks
-// whose count drops to 0 are removed events). Removals come last, so a prefix that moved between
-// holders of one tier is no change, and a block is never both stored and removed by one refresh.
+// cut back, so theirs are memoized by (entry, length). Each refresh compares the tiers with the
+// memo: device entries (one per holder sequence) by a walk of them all; host and disk segments,
+// which may number in the hundreds of thousands, by the keys each store inserted or removed since
+// the last refresh (ChangedKeys), or by a whole walk the first time and after more changes than a
+// store keeps. A holder found in the memo is carried over, a new one is counted in (its blocks
+// whose count in its tier goes from 0 to 1 are stored events), one that left is counted out
+// (blocks whose count drops to 0 are removed events). Removals come last, so a prefix that moved
+// between holders of one tier, or between tiers, is no change to the union, and a block is never
+// both stored and removed in one tier by one refresh.
 #include <algorithm>
 #include <unordered_set>
+#include <utility>
 
 #include "cache/holdings_summary.h"
 
@@ -83,11 +88,92 @@ void HoldingsSummary::count_out(Medium medium, const Held& held) {
   }
 }
 
-void HoldingsSummary::refresh() {
-  const std::int32_t segment_tokens = host_.segment_tokens();
+HoldingsSummary::Held HoldingsSummary::segment_held(const Digest& key, const Digest& parent, engine::Pos begin,
+                                                    std::span<const Token> tokens, const ScopeId& scope, Seen& seen) const {
   const auto block = static_cast<std::size_t>(hasher_.block_size());
-  changed_ = false;
+  Held held{.scope = scope};
+  seen = Seen{.tokens = tokens};
+  if (begin > 0) seen.parent = parent;
+  Digest h = parent;
+  for (std::size_t at = 0; at + block <= tokens.size(); at += block) {
+    h = hasher_.next(h, tokens.subspan(at, block));
+    held.blocks.push_back(h);
+  }
+  if (static_cast<std::int32_t>(tokens.size()) == host_.segment_tokens() && !held.blocks.empty() &&
+      held.blocks.back() != key) {
+    held.blocks = {key};  // the segment covers a session's fork (see the top of this file)
+    seen = Seen{.tokens = tokens, .first_token = tokens.size() / block * block - block};
+  }
+  return held;
+}
 
+void HoldingsSummary::refresh_segments(Medium medium, std::optional<std::vector<Digest>> changed,
+                                       std::vector<std::pair<Medium, Held>>& gone) {
+  SegmentMemo& memo = segments_[static_cast<int>(medium)];
+  DiskStore* disk = backing_.disk();
+  const auto add = [&](SegmentMemo& into, const Digest& key, const Digest& parent, engine::Pos begin,
+                       std::span<const Token> tokens, const ScopeId& scope) {
+    Seen seen;
+    Held held = segment_held(key, parent, begin, tokens, scope, seen);
+    count_in(medium, into.emplace(key, std::move(held)).first->second, seen);
+  };
+  if (!changed) {
+    // The whole store: what is in the memo carries over, the rest is new, the memo's rest is gone.
+    SegmentMemo now;
+    const auto keep = [&](const Digest& key, const Digest& parent, engine::Pos begin, std::span<const Token> tokens,
+                          const ScopeId& scope) {
+      if (now.contains(key)) return;
+      if (auto found = memo.find(key); found != memo.end()) {
+        now.emplace(key, std::move(found->second));
+        memo.erase(found);
+        return;
+      }
+      add(now, key, parent, begin, tokens, scope);
+    };
+    if (medium == Medium::host) {
+      for (const auto& [parent, key] : host_.store().parent_links()) {
+        if (const HostSegment* s = host_.store().peek(key)) keep(key, parent, s->begin, s->token_ids, s->scope);
+      }
+    } else if (disk != nullptr) {
+      disk->for_each_segment([&](const RecordMeta& meta) { keep(meta.key, meta.parent, meta.begin, meta.tokens, meta.scope); });
+    }
+    for (auto& [key, held] : memo) gone.emplace_back(medium, std::move(held));
+    memo = std::move(now);
+    return;
+  }
+  // Only the keys the store changed: a key names fixed content, so one both held and listed is
+  // unchanged, one held and not listed is new, one listed and no longer held is gone.
+  for (const Digest& key : *changed) {
+    if (medium == Medium::host) {
+      const HostSegment* s = host_.store().peek(key);
+      if (s == nullptr) {
+        if (auto found = memo.find(key); found != memo.end()) {
+          gone.emplace_back(medium, std::move(found->second));
+          memo.erase(found);
+        }
+      } else if (!memo.contains(key)) {
+        add(memo, key, s->parent, s->begin, s->token_ids, s->scope);
+      }
+      continue;
+    }
+    const std::optional<RecordMeta> meta = disk != nullptr ? disk->meta(key) : std::nullopt;
+    if (!meta || meta->kind != RecordKind::segment) {
+      if (auto found = memo.find(key); found != memo.end()) {
+        gone.emplace_back(medium, std::move(found->second));
+        memo.erase(found);
+      }
+    } else if (!memo.contains(key)) {
+      add(memo, key, meta->parent, meta->begin, meta->tokens, meta->scope);
+    }
+  }
+}
+
+void HoldingsSummary::refresh() {
+  changed_ = false;
+  // Holders gone, counted out after every new one is counted in (see the top of this file).
+  std::vector<std::pair<Medium, Held>> gone;
+
+  // Device entries are few (one per holder sequence): walked whole.
   EntryMemo entries;
   for (const auto& [id, e] : device_.entries()) {
     const std::pair key{id, e.tokens.size()};
@@ -99,54 +185,24 @@ void HoldingsSummary::refresh() {
     const Held& held = entries.emplace(key, Held{hasher_.chain(e.lineage, e.tokens), e.scope}).first->second;
     count_in(Medium::device, held, Seen{.tokens = e.tokens});
   }
+  for (auto& [key, held] : entries_) gone.emplace_back(Medium::device, std::move(held));
+  entries_ = std::move(entries);
 
-  std::array<SegmentMemo, kMediumCount> segments;
-  const auto keep_segment = [&](Medium medium, const Digest& key, const Digest& parent, engine::Pos begin,
-                                std::span<const Token> tokens, const ScopeId& scope) {
-    SegmentMemo& now = segments[static_cast<int>(medium)];
-    SegmentMemo& before = segments_[static_cast<int>(medium)];
-    if (now.contains(key)) return;
-    if (auto found = before.find(key); found != before.end()) {
-      now.emplace(key, std::move(found->second));
-      before.erase(found);
-      return;
-    }
-    Held held{.scope = scope};
-    Seen seen{.tokens = tokens};
-    if (begin > 0) seen.parent = parent;
-    Digest h = parent;
-    for (std::size_t at = 0; at + block <= tokens.size(); at += block) {
-      h = hasher_.next(h, tokens.subspan(at, block));
-      held.blocks.push_back(h);
-    }
-    if (static_cast<std::int32_t>(tokens.size()) == segment_tokens && !held.blocks.empty() && held.blocks.back() != key) {
-      held.blocks = {key};  // the segment covers a session's fork (see the top of this file)
-      seen = Seen{.tokens = tokens, .first_token = tokens.size() / block * block - block};
-    }
-    count_in(medium, now.emplace(key, std::move(held)).first->second, seen);
-  };
-  for (const auto& [parent, key] : host_.store().parent_links()) {
-    if (const HostSegment* s = host_.store().peek(key)) {
-      keep_segment(Medium::host, key, parent, s->begin, s->token_ids, s->scope);
-    }
+  // Segments may number in the hundreds of thousands: only what each store changed is looked at.
+  auto host_changed = host_.store().take_changed();
+  auto disk_changed = backing_.disk() != nullptr ? backing_.disk()->take_changed() : std::nullopt;
+  if (std::exchange(walk_all_, false)) {
+    host_changed.reset();
+    disk_changed.reset();
   }
-  if (backing_.disk() != nullptr) {
-    backing_.disk()->for_each_segment([&](const RecordMeta& meta) {
-      keep_segment(Medium::disk, meta.key, meta.parent, meta.begin, meta.tokens, meta.scope);
-    });
-  }
+  refresh_segments(Medium::host, std::move(host_changed), gone);
+  if (backing_.disk() != nullptr) refresh_segments(Medium::disk, std::move(disk_changed), gone);
 
-  // Removals last: what is left of the old memo is gone (or an entry was cut back).
-  for (const auto& [key, held] : entries_) count_out(Medium::device, held);
-  for (int m = 0; m < kMediumCount; ++m) {
-    for (const auto& [key, held] : segments_[m]) count_out(static_cast<Medium>(m), held);
-  }
+  for (const auto& [medium, held] : gone) count_out(medium, held);
   for (auto& [where, hashes] : removed_) {
     if (!hashes.empty()) events_.emplace_back(BlocksRemoved{std::move(hashes), where.first, where.second});
   }
   removed_.clear();
-  entries_ = std::move(entries);
-  segments_ = std::move(segments);
   if (changed_) ++version_;
 }
 
@@ -192,11 +248,12 @@ void HoldingsSummary::record_events(KvEventScopes scopes) {
   if (!scopes_) return;
   // A subscriber may know this server's blocks from an earlier process: it starts over.
   events_.emplace_back(AllBlocksCleared{});
-  // Announce what is held now: count everything in afresh.
+  // Announce what is held now: count everything in afresh, walking every store whole.
   entries_.clear();
   for (auto& memo : segments_) memo.clear();
   for (auto& counts : in_medium_) counts.clear();
   in_any_.clear();
+  walk_all_ = true;
   refresh();
 }
 
@@ -207,6 +264,7 @@ std::vector<KvEvent> HoldingsSummary::take_events() {
 }
 
 void HoldingsSummary::cleared() {
+  walk_all_ = true;
   entries_.clear();
   for (auto& memo : segments_) memo.clear();
   for (auto& counts : in_medium_) counts.clear();

@@ -55,6 +55,12 @@ class HoldingsSummary {
 
   // Compares the tiers with the memo, counts and records the changes.
   void refresh();
+  // The host or disk tier: from the keys its store changed (`changed`), or, when nullopt, by a
+  // walk of the whole store; holders that left go to `gone`.
+  void refresh_segments(Medium medium, std::optional<std::vector<Digest>> changed,
+                        std::vector<std::pair<Medium, Held>>& gone);
+  Held segment_held(const Digest& key, const Digest& parent, engine::Pos begin, std::span<const engine::Token> tokens,
+                    const ScopeId& scope, Seen& seen) const;
   void count_in(Medium medium, const Held& held, const Seen& seen);
   void count_out(Medium medium, const Held& held);
   bool recorded(const ScopeId& scope) const { return scopes_ && scopes_(scope); }
@@ -70,6 +76,7 @@ class HoldingsSummary {
   Counts in_any_;                                   // of every tier: the summary's set is the keys
   std::uint64_t version_ = 0;
   bool changed_ = false;
+  bool walk_all_ = false;  // the memo was emptied: the next refresh walks every store whole
   KvEventScopes scopes_;
   std::vector<KvEvent> events_;
   // Removals found by the current refresh, per tier and scope, recorded at its end.

@@ -53,6 +53,7 @@ bool HostStore::insert(const Digest& key, HostSegment segment, Evicted& evicted,
   lru_.push_front(key);
   by_branch_.emplace(branch_of(segment), key);
   segments_.emplace(key, Slot{std::move(segment), lru_.begin()});
+  changed_.touched(key);
   return true;
 }
 
@@ -110,6 +111,7 @@ void HostStore::erase(const Digest& key) {
   }
   lru_.erase(it->second.lru);
   segments_.erase(it);
+  changed_.touched(key);
 }
 
 std::string HostStore::verify_lru_order() const {
@@ -127,6 +129,7 @@ std::string HostStore::verify_lru_order() const {
 
 std::int64_t HostStore::clear() {
   const auto freed = static_cast<std::int64_t>(bytes_);
+  for (const auto& [key, slot] : segments_) changed_.touched(key);
   segments_.clear();
   by_branch_.clear();
   lru_.clear();

@@ -10,6 +10,7 @@
 // Invariant: bytes() <= capacity after every insert returns (one segment may be in flight).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "cache/block_hash.h"
+#include "cache/changed_keys.h"
 #include "cache/scope.h"
 #include "engine/types.h"
 
@@ -77,6 +79,9 @@ class HostStore {
   using Retained = std::function<bool(const Digest& key)>;
   void set_retained(Retained retained) { retained_ = std::move(retained); }
 
+  // The keys inserted or removed since the last call (ChangedKeys::take; nullopt: walk the store).
+  std::optional<std::vector<Digest>> take_changed() { return changed_.take(std::max<std::size_t>(4096, 2 * size())); }
+
   std::uint64_t bytes() const { return bytes_; }
   std::int64_t tokens() const { return tokens_; }  // sum of the segments' lengths
   std::size_t size() const { return segments_.size(); }
@@ -113,6 +118,7 @@ class HostStore {
   static Branch branch_of(const HostSegment& segment) { return {segment.parent, segment.token_ids.front()}; }
 
   Spill spill_;
+  ChangedKeys changed_;
 
   Retained retained_;
   std::unordered_map<Digest, Slot, DigestHash> segments_;

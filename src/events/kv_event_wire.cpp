@@ -173,7 +173,11 @@ std::string encode_batch(std::span<const cache::KvEvent> events, double timestam
 std::expected<WireBatch, std::string> decode_batch(std::span<const std::uint8_t> payload) {
   msgpack::object_handle handle;
   try {
-    handle = msgpack::unpack(reinterpret_cast<const char*>(payload.data()), payload.size());
+    // Every element takes at least a byte: a count larger than the payload is a lie, refused
+    // before it becomes an allocation of that many objects.
+    const std::size_t n = payload.size();
+    const msgpack::unpack_limit limit(n, n / 2, n, n, n, 16);
+    handle = msgpack::unpack(reinterpret_cast<const char*>(payload.data()), n, nullptr, nullptr, limit);
   } catch (const std::exception& e) {
     return std::unexpected(std::string("not MessagePack: ") + e.what());
   }

@@ -17,6 +17,7 @@
 #include "api/responses/responses_api.h"
 #include "cache/artifact.h"
 #include "cache/disk_format.h"
+#include "events/kv_event_wire.h"
 #include "reseal.h"
 
 namespace prefixd {
@@ -121,6 +122,22 @@ TEST(FuzzCorpus, ArtifactSeedsAreValidArtifactsWithAndWithoutACheckpoint) {
 // exactly where the encoders put it, or the targets stop at the first check. A checksum written at
 // the wrong place changes a valid file, so a format change that moves a field breaks this test, not
 // only the fuzz run.
+TEST(FuzzCorpus, KvEventSeedsDecodeToEveryEventKind) {
+  bool stored = false, removed = false, cleared = false;
+  const auto corpus = seeds("kv_event_batch");
+  ASSERT_FALSE(corpus.empty());
+  for (const Seed& seed : corpus) {
+    const auto batch = events::decode_batch(bytes_of(seed.bytes));
+    ASSERT_TRUE(batch) << seed.name << ": " << batch.error();
+    for (const events::WireEvent& e : batch->events) {
+      stored |= std::holds_alternative<events::WireStored>(e);
+      removed |= std::holds_alternative<events::WireRemoved>(e);
+      cleared |= std::holds_alternative<events::WireCleared>(e);
+    }
+  }
+  EXPECT_TRUE(stored && removed && cleared);
+}
+
 TEST(FuzzCorpus, ResealingAValidSeedLeavesItUnchanged) {
   for (const auto& [target, reseal] :
        {std::pair<std::string, bool (*)(std::span<std::uint8_t>)>{"disk_record", fuzz::reseal_record},

@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "cache/changed_keys.h"
 #include "cache/kv_events.h"
 #include "cache/scope.h"
 #include "events/kv_event_publisher.h"
@@ -306,6 +307,26 @@ TEST(KvEventPublisher, AnAddressZeroMqRefusesIsAnError) {
   const auto refused = events::KvEventPublisher::start({.endpoint = "tcp://*:notaport"});
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().find("--kv-events-endpoint tcp://*:notaport"), std::string::npos) << refused.error();
+}
+
+}  // namespace
+}  // namespace prefixd::cache
+
+namespace prefixd::cache {
+namespace {
+
+TEST(ChangedKeys, TracksFromTheFirstAskAndFallsBackToAWalkWhenTooMuchChanged) {
+  ChangedKeys changed;
+  changed.touched(Digest{1});
+  EXPECT_FALSE(changed.take(4).has_value()) << "the first ask walks the store";
+  changed.touched(Digest{2});
+  changed.touched(Digest{2});
+  const auto some = changed.take(4);
+  ASSERT_TRUE(some.has_value());
+  EXPECT_EQ(*some, std::vector<Digest>{Digest{2}});
+  for (std::uint8_t k = 0; k < 6; ++k) changed.touched(Digest{k});
+  EXPECT_FALSE(changed.take(4).has_value()) << "more than the limit: walk again";
+  EXPECT_TRUE(changed.take(4).has_value());
 }
 
 }  // namespace
