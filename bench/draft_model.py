@@ -49,7 +49,7 @@ def target_argv(name, args, models, port):
     drafter = "right" if "right" in name else "wrong" if "wrong" in name else None
     common = ["--model", models["target"], "--port", str(port), "--threads", str(args.threads)]
     if name.startswith("prefixd"):
-        argv = [args.prefixd, "serve", *common, "--ctx-size", "4096", "--parallel", "1"]
+        argv = [args.prefixd, "serve", *common, "--ctx-size", "4096", "--parallel", "1", "--no-cache-disk"]
         if drafter:
             argv += ["--model-draft", models[drafter], "--draft-max", str(args.draft_max),
                      "--draft-when", "always" if name.endswith("always") else "paying"]

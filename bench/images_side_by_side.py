@@ -100,7 +100,7 @@ def main():
             if target == "prefixd":
                 argv = [args.prefixd, "serve", "--model", model_path, "--mmproj", projector_path, "--host", "127.0.0.1",
                         "--port", str(port), "--ctx-size", "4096", "--parallel", "1", "--threads", args.threads,
-                        "--model-fingerprint-cache", "off"]
+                        "--model-fingerprint-cache", "off", "--no-cache-disk"]
             else:
                 argv = [args.llama_server, "-m", model_path, "--mmproj", projector_path, "--host", "127.0.0.1",
                         "--port", str(port), "-c", "4096", "-np", "1", "-t", args.threads, "--no-webui", "-lv", "4"]

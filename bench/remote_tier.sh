@@ -20,7 +20,7 @@ trap cleanup EXIT
 valkey-server --port "$VK" --bind 127.0.0.1 --save '' --appendonly no --loglevel warning > "$WORK/vk.log" 2>&1 &
 PIDS+=($!)
 for p in "$PA" "$PB"; do
-  "$BIN" serve --model "$MODEL" --port "$p" --ctx-size 16384 --parallel 2 --cache-remote "redis://127.0.0.1:$VK" \
+  "$BIN" serve --model "$MODEL" --port "$p" --ctx-size 16384 --parallel 2 --no-cache-disk --cache-remote "redis://127.0.0.1:$VK" \
     > "$WORK/$p.log" 2>&1 &
   PIDS+=($!)
 done

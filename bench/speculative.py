@@ -34,7 +34,7 @@ def target_argv(name, args, port):
     if name.startswith("prefixd"):
         spec = "none" if name.endswith("none") else "ngram"
         when = "always" if name.endswith("always") else "paying"
-        return [args.prefixd, "serve", *common, "--ctx-size", "4096", "--parallel", "1", "--spec-type", spec,
+        return [args.prefixd, "serve", *common, "--ctx-size", "4096", "--parallel", "1", "--no-cache-disk", "--spec-type", spec,
                 "--draft-max", str(args.draft_max), "--draft-when", when]
     argv = [args.llama_server, *common, "-c", "4096", "-np", "1", "--host", "127.0.0.1", "--no-webui"]
     if name.endswith("ngram"):

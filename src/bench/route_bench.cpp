@@ -133,7 +133,7 @@ json run_route_bench(const RouteBenchOptions& options, std::ostream& progress) {
     const int port = pick_free_port();
     launch.args = {"serve", "--model", options.model_path, "--host", "127.0.0.1", "--port", std::to_string(port),
                    "--ctx-size", std::to_string(w.ctx_size), "--parallel", std::to_string(w.parallel),
-                   "--threads", std::to_string(options.threads)};
+                   "--threads", std::to_string(options.threads), "--no-cache-disk"};
     if (options.kv_events) {
       launch.args.insert(launch.args.end(), {"--kv-events-endpoint", std::format("tcp://*:{}", pick_free_port()),
                                              "--kv-events-replay-endpoint", std::format("tcp://*:{}", pick_free_port())});

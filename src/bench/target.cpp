@@ -38,7 +38,13 @@ std::vector<std::string> Target::arguments(const ServerSettings& s, int port) co
     if (s.snapshot_mib > 0) {
       args.insert(args.end(), {"--prompt-cache-snapshot-capacity-bytes", std::to_string(s.snapshot_mib * kMiB)});
     }
-    if (!s.disk_path.empty()) args.insert(args.end(), {"--cache-disk-path", s.disk_path});
+    if (!s.disk_path.empty()) {
+      args.insert(args.end(), {"--cache-disk-path", s.disk_path});
+    } else if (std::ranges::none_of(extra_args_, [](const std::string& a) { return a.starts_with("--cache-disk"); })) {
+      // A workload without a disk directory keeps no disk tier: the default one, in the user's
+      // cache directory, would carry one run's prefixes into the next.
+      args.push_back("--no-cache-disk");
+    }
   } else {
     // Flash attention is each server's default (llama-server's auto turns it on for the CPU, as
     // prefixd's default does), so both run the same attention kernels as a new user gets them.

@@ -15,6 +15,7 @@ std::function<int()> add_serve_command(CLI::App& app);
 std::function<int()> add_cache_command(CLI::App& app);
 std::function<int()> add_config_command(CLI::App& app);
 std::function<int()> add_route_command(CLI::App& app);
+std::function<int()> add_pull_command(CLI::App& app);
 
 // Registers every `prefixd serve` option on `cmd` (serve itself, `config print`, `config init`);
 // the returned function runs the server with the parsed values and keeps them alive.

@@ -47,6 +47,8 @@ constexpr std::array kKeys{
     ConfigKey{"kv-events-interval-ms", server},
     // [model]: which model, how its context is built, and its default sampling seed.
     ConfigKey{"model", model},
+    ConfigKey{"hf-repo", model},
+    ConfigKey{"hf-file", model},
     ConfigKey{"alias", model},
     ConfigKey{"chat-template-file", model},
     ConfigKey{"mmproj", model},
@@ -100,6 +102,7 @@ constexpr std::array kKeys{
     ConfigKey{"cache-remote-queue-bytes", cache},
     ConfigKey{"debug-verify-cache", cache},
     // [disk]: the disk tier and the artifacts stored beside it.
+    ConfigKey{"cache-disk", disk},
     ConfigKey{"cache-disk-path", disk},
     ConfigKey{"cache-disk-max-bytes", disk},
     ConfigKey{"cache-disk-queue-bytes", disk},
@@ -138,7 +141,7 @@ std::optional<ConfigSection> section_of(std::string_view key) {
 }
 
 bool overridable_per_model(std::string_view key) {
-  if (key == "model" || key == "alias") return false;
+  if (key == "model" || key == "alias" || key == "hf-repo" || key == "hf-file") return false;
   const auto section = section_of(key);
   return section == model || section == cache;
 }

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   commands.add(prefixd::cli::add_cache_command);
   commands.add(prefixd::cli::add_config_command);
   commands.add(prefixd::cli::add_route_command);
+  commands.add(prefixd::cli::add_pull_command);
 
   try {
     app.parse(argc, argv);

@@ -15,12 +15,14 @@
 #include "cache/block_hash.h"
 #include "cli/commands.h"
 #include "cli/config_option.h"
+#include "cli/disk_location.h"
 #include "cli/serve_http_options.h"
 #include "cli/serve_kv_events.h"
 #include "cli/memory_return.h"
 #include "cli/server_signals.h"
 #include "engine/engine.h"
 #include "engine/model_fingerprint.h"
+#include "hub/hub_model.h"
 #include "remote/remote_endpoint.h"
 #include "scheduler/scheduler.h"
 #include "speculative/vocabulary_match.h"
@@ -31,12 +33,16 @@ namespace {
 struct ServeOptions {
   ServeOptions() { server.http.workers = 0; }
   std::string model_path;
+  std::string hf_repo;   // --hf-repo OWNER/NAME[:QUANT]
+  std::string hf_file;   // --hf-file
   std::string log_level = "info";
   engine::ContextOptions context;
   scheduler::SchedulerOptions scheduler;
   api::ServerOptions server;
   HttpFlags http;
   KvEventFlags kv_events;
+  bool cache_disk = true;              // --no-cache-disk: false
+  std::uint64_t disk_max_bytes = 0;    // --cache-disk-max-bytes; 0: from the free space
   bool no_cache_prompt = false;
   bool cache_enabled = true;
   std::string apc_hash = "blake3";
@@ -163,6 +169,32 @@ int run_serve(ServeOptions& o) {
   for (const std::string& url : o.scheduler.cache.remote_urls) {
     if (auto endpoint = remote::parse_remote_url(url); !endpoint) throw std::runtime_error("--cache-remote: " + endpoint.error());
   }
+  if (o.model_path.empty() == o.hf_repo.empty()) {
+    throw std::runtime_error(o.model_path.empty() ? "give the model: --model FILE or --hf-repo OWNER/NAME[:QUANT]"
+                                                  : "--model and --hf-repo name two models: give one");
+  }
+  if (!o.hf_file.empty() && o.hf_repo.empty()) throw std::runtime_error("--hf-file needs --hf-repo");
+  if (!o.hf_repo.empty()) {
+    std::string error;
+    auto spec = hub::parse_model_spec(o.hf_repo, error);
+    if (!spec) throw std::runtime_error("--hf-repo: " + error);
+    spec->file = o.hf_file;
+    const hub::FetchedModel got = hub::fetch_model(
+        *spec, {.projector = o.context.mmproj_path.empty(),
+                .progress = [](const std::string& line) { spdlog::info("hub: {}", line); }});
+    o.model_path = got.model.string();
+    if (got.mmproj) o.context.mmproj_path = got.mmproj->string();
+    spdlog::info("hub: {} at commit {}: {}{} ({} bytes downloaded)", o.hf_repo, got.commit, o.model_path,
+                 got.mmproj ? ", projector " + got.mmproj->string() : "", got.downloaded_bytes);
+  }
+  if (!o.cache_disk && !o.scheduler.cache.disk_path.empty()) {
+    throw std::runtime_error("--no-cache-disk and --cache-disk-path contradict each other: give one");
+  }
+  // The disk tier's directory, locked for as long as this server runs (disk_location.h).
+  const std::optional<DiskLocation> disk = choose_disk_location(
+      {.enabled = cache_on && o.cache_disk, .path = o.scheduler.cache.disk_path, .max_bytes = o.disk_max_bytes});
+  o.scheduler.cache.disk_path = disk ? disk->dir.string() : std::string();
+  if (disk) o.scheduler.cache.disk_capacity_bytes = disk->capacity_bytes;
   if (o.server.artifact_dir.empty() && !o.scheduler.cache.disk_path.empty()) {
     o.server.artifact_dir = (std::filesystem::path(o.scheduler.cache.disk_path) / "artifacts").string();
   }
@@ -259,9 +291,11 @@ int run_serve(ServeOptions& o) {
                  cache.checkpoint_max_entries, cache.checkpoints_per_session, o.scheduler.cache_warmup ? "on" : "off");
   }
   if (cache_on && !cache.disk_path.empty()) {
-    spdlog::info("disk tier: {} (at most {:.1f} MiB, write-behind queue {:.1f} MiB), model fingerprint {}",
-                 cache.disk_path, static_cast<double>(cache.disk_capacity_bytes) / (1 << 20),
-                 static_cast<double>(cache.disk_queue_bytes) / (1 << 20), model->model().fingerprint);
+    spdlog::info("disk tier: {} ({}; at most {:.1f} MiB: {}; write-behind queue {:.1f} MiB; --no-cache-disk turns it "
+                 "off), model fingerprint {}",
+                 cache.disk_path, disk->source, static_cast<double>(cache.disk_capacity_bytes) / (1 << 20),
+                 disk->capacity_source, static_cast<double>(cache.disk_queue_bytes) / (1 << 20),
+                 model->model().fingerprint);
   }
   if (cache_on && !cache.remote_urls.empty()) {
     std::string seeds;
@@ -301,8 +335,14 @@ int run_serve(ServeOptions& o) {
 std::function<int()> add_serve_options(CLI::App& serve_app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = &serve_app;
-  cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required()->envname("PREFIXD_MODEL")
+  cmd->add_option("-m,--model", o->model_path, "GGUF model file (or --hf-repo)")->envname("PREFIXD_MODEL")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--hf-repo", o->hf_repo,
+                  "A model by name from a Hugging Face hub, OWNER/NAME[:QUANT] (default quant Q4_K_M), downloaded "
+                  "into the Hugging Face cache once (as `prefixd pull`), with its vision projector")
+      ->envname("PREFIXD_HF_REPO");
+  cmd->add_option("--hf-file", o->hf_file, "With --hf-repo: the GGUF file to take, by its name, instead of a quant")
+      ->envname("PREFIXD_HF_FILE");
   cmd->add_option("--alias", o->server.model_alias, "Model id the API reports (default: the file name)")
       ->envname("PREFIXD_ALIAS");
   cmd->add_option("--chat-template-file", o->chat_template_file,
@@ -484,11 +524,17 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
   cmd->add_option("--prompt-cache-host-segment", o->scheduler.cache.host_segment_tokens,
                   "Tokens per host-tier segment (a multiple of --apc-block-size)")
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_HOST_SEGMENT")->check(CLI::Range(1, 1 << 20));
+  cmd->add_flag("--cache-disk,!--no-cache-disk", o->cache_disk,
+                "Keep a disk tier, whose prefixes survive restarts (on by default, at the default location "
+                "unless --cache-disk-path)")
+      ->capture_default_str()->envname("PREFIXD_CACHE_DISK");
   cmd->add_option("--cache-disk-path", o->scheduler.cache.disk_path,
-                  "Directory of the disk tier: prefixes written there survive restarts (default: none)")
+                  "Directory of the disk tier (default: $CACHE_DIRECTORY, else $XDG_CACHE_HOME/prefixd, else "
+                  "~/.cache/prefixd; one server per directory)")
       ->envname("PREFIXD_CACHE_DISK_PATH");
-  cmd->add_option("--cache-disk-max-bytes", o->scheduler.cache.disk_capacity_bytes,
-                  "Most bytes the disk tier's files may take; least recently used leaves go first")
+  cmd->add_option("--cache-disk-max-bytes", o->disk_max_bytes,
+                  "Most bytes the disk tier's files may take; least recently used leaves go first (0: a quarter "
+                  "of the free space and the tier's own files, at most 16 GiB)")
       ->capture_default_str()->envname("PREFIXD_CACHE_DISK_MAX_BYTES");
   cmd->add_option("--cache-disk-queue-bytes", o->scheduler.cache.disk_queue_bytes,
                   "Bytes waiting to be written to the disk tier; writes beyond it are dropped, never waited for")
@@ -530,6 +576,7 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                              {"--allow-special-in-content", &o->server.allow_special_in_content},
                              {"--no-cache-prompt", &o->no_cache_prompt},
                              {"--cache-warmup", &o->scheduler.cache_warmup},
+                             {"--cache-disk", &o->cache_disk},
                              {"--debug-verify-cache", &o->scheduler.cache.verify_every_operation}}) {
     cmd->get_option(flag)->default_function([value] { return std::string(*value ? "true" : "false"); });
   }

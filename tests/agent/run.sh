@@ -28,7 +28,7 @@ log=$(mktemp /tmp/prefixd-agent-test-XXXXXX)
 # idle timeout the test gives the agent, and a keep-alive every half second must carry it.
 env $(env | sed -n 's/^\(PREFIXD_[A-Z_]*\)=.*/-u \1/p') \
   "$prefixd" serve --model "$model" --host 127.0.0.1 --port "$port" --ctx-size 65536 --parallel 1 \
-  --model-fingerprint-cache off --seed 20241201 --threads 1 --stream-keepalive 0.5 >"$log" 2>&1 &
+  --model-fingerprint-cache off --no-cache-disk --seed 20241201 --threads 1 --stream-keepalive 0.5 >"$log" 2>&1 &
 pid=$!
 
 . "$here/../support/await-prefixd.sh"

@@ -89,7 +89,7 @@ printf '%s ops admin\n%s acme\n%s globex\n' "$admin_key" "$acme_key" "$globex_ke
 start_server() {
   env $(env | sed -n 's/^\(PREFIXD_[A-Z_]*\)=.*/-u \1/p') \
     "$prefixd" serve --model "$model" --host 127.0.0.1 --port "$1" --ctx-size 2048 --parallel 2 \
-    --model-fingerprint-cache off --seed 20241201 --threads 1 "${@:3}" >"$2" 2>&1 &
+    --model-fingerprint-cache off --no-cache-disk --seed 20241201 --threads 1 "${@:3}" >"$2" 2>&1 &
 }
 start_server "$port" "$log" --webui-dir "$repo/webui" --spec-type ngram
 pid=$!

@@ -36,7 +36,7 @@ events=$(node "$here/../support/free-port.cjs")
 log=$(mktemp /tmp/prefixd-deploy-test-XXXXXX)
 env $(env | sed -n 's/^\(PREFIXD_[A-Z_]*\)=.*/-u \1/p') \
   "$prefixd" serve --model "$model" --host 127.0.0.1 --port "$port" --ctx-size 2048 --threads 1 \
-  --model-fingerprint-cache off --kv-events-endpoint "tcp://127.0.0.1:$events" >"$log" 2>&1 &
+  --model-fingerprint-cache off --no-cache-disk --kv-events-endpoint "tcp://127.0.0.1:$events" >"$log" 2>&1 &
 pid=$!
 . "$here/../support/await-prefixd.sh"
 page=$(node -e "fetch('http://127.0.0.1:$port/metrics').then(r => r.text()).then(t => process.stdout.write(t))")

@@ -52,10 +52,11 @@ def as_int(h):
 
 
 class Subscriber:
-    """Rebuilds {medium: set of hashes} from a SUB socket, replaying any gap in the sequence numbers
-    through the replay socket (DEALER: [empty, start seq] -> [empty, seq, payload]... [empty, -1, ''])."""
+    """Rebuilds {medium: set of hashes} from a SUB socket: first everything the replay socket still
+    holds, then the live stream, replaying any gap in the sequence numbers through the replay socket
+    (DEALER: [empty, start seq] -> [empty, seq, payload]... [empty, -1, ''])."""
 
-    def __init__(self, context, pub, replay, catch_up=False):
+    def __init__(self, context, pub, replay):
         self.sets = {m: set() for m in MEDIA.values()}
         self.raw_stored = []  # (parent, hashes, tokens) as sent
         self.cleared = 0
@@ -67,8 +68,9 @@ class Subscriber:
         self.sub.setsockopt(zmq.SUBSCRIBE, b"")
         self.sub.connect(pub)
         self.stop = False
-        if catch_up:
-            self.ask_replay(0)
+        # A subscriber that connects after the publisher started may have missed its first batches,
+        # and an idle server sends no later one that would show the gap: it asks for them first.
+        self.ask_replay(0)
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -267,7 +269,7 @@ def main():
     for prompt in turns[:3]:
         server.complete(prompt)
     settled(server, restarted)
-    late = Subscriber(context, server.pub, server.replay, catch_up=True)
+    late = Subscriber(context, server.pub, server.replay)
     held = settled(server, late)
     assert late.replayed > 0 and held["device"], "the late subscriber rebuilt the state from the replay"
 

@@ -64,7 +64,8 @@ TEST_F(ConfigFile, FileSetsPortModelAndAlias) {
   launch.args = {"serve", "--config", path};
   launch.log_path = (dir_.path() / "server.log").string();
   launch.startup_limit = std::chrono::seconds(60);
-  launch.extra_env = {{"PREFIXD_MODEL_FINGERPRINT_CACHE", "off"}};
+  // The default disk tier goes to the test's own directory, not the user's cache.
+  launch.extra_env = {{"PREFIXD_MODEL_FINGERPRINT_CACHE", "off"}, {"XDG_CACHE_HOME", dir_.path().string()}};
   bench::ServerProcess server(std::move(launch), port);  // waits for /health on the file's port
   httplib::Client client("127.0.0.1", port);
   const JsonReply models = get_json(client, "/v1/models");

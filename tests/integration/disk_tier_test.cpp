@@ -257,23 +257,25 @@ TEST(DiskTier, DamagedAndForeignFilesAreCountedRemovedAndNeverRestored) {
   flip_byte(files[2], 40);
   std::ofstream(dir.path() / "tmp" / "leftover.tmp") << "half a write";
 
-  ServerProcess server(disk_server(dir.str()));
-  auto client = server.client();
-  json disk = disk_stats(*client);
-  EXPECT_EQ(disk["removed"]["truncated"], 1) << disk.dump();
-  EXPECT_EQ(disk["removed"]["checksum"], 1) << disk.dump();
-  EXPECT_EQ(disk["removed"]["foreign"], 1) << disk.dump();
-  EXPECT_EQ(disk["removed"]["incomplete"], 1) << disk.dump();
-  EXPECT_FALSE(fs::exists(foreign_copy));
-  EXPECT_FALSE(fs::exists(files[1]));
-  const json reply = chat(*client, second);
-  EXPECT_NE(reply["prompt_cache"]["tier"], "disk") << reply["prompt_cache"].dump();
-  EXPECT_EQ(content(reply), cold_answer(second));
-  disk = disk_stats(*client);
-  EXPECT_EQ(disk["removed"]["checksum"], 2) << "the flipped payload is found when read: " << disk.dump();
-  EXPECT_EQ(disk["hits"], 0);
-  // The cold request's own prefix is written again, under the same names, from its fresh K/V.
-  wait_for_disk(*client, 3);
+  {
+    ServerProcess server(disk_server(dir.str()));
+    auto client = server.client();
+    json disk = disk_stats(*client);
+    EXPECT_EQ(disk["removed"]["truncated"], 1) << disk.dump();
+    EXPECT_EQ(disk["removed"]["checksum"], 1) << disk.dump();
+    EXPECT_EQ(disk["removed"]["foreign"], 1) << disk.dump();
+    EXPECT_EQ(disk["removed"]["incomplete"], 1) << disk.dump();
+    EXPECT_FALSE(fs::exists(foreign_copy));
+    EXPECT_FALSE(fs::exists(files[1]));
+    const json reply = chat(*client, second);
+    EXPECT_NE(reply["prompt_cache"]["tier"], "disk") << reply["prompt_cache"].dump();
+    EXPECT_EQ(content(reply), cold_answer(second));
+    disk = disk_stats(*client);
+    EXPECT_EQ(disk["removed"]["checksum"], 2) << "the flipped payload is found when read: " << disk.dump();
+    EXPECT_EQ(disk["hits"], 0);
+    // The cold request's own prefix is written again, under the same names, from its fresh K/V.
+    wait_for_disk(*client, 3);
+  }  // one server per directory: the next one starts after this one has gone
   ServerProcess after(disk_server(dir.str()));
   auto after_client = after.client();
   const json rebuilt = disk_stats(*after_client);

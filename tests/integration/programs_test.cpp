@@ -58,7 +58,7 @@ std::set<std::string> subcommands_in_help(const std::string& help) {
 TEST(Programs, PrefixdHelpListsTheServerAndItsOperatorCommandsOnly) {
   const CommandResult help = run(PREFIXD_BINARY, "--help");
   ASSERT_EQ(help.status, 0) << help.output;
-  EXPECT_EQ(subcommands_in_help(help.output), (std::set<std::string>{"serve", "cache", "config", "route"}))
+  EXPECT_EQ(subcommands_in_help(help.output), (std::set<std::string>{"serve", "cache", "config", "route", "pull"}))
       << help.output;
 }
 

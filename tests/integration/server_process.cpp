@@ -19,9 +19,11 @@ ServerProcess::ServerProcess(ServerConfig config) {
 
   bench::ServerLaunch launch;
   launch.binary = PREFIXD_BINARY;
-  launch.args = {"serve", "--model", config.model, "--host", "127.0.0.1", "--port", "",
-                 "--ctx-size", std::to_string(config.ctx_size), "--parallel", std::to_string(config.parallel)};
-  constexpr std::size_t kPortArg = 6;
+  // An empty model: the test names it another way (--hf-repo).
+  launch.args = {"serve", "--host", "127.0.0.1", "--port", "", "--ctx-size", std::to_string(config.ctx_size),
+                 "--parallel", std::to_string(config.parallel)};
+  constexpr std::size_t kPortArg = 4;
+  if (!config.model.empty()) launch.args.insert(launch.args.end(), {"--model", config.model});
   launch.args.insert(launch.args.end(), config.extra_args.begin(), config.extra_args.end());
   launch.log_path = log_path_;
   launch.startup_limit = std::chrono::seconds(60);
@@ -29,6 +31,18 @@ ServerProcess::ServerProcess(ServerConfig config) {
   // Tests leave the user's model fingerprint cache (~/.cache/prefixd) alone unless they ask for it.
   if (std::ranges::none_of(launch.extra_env, [](const auto& kv) { return kv.first == "PREFIXD_MODEL_FINGERPRINT_CACHE"; })) {
     launch.extra_env.emplace_back("PREFIXD_MODEL_FINGERPRINT_CACHE", "off");
+  }
+  // The disk tier is on by default, at the user's cache directory: a test server keeps none unless
+  // its test names one (--cache-disk-path, or the variables), so no test reads another's files.
+  const auto named = [&](std::string_view flag) {
+    return std::ranges::any_of(config.extra_args, [&](const std::string& a) { return a == flag || a.starts_with(std::string(flag) + "="); });
+  };
+  const auto in_env = [&](std::string_view name) {
+    return std::ranges::any_of(launch.extra_env, [&](const auto& kv) { return kv.first == name; });
+  };
+  if (!named("--cache-disk-path") && !named("--cache-disk") && !named("--no-cache-disk") &&
+      !in_env("PREFIXD_CACHE_DISK") && !in_env("PREFIXD_CACHE_DISK_PATH")) {
+    launch.extra_env.emplace_back("PREFIXD_CACHE_DISK", "false");
   }
   // Every test server checks the prompt cache's invariants after each cache operation and aborts
   // on a violation (--debug-verify-cache), so the whole suite runs in the checked configuration.

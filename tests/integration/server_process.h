@@ -17,7 +17,7 @@
 namespace prefixd::testing {
 
 struct ServerConfig {
-  std::string model = PREFIXD_TINY_MODEL;
+  std::string model = PREFIXD_TINY_MODEL;  // empty: no --model (the test names the model otherwise)
   std::vector<std::string> extra_args;                       // appended after the standard flags
   std::vector<std::pair<std::string, std::string>> env;      // added to (or replacing in) the environment
   int parallel = 4;

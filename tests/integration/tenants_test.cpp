@@ -266,7 +266,7 @@ TEST(Tenants, SighupReloadsTheKeyFileAndAFailedReloadKeepsTheOldKeys) {
 // and what it wrote.
 std::pair<int, std::string> serve_failure(const std::string& args) {
   const std::string command = std::string(PREFIXD_BINARY) + " serve --model " + PREFIXD_TINY_MODEL +
-                              " --port 0 --model-fingerprint-cache off " + args + " 2>&1";
+                              " --port 0 --model-fingerprint-cache off --no-cache-disk " + args + " 2>&1";
   std::string output;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return {-1, ""};

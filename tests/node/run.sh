@@ -31,7 +31,7 @@ projector=$(dirname "$model")/tiny-mmproj.gguf
 [ -f "$projector" ] || { echo "$0: no vision projector at $projector" >&2; exit 2; }
 env $(env | sed -n 's/^\(PREFIXD_[A-Z_]*\)=.*/-u \1/p') \
   "$prefixd" serve --model "$model" --mmproj "$projector" --host 127.0.0.1 --port "$port" --ctx-size 2048 \
-  --parallel 4 --model-fingerprint-cache off --seed 20241201 --threads 1 >"$log" 2>&1 &
+  --parallel 4 --model-fingerprint-cache off --no-cache-disk --seed 20241201 --threads 1 >"$log" 2>&1 &
 pid=$!
 
 . "$here/../support/await-prefixd.sh"
