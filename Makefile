@@ -9,7 +9,7 @@ PORT ?= 8080
 MODEL ?= models/default.gguf
 DEFAULT_PRESET ?= qwen2-0.5b
 
-.PHONY: all build test browser test-asan serve model bench bench-families microbench fuzz fuzz-build fuzz-seeds soak clean env shell
+.PHONY: all build test browser test-asan serve model bench bench-families microbench fuzz fuzz-build fuzz-seeds soak clean env shell deb deb-test
 
 all: build
 
@@ -71,6 +71,15 @@ $(MICRO_MODEL): | build
 
 microbench: build $(MICRO_MODEL)
 	$(IN_ENV) env PREFIXD_MICRO_MODEL=$(MICRO_MODEL) $(BUILD)/bin/prefixd_micro --benchmark_counters_tabular=true $(ARGS)
+
+# The Debian package (debian/): build-deb/prefixd_VERSION_ARCH.deb, built in the build root by
+# dpkg-buildpackage with debhelper (the programs alone, Debian's build flags). deb-test checks it and
+# installs it into a fresh sid root (tests/deb/run.sh).
+deb: env
+	$(IN_ENV) sh -c 'dpkg-buildpackage -b -us -uc -j$(JOBS) && mkdir -p build-deb && mv ../prefixd_*.deb ../prefixd_*.buildinfo ../prefixd_*.changes build-deb/'
+
+deb-test: deb build
+	tests/deb/run.sh build-deb $(BUILD)/models/tiny.gguf
 
 # Fuzzing (fuzz/): a separate clang build with libFuzzer, ASan and UBSan in build-fuzz/; every
 # target runs FUZZ_SECONDS on a fresh copy of its seed corpus and any crash or sanitizer report

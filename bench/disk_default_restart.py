@@ -19,10 +19,10 @@ import time
 from bench_server import Server, free_port, post, write_outputs
 
 
-def agent_prompt(words):
-    """A long, varied text in the shape of an agent's context: tool calls and their results."""
+def agent_prompt(count):
+    """A long, varied text in the shape of an agent's context: `count` tool calls and their results."""
     lines = []
-    for i in range(words // 12):
+    for i in range(count):
         lines.append(f"Tool call {i}: read src/module_{i % 97}/file_{i}.c; it has {100 + i % 400} lines, "
                      f"{i % 13} functions and a TODO about case {i * 7 % 1000}.")
     return "\n".join(lines)
@@ -44,7 +44,7 @@ def main():
     parser.add_argument("--out")
     parser.add_argument("--json")
     args = parser.parse_args()
-    ctx = args.tokens + 2048
+    ctx = args.tokens + 4096
     results = []
     for round_index in range(args.rounds):
         home = tempfile.mkdtemp(prefix="prefixd-cache-home-")
@@ -53,11 +53,14 @@ def main():
         logs = tempfile.mkdtemp(prefix="prefixd-disk-default-")
         port = free_port()
         server = Server(argv + ["--port", str(port)], port, os.path.join(logs, "first.log"))
-        words = args.tokens
-        prompt = agent_prompt(words)
+        # As many tool calls as reach --tokens (measured with the server's own tokenizer).
+        count = 100
+        per_call = len(post(port, "/tokenize", {"content": agent_prompt(count)})["tokens"]) / count
+        count = int(args.tokens / per_call)
+        prompt = agent_prompt(count)
         while len(post(port, "/tokenize", {"content": prompt})["tokens"]) < args.tokens:
-            words = int(words * 1.1)
-            prompt = agent_prompt(words)
+            count += max(1, count // 100)
+            prompt = agent_prompt(count)
         cold_s, cold = timed(port, prompt)
         startup = server.log_text()
         # The write-behind queue is written before the server exits on SIGTERM.
