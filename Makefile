@@ -76,7 +76,7 @@ microbench: build $(MICRO_MODEL)
 # dpkg-buildpackage with debhelper (the programs alone, Debian's build flags). deb-test checks it and
 # installs it into a fresh sid root (tests/deb/run.sh).
 deb: env
-	$(IN_ENV) sh -c 'dpkg-buildpackage -b -us -uc -j$(JOBS) && mkdir -p build-deb && mv ../prefixd_*.deb ../prefixd_*.buildinfo ../prefixd_*.changes build-deb/'
+	$(IN_ENV) sh -c 'dpkg-buildpackage -b -us -uc -j$(JOBS) && mkdir -p build-deb && mv ../prefixd_*.deb ../prefixd-dbgsym_*.deb ../prefixd_*.buildinfo ../prefixd_*.changes build-deb/'
 
 deb-test: deb build
 	tests/deb/run.sh build-deb $(BUILD)/models/tiny.gguf
