@@ -249,11 +249,7 @@ void HoldingsSummary::record_events(KvEventScopes scopes) {
   // A subscriber may know this server's blocks from an earlier process: it starts over.
   events_.emplace_back(AllBlocksCleared{});
   // Announce what is held now: count everything in afresh, walking every store whole.
-  entries_.clear();
-  for (auto& memo : segments_) memo.clear();
-  for (auto& counts : in_medium_) counts.clear();
-  in_any_.clear();
-  walk_all_ = true;
+  forget_all();
   refresh();
 }
 
@@ -263,13 +259,17 @@ std::vector<KvEvent> HoldingsSummary::take_events() {
   return std::exchange(events_, {});
 }
 
-void HoldingsSummary::cleared() {
-  walk_all_ = true;
+void HoldingsSummary::forget_all() {
   entries_.clear();
   for (auto& memo : segments_) memo.clear();
   for (auto& counts : in_medium_) counts.clear();
-  if (!in_any_.empty()) ++version_;
   in_any_.clear();
+  walk_all_ = true;
+}
+
+void HoldingsSummary::cleared() {
+  if (!in_any_.empty()) ++version_;
+  forget_all();
   if (scopes_) {
     events_.clear();  // whatever was pending is void: the subscriber forgets it all
     events_.emplace_back(AllBlocksCleared{});

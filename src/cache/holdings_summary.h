@@ -64,6 +64,8 @@ class HoldingsSummary {
   void count_in(Medium medium, const Held& held, const Seen& seen);
   void count_out(Medium medium, const Held& held);
   bool recorded(const ScopeId& scope) const { return scopes_ && scopes_(scope); }
+  // Empties the memo and every count; the next refresh walks every store whole.
+  void forget_all();
 
   const BlockHasher& hasher_;
   const DeviceTier& device_;

@@ -75,7 +75,7 @@ Endpoint parse_endpoint(const std::string& url) {
 // One hub: its client and headers.
 class Hub {
  public:
-  Hub(const HubOptions& options)
+  explicit Hub(const HubOptions& options)
       : endpoint_(options.endpoint.empty() ? (env("HF_ENDPOINT").empty() ? "https://huggingface.co" : env("HF_ENDPOINT"))
                                            : options.endpoint),
         parsed_(parse_endpoint(endpoint_)),
@@ -266,7 +266,6 @@ std::int64_t download(const Hub& hub, const ModelSpec& spec, const std::string& 
   auto client = hub.client(std::chrono::seconds(120));
   std::int64_t fetched = 0;
   int status = 0;
-  bool restarted = false;
   auto last_report = std::chrono::steady_clock::now();
   const auto res = client->Get(
       hub.path(std::format("/{}/resolve/{}/{}", spec.repo, commit, file.name)), headers,
@@ -277,7 +276,6 @@ std::int64_t download(const Hub& hub, const ModelSpec& spec, const std::string& 
           out.open(partial, std::ios::binary | std::ios::trunc);
           hash = Sha256();
           have = 0;
-          restarted = true;
         }
         return status == 200 || status == 206;
       },
@@ -305,7 +303,6 @@ std::int64_t download(const Hub& hub, const ModelSpec& spec, const std::string& 
     throw std::runtime_error(std::format("downloading {}: the connection ended after {} bytes ({}); run again to resume",
                                          file.name, have + fetched, httplib::to_string(res.error())));
   }
-  (void)restarted;
   const std::int64_t total = static_cast<std::int64_t>(fs::file_size(partial, ec));
   if (file.size >= 0 && total != file.size) {
     throw std::runtime_error(std::format("downloading {}: {} bytes arrived, the hub lists {}; run again to resume",
