@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <format>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -471,10 +472,29 @@ void log_reuse_policy(const ModelInfo& info, const ContextOptions& options) {
   }
 }
 
-}  // namespace
+// Runs `work` on a thread of its own that ends before this returns, and gives back its result or
+// rethrows its exception.
+//
+// Why: Debian's ggml CPU backends run their threads with OpenMP, and libgomp keeps a pool of
+// workers for every thread that has started a parallel region, for as long as that thread lives.
+// It counts every pooled worker, and once they outnumber the CPUs it stops spinning at barriers
+// (100 spins instead of about 300,000) and every thread sleeps in the kernel at each of the
+// hundreds of barriers in a model call. Loading a model starts such a region (weights are
+// converted for AMX or repacked on every thread), and so does a load that decodes (a window
+// model's one-cell state, a projector's warm-up). A load on the server's main thread left a pool
+// there; with the scheduler thread's own, two cores had three pooled threads, and decode ran at
+// half of llama-server's speed with a second thread that bought nothing. libgomp frees a thread's
+// pool when the thread exits, so after a load only the thread that decodes keeps one.
+template <class Work>
+auto on_passing_thread(Work work) -> decltype(work()) {
+  std::packaged_task<decltype(work())()> task(std::move(work));
+  auto result = task.get_future();
+  std::jthread(std::move(task)).join();
+  return result.get();
+}
 
-std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const ContextOptions& options,
-                                          const std::string& model_id) {
+std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, const ContextOptions& options,
+                                               const std::string& model_id) {
   if (options.n_parallel < 1) throw std::runtime_error("--parallel must be at least 1");
   if (options.n_batch < 1) throw std::runtime_error("--batch-size must be at least 1");
   if (options.n_holder_seqs < 0) throw std::runtime_error("holder sequence count must not be negative");
@@ -594,11 +614,20 @@ std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const C
                                        guard_seq, options.deterministic);
 }
 
+}  // namespace
+
+std::unique_ptr<Engine> load_llama_engine(const std::string& model_path, const ContextOptions& options,
+                                          const std::string& model_id) {
+  return on_passing_thread([&] { return load_llama_engine_here(model_path, options, model_id); });
+}
+
 ModelInfo inspect_model(const std::string& model_path, const std::string& fingerprint_cache) {
-  ModelPtr model = load_model(model_path, false, 0);
-  ModelInfo info = detail::describe_model(model.get(), model_path, {});
-  info.fingerprint = FingerprintCache(fingerprint_cache).fingerprint(model_path).digest;
-  return info;
+  return on_passing_thread([&] {
+    ModelPtr model = load_model(model_path, false, 0);
+    ModelInfo info = detail::describe_model(model.get(), model_path, {});
+    info.fingerprint = FingerprintCache(fingerprint_cache).fingerprint(model_path).digest;
+    return info;
+  });
 }
 
 }  // namespace prefixd::engine
