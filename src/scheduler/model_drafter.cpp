@@ -34,8 +34,8 @@ std::pair<Token, bool> top_token(std::span<const float> logits, float p_min) {
 }  // namespace
 
 ModelDrafter::ModelDrafter(engine::Engine& drafter, cache::CacheConfig config, std::int32_t lanes, std::int32_t holders,
-                           Token token_limit)
-    : engine_(drafter), token_limit_(token_limit), lanes_(static_cast<std::size_t>(lanes)) {
+                           Token token_limit, StepClock& clock)
+    : engine_(drafter), token_limit_(token_limit), clock_(clock), lanes_(static_cast<std::size_t>(lanes)) {
   // No shared tier: its keys are the request's namespace and block hashes, which name the target's
   // K/V there. (The disk tier, when the caller set one, is a directory of the drafter's own.)
   config.remote_urls.clear();
@@ -53,10 +53,16 @@ std::int64_t ModelDrafter::running_cells() const {
 }
 
 DecodeStatus ModelDrafter::decode(std::span<const BatchToken> batch) {
+  const StepClock::Scope in_model = clock_.enter(StepPhase::compute);
   DecodeStatus status = engine_.decode(batch);
   // Idle cached prefixes give way, once; the lanes then hold what they held before the call.
-  if (status == DecodeStatus::no_kv_space && cache_->release_device_cells(static_cast<std::int64_t>(batch.size())) > 0) {
-    status = engine_.decode(batch);
+  if (status == DecodeStatus::no_kv_space) {
+    bool made_room = false;
+    {
+      const StepClock::Scope in_cache = clock_.enter(StepPhase::cache);
+      made_room = cache_->release_device_cells(static_cast<std::int64_t>(batch.size())) > 0;
+    }
+    if (made_room) status = engine_.decode(batch);
   }
   return status;
 }
@@ -136,7 +142,10 @@ void ModelDrafter::draft(std::span<Job> jobs) {
     wanted += static_cast<std::int64_t>(job.context.size()) + job.most;
   }
   if (drafting.empty()) return;
-  cache_->make_room_for_step(std::max(wanted, running_cells()));
+  {
+    const StepClock::Scope in_cache = clock_.enter(StepPhase::cache);
+    cache_->make_room_for_step(std::max(wanted, running_cells()));
+  }
 
   // Catch-up: each lane's unread context, in one call of at most a batch; a lane that reads its
   // last token there gets the row of its first guess.

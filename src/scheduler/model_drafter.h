@@ -26,6 +26,7 @@
 
 #include "cache/prefix_cache.h"
 #include "engine/engine.h"
+#include "scheduler/step_clock.h"
 
 namespace prefixd::scheduler {
 
@@ -38,9 +39,10 @@ class ModelDrafter {
   // and one scratch id (the drafter's engine must have lanes + holders + 1 sequences). Token ids
   // from `token_limit` on are not the target's and the drafter's alike (vocabulary_match.h): a
   // context holding one (or an image's stand-in ids, negative) is not drafted for, and a draft
-  // ends before a guess of one.
+  // ends before a guess of one. Its model calls and its cache's room-making count in the
+  // scheduler's `clock` (compute, cache), which must outlive it.
   ModelDrafter(engine::Engine& drafter, cache::CacheConfig config, std::int32_t lanes, std::int32_t holders,
-               engine::Token token_limit);
+               engine::Token token_limit, StepClock& clock);
   ~ModelDrafter();
 
   struct Job {
@@ -98,6 +100,7 @@ class ModelDrafter {
 
   engine::Engine& engine_;
   engine::Token token_limit_;
+  StepClock& clock_;
   std::unique_ptr<cache::PrefixCache> cache_;
   std::vector<Lane> lanes_;
   std::vector<engine::BatchToken> batch_;

@@ -157,13 +157,17 @@ std::unexpected<SubmitError> Scheduler::Impl::reject(SubmitError error) {
 }
 
 void Scheduler::Impl::run() {
+  StepClock::Turn ended;  // the turn before, recorded under this turn's lock (no lock of its own)
+  bool ended_sampled = false;
   while (true) {
     std::deque<std::function<void()>> commands;
+    bool has_work = false;
     {
       // The lock guards only what submitters share (the inbox, commands, counters): the cache's
       // work below — disk reads, demotions, lookups — never holds it, so submit() and /metrics
       // never wait behind it.
       std::unique_lock lock(mutex_);
+      record_turn(ended, ended_sampled);
       const Clock::duration events_due =
           kv_events_dirty_ ? std::max<Clock::duration>(last_kv_events_ + options_.kv_events.interval - Clock::now(), {})
                            : Clock::duration(std::chrono::seconds(1));
@@ -172,6 +176,8 @@ void Scheduler::Impl::run() {
                fetch_ready_ || draw_ready_;
       });
       if (stopping_) break;
+      step_clock_.begin_turn();
+      turn_sampled_ = false;
       commands.swap(commands_);
       // Still waiting, now on this thread's side: submit() keeps counting them against the limit.
       waiting_in_thread_ += static_cast<std::int32_t>(inbox_.size());
@@ -179,26 +185,52 @@ void Scheduler::Impl::run() {
       inbox_.clear();
       fetch_ready_ = false;
       draw_ready_ = false;
+      // A step: the turn has something to run, not only a wake-up to look (a timeout, KV events due).
+      has_work = !commands.empty() || !queue_.empty() || !active_.empty();
     }
-    for (auto& command : commands) command();
+    {
+      // Commands are the cache's admin face and its reset, mostly: counted as cache work.
+      const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
+      for (auto& command : commands) command();
+    }
     // The cache's idle work, before admission so that nothing expired is reused: expiry when due,
     // and, when nothing runs (requests that bypass the cache hold cells it does not know of),
     // compaction. Finished requests leave holes, and attention runs up to the highest cell in use;
     // rewriting the entries from cell 0 while requests run would stall all of them for the copy,
     // and a make bench run that did it gained nothing over compacting only when idle
     // (docs/design.md).
-    if (const std::int64_t cells = life().tick(active_.empty()); cells > 0) {
-      spdlog::trace("cache: {} idle cells rewritten from the start of the context", cells);
+    std::int64_t compacted = 0;
+    {
+      const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
+      compacted = life().tick(active_.empty());
+      if (drafter_) drafter_->tick();
     }
-    if (drafter_) drafter_->tick();
+    if (compacted > 0) spdlog::trace("cache: {} idle cells rewritten from the start of the context", compacted);
     admit();
     drop_cancelled();
     take_resolved_prefixes();
     take_masked_draws();
     step();
     publish_kv_events();
+    ended = step_clock_.end_turn(has_work || compacted > 0);
+    ended_sampled = turn_sampled_;
   }
   shutdown();
+}
+
+void Scheduler::Impl::record_turn(const StepClock::Turn& turn, bool sampled) {
+  stats_.idle += turn.waited;
+  if (!turn.step) return;
+  stats_.steps.observe(turn.step->total());
+  for (const StepPhase phase : kStepPhases) stats_.step_phases[static_cast<size_t>(phase)].observe((*turn.step)[phase]);
+  stats_.decode_steps_total += sampled ? 1 : 0;
+}
+
+void SchedulerStats::StepHistogram::observe(StepTimes::Duration took) {
+  const double seconds = std::chrono::duration<double>(took).count();
+  for (size_t i = 0; i < kStepBounds.size(); ++i) buckets[i] += seconds <= kStepBounds[i] ? 1 : 0;
+  count += 1;
+  sum += took;
 }
 
 void Scheduler::Impl::publish_kv_events() {
@@ -206,6 +238,7 @@ void Scheduler::Impl::publish_kv_events() {
   const auto now = Clock::now();
   kv_events_dirty_ = true;
   if (now - last_kv_events_ < options_.kv_events.interval) return;  // the wait above comes back for it
+  const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
   last_kv_events_ = now;
   kv_events_dirty_ = false;
   std::vector<cache::KvEvent> events = cache_->take_kv_events();

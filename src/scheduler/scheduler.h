@@ -28,6 +28,7 @@
 #include "cache/kv_events.h"
 #include "engine/engine.h"
 #include "scheduler/request.h"
+#include "scheduler/step_clock.h"
 
 namespace prefixd::scheduler {
 
@@ -146,6 +147,24 @@ struct SchedulerStats {
   // Replies kept for n-gram drafting, and their tokens.
   std::int64_t draft_pool_entries = 0;
   std::int64_t draft_pool_tokens = 0;
+
+  // The scheduler thread's time (step_clock.h): each step (a turn of its loop that had requests,
+  // commands or idle compaction to run), whole and by phase, as cumulative histogram buckets with
+  // the sums kept exact, so that the phases' sums add up to the steps' sum; the time it waited for
+  // work; and the steps in which some request drew a token (generated tokens / decode steps is the
+  // tokens a step yields).
+  static constexpr std::array<double, 16> kStepBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                         0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10};
+  struct StepHistogram {
+    std::array<std::int64_t, kStepBounds.size()> buckets{};
+    std::int64_t count = 0;
+    StepTimes::Duration sum{};
+    void observe(StepTimes::Duration took);
+  };
+  StepHistogram steps;
+  std::array<StepHistogram, kStepPhaseCount> step_phases{};
+  StepTimes::Duration idle{};
+  std::int64_t decode_steps_total = 0;
 };
 
 class Scheduler {

@@ -15,6 +15,7 @@ using engine::Token;
 // Opens the tickets of newly queued requests: their shared-tier lookups start now, not when they
 // reach the head of the queue. A requeued request (requeue) gets a new one.
 void Scheduler::Impl::open_tickets() {
+  const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
   for (Queued& q : queue_) {
     if (q.ticket || q.stream->cancelled()) continue;
     q.ticket = q.request.cache.enabled
@@ -35,7 +36,10 @@ void Scheduler::Impl::admit() {
     Queued& next = *it;
     next.lookup_deadline.reset();
     if (next.stream->cancelled()) {
-      if (next.ticket) life().abandon(*next.ticket);
+      if (next.ticket) {
+        const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
+        life().abandon(*next.ticket);
+      }
       finish_unstarted(next, FinishReason::cancelled, "");
       it = queue_.erase(it);
       continue;
@@ -48,7 +52,10 @@ void Scheduler::Impl::admit() {
                            .need = static_cast<std::int64_t>(next.request.prompt.size()) + 1,
                            .nothing_running = active_.empty()};
     const auto admit_start = Clock::now();
-    const cache::Admission got = life().admit(*next.ticket, free_seqs_.back(), room);
+    const cache::Admission got = [&] {
+      const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
+      return life().admit(*next.ticket, free_seqs_.back(), room);
+    }();
     if (got.kind == cache::Admission::Kind::lookup_pending) {
       next.lookup_deadline = got.deadline;
       ++it;
@@ -118,10 +125,15 @@ void Scheduler::Impl::preempt(std::size_t index, std::uint64_t behind) {
   spdlog::debug("request {}: its prefill gives way at {} of {} prompt tokens", a->id, a->n_past, a->n_prompt);
   end_sequence(*a, true);
   free_seqs_.push_back(a->seq);
+  a->step_share.leave(step_clock_);
   Queued q{a->id, std::move(a->request), std::move(a->stream), a->submitted};
   q.passed_over_tokens = a->passed_over_tokens;
-  q.ticket = life().open(cache_key(q.request.cache), q.request.prompt, seconds_per_prompt_token_,
-                         [this] { on_lookup_done(); });
+  q.step_share = a->step_share;
+  {
+    const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
+    q.ticket = life().open(cache_key(q.request.cache), q.request.prompt, seconds_per_prompt_token_,
+                           [this] { on_lookup_done(); });
+  }
   const auto at = std::ranges::find(queue_, behind, &Queued::id);
   queue_.insert(at == queue_.end() ? at : std::next(at), std::move(q));
   std::lock_guard lock(mutex_);
@@ -182,6 +194,8 @@ void Scheduler::Impl::start(Queued queued, const cache::Acquisition& got) {
   a->max_new = queued.request.max_tokens < 0 ? room : std::min(queued.request.max_tokens, room);
   a->sampler = std::move(queued.sampler);
   a->passed_over_tokens = queued.passed_over_tokens;
+  a->step_share = queued.step_share;
+  a->step_share.join(step_clock_);
   a->text = TextStream(queued.request.stop);
   a->request = std::move(queued.request);
   start_drafting(*a);
@@ -213,8 +227,9 @@ void Scheduler::Impl::apply(Active& a, const cache::Acquisition& got) {
   if (!a.waiting) report_progress(a);
 }
 
-void Scheduler::Impl::report_progress(Active& a) const {
+void Scheduler::Impl::report_progress(Active& a) {
   if (a.warming || a.n_past > a.n_prompt) return;
+  const StepClock::Scope in_output = step_clock_.enter(StepPhase::output);
   StreamEvent event{.kind = StreamEvent::Kind::progress};
   event.progress = PromptProgress{
       .total = a.n_prompt,
@@ -242,7 +257,11 @@ void Scheduler::Impl::observe_prompt_inputs(Active& a) {
 
 // Requests that waited for a prefix another request was computing now hold it.
 void Scheduler::Impl::take_resolved_prefixes() {
-  for (const cache::Resolved& r : life().take_resolved()) {
+  const auto resolved = [this] {
+    const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
+    return life().take_resolved();
+  }();
+  for (const cache::Resolved& r : resolved) {
     for (auto& a : active_) {
       if (a->seq == r.seq && a->waiting) apply(*a, r.acquisition);
     }
@@ -264,7 +283,10 @@ void Scheduler::Impl::drop_cancelled() {
       ++it;
       continue;
     }
-    if (it->ticket) life().abandon(*it->ticket);
+    if (it->ticket) {
+      const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
+      life().abandon(*it->ticket);
+    }
     finish_unstarted(*it, FinishReason::cancelled, "");
     it = queue_.erase(it);
   }

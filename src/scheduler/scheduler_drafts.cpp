@@ -87,7 +87,7 @@ void Scheduler::Impl::set_up_speculation(engine::Engine* drafter) {
       config.disk_capacity_bytes =
           static_cast<std::uint64_t>(static_cast<double>(config.disk_capacity_bytes) * std::min(ratio, 1.0));
     }
-    drafter_ = std::make_unique<ModelDrafter>(*drafter, config, options_.n_slots, holders, shared_tokens);
+    drafter_ = std::make_unique<ModelDrafter>(*drafter, config, options_.n_slots, holders, shared_tokens, step_clock_);
     speculation_ = true;
     spdlog::info("speculation: draft model {} guesses {} to {} tokens{}, each ending below probability {}; its prompt "
                  "cache keeps {} sequences in {} cells",
@@ -233,7 +233,10 @@ void Scheduler::Impl::verify_draft(size_t& index) {
     const bool more = take_token(a, *token, engine_.logits(row));
     if (more && guessed) {
       a.n_past += 1;  // the guess's cell holds the token just taken
-      if (a.uses_cache()) life().advance(a.seq, a.n_past);
+      if (a.uses_cache()) {
+        const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
+        life().advance(a.seq, a.n_past);
+      }
       continue;
     }
     if (guessed) cut_guesses();
@@ -265,7 +268,10 @@ void Scheduler::Impl::roll_back_states() {
       redo.push_back({a->tokens[static_cast<size_t>(pos)], pos, a->seq, false});
     }
   }
-  const bool computed = redo.empty() || engine_.decode(redo) == engine::DecodeStatus::ok;
+  const bool computed = redo.empty() || [&] {
+    const StepClock::Scope in_model = step_clock_.enter(StepPhase::compute);
+    return engine_.decode(redo) == engine::DecodeStatus::ok;
+  }();
   for (size_t i = 0; i < active_.size();) {
     Active& a = *active_[i];
     if (a.rollback_from < 0) {

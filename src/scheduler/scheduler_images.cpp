@@ -32,6 +32,7 @@ bool Scheduler::Impl::prefill_image(size_t index, const PromptImage& image) {
   ImageEmbeddings::Got got;
   const auto encode_start = Clock::now();
   try {
+    const StepClock::Scope in_model = step_clock_.enter(StepPhase::compute);  // the vision encoder, unless kept
     got = image_embeddings_.get(*vision, *image.image);
   } catch (const std::exception& e) {
     finish(index, FinishReason::error, std::string("the image could not be encoded: ") + e.what());
@@ -63,8 +64,10 @@ bool Scheduler::Impl::prefill_image(size_t index, const PromptImage& image) {
   const std::span<const float> embeddings =
       std::span<const float>(*got.rows).subspan(static_cast<size_t>(offset) * n_embd, static_cast<size_t>(rows) * n_embd);
   const auto decode_start = Clock::now();
-  const engine::DecodeStatus status =
-      engine_.decode_embeddings(embeddings, rows, a.n_past, a.seq, image.image->non_causal);
+  const engine::DecodeStatus status = [&] {
+    const StepClock::Scope in_model = step_clock_.enter(StepPhase::compute);
+    return engine_.decode_embeddings(embeddings, rows, a.n_past, a.seq, image.image->non_causal);
+  }();
   spdlog::trace("step: image of {} rows for request {} decoded in {:.1f} ms", rows, a.id,
                 ms_between(decode_start, Clock::now()));
   if (status != engine::DecodeStatus::ok) {
@@ -76,7 +79,10 @@ bool Scheduler::Impl::prefill_image(size_t index, const PromptImage& image) {
     stats_.prompt_tokens_fed_total += rows;
   }
   a.n_past += rows;
-  if (a.uses_cache()) life().advance(a.seq, a.n_past);
+  if (a.uses_cache()) {
+    const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
+    life().advance(a.seq, a.n_past);
+  }
   report_progress(a);
   return true;
 }

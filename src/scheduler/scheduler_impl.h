@@ -4,7 +4,8 @@
 // scheduler_step.cpp (batching, sampling, stops, decode-failure recovery, finishing a request),
 // scheduler_warmup.cpp (feeding the end of a turn after a reply), scheduler_images.cpp (an
 // image's rows), scheduler_drafts.cpp (speculative decoding: drafts and their verification; a
-// draft model's lanes and cache in model_drafter.h). Internal to src/scheduler.
+// draft model's lanes and cache in model_drafter.h). Where the thread's time goes, by phase of a
+// step: step_clock.h. Internal to src/scheduler.
 #pragma once
 
 #include <condition_variable>
@@ -64,6 +65,8 @@ class Scheduler::Impl {
   // is rethrown here); false, with nothing run, when the scheduler is stopping.
   bool run_on_thread(const std::function<void()>& job);
   void run();
+  // Adds a loop turn to the stats (REQUIRES: mutex_ held): as a step when it was one, and its wait.
+  void record_turn(const StepClock::Turn& turn, bool sampled);
   void on_lookup_done();  // on the shared tier's reader thread
   void shutdown();
   // Hands the cache's KV events to the sink when they are due (SchedulerOptions::kv_events).
@@ -82,7 +85,7 @@ class Scheduler::Impl {
   void preempt(std::size_t index, std::uint64_t behind);
   // Tells the request's client how far its prompt has come (a progress event): once the cache has
   // answered, then after each prefill chunk. Warm-ups have no client.
-  void report_progress(Active& a) const;
+  void report_progress(Active& a);
   void observe_prompt_inputs(Active& a);
   void take_resolved_prefixes();
   // Ends the running requests and the queued ones whose clients cancelled them.
@@ -135,6 +138,10 @@ class Scheduler::Impl {
 
   engine::Engine& engine_;
   SchedulerOptions options_;
+  // Where the scheduler thread's time goes (step_clock.h): the work below opens a Scope for each
+  // phase but scheduling. Read and written by the scheduler thread only, the draft model included.
+  StepClock step_clock_;
+  bool turn_sampled_ = false;  // a request drew a token in the open turn (SchedulerStats::decode_steps_total)
 
   // Owned by the scheduler thread. The request life goes through life() alone; cache_ itself
   // serves the admin face (ask_cache), resets and the stats and configuration reads.

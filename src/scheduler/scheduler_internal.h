@@ -12,6 +12,7 @@
 #include "cache/request_life.h"
 #include "engine/engine.h"
 #include "scheduler/request.h"
+#include "scheduler/step_clock.h"
 #include "scheduler/text_stream.h"
 #include "speculative/draft_economics.h"
 
@@ -37,6 +38,8 @@ struct Queued {
   std::unique_ptr<engine::Sampler> sampler;
   // A prefill that gave way (preempt_for) carries how long it has been held back (Active's).
   std::int64_t passed_over_tokens = 0;
+  // A request that ran and went back to the queue (preempted, requeued) carries its steps (Active's).
+  StepShare step_share{};
 };
 
 // A prompt that has watched others prefill this many times its own remaining tokens goes first:
@@ -90,6 +93,9 @@ struct Active {
   std::int32_t rollback_from = -1;
   bool ends_after_rollback = false;
   bool rollback_failed = false;
+  // The steps it took part in and their time by phase (joined in start(), left in finish()): its
+  // debug line says whether its time went to the model or around it.
+  StepShare step_share;
 
   // Prompt tokens it has left to put into its sequence.
   std::int64_t prompt_left() const { return static_cast<std::int64_t>(n_prompt) - n_past; }

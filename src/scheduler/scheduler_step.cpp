@@ -31,7 +31,10 @@ void Scheduler::Impl::step() {
   // Idle cached cells give way before the step needs theirs (running requests grow by their
   // generated tokens, and a lone row takes one more for its padding): a call that finds no free
   // cell fails in libllama and is only retried after the cache has made room.
-  life().make_room_for_step(running_cells());
+  {
+    const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
+    life().make_room_for_step(running_cells());
+  }
   plan_drafts();  // in the cells left free after that
   // An image is decoded on its own (its rows are embeddings, not tokens), before the batch.
   if (!prefill_next_image()) return;
@@ -133,7 +136,10 @@ bool Scheduler::Impl::prefill_calls() {
     const std::span<const Chunk> call(chunks.begin() + static_cast<std::ptrdiff_t>(first),
                                       chunks.begin() + static_cast<std::ptrdiff_t>(last));
     const auto decode_start = Clock::now();
-    const DecodeStatus status = engine_.decode(batch_);
+    const DecodeStatus status = [&] {
+      const StepClock::Scope in_model = step_clock_.enter(StepPhase::compute);
+      return engine_.decode(batch_);
+    }();
     observe_prefill_speed(call, Clock::now() - decode_start);
     spdlog::trace("step: {} prompt tokens for {} requests decoded in {:.1f} ms", batch_.size(), call.size(),
                   std::chrono::duration<double, std::milli>(Clock::now() - decode_start).count());
@@ -145,11 +151,14 @@ bool Scheduler::Impl::prefill_calls() {
       std::lock_guard lock(mutex_);
       for (const auto& [a, take] : call) (a->warming ? stats_.warmup_tokens_total : stats_.prompt_tokens_fed_total) += take;
     }
-    for (const auto& [a, take] : call) {
-      a->n_past += take;
-      if (a->uses_cache()) life().advance(a->seq, a->n_past);
-      report_progress(*a);
+    {
+      const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
+      for (const auto& [a, take] : call) {
+        a->n_past += take;
+        if (a->uses_cache()) life().advance(a->seq, a->n_past);
+      }
     }
+    for (const auto& [a, take] : call) report_progress(*a);
     first = last;
   }
   return true;
@@ -190,7 +199,10 @@ void Scheduler::Impl::sampled_calls() {
     // (unless the engine is deterministic): padding it costs a fifth of the decode speed of a
     // request running alone (docs/benchmarks.md, "Exactness").
     const auto decode_start = Clock::now();
-    const DecodeStatus status = prompt_rows_in_call ? engine_.decode_padded(batch_) : engine_.decode(batch_);
+    const DecodeStatus status = [&] {
+      const StepClock::Scope in_model = step_clock_.enter(StepPhase::compute);
+      return prompt_rows_in_call ? engine_.decode_padded(batch_) : engine_.decode(batch_);
+    }();
     const double took = std::chrono::duration<double>(Clock::now() - decode_start).count();
     spdlog::trace("step: {} sampled rows decoded in {:.1f} ms", batch_.size(), took * 1000);
     if (speculation_ && status == DecodeStatus::ok) row_costs_.observe(static_cast<std::int32_t>(batch_.size()), took);
@@ -199,12 +211,15 @@ void Scheduler::Impl::sampled_calls() {
       return;
     }
     std::int64_t prompt_rows = 0;
-    for (size_t r = first; r < last; ++r) {
-      Active* a = rows[r];
-      const bool prompt_row = a->n_past < a->n_prompt;
-      a->n_past += 1;  // the token is now in the KV cache
-      prompt_rows += prompt_row ? 1 : 0;
-      if (a->uses_cache()) life().advance(a->seq, a->n_past);  // a generated token's cell too
+    {
+      const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
+      for (size_t r = first; r < last; ++r) {
+        Active* a = rows[r];
+        const bool prompt_row = a->n_past < a->n_prompt;
+        a->n_past += 1;  // the token is now in the KV cache
+        prompt_rows += prompt_row ? 1 : 0;
+        if (a->uses_cache()) life().advance(a->seq, a->n_past);  // a generated token's cell too
+      }
     }
     if (prompt_rows > 0) {
       std::lock_guard lock(mutex_);
@@ -224,6 +239,8 @@ bool Scheduler::Impl::runnable() const {
 // Draws the next token of every request whose last token was just decoded. A draw the grammar
 // refuses goes to MaskedDraws, and the request sits out of the batches until it is back.
 void Scheduler::Impl::sample_all() {
+  // What take_token and finish do inside is output (and cache), in scopes of their own.
+  const StepClock::Scope in_sampling = step_clock_.enter(StepPhase::sampling);
   for (size_t i = 0; i < active_.size();) {
     Active& a = *active_[i];
     if (a.warming || a.row < 0 || a.n_past != static_cast<std::int32_t>(a.tokens.size())) {
@@ -242,12 +259,16 @@ void Scheduler::Impl::sample_all() {
     }
     settle(i, take_token(a, *token, engine_.logits(a.row)));
   }
-  if (rollback_by_checkpoint_) roll_back_states();
+  if (rollback_by_checkpoint_) {
+    const StepClock::Scope rolling_back = step_clock_.enter(StepPhase::scheduling);
+    roll_back_states();
+  }
 }
 
 // The grammar refused the quick draw from `row`: the token is drawn from a copy of its logits off
 // this thread (MaskedDraws), and the request sits out of the batches until it is back.
 void Scheduler::Impl::defer_draw(Active& a, std::int32_t row) {
+  const StepClock::Scope in_sampling = step_clock_.enter(StepPhase::sampling);
   const std::span<const float> logits = engine_.logits(row);
   draws_->submit(a.id, a.sampler, std::vector<float>(logits.begin(), logits.end()));
   a.drawing = true;
@@ -320,6 +341,8 @@ FinishReason Scheduler::Impl::finish_reason_for(const Active& a) const {
 // Takes `token`, drawn from `logits`, as `a`'s next token; returns false when the request is
 // complete.
 bool Scheduler::Impl::take_token(Active& a, Token token, std::span<const float> logits) {
+  const StepClock::Scope in_output = step_clock_.enter(StepPhase::output);
+  turn_sampled_ = true;
   const auto now = Clock::now();
   if (a.generated == 0 && a.first_token == Clock::time_point{}) {
     a.first_token = now;
@@ -329,6 +352,7 @@ bool Scheduler::Impl::take_token(Active& a, Token token, std::span<const float> 
   a.generated += 1;
   a.tokens.push_back(token);
   if (a.request.logprobs >= 0) {
+    const StepClock::Scope in_sampling = step_clock_.enter(StepPhase::sampling);
     a.pending_logprobs.push_back(logprobs_of(logits, token, a.request.logprobs, engine_.vocab()));
   }
   std::string text = a.text.append(engine_.vocab().piece(token, false));
@@ -347,8 +371,9 @@ bool Scheduler::Impl::take_token(Active& a, Token token, std::span<const float> 
 // No KV room: the newest request that has sent nothing goes back to the queue; otherwise the
 // newest generating request ends with `length`.
 void Scheduler::Impl::recover_from_failed_decode(DecodeStatus status) {
-  if (status == DecodeStatus::no_kv_space && life().release_device_cells(engine_.batch_size()) > 0) {
-    return;  // idle cached prefixes made room; the next step retries the batch
+  if (status == DecodeStatus::no_kv_space) {
+    const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
+    if (life().release_device_cells(engine_.batch_size()) > 0) return;  // the next step retries the batch
   }
   // Warm-ups are an optimisation for a later request: they give way first.
   bool dropped = false;
@@ -383,12 +408,32 @@ void Scheduler::Impl::requeue(size_t index) {
   active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(index));
   end_sequence(*a, false);
   free_seqs_.push_back(a->seq);
-  queue_.push_front(Queued{a->id, std::move(a->request), std::move(a->stream), a->submitted});
+  a->step_share.leave(step_clock_);
+  Queued q{a->id, std::move(a->request), std::move(a->stream), a->submitted};
+  q.step_share = a->step_share;
+  queue_.push_front(std::move(q));
   std::lock_guard lock(mutex_);
   stats_.running = static_cast<std::int32_t>(active_.size());
 }
 
+namespace {
+
+// A finished request's share of the steps (debug): whether its time went to the model or around it.
+void log_steps(const Active& a) {
+  if (!spdlog::should_log(spdlog::level::debug)) return;
+  const StepTally& tally = a.step_share.tally();
+  const auto ms = [](StepTimes::Duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  spdlog::debug("request {} steps: {} (compute {:.1f} ms, sampling {:.1f} ms, output {:.1f} ms, cache {:.1f} ms, "
+                "scheduling {:.1f} ms; waits between steps {:.1f} ms)",
+                a.id, tally.steps, ms(tally.times[StepPhase::compute]), ms(tally.times[StepPhase::sampling]),
+                ms(tally.times[StepPhase::output]), ms(tally.times[StepPhase::cache]),
+                ms(tally.times[StepPhase::scheduling]), ms(tally.waits));
+}
+
+}  // namespace
+
 void Scheduler::Impl::finish(size_t index, FinishReason reason, std::string error) {
+  const StepClock::Scope in_output = step_clock_.enter(StepPhase::output);
   std::unique_ptr<Active> a = std::move(active_[index]);
   active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(index));
   const auto now = Clock::now();
@@ -398,14 +443,19 @@ void Scheduler::Impl::finish(size_t index, FinishReason reason, std::string erro
     event.logprobs = std::exchange(a->pending_logprobs, {});
     a->stream->push(std::move(event));
   }
-  const bool warm = reason != FinishReason::error && reason != FinishReason::cancelled && warmup_applies(*a);
-  if (reason != FinishReason::error && reason != FinishReason::cancelled) remember_reply(*a);
-  remember_output(*a);
-  if (drafter_ && a->drafting) {
-    const ModelDrafter::LaneReport lane = drafter_->report(a->seq);
-    if (lane.cached_tokens + lane.fed_tokens > 0) a->cache.draft = DraftCacheReport{lane.cached_tokens, lane.fed_tokens};
+  bool warm = false;
+  {
+    const StepClock::Scope bookkeeping = step_clock_.enter(StepPhase::scheduling);
+    warm = reason != FinishReason::error && reason != FinishReason::cancelled && warmup_applies(*a);
+    if (reason != FinishReason::error && reason != FinishReason::cancelled) remember_reply(*a);
+    remember_output(*a);
+    if (drafter_ && a->drafting) {
+      const ModelDrafter::LaneReport lane = drafter_->report(a->seq);
+      if (lane.cached_tokens + lane.fed_tokens > 0) a->cache.draft = DraftCacheReport{lane.cached_tokens, lane.fed_tokens};
+    }
   }
   if (!warm) end_sequence(*a, reason != FinishReason::error);
+  a->step_share.leave(step_clock_);
 
   StreamEvent done;
   done.kind = StreamEvent::Kind::done;
@@ -421,9 +471,14 @@ void Scheduler::Impl::finish(size_t index, FinishReason reason, std::string erro
   done.timings.speculative = a->drafting.has_value();
   done.timings.draft_n = a->drafts.drafted();
   done.timings.draft_accepted = a->drafts.accepted();
-  spdlog::debug("request {} finished ({}): prompt {} (cached {}, fed {}), generated {}, prefill {:.1f} ms, decode {:.1f} ms",
-                a->id, finish_reason_name(reason), a->n_prompt, a->cache.cached_tokens, a->cache.fed_tokens,
-                a->generated, done.timings.prefill_ms, done.timings.decode_ms);
+  {
+    // Writing the log is not output (text and events for the client): at debug level it is the rest.
+    const StepClock::Scope logging = step_clock_.enter(StepPhase::scheduling);
+    spdlog::debug("request {} finished ({}): prompt {} (cached {}, fed {}), generated {}, prefill {:.1f} ms, decode {:.1f} ms",
+                  a->id, finish_reason_name(reason), a->n_prompt, a->cache.cached_tokens, a->cache.fed_tokens,
+                  a->generated, done.timings.prefill_ms, done.timings.decode_ms);
+    log_steps(*a);
+  }
   {
     std::lock_guard lock(mutex_);
     if (!warm) free_seqs_.push_back(a->seq);
@@ -455,6 +510,7 @@ void Scheduler::Impl::finish_prefills() {
 
 // Gives the request's sequence back: its K/V to the cache when `keep`, else dropped.
 void Scheduler::Impl::end_sequence(Active& a, bool keep) {
+  const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
   if (drafter_) drafter_->end(a.seq, a.tokens, keep);
   if (!a.uses_cache()) {
     engine_.remove_sequence(a.seq, 0, -1);

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <future>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -111,6 +112,53 @@ TEST(Prometheus, PromtoolFindsNothingToLintInTheMetricsText) {
   EXPECT_NE(output.find("exit 0"), std::string::npos) << output;
   EXPECT_EQ(output, "exit 0\n") << "promtool reports problems";
   fs::remove_all(dir);
+}
+
+// Where the scheduler's time goes: every step has one observation per phase, the phases' sums add
+// up to the step's sum (to the text's precision), a lone request draws each of its tokens in a
+// step of its own, the model's calls are compute, and the request's debug line counts its steps.
+TEST(Prometheus, StepPhasesAddUpToTheStepAndEachTokenOfALoneRequestTakesADecodeStep) {
+  ServerProcess server({.extra_args = {"--log-level", "debug"}});
+  auto client = server.client();
+  const auto metrics = [&] { return get_json(*client, "/metrics").raw; };
+  const double decode_steps_before = metric_value(metrics(), "prefixd_decode_steps_total");
+  ASSERT_GE(decode_steps_before, 0) << "prefixd_decode_steps_total is missing";
+  constexpr int kTokens = 24;
+  const auto reply = post_json(*client, "/v1/completions",
+                               {{"prompt", "count the stars one by one"}, {"max_tokens", kTokens}, {"ignore_eos", true}, {"temperature", 0}});
+  ASSERT_EQ(reply.status, 200) << reply.raw;
+  ASSERT_EQ(reply.body["usage"]["completion_tokens"], kTokens);
+  ASSERT_EQ(reply.body["choices"][0]["finish_reason"], "length");
+  // The step that ended the reply is recorded as the scheduler's loop turns after it.
+  std::string text = metrics();
+  for (int i = 0; i < 500 && metric_value(text, "prefixd_decode_steps_total") - decode_steps_before < kTokens; ++i) {
+    std::this_thread::sleep_for(10ms);
+    text = metrics();
+  }
+  EXPECT_EQ(metric_value(text, "prefixd_decode_steps_total") - decode_steps_before, kTokens);
+  const double steps = metric_value(text, "prefixd_step_seconds_count");
+  EXPECT_GE(steps, kTokens);
+  double phase_sums = 0;
+  for (const char* phase : {"compute", "sampling", "output", "cache", "scheduling"}) {
+    const std::string labels = std::string("{phase=\"") + phase + "\"}";
+    EXPECT_EQ(metric_value(text, "prefixd_step_phase_seconds_count" + labels), steps) << phase;
+    const double sum = metric_value(text, "prefixd_step_phase_seconds_sum" + labels);
+    EXPECT_GE(sum, 0) << phase;
+    phase_sums += sum;
+  }
+  const double step_sum = metric_value(text, "prefixd_step_seconds_sum");
+  EXPECT_GT(step_sum, 0);
+  EXPECT_NEAR(phase_sums, step_sum, 1e-9 * step_sum);
+  EXPECT_GT(metric_value(text, "prefixd_step_phase_seconds_sum{phase=\"compute\"}"), 0);
+  EXPECT_GT(metric_value(text, "prefixd_scheduler_idle_seconds_total"), 0);
+
+  const std::regex line(R"(request \d+ steps: (\d+) \(compute ([0-9.]+) ms, sampling [0-9.]+ ms, output [0-9.]+ ms, )"
+                        R"(cache [0-9.]+ ms, scheduling [0-9.]+ ms; waits between steps [0-9.]+ ms\))");
+  const std::string log = server.log();
+  std::smatch found;
+  ASSERT_TRUE(std::regex_search(log, found, line)) << log;
+  EXPECT_GE(std::stoi(found[1].str()), kTokens) << found[0];
+  EXPECT_LE(std::stoi(found[1].str()), steps) << found[0];
 }
 
 // A prometheus child scraping one target every second, with the project's rules.

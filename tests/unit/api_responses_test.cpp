@@ -1,11 +1,13 @@
 // Response bodies and SSE framing in OpenAI's shapes, plus the prefixd extensions.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "api/openai/responses.h"
+#include "metrics/registry.h"
 
 namespace prefixd::api {
 namespace {
@@ -196,6 +198,37 @@ TEST(ApiResponses, MetricsTextHasHelpTypeAndValueForEveryCounter) {
     EXPECT_NE(text.find(std::string("# HELP ") + name + " "), std::string::npos) << name;
     EXPECT_NE(text.find(std::string("# TYPE ") + name + " " + type + "\n"), std::string::npos) << name;
     EXPECT_NE(text.find(std::string("\n") + name + " " + value + "\n"), std::string::npos) << name;
+  }
+}
+
+// The scheduler's steps whole and by phase, in seconds, with its waits and its decode steps.
+TEST(ApiResponses, MetricsTextHasTheStepsWholeAndByPhase) {
+  using namespace std::chrono_literals;
+  scheduler::SchedulerStats stats;
+  stats.steps.observe(3ms);
+  stats.step_phases[static_cast<size_t>(scheduler::StepPhase::compute)].observe(2ms);
+  stats.step_phases[static_cast<size_t>(scheduler::StepPhase::cache)].observe(1ms);
+  for (const auto phase : {scheduler::StepPhase::sampling, scheduler::StepPhase::output, scheduler::StepPhase::scheduling}) {
+    stats.step_phases[static_cast<size_t>(phase)].observe(0ms);
+  }
+  stats.idle = 2500ms;
+  stats.decode_steps_total = 1;
+  metrics::Registry registry;
+  add_scheduler_metrics(registry, stats);
+  const std::string text = registry.text();
+  const std::string smallest = metrics::format_value(scheduler::SchedulerStats::kStepBounds.front());
+  EXPECT_NE(text.find("\nprefixd_step_phase_seconds_bucket{phase=\"compute\",le=\"" + smallest + "\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("\nprefixd_step_phase_seconds_bucket{phase=\"sampling\",le=\"" + smallest + "\"} 1\n"), std::string::npos);
+  for (const char* line :
+       {"# TYPE prefixd_step_seconds histogram\n", "\nprefixd_step_seconds_bucket{le=\"0.0025\"} 0\n",
+        "\nprefixd_step_seconds_bucket{le=\"0.005\"} 1\n", "\nprefixd_step_seconds_sum 0.003\n",
+        "\nprefixd_step_seconds_count 1\n", "# TYPE prefixd_step_phase_seconds histogram\n",
+        "\nprefixd_step_phase_seconds_sum{phase=\"compute\"} 0.002\n",
+        "\nprefixd_step_phase_seconds_sum{phase=\"cache\"} 0.001\n",
+        "\nprefixd_step_phase_seconds_count{phase=\"scheduling\"} 1\n",
+        "# TYPE prefixd_scheduler_idle_seconds_total counter\n", "\nprefixd_scheduler_idle_seconds_total 2.5\n",
+        "# TYPE prefixd_decode_steps_total counter\n", "\nprefixd_decode_steps_total 1\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line;
   }
 }
 

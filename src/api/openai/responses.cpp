@@ -280,6 +280,26 @@ void add_ttft_metrics(metrics::Registry& r, const scheduler::SchedulerStats& sta
   }
 }
 
+// Where the scheduler thread's time goes (scheduler/step_clock.h): each step whole and by phase
+// (the phases' sums add up to the steps' sum), its waits for work, and the steps that drew a token.
+void add_step_metrics(metrics::Registry& r, const scheduler::SchedulerStats& stats) {
+  const auto& bounds = scheduler::SchedulerStats::kStepBounds;
+  const auto seconds = [](scheduler::StepTimes::Duration d) { return std::chrono::duration<double>(d).count(); };
+  r.histogram("prefixd_step_seconds", "Scheduler steps (turns of its loop that had work), whole.",
+              {bounds, stats.steps.buckets, stats.steps.count, seconds(stats.steps.sum)});
+  for (const scheduler::StepPhase phase : scheduler::kStepPhases) {
+    const auto& h = stats.step_phases[static_cast<size_t>(phase)];
+    r.histogram("prefixd_step_phase_seconds",
+                "Scheduler steps by phase: compute (model calls), sampling, output (text and events), cache, "
+                "scheduling (the rest); one observation per step and phase.",
+                {bounds, h.buckets, h.count, seconds(h.sum)}, {{"phase", std::string(scheduler::step_phase_name(phase))}});
+  }
+  r.counter("prefixd_scheduler_idle_seconds_total", "Time the scheduler thread waited for work (not part of any step).",
+            seconds(stats.idle));
+  r.counter("prefixd_decode_steps_total", "Scheduler steps in which at least one request drew a token.",
+            static_cast<double>(stats.decode_steps_total));
+}
+
 // The prefill time the prefix cache saved (its tokens, in the field's units, are the cache's:
 // add_cache_metrics).
 void add_field_metrics(metrics::Registry& r, const scheduler::SchedulerStats& stats) {
@@ -329,6 +349,7 @@ void add_scheduler_metrics(metrics::Registry& r, const scheduler::SchedulerStats
           "Fraction of the context's KV cells the running requests hold (idle cached prefixes give way, so are free).",
           stats.kv_cells_total > 0 ? static_cast<double>(stats.kv_cells_running) / static_cast<double>(stats.kv_cells_total) : 0.0);
   add_ttft_metrics(r, stats);
+  add_step_metrics(r, stats);
   add_field_metrics(r, stats);
 }
 
