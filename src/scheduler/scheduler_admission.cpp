@@ -227,14 +227,16 @@ void Scheduler::Impl::apply(Active& a, const cache::Acquisition& got) {
   if (!a.waiting) report_progress(a);
 }
 
-void Scheduler::Impl::report_progress(Active& a) {
-  if (a.warming || a.n_past > a.n_prompt) return;
+void Scheduler::Impl::report_progress(Active& a) { report_progress(a, a.n_past); }
+
+void Scheduler::Impl::report_progress(Active& a, std::int32_t processed) {
+  if (a.warming || processed > a.n_prompt) return;
   const StepClock::Scope in_output = step_clock_.enter(StepPhase::output);
   StreamEvent event{.kind = StreamEvent::Kind::progress};
   event.progress = PromptProgress{
       .total = a.n_prompt,
       .cached = a.cache.cached_tokens,
-      .processed = a.n_past,
+      .processed = processed,
       .elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - a.started).count()};
   a.stream->push(std::move(event));
 }

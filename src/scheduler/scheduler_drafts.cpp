@@ -120,7 +120,8 @@ void Scheduler::Impl::start_drafting(Active& a) {
 void Scheduler::Impl::plan_drafts() {
   if (!speculation_) return;
   std::int64_t spare = life().spare_cells(running_cells());
-  auto rows = static_cast<std::int32_t>(std::ranges::count_if(active_, [this](const auto& a) { return has_sampled_row(*a); }));
+  std::int32_t rows = 0;
+  for (const auto& a : active_) rows += has_sampled_row(*a) ? sampled_rows(*a) : 0;
   if (drafter_) {
     plan_model_drafts(spare, rows);
     return;

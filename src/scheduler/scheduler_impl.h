@@ -84,8 +84,11 @@ class Scheduler::Impl {
   bool preempt_for(Queued& head);
   void preempt(std::size_t index, std::uint64_t behind);
   // Tells the request's client how far its prompt has come (a progress event): once the cache has
-  // answered, then after each prefill chunk. Warm-ups have no client.
+  // answered, then after each prefill chunk, and at the prompt's last token, before it is sampled
+  // from (`processed` n_prompt - 1, also when a tail computed the tokens before it in the same
+  // call). Warm-ups have no client.
   void report_progress(Active& a);
+  void report_progress(Active& a, std::int32_t processed);
   void observe_prompt_inputs(Active& a);
   void take_resolved_prefixes();
   // Ends the running requests and the queued ones whose clients cancelled them.
@@ -96,6 +99,8 @@ class Scheduler::Impl {
   void step();
   std::int32_t prefill_end(const Active& a) const;
   bool has_sampled_row(const Active& a) const;
+  bool tail_joins_rowwise_call(const Active& a) const;
+  std::int32_t sampled_rows(const Active& a) const;
   bool prefill_calls();
   void sampled_calls();
   void observe_prefill_speed(std::span<const Chunk> chunks, Clock::duration took);
@@ -149,6 +154,7 @@ class Scheduler::Impl {
   Clock::time_point last_kv_events_{};
   bool kv_events_dirty_ = false;  // the loop turned since the cache's events were last taken
   cache::RequestLife& life() { return *cache_; }
+  const cache::RequestLife& life() const { return *cache_; }
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<engine::BatchToken> batch_;
   PrefillPacking packing_ = PrefillPacking::off;  // which prompts share a completing batch (see step())

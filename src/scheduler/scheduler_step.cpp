@@ -45,18 +45,44 @@ void Scheduler::Impl::step() {
   sampled_calls();
 }
 
-// The prompt tokens a request still prefills before its last one: a prompt whose last token is
-// sampled from computes that token in a row-wise call (sampled_calls).
+// The prompt tokens a request still prefills in prefill calls: those before its last one, which
+// is sampled from and so computed in a row-wise call (sampled_calls); none when the rest of the
+// prompt joins that call (tail_joins_rowwise_call).
 std::int32_t Scheduler::Impl::prefill_end(const Active& a) const {
-  return a.warming || a.request.prefill_only ? a.n_prompt : a.n_prompt - 1;
+  if (a.warming || a.request.prefill_only) return a.n_prompt;
+  return tail_joins_rowwise_call(a) ? a.n_past : a.n_prompt - 1;
 }
 
-// Whether `a` has a row in the step's row-wise calls now: its next decode token, or the last token
-// of a prompt whose earlier tokens are all computed.
+// Whether the rest of `a`'s prompt (2 to rowwise_rows() tokens and at most a batch, its last one
+// included) is computed in the step's row-wise call rather than in a prefill call followed by that
+// call: a hit that adds a short suffix, or a short prompt, then costs one model call instead of two
+// (on the CPU the second was about a decode step). Every row of a call of 2 to rowwise_rows() rows takes the same
+// kernels whatever else the call holds (docs/design.md, "Exactness"), and the suffix's tokens
+// before the last one were computed in such a call before too, so every position is computed as
+// it was. Not with images in it, nor across a checkpoint the cache takes inside it, nor where
+// chunks are aligned (--deterministic) or a GPU computes a row differently by its call's size.
+bool Scheduler::Impl::tail_joins_rowwise_call(const Active& a) const {
+  if (!a.prefilling() || a.warming || a.request.prefill_only) return false;
+  if (engine_.deterministic() || engine_.model().on_accelerator || engine_.rowwise_rows() <= 0) return false;
+  const std::int32_t rest = a.n_prompt - a.n_past;
+  if (rest < 2 || rest > std::min(engine_.rowwise_rows(), engine_.batch_size())) return false;
+  if (a.next_image(a.n_past) < a.n_prompt || a.image_at(a.n_past) != nullptr) return false;
+  const std::int32_t stop = a.uses_cache() ? life().next_stop(a.seq) : -1;
+  return stop <= a.n_past || stop >= a.n_prompt;
+}
+
+// Whether `a` has rows in the step's row-wise calls now: its next decode token, or the last token
+// of a prompt whose earlier tokens are all computed (or that joins the call with them).
 bool Scheduler::Impl::has_sampled_row(const Active& a) const {
   if (a.decoding()) return true;
   return a.prefilling() && !a.warming && a.n_past == prefill_end(a) && prefill_end(a) < a.n_prompt &&
          a.image_at(a.n_past) == nullptr;
+}
+
+// The rows `a` puts in a row-wise call, its draft aside: one decode token, or the prompt's tokens
+// from n_past to its last one.
+std::int32_t Scheduler::Impl::sampled_rows(const Active& a) const {
+  return a.n_past < a.n_prompt ? a.n_prompt - a.n_past : 1;
 }
 
 // Prefill goes to the prompts with the fewest tokens left first (shortest remaining first
@@ -173,10 +199,11 @@ void Scheduler::Impl::sampled_calls() {
   for (auto& a : active_) {
     if (has_sampled_row(*a)) rows.push_back(a.get());
   }
-  const auto limit = static_cast<size_t>(engine_.rowwise_rows() > 0 ? engine_.rowwise_rows() : engine_.batch_size());
+  const auto limit = static_cast<size_t>(engine_.rowwise_rows() > 0 ? std::min(engine_.rowwise_rows(), engine_.batch_size())
+                                                                     : engine_.batch_size());
   // A request's draft rides in the rows after its decode token, in the same call (plan_drafts keeps
   // a draft below the limit).
-  const auto rows_of = [](const Active* a) { return 1 + a->draft.size(); };
+  const auto rows_of = [this](const Active* a) { return static_cast<size_t>(sampled_rows(*a)) + a->draft.size(); };
   for (size_t first = 0; first < rows.size();) {
     size_t last = first;
     for (size_t taken = 0; last < rows.size() && (last == first || taken + rows_of(rows[last]) <= limit); ++last) {
@@ -187,11 +214,16 @@ void Scheduler::Impl::sampled_calls() {
     bool prompt_rows_in_call = false;
     for (size_t r = first; r < last; ++r) {
       Active* a = rows[r];
+      // A prompt's tail: every token but the last is computed without output, as in a prefill call.
+      for (std::int32_t pos = a->n_past; pos + 1 < a->n_past + sampled_rows(*a); ++pos) {
+        batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(pos)], pos, a->seq, false});
+      }
+      const std::int32_t pos = a->n_past + sampled_rows(*a) - 1;
       a->row = static_cast<std::int32_t>(batch_.size());
       if (rollback_by_checkpoint_ && !a->draft.empty()) a->state_before_draft = engine_.save_checkpoint(a->seq);
-      batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(a->n_past)], a->n_past, a->seq, true});
+      batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(pos)], pos, a->seq, true});
       for (size_t j = 0; j < a->draft.size(); ++j) {
-        batch_.push_back(BatchToken{a->draft[j], a->n_past + 1 + static_cast<std::int32_t>(j), a->seq, true});
+        batch_.push_back(BatchToken{a->draft[j], pos + 1 + static_cast<std::int32_t>(j), a->seq, true});
       }
       prompt_rows_in_call = prompt_rows_in_call || a->n_past < a->n_prompt;
     }
@@ -211,16 +243,21 @@ void Scheduler::Impl::sampled_calls() {
       return;
     }
     std::int64_t prompt_rows = 0;
+    std::vector<Active*> tails;  // prompts whose tokens before the last one were in this call
     {
       const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
       for (size_t r = first; r < last; ++r) {
         Active* a = rows[r];
-        const bool prompt_row = a->n_past < a->n_prompt;
-        a->n_past += 1;  // the token is now in the KV cache
-        prompt_rows += prompt_row ? 1 : 0;
+        const std::int32_t computed = sampled_rows(*a);
+        const bool prompt = a->n_past < a->n_prompt;
+        prompt_rows += prompt ? computed : 0;
+        if (prompt && computed > 1) tails.push_back(a);
+        a->n_past += computed;  // its tokens are now in the KV cache
         if (a->uses_cache()) life().advance(a->seq, a->n_past);  // a generated token's cell too
       }
     }
+    // A tail's tokens before the last one are reported as a prefill call's would have been.
+    for (Active* a : tails) report_progress(*a, a->n_prompt - 1);
     if (prompt_rows > 0) {
       std::lock_guard lock(mutex_);
       stats_.prompt_tokens_fed_total += prompt_rows;

@@ -25,6 +25,9 @@ namespace prefixd::engine {
 struct FakeEngineOptions {
   std::int32_t n_ctx = 1024;
   std::int32_t n_batch = 64;
+  // > 0: the rows up to which a call computes every row alike (Engine::rowwise_rows), as
+  // libllama's CPU kernels do up to 63; 0: the fake promises nothing of the kind.
+  std::int32_t rowwise_rows = 0;
   std::int32_t n_seq = 8;
   std::int32_t n_vocab = 258;  // bytes 0..255, 256 = end of generation, 257 = unused
   ModelFamily family = ModelFamily::dense;  // whose libllama memory the engine imitates
@@ -50,6 +53,7 @@ class FakeEngine final : public Engine {
   const Vocabulary& vocab() const override { return *vocab_; }
   std::int32_t context_size() const override { return options_.n_ctx; }
   std::int32_t batch_size() const override { return options_.n_batch; }
+  std::int32_t rowwise_rows() const override { return options_.rowwise_rows; }
   std::int32_t sequence_count() const override { return options_.n_seq; }
 
   DecodeStatus decode(std::span<const BatchToken> batch) override;

@@ -300,6 +300,62 @@ TEST(SchedulerCache, IdenticalResendFeedsOneTokenAndGivesTheSameOutput) {
   EXPECT_EQ(engine.tokens_decoded() - decoded_before, 1 + 7);
 }
 
+// The batches decode() got from `from` on that hold a row of `seq`: how the scheduler computed it.
+std::vector<std::vector<engine::BatchToken>> batches_of(const engine::FakeEngine& engine, size_t from, engine::SeqId seq) {
+  std::vector<std::vector<engine::BatchToken>> out;
+  for (size_t i = from; i < engine.batches().size(); ++i) {
+    std::vector<engine::BatchToken> rows;
+    for (const engine::BatchToken& t : engine.batches()[i]) {
+      if (t.seq == seq) rows.push_back(t);
+    }
+    if (!rows.empty()) out.push_back(std::move(rows));
+  }
+  return out;
+}
+
+// A prompt's rest that fits a row-wise call with its last token (a short prompt, a hit with a
+// short suffix) is computed in that one call, only its last row sampled from; a longer rest
+// prefills first. The text is the one computed without the tail (rowwise_rows 0: two calls).
+TEST(SchedulerPrefill, APromptsShortRestIsComputedInTheCallItsLastTokenIsSampledFrom) {
+  engine::FakeEngine two_calls({.n_ctx = 2048, .n_batch = 64, .n_seq = 8, .n_vocab = 256});
+  engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 64, .rowwise_rows = 63, .n_seq = 8, .n_vocab = 256});
+  Scheduler plain(two_calls, {.n_slots = 2, .cache_holders = 4});
+  Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 4});
+  const auto prefix = tokens_from(3, 300);
+  auto with_suffix = prefix;
+  for (const engine::Token t : tokens_from(4, 20)) with_suffix.push_back(t);
+  const auto short_prompt = tokens_from(5, 40);
+
+  const Collected short_reply = collect(**scheduler.submit(cached(short_prompt, 4)));
+  EXPECT_EQ(short_reply.text, collect(**plain.submit(cached(short_prompt, 4))).text);
+  auto calls = batches_of(engine, 0, 0);
+  ASSERT_GE(calls.size(), 1U);
+  ASSERT_EQ(calls[0].size(), 40U) << "the whole short prompt in one call";
+  EXPECT_EQ(std::ranges::count_if(calls[0], [](const engine::BatchToken& t) { return t.logits; }), 1);
+  EXPECT_TRUE(calls[0].back().logits);
+  EXPECT_EQ(calls.size(), 1U + 3U) << "then one call per decode token";
+
+  collect(**scheduler.submit(cached(prefix, 1)));
+  collect(**plain.submit(cached(prefix, 1)));
+  const size_t before_hit = engine.batches().size();
+  const Collected hit = collect(**scheduler.submit(cached(with_suffix, 4)));
+  EXPECT_EQ(hit.done.cache.outcome, cache::Outcome::hit_extend);
+  EXPECT_EQ(hit.done.cache.fed_tokens, 20);
+  EXPECT_EQ(hit.text, collect(**plain.submit(cached(with_suffix, 4))).text);
+  calls = batches_of(engine, before_hit, 0);
+  ASSERT_GE(calls.size(), 1U);
+  EXPECT_EQ(calls[0].size(), 20U) << "the suffix and its last token in one call";
+  EXPECT_EQ(calls[0].front().pos, 300);
+
+  // 300 new tokens: batches of 64 until the rest (44) fits one row-wise call with its last token.
+  const size_t before_long = engine.batches().size();
+  collect(**scheduler.submit(cached(tokens_from(6, 300), 1)));
+  calls = batches_of(engine, before_long, 0);
+  ASSERT_EQ(calls.size(), 5U);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(calls[i].size(), 64U);
+  EXPECT_EQ(calls[4].size(), 44U);
+}
+
 // The control plane's update: the whole prompt goes in, nothing is sampled, and all of it is left
 // to the cache, so a generation with that prompt feeds only the one-token guard.
 TEST(SchedulerCache, PrefillOnlyRequestFeedsThePromptSamplesNothingAndLeavesItCached) {
