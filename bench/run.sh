@@ -18,11 +18,18 @@
 # models/default.gguf), BENCH_PREFIXD (the prefixd binary the
 # benchmark serves with, default build/bin/prefixd), BENCH_PREFIXD_BENCH and BENCH_PREFIXD_MKMODEL
 # (the benchmark client and the model generator, default prefixd-bench and prefixd-mkmodel in the
-# folder of BENCH_PREFIXD), BENCH_PARTS (default "default,families,speculative"), BENCH_FAMILIES (model presets,
+# folder of BENCH_PREFIXD), BENCH_PARTS (default "decode,default,families,speculative"), BENCH_FAMILIES (model presets,
 # default qwen35-tiny,gemma3-tiny,mamba2-tiny), BENCH_FAMILY_WORKLOADS (default
 # chat,agent,edit,multisession), BENCH_FAMILY_REPS (rounds of chat, agent and edit there, default
 # 3), BENCH_SNAPSHOT_MIB (the part of the host budget prefixd's checkpoints get there, default
 # 1024).
+# - decode: bench/decode.py, generated tokens beside llama-server: decode tokens/s by context length
+#   (16, 2k, 8k) and with four sequences at once, a hit adding 20 tokens to a cached 2,000-token
+#   prompt (1 and 16 tokens out), a long-output agent turn, then decode at 16 and 2k tokens on the
+#   family tiny presets (BENCH_DECODE_FAMILIES, default tiny,qwen35-tiny,gemma3-tiny,mamba2-tiny);
+#   BENCH_DECODE_ROUNDS (default 2: A B, B A). Its gate fails `make bench` when prefixd decodes
+#   slower than 0.95x llama-server on the default model (about 20 minutes on two cores). Writes
+#   bench/results/<stem>-decode.{md,json} and its section of docs/benchmarks.md (BENCH_DOCS).
 # - speculative: bench/speculative.py, decode speed with and without n-gram drafts on prefixd and
 #   llama-server (the default model; about 8 minutes on two cores). Writes
 #   bench/results/<stem>-speculative.{md,json} and its section of docs/benchmarks.md (BENCH_DOCS);
@@ -36,7 +43,7 @@ cd "$repo"
 prefixd=${BENCH_PREFIXD:-build/bin/prefixd}
 bench=${BENCH_PREFIXD_BENCH:-$(dirname "$prefixd")/prefixd-bench}
 mkmodel=${BENCH_PREFIXD_MKMODEL:-$(dirname "$prefixd")/prefixd-mkmodel}
-parts=",${BENCH_PARTS:-default,families,speculative},"
+parts=",${BENCH_PARTS:-decode,default,families,speculative},"
 for program in "$prefixd" "$bench" "$mkmodel"; do
   [ -x "$program" ] || { echo "bench/run.sh: $program is not built (make build)" >&2; exit 2; }
 done
@@ -55,6 +62,26 @@ run() {
   echo "bench/run.sh: $bench $*" >&2
   "$bench" "$@" || rc=$?
 }
+
+if [[ $parts == *,decode,* ]]; then
+  stem=${BENCH_NAME:-$(date -u +%F)-$(uname -n | tr -c 'A-Za-z0-9._\n-' '-')}
+  out=${BENCH_OUT:-bench/results}
+  mkdir -p "$out" models
+  families=()
+  IFS=, read -r -a presets <<< "${BENCH_DECODE_FAMILIES-tiny,qwen35-tiny,gemma3-tiny,mamba2-tiny}"
+  for preset in "${presets[@]}"; do
+    [ -f "models/$preset.gguf" ] || "$mkmodel" --preset "$preset" --out "models/$preset.gguf" --quiet
+    families+=("models/$preset.gguf")
+  done
+  args=(--prefixd "$prefixd" --model "${MODEL:-models/default.gguf}" --rounds "${BENCH_DECODE_ROUNDS:-2}"
+        --out "$out/$stem-decode.md" --json "$out/$stem-decode.json")
+  [ ${#families[@]} -gt 0 ] && args+=(--families "$(IFS=,; echo "${families[*]}")")
+  [ -n "${BENCH_THREADS:-}" ] && args+=(--threads "$BENCH_THREADS")
+  docs=${BENCH_DOCS-docs/benchmarks.md}
+  [ -n "$docs" ] && args+=(--docs "$docs")
+  echo "bench/run.sh: bench/decode.py ${args[*]}" >&2
+  python3 bench/decode.py "${args[@]}" || rc=$?
+fi
 
 if [[ $parts == *,default,* ]]; then
   model=${MODEL:-models/default.gguf}

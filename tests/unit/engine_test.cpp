@@ -1,10 +1,18 @@
 // The libllama engine on the generated tiny model: load, decode, sequence ops, state I/O.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
 
 #include "engine/engine.h"
+#include "modelgen/modelgen.h"
 
 namespace prefixd::engine {
 namespace {
@@ -43,6 +51,51 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   float worst = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
   return worst;
+}
+
+// The ids of the threads this process runs now.
+std::set<std::string> live_threads() {
+  std::set<std::string> ids;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) ids.insert(task.path().filename());
+  return ids;
+}
+
+// How many threads run that `before` did not hold, once they are `expected`, or after 10 s: the
+// workers of a pool leave a moment after the thread that owned it ended.
+std::size_t threads_since_when(const std::set<std::string>& before, std::size_t expected) {
+  const auto count = [&] {
+    return static_cast<std::size_t>(std::ranges::count_if(live_threads(), [&](const std::string& id) { return !before.contains(id); }));
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::size_t now = count();
+  while (now != expected && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    now = count();
+  }
+  return now;
+}
+
+// A load leaves no thread behind on its caller's side. Loading Q8_0 weights converts them (for AMX
+// or a repacked layout) in an OpenMP parallel region, and libgomp keeps the worker pool of every
+// thread that ran one while that thread lives: a pool left on the server's main thread beside the
+// scheduler thread's own made more pooled threads than cores, and decode ran at half speed
+// (docs/design.md, "The threads that compute"). On a CPU whose load converts nothing the test
+// passes trivially; on this project's build machines it converts for AMX.
+TEST(Engine, LoadingAModelLeavesNoThreadBehind) {
+  const auto dir = std::filesystem::temp_directory_path() / ("prefixd-engine-threads-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "tiny-q8_0.gguf").string();
+  modelgen::generate_model({.preset = "tiny", .out_path = path, .seed = 5, .weight_type = "q8_0", .quiet = true});
+  inspect_model(path);  // the backends are loaded now, and stay
+  const std::set<std::string> before = live_threads();
+  {
+    auto e = load_llama_engine(path, small_context());
+    EXPECT_EQ(threads_since_when(before, 0), 0U) << "the load left threads behind";
+    const std::vector<Token> prompt = prompt_tokens(*e);
+    EXPECT_FALSE(feed(*e, 0, prompt, 0).empty());
+    EXPECT_EQ(threads_since_when(before, 1), 1U) << "a decode on this thread pools one OpenMP worker for its second thread";
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // --ctx-size 0: the training context when its K/V fits the budget, else what fits.
