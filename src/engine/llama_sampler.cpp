@@ -1,7 +1,9 @@
 #include "engine/llama_sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -42,10 +44,29 @@ SamplerPtr init_chain(const llama_vocab* vocab, const SamplingParams& params) {
   return chain;
 }
 
+// The tokens a greedy draw skips: with ignore_eos every end-of-generation token (the chain masks
+// them with a logit bias of -inf), else none. Sorted.
+std::vector<Token> greedy_skips(const llama_vocab* vocab, const SamplingParams& params) {
+  std::vector<Token> skips;
+  if (!params.ignore_eos) return skips;
+  for (Token id = 0; id < llama_vocab_n_tokens(vocab); ++id) {
+    if (llama_vocab_is_eog(vocab, id)) skips.push_back(id);
+  }
+  return skips;
+}
+
 class LlamaSampler final : public Sampler {
  public:
-  LlamaSampler(llama_context* ctx, const llama_vocab* vocab, SamplerPtr chain, SamplerPtr grammar)
-      : ctx_(ctx), vocab_(vocab), chain_(std::move(chain)), grammar_(std::move(grammar)) {
+  // `greedy`: the chain is greedy (with the logit bias of `skips` before it), so an unconstrained
+  // draw is the first largest logit of the ids not in `skips`, which the draw computes itself.
+  LlamaSampler(llama_context* ctx, const llama_vocab* vocab, SamplerPtr chain, SamplerPtr grammar, bool greedy,
+               std::vector<Token> skips)
+      : ctx_(ctx),
+        vocab_(vocab),
+        chain_(std::move(chain)),
+        grammar_(std::move(grammar)),
+        greedy_(greedy),
+        greedy_skips_(std::move(skips)) {
     if (!grammar_) return;
     // libllama's grammar reads a control token as its text ("<|im_start|>"), which the reply does
     // not show: under a grammar only end-of-generation control tokens may be drawn.
@@ -63,6 +84,7 @@ class LlamaSampler final : public Sampler {
   // unconstrained and keep the token when the grammar allows it; only otherwise draw again from
   // the masked distribution (the token then always satisfies the grammar).
   std::optional<Token> sample_quick(std::int32_t row) override {
+    if (!grammar_ && greedy_) return accept_greedy(row);
     if (!grammar_) return llama_sampler_sample(chain_.get(), ctx_, row);
     load_candidates(llama_get_logits_ith(ctx_, row));
     const Token token = draw();
@@ -87,6 +109,46 @@ class LlamaSampler final : public Sampler {
     storage_.resize(static_cast<size_t>(n_vocab));
     for (std::int32_t id = 0; id < n_vocab; ++id) storage_[static_cast<size_t>(id)] = {id, logits[id], 0.0f};
     candidates_ = {storage_.data(), storage_.size(), -1, false};
+  }
+
+  // libllama's llama_sampler_sample fills a candidate for every id of the vocabulary (151,936 on
+  // the default model) before its greedy sampler takes the first one with the largest logit; the
+  // bias masks the skipped ids with -inf, which never wins while another id is finite. Measured on
+  // the default model, that draw took 0.45 ms, 2% of a decode step and 5% of a step of four rows.
+  // Finding the largest value first and then its first id among those not skipped picks the same
+  // token in a fraction of that.
+  Token accept_greedy(std::int32_t row) {
+    const float* logits = llama_get_logits_ith(ctx_, row);
+    const Token best = first_largest(std::span<const float>(logits, static_cast<size_t>(llama_vocab_n_tokens(vocab_))));
+    if (best < 0) return llama_sampler_sample(chain_.get(), ctx_, row);  // every id skipped, or a NaN first
+    llama_sampler_accept(chain_.get(), best);
+    return best;
+  }
+
+  // The first id of the largest logit among the ids not skipped, as libllama's greedy sampler
+  // finds it after the bias; -1 where this does not decide it alike: every id skipped, the largest
+  // logit only at skipped ids, or a NaN where libllama's scan would start from it.
+  Token first_largest(std::span<const float> logits) const {
+    // Eight running maxima, so that the comparisons do not wait for each other; a NaN never wins.
+    std::array<float, 8> lanes;
+    lanes.fill(-INFINITY);
+    size_t i = 0;
+    for (; i + lanes.size() <= logits.size(); i += lanes.size()) {
+      for (size_t lane = 0; lane < lanes.size(); ++lane) {
+        lanes[lane] = logits[i + lane] > lanes[lane] ? logits[i + lane] : lanes[lane];
+      }
+    }
+    for (; i < logits.size(); ++i) lanes[0] = logits[i] > lanes[0] ? logits[i] : lanes[0];
+    float largest = -INFINITY;
+    for (const float lane : lanes) largest = lane > largest ? lane : largest;
+    const auto skipped = [this](Token id) { return std::ranges::binary_search(greedy_skips_, id); };
+    Token first = 0;
+    while (first < static_cast<Token>(logits.size()) && skipped(first)) ++first;
+    if (first == static_cast<Token>(logits.size()) || std::isnan(logits[static_cast<size_t>(first)])) return -1;
+    for (Token id = first; id < static_cast<Token>(logits.size()); ++id) {
+      if (logits[static_cast<size_t>(id)] == largest && !skipped(id)) return id;
+    }
+    return -1;
   }
 
   Token accept(Token token) {
@@ -129,6 +191,8 @@ class LlamaSampler final : public Sampler {
   const llama_vocab* vocab_;  // not owned
   SamplerPtr chain_;
   SamplerPtr grammar_;  // null: unconstrained
+  bool greedy_ = false;
+  std::vector<Token> greedy_skips_;  // sorted
   std::vector<llama_token_data> storage_;
   llama_token_data_array candidates_{};
   std::vector<Token> hidden_;  // sorted: control tokens that do not end generation
@@ -153,7 +217,8 @@ std::unique_ptr<Sampler> make_llama_sampler(llama_context* ctx, const llama_voca
     grammar = init_grammar(vocab, *params.grammar);
     if (!grammar) throw std::invalid_argument("invalid grammar: " + capture.text());
   }
-  return std::make_unique<LlamaSampler>(ctx, vocab, init_chain(vocab, params), std::move(grammar));
+  return std::make_unique<LlamaSampler>(ctx, vocab, init_chain(vocab, params), std::move(grammar),
+                                        params.temperature <= 0.0f, greedy_skips(vocab, params));
 }
 
 }  // namespace prefixd::engine::detail

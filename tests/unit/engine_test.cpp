@@ -209,6 +209,30 @@ TEST(LlamaEngine, CorruptStateIsRefusedAndLeavesSequenceEmpty) {
   EXPECT_TRUE(e->sequence_positions(1).empty());
 }
 
+// A greedy draw is the first id with the largest logit of the row, end-of-generation ids left out
+// under ignore_eos: what libllama's greedy sampler behind its logit bias picks, at every position
+// of a prompt and for every row of one call.
+TEST(LlamaEngine, AGreedyDrawIsTheFirstLargestLogitAndIgnoreEosSkipsEndOfGeneration) {
+  auto e = load_llama_engine(PREFIXD_TINY_MODEL, small_context());
+  const std::vector<Token> prompt = prompt_tokens(*e);
+  std::vector<BatchToken> batch;
+  for (size_t i = 0; i < prompt.size(); ++i) batch.push_back({prompt[i], static_cast<Pos>(i), 0, true});
+  ASSERT_EQ(e->decode(batch), DecodeStatus::ok);
+  SamplingParams greedy{.temperature = 0};
+  SamplingParams greedy_no_eos{.temperature = 0, .ignore_eos = true};
+  for (size_t row = 0; row < batch.size(); ++row) {
+    const auto logits = e->logits(static_cast<std::int32_t>(row));
+    const auto best = static_cast<Token>(std::ranges::max_element(logits) - logits.begin());
+    EXPECT_EQ(e->make_sampler(greedy)->sample_quick(static_cast<std::int32_t>(row)), best) << "row " << row;
+    Token best_not_eog = -1;
+    for (Token id = 0; id < static_cast<Token>(logits.size()); ++id) {
+      if (e->vocab().is_end_of_generation(id)) continue;
+      if (best_not_eog < 0 || logits[static_cast<size_t>(id)] > logits[static_cast<size_t>(best_not_eog)]) best_not_eog = id;
+    }
+    EXPECT_EQ(e->make_sampler(greedy_no_eos)->sample_quick(static_cast<std::int32_t>(row)), best_not_eog) << "row " << row;
+  }
+}
+
 TEST(LlamaEngine, MissingModelFileIsAClearError) {
   EXPECT_THROW(load_llama_engine("/nonexistent/model.gguf", small_context()), std::runtime_error);
 }
