@@ -1,5 +1,6 @@
 """What the Python benchmarks (bench/*.py) share: a free loopback port, a JSON POST, a server
-process that is up once its /health answers, and rounds of targets ordered A B B A."""
+process that is up once its /health answers, rounds of targets ordered A B B A, and their report
+put into a docs page."""
 import json
 import os
 import signal
@@ -80,3 +81,20 @@ def write_outputs(text, results, out_path, json_path):
     if json_path:
         with open(json_path, "w") as f:
             json.dump(results, f, indent=1)
+
+
+def put_into_docs(path, text, marker, script, heading):
+    """Puts `text` into the Markdown page at `path` between the markers
+    <!-- MARKER:begin (written by SCRIPT --docs) --> and <!-- MARKER:end -->, or at the page's end
+    under `heading` when they are absent."""
+    begin = f"<!-- {marker}:begin (written by {script} --docs) -->"
+    end = f"<!-- {marker}:end -->"
+    section = f"{begin}\n{text}{end}"
+    with open(path) as f:
+        page = f.read()
+    if begin in page and end in page:
+        page = page[:page.index(begin)] + section + page[page.index(end) + len(end):]
+    else:
+        page = page.rstrip("\n") + f"\n\n## {heading}\n\n" + section + "\n"
+    with open(path, "w") as f:
+        f.write(page)

@@ -34,11 +34,12 @@ import os
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 
-from bench_server import Server, free_port, post, run_rounds, write_outputs
+from bench_server import Server, free_port, post, put_into_docs, run_rounds, write_outputs
 
 REPLY = 64
 HIT_SENDS = 12
@@ -215,7 +216,6 @@ def report(results, args, elapsed):
 
 
 def llama_version(binary):
-    import subprocess
     try:
         out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
         text = (out.stdout + out.stderr).strip().splitlines()
@@ -255,24 +255,11 @@ def main():
     text, passed = report(results, args, elapsed)
     write_outputs(text, results, args.out, args.json)
     if args.docs:
-        put_into_docs(args.docs, text)
+        put_into_docs(args.docs, text, "decode-report", "bench/decode.py", "Decode and hits beside llama-server: the latest run")
     if not passed:
         print("decode gate: FAIL (prefixd decodes slower than llama-server beyond the gate)", file=sys.stderr)
         sys.exit(1)
 
-
-def put_into_docs(path, text):
-    begin = "<!-- decode-report:begin (written by bench/decode.py --docs) -->"
-    end = "<!-- decode-report:end -->"
-    section = f"{begin}\n{text}{end}"
-    with open(path) as f:
-        page = f.read()
-    if begin in page and end in page:
-        page = page[:page.index(begin)] + section + page[page.index(end) + len(end):]
-    else:
-        page = page.rstrip("\n") + "\n\n## Decode and hits beside llama-server: the latest run\n\n" + section + "\n"
-    with open(path, "w") as f:
-        f.write(page)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import argparse
 import os
 import statistics
 
-from bench_server import Server, free_port, post, run_rounds, write_outputs
+from bench_server import Server, free_port, post, put_into_docs, run_rounds, write_outputs
 
 WORDS = ("the quick brown fox jumps over the lazy dog and then runs away into the forest where it "
          "meets a bear who asks it for the way back to the river").split()
@@ -128,21 +128,8 @@ def main():
     text = report(results, args, elapsed)
     write_outputs(text, results, args.out, args.json)
     if args.docs:
-        put_into_docs(args.docs, text)
+        put_into_docs(args.docs, text, "speculative-report", "bench/speculative.py", "Speculative decoding: the latest run")
 
-
-def put_into_docs(path, text):
-    begin = "<!-- speculative-report:begin (written by bench/speculative.py --docs) -->"
-    end = "<!-- speculative-report:end -->"
-    section = f"{begin}\n{text}{end}"
-    with open(path) as f:
-        page = f.read()
-    if begin in page and end in page:
-        page = page[:page.index(begin)] + section + page[page.index(end) + len(end):]
-    else:
-        page = page.rstrip("\n") + "\n\n## Speculative decoding: the latest run\n\n" + section + "\n"
-    with open(path, "w") as f:
-        f.write(page)
 
 
 if __name__ == "__main__":
