@@ -98,3 +98,11 @@ def put_into_docs(path, text, marker, script, heading):
         page = page.rstrip("\n") + f"\n\n## {heading}\n\n" + section + "\n"
     with open(path, "w") as f:
         f.write(page)
+
+
+def add_report_arguments(parser, marker, measured):
+    """--out, --json and --docs, as every script's report takes them (write_outputs, put_into_docs)."""
+    parser.add_argument("--out", default="", help="write the report here too")
+    parser.add_argument("--json", default="", help=f"write every {measured} here")
+    parser.add_argument("--docs", default="", help="put the report into this Markdown page, between "
+                        f"<!-- {marker}:begin --> and <!-- {marker}:end --> (appended when absent)")

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 
-from bench_server import Server, free_port, post, put_into_docs, run_rounds, write_outputs
+from bench_server import Server, add_report_arguments, free_port, post, put_into_docs, run_rounds, write_outputs
 
 REPLY = 64
 HIT_SENDS = 12
@@ -236,10 +236,7 @@ def main():
     p.add_argument("--gate", type=float, default=0.95)
     p.add_argument("--prefixd-args", default="", help="more prefixd serve arguments (split on spaces)")
     p.add_argument("--llama-args", default="", help="more llama-server arguments (split on spaces)")
-    p.add_argument("--out", default="", help="write the report here too")
-    p.add_argument("--json", default="", help="write every measurement here")
-    p.add_argument("--docs", default="", help="put the report into this Markdown page, between "
-                   "<!-- decode-report:begin --> and <!-- decode-report:end --> (appended when absent)")
+    add_report_arguments(p, "decode-report", "measurement")
     args = p.parse_args()
     args.workloads = args.workloads.split(",")
     unknown = [w for w in args.workloads if w not in ALL]

@@ -22,7 +22,7 @@ import argparse
 import os
 import statistics
 
-from bench_server import Server, free_port, post, put_into_docs, run_rounds, write_outputs
+from bench_server import Server, add_report_arguments, free_port, post, put_into_docs, run_rounds, write_outputs
 
 WORDS = ("the quick brown fox jumps over the lazy dog and then runs away into the forest where it "
          "meets a bear who asks it for the way back to the river").split()
@@ -117,10 +117,7 @@ def main():
     p.add_argument("--workloads", default="regenerate,repeats,plain")
     p.add_argument("--targets", default="prefixd-none,prefixd-ngram,prefixd-ngram-always,llama-none,llama-ngram")
     p.add_argument("--rounds", type=int, default=2, help="rounds, alternately in the targets' order and reversed")
-    p.add_argument("--out", default="", help="write the report here too")
-    p.add_argument("--json", default="", help="write every measured request here")
-    p.add_argument("--docs", default="", help="put the report into this Markdown page, between "
-                   "<!-- speculative-report:begin --> and <!-- speculative-report:end --> (appended when absent)")
+    add_report_arguments(p, "speculative-report", "measured request")
     args = p.parse_args()
     args.workloads = args.workloads.split(",")
     results, elapsed = run_rounds(args.targets.split(","), args.rounds,
