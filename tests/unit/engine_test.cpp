@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -53,10 +55,20 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
-// The ids of the threads this process runs now.
+// The threads this process runs now, each as its id and start time (a new thread may reuse the id
+// of one that ended).
 std::set<std::string> live_threads() {
   std::set<std::string> ids;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) ids.insert(task.path().filename());
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    // Field 22 (start time) counted after the command name's closing parenthesis, which may hold spaces.
+    std::istringstream fields(line.substr(line.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 22 && fields >> field; ++i) {}
+    ids.insert(task.path().filename().string() + "@" + field);
+  }
   return ids;
 }
 
