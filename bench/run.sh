@@ -18,7 +18,7 @@
 # models/default.gguf), BENCH_PREFIXD (the prefixd binary the
 # benchmark serves with, default build/bin/prefixd), BENCH_PREFIXD_BENCH and BENCH_PREFIXD_MKMODEL
 # (the benchmark client and the model generator, default prefixd-bench and prefixd-mkmodel in the
-# folder of BENCH_PREFIXD), BENCH_PARTS (default "decode,default,families,speculative"), BENCH_FAMILIES (model presets,
+# folder of BENCH_PREFIXD), BENCH_PARTS (default "decode,default,traces,families,speculative"), BENCH_FAMILIES (model presets,
 # default qwen35-tiny,gemma3-tiny,mamba2-tiny), BENCH_FAMILY_WORKLOADS (default
 # chat,agent,edit,multisession), BENCH_FAMILY_REPS (rounds of chat, agent and edit there, default
 # 3), BENCH_SNAPSHOT_MIB (the part of the host budget prefixd's checkpoints get there, default
@@ -35,6 +35,12 @@
 #   bench/results/<stem>-speculative.{md,json} and its section of docs/benchmarks.md (BENCH_DOCS);
 #   then bench/draft_model.py, the same with a draft model (a generated target/drafter pair, about
 #   10 minutes), into bench/results/<stem>-draft-model.{md,json}.
+# - traces: public traces replayed A B B A on the default model. `codeagent`: 48 coding agents at
+#   once with the token shapes of SWE-bench trajectories, under memory pressure (their histories
+#   outgrow the context, and the host cache budget of both servers is BENCH_CODEAGENT_CACHE_MIB,
+#   default 256); `mooncake`: the first 187 requests of the Mooncake conversation trace. Writes
+#   bench/results/<stem>-codeagent.* and <stem>-mooncake.*, and their sections of docs/benchmarks.md
+#   (BENCH_DOCS).
 # Extra arguments go to every `prefixd-bench compare` run as they are.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,7 +49,7 @@ cd "$repo"
 prefixd=${BENCH_PREFIXD:-build/bin/prefixd}
 bench=${BENCH_PREFIXD_BENCH:-$(dirname "$prefixd")/prefixd-bench}
 mkmodel=${BENCH_PREFIXD_MKMODEL:-$(dirname "$prefixd")/prefixd-mkmodel}
-parts=",${BENCH_PARTS:-decode,default,families,speculative},"
+parts=",${BENCH_PARTS:-decode,default,traces,families,speculative},"
 for program in "$prefixd" "$bench" "$mkmodel"; do
   [ -x "$program" ] || { echo "bench/run.sh: $program is not built (make build)" >&2; exit 2; }
 done
@@ -51,10 +57,12 @@ done
 # What both parts pass the same way; the server is named as an absolute path, which the results
 # record so that a run can be repeated by hand.
 common=(--scale "${BENCH_SCALE:-1}" --out "${BENCH_OUT:-bench/results}" --prefixd-bin "$(realpath "$prefixd")")
-[ -n "${BENCH_CACHE_MIB:-}" ] && common+=(--cache-mib "$BENCH_CACHE_MIB")
 [ -n "${BENCH_THREADS:-}" ] && common+=(--threads "$BENCH_THREADS")
 [ -n "${BENCH_PREFIXD_ARGS:-}" ] && common+=(--prefixd-args "$BENCH_PREFIXD_ARGS")
 [ -n "${BENCH_DISK_DIR:-}" ] && common+=(--disk-dir "$BENCH_DISK_DIR")
+# The host cache budget, apart: the coding-agent trace sets its own.
+budget=()
+[ -n "${BENCH_CACHE_MIB:-}" ] && budget=(--cache-mib "$BENCH_CACHE_MIB")
 
 start=$(date +%s)
 rc=0
@@ -86,7 +94,7 @@ fi
 if [[ $parts == *,default,* ]]; then
   model=${MODEL:-models/default.gguf}
   [ -f "$model" ] || { echo "bench/run.sh: no model at $model (make model)" >&2; exit 2; }
-  args=(compare --model "$model" "${common[@]}")
+  args=(compare --model "$model" "${common[@]}" "${budget[@]}")
   docs=${BENCH_DOCS-docs/benchmarks.md}
   [ -n "$docs" ] && args+=(--docs "$docs")
   [ -n "${BENCH_WORKLOADS:-}" ] && args+=(--workloads "$BENCH_WORKLOADS")
@@ -94,6 +102,22 @@ if [[ $parts == *,default,* ]]; then
   [ -n "${BENCH_REPS:-}" ] && args+=(--reps "$BENCH_REPS")
   [ -n "${BENCH_LLAMA_ARGS:-}" ] && args+=(--llama-args "$BENCH_LLAMA_ARGS")
   run "${args[@]}" "$@"
+fi
+
+if [[ $parts == *,traces,* ]]; then
+  stem=${BENCH_NAME:-$(date -u +%F)-$(uname -n | tr -c 'A-Za-z0-9._\n-' '-')}
+  model=${MODEL:-models/default.gguf}
+  [ -f "$model" ] || { echo "bench/run.sh: no model at $model (make model)" >&2; exit 2; }
+  docs=${BENCH_DOCS-docs/benchmarks.md}
+  for workload in codeagent mooncake; do
+    own_budget=("${budget[@]}")
+    [ "$workload" = codeagent ] && own_budget=(--cache-mib "${BENCH_CODEAGENT_CACHE_MIB:-256}")
+    args=(compare --model "$model" "${common[@]}" "${own_budget[@]}" --workloads "$workload" --interleave 2
+          --name "$stem-$workload")
+    [ -n "$docs" ] && args+=(--docs "$docs" --docs-section "$workload")
+    [ -n "${BENCH_LLAMA_ARGS:-}" ] && args+=(--llama-args "$BENCH_LLAMA_ARGS")
+    run "${args[@]}" "$@"
+  done
 fi
 
 if [[ $parts == *,families,* ]]; then
@@ -105,7 +129,7 @@ if [[ $parts == *,families,* ]]; then
       mkdir -p models
       "$mkmodel" --preset "$preset" --out "$model" --quiet
     fi
-    args=(compare --model "$model" "${common[@]}" --docs docs/benchmarks-families.md --docs-section "$preset"
+    args=(compare --model "$model" "${common[@]}" "${budget[@]}" --docs docs/benchmarks-families.md --docs-section "$preset"
           --name "$stem-$preset" --workloads "${BENCH_FAMILY_WORKLOADS:-chat,agent,edit,multisession}"
           --reps "${BENCH_FAMILY_REPS:-3}" --snapshot-mib "${BENCH_SNAPSHOT_MIB:-1024}" --token-gate --no-plots
           --llama-args "-lv 4${BENCH_LLAMA_ARGS:+ $BENCH_LLAMA_ARGS}")

@@ -31,12 +31,13 @@ Clock::duration after_seconds(double seconds) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-// Hands out steps in order to `concurrency` workers; a step waits for its `after` step, a
-// barrier step for every earlier one, a step with an arrival time for that time, and a step
-// `started` after another for that one's sending plus its delay.
+// Hands out steps in order to `concurrency` workers; a step waits for its `after` step (and its
+// delay after that one's end), a barrier step for every earlier one, a step with an arrival time
+// for that time, and a step `started` after another for that one's sending plus its delay.
 class Dispatcher {
  public:
-  explicit Dispatcher(const Workload& w) : w_(w), done_(w.steps.size(), false), sent_(w.steps.size()), origin_(Clock::now()) {}
+  explicit Dispatcher(const Workload& w)
+      : w_(w), done_(w.steps.size(), false), sent_(w.steps.size()), finished_(w.steps.size()), origin_(Clock::now()) {}
 
   // The next step index once it may be sent, or -1 when none is left.
   int next() {
@@ -49,6 +50,10 @@ class Dispatcher {
     if (s.arrival_s >= 0) at = origin_ + after_seconds(s.arrival_s);
     if (s.started >= 0) {
       const Clock::time_point then = *sent_[static_cast<std::size_t>(s.started)] + after_seconds(s.start_delay_s);
+      at = at ? std::max(*at, then) : then;
+    }
+    if (s.after >= 0 && s.after_delay_s > 0) {
+      const Clock::time_point then = *finished_[static_cast<std::size_t>(s.after)] + after_seconds(s.after_delay_s);
       at = at ? std::max(*at, then) : then;
     }
     lock.unlock();
@@ -66,6 +71,7 @@ class Dispatcher {
     {
       const std::lock_guard<std::mutex> lock(mutex_);
       done_[static_cast<std::size_t>(i)] = true;
+      finished_[static_cast<std::size_t>(i)] = Clock::now();
     }
     ready_.notify_all();
   }
@@ -88,6 +94,7 @@ class Dispatcher {
   std::condition_variable ready_;
   std::vector<bool> done_;
   std::vector<std::optional<Clock::time_point>> sent_;
+  std::vector<std::optional<Clock::time_point>> finished_;
   Clock::time_point origin_;
   int next_ = 0;
 };

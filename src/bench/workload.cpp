@@ -20,7 +20,7 @@ const std::vector<std::string>& workload_names() {
   static const std::vector<std::string> kNames = {"resend", "agent", "multisession", "shared", "edit",
                                                   "restart", "grow", "thrash", "burst", "unique", "chat",
                                                   "prepared", "toolloop", "interleave", "gsp", "mqa", "multiturn",
-                                                  "preempt", "sweep-1", "sweep-2", "sweep-4", "sweep-8", "sweep-16", "sweep-32"};
+                                                  "preempt", "codeagent", "mooncake", "sweep-1", "sweep-2", "sweep-4", "sweep-8", "sweep-16", "sweep-32"};
   return kNames;
 }
 
@@ -80,7 +80,8 @@ Workload make_workload(const std::string& name, const WorkloadParams& params) {
       {"burst", make_burst},   {"unique", make_unique},   {"chat", make_chat},
       {"prepared", make_prepared}, {"toolloop", make_toolloop}, {"interleave", make_interleave},
       {"gsp", make_gsp},       {"mqa", make_mqa},         {"multiturn", make_multiturn},
-      {"preempt", make_preempt}};
+      {"preempt", make_preempt}, {"codeagent", make_codeagent},
+      {"mooncake", make_mooncake}};
   Workload w;
   if (const auto it = kGenerators.find(name); it != kGenerators.end()) {
     w = it->second(params);

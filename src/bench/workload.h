@@ -34,6 +34,7 @@ struct Step {
   int max_tokens = 1;
   int planned_tokens = 0;      // the prompt size the generator aimed at (sizes the context)
   int after = -1;              // a step that must have finished before this one is sent
+  double after_delay_s = 0;    // and not before this many seconds after it finished (a tool's run)
   bool barrier = false;        // every earlier step must have finished before this one is sent
   bool restart_before = false; // stop and start the server again before sending this one
   // >= 0: not sent before this many seconds after the run's first step was handed out (an open-loop
@@ -147,6 +148,12 @@ Workload make_interleave(const WorkloadParams& params);
 Workload make_gsp(const WorkloadParams& params);
 Workload make_mqa(const WorkloadParams& params);
 Workload make_multiturn(const WorkloadParams& params);
+// 48 coding-agent sessions with the token shapes of public SWE-bench trajectories
+// (bench/workload_codeagent.cpp).
+Workload make_codeagent(const WorkloadParams& params);
+// The first 187 requests of the Mooncake conversation trace, one at a time
+// (bench/workload_mooncake.cpp).
+Workload make_mooncake(const WorkloadParams& params);
 Workload make_sweep(const WorkloadParams& params, int clients);
 // A cache hit arriving while a long cold prefill holds the memory it needs (bench/workload_preempt.cpp).
 Workload make_preempt(const WorkloadParams& params);

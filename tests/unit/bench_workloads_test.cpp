@@ -6,7 +6,9 @@
 #include <map>
 #include <set>
 
+#include "bench/coding_agent_trace.h"
 #include "bench/gates.h"
+#include "bench/mooncake_trace.h"
 #include "bench/plots.h"
 #include "bench/report.h"
 #include "bench/request.h"
@@ -61,6 +63,7 @@ std::uint64_t fingerprint(const Workload& w) {
     if (!s.body_fields.is_null() || s.continues >= 0) step.push_back({s.body_fields, s.continues, s.tool_result});
     if (s.arrival_s >= 0) step.push_back(s.arrival_s);
     if (s.started >= 0) step.push_back({s.started, s.start_delay_s});
+    if (s.after_delay_s > 0) step.push_back({"after_delay", s.after_delay_s});
     steps.push_back(std::move(step));
   }
   nlohmann::json arms = nlohmann::json::array();
@@ -118,6 +121,10 @@ TEST(BenchWorkloads, GeneratedTrafficIsPinned) {
       {"mqa x0.5", {16, 0x5561bd5be62c921full}},
       {"multiturn x1", {20, 0x827d59a524e4d90full}},
       {"multiturn x0.5", {20, 0xebf2e835a01782f3ull}},
+      {"codeagent x1", {1958, 0x936bc706bce8b0faull}},
+      {"codeagent x0.5", {1958, 0xf27521856c518c95ull}},
+      {"mooncake x1", {187, 0x683abc7fe660d00dull}},
+      {"mooncake x0.5", {187, 0xd43046b5ea494215ull}},
       {"preempt x1", {15, 0x5351c3e3e65089efull}},
       {"preempt x0.5", {15, 0x09e2bb81d4ab92deull}},
       {"sweep-1 x1", {3, 0x6a30f9f521d230c1ull}},
@@ -224,6 +231,79 @@ TEST(BenchWorkloads, MultiSessionInterleavesSixteenSessionsInOrder) {
     EXPECT_LE(n, 8) << session;
   }
   EXPECT_TRUE(interleaved);
+}
+
+TEST(BenchWorkloads, CodeAgentReplaysEveryTracedCallInItsSessionsOrder) {
+  const Workload w = make_workload("codeagent", params());
+  const auto sessions = coding_agent_sessions();
+  ASSERT_EQ(sessions.size(), 48u);
+  EXPECT_EQ(w.concurrency, 48) << "every agent at once";
+  std::size_t traced_calls = 0;
+  for (const auto& s : sessions) traced_calls += s.turns.size();
+  EXPECT_EQ(w.steps.size(), traced_calls);
+  std::map<std::string, int> calls;
+  std::map<std::string, int> last;
+  std::map<std::string, int> final_tokens;
+  std::set<double> delays;
+  for (std::size_t i = 0; i < w.steps.size(); ++i) {
+    const auto& s = w.steps[i];
+    const int seen = calls[s.session]++;
+    // Call k sends the system prompt, the task and k (reply, tool output) pairs; it waits for the
+    // session's previous call and then a share of the traced time between the two calls.
+    EXPECT_EQ(s.messages.size(), 2u + 2u * static_cast<std::size_t>(seen));
+    EXPECT_EQ(s.after, seen == 0 ? -1 : last[s.session]);
+    EXPECT_EQ(s.arm, seen == 0 ? "first call" : "later calls");
+    if (seen == 0) {
+      EXPECT_EQ(s.after_delay_s, 0);
+    }
+    delays.insert(s.after_delay_s);
+    EXPECT_EQ(s.messages[0], w.steps[0].messages[0]) << "one shared system prompt";
+    EXPECT_GE(s.max_tokens, 2);
+    EXPECT_LE(s.max_tokens, 96);
+    EXPECT_EQ(s.body_fields.value("ignore_eos", false), true);
+    last[s.session] = static_cast<int>(i);
+    final_tokens[s.session] = s.planned_tokens + s.max_tokens;
+  }
+  ASSERT_EQ(calls.size(), 48u);
+  for (const auto& session : sessions) EXPECT_EQ(calls["codeagent-" + std::string(session.id)], static_cast<int>(session.turns.size()));
+  EXPECT_GT(delays.size(), 5u) << "the traced gaps differ, and so do the waits";
+  int histories = 0;
+  for (const auto& [session, tokens] : final_tokens) histories += tokens;
+  EXPECT_GT(histories, 3 * w.ctx_size) << "the sessions do not fit the context together";
+}
+
+TEST(BenchWorkloads, MooncakePromptsShareTheBlocksTheTraceSaysTheyShare) {
+  const Workload w = make_workload("mooncake", params());
+  const auto requests = mooncake_conversation_head();
+  ASSERT_EQ(requests.size(), 187u);
+  ASSERT_EQ(w.steps.size(), requests.size());
+  int continuing = 0;
+  for (std::size_t j = 0; j < requests.size(); ++j) {
+    const auto& later = w.steps[j];
+    EXPECT_EQ(later.max_tokens, 1);
+    EXPECT_FALSE(later.prompt.empty());
+    if (later.arm == "continues an earlier prompt") ++continuing;
+    for (std::size_t i = 0; i < j; ++i) {
+      // Two requests whose first blocks are the same: the later prompt starts with those blocks'
+      // text as the earlier one has it; where the blocks differ, the texts part before their end.
+      std::size_t same = 0;
+      while (same < requests[i].blocks.size() && same < requests[j].blocks.size() &&
+             requests[i].blocks[same] == requests[j].blocks[same]) {
+        ++same;
+      }
+      const std::string& earlier = w.steps[i].prompt;
+      std::size_t common = 0;
+      while (common < earlier.size() && common < later.prompt.size() && earlier[common] == later.prompt[common]) ++common;
+      if (same >= 2 && same < requests[i].blocks.size()) {
+        EXPECT_GT(common, 0u);
+        EXPECT_LT(common, earlier.size()) << "request " << j << " goes on differently after " << same << " blocks";
+      }
+      if (same == 0) {
+        EXPECT_LT(common, 64u) << i << " and " << j << " share no block";
+      }
+    }
+  }
+  EXPECT_EQ(continuing, 6) << "the trace's first 187 requests: six continue an earlier prompt";
 }
 
 TEST(BenchWorkloads, SharedSendsWavesOfEight) {
