@@ -1,6 +1,6 @@
-// HttpServer: the router over the HTTP transport (src/http): which handler answers a path, the
-// API-key check before any of them, 405 and 404, and the error shape of a route. The handlers
-// live beside it: the protocol adapters over the chat service (openai/chat_route.h,
+// HttpServer: the server's routes over the HTTP transport (src/http): the API-key check, then the
+// route table (route_table.h), whose rows name every endpoint's handler and decide the 405, the
+// 404 and the error shape of every path. The handlers live beside it: the protocol adapters over the chat service (openai/chat_route.h,
 // anthropic/messages_route.h, responses/responses_route.h, chat/chat_service.h), the cache's views
 // (cache_views.h) and control plane (control/cache_control.h), the server's own routes
 // (server_routes.h) and llama.cpp's helpers (openai/tokenize_route.h).
@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <expected>
 #include <format>
 #include <memory>
 #include <optional>
@@ -25,6 +26,7 @@
 #include "api/chat/chat_service.h"
 #include "api/control/cache_control.h"
 #include "api/errors.h"
+#include "api/native/native_completion.h"
 #include "api/openai/chat_route.h"
 #include "api/openai/request_parser.h"
 #include "api/openai/responses.h"
@@ -33,41 +35,16 @@
 #include "api/responses/response_store.h"
 #include "api/responses/responses_route.h"
 #include "api/route_support.h"
+#include "api/route_table.h"
 #include "api/server_routes.h"
 #include "webui/site.h"
 
 namespace prefixd::api {
 namespace {
 
-// Routes and the one method each answers, so that a wrong method gets 405 instead of 404.
-struct Route {
-  const char* path;
-  const char* method;
-};
-constexpr Route kRoutes[] = {
-    {"/health", "GET"},          {"/v1/models", "GET"},           {"/v1/chat/completions", "POST"},
-    {"/chat/completions", "POST"}, {"/v1/completions", "POST"},   {"/completions", "POST"},
-    {"/metrics", "GET"},         {"/tokenize", "POST"},           {"/apply-template", "POST"},
-    {"/v1/cache/stats", "GET"},  {"/v1/cache/reset", "POST"},
-    {"/v1/cache/summary", "GET"}, {"/v1/cache/chain", "POST"}, {"/v1/cache/tree", "GET"}, {"/v1/messages", "POST"},
-    {"/v1/messages/count_tokens", "POST"}, {"/v1/responses", "POST"},
-};
-
 constexpr std::string_view kResponsesPrefix = "/v1/responses/";
-
-// Anthropic's routes answer errors in Anthropic's shape (anthropic_messages.h).
-bool is_anthropic_route(std::string_view path) { return path == "/v1/messages" || path.starts_with("/v1/messages/"); }
-
 // The control plane's operations live under this path (cache_control.h).
 constexpr std::string_view kCachePrefix = "/v1/cache/";
-
-const Route* find_route(std::string_view path) {
-  for (const auto& route : kRoutes) {
-    if (path == route.path) return &route;
-  }
-  return nullptr;
-}
-
 constexpr std::string_view kModelPrefix = "/v1/models/";
 
 // Errors the transport answers by itself (malformed requests, size limits, shutdown).
@@ -163,110 +140,116 @@ class HttpServer::Impl {
   }
 
   http::Response answer(http::Request& req) {
-    const auto fail = [&req](const ApiError& error) {
-      return is_anthropic_route(req.path) ? json_response(error.status, dump_json(anthropic_error_json(error)))
-                                          : error_response(error);
-    };
     try {
       // The UI's files hold nothing of the server's: they load without a key and ask for one.
       const bool public_path = req.path == "/health" || (site_ && webui::Site::is_ui_path(req.path));
-      if (keys_ != nullptr && !public_path && !route_.caller(req)) return fail(unauthorized());
-      if (req.method == "POST" && req.path == "/v1/messages") return serve_messages(chats_, route_, req, MessagesRoute::create);
-      if (req.method == "POST" && req.path == "/v1/messages/count_tokens") {
-        return serve_messages(chats_, route_, req, MessagesRoute::count_tokens);
-      }
-      http::Response res = route(req);
-      if (is_anthropic_route(req.path) && res.status >= 400) {
-        // A wrong method or an unknown path under /v1/messages: the same refusal in Anthropic's shape.
-        const auto body = nlohmann::json::parse(res.body, nullptr, false);
-        if (body.is_object() && body.contains("error")) {
-          res.body = dump_json(anthropic_error_json(ApiError{.status = res.status, .message = body["error"].value("message", "")}));
-        }
-      }
-      return res;
+      if (keys_ != nullptr && !public_path && !route_.caller(req)) return routes_.refuse(req.path, unauthorized());
+      return routes_.dispatch(req);
     } catch (const std::exception& e) {
       spdlog::error("{} {}: {}", req.method, req.path, e.what());
-      return fail(internal_error(std::string("internal error: ") + e.what()));
+      return routes_.refuse(req.path, internal_error(std::string("internal error: ") + e.what()));
     }
   }
 
-  http::Response route(http::Request& req) {
-    const bool get = req.method == "GET";
-    const bool post = req.method == "POST";
+  // Every route the server answers, once: the table decides the handler, the 405 and the 404.
+  RouteTable build_routes() {
+    RouteTable t;
+    t.shape_errors("/v1/messages", ErrorShape::anthropic);
+    const auto get = [&t](std::string path, RouteHandler handler, bool head = false) {
+      t.add({.method = "GET", .path = std::move(path), .handler = std::move(handler), .head = head});
+    };
+    const auto post = [&t](std::string path, RouteHandler handler) {
+      t.add({.method = "POST", .path = std::move(path), .handler = std::move(handler)});
+    };
     // HEAD is answered where a GET has no effect and never streams: the health check and the UI's
     // files (the transport drops the body).
-    const bool get_or_head = get || req.method == "HEAD";
-    const std::string& path = req.path;
-    if (get_or_head && path == "/health") return json_response(200, R"({"status":"ok"})");
-    if (get_or_head && site_ && webui::Site::is_ui_path(path)) {
-      if (auto file = site_->find(path)) return web_file(std::move(*file));
-      return error_response(ApiError{.status = 404, .message = std::format("the web UI has no file {}", path), .code = "not_found"});
+    get("/health", [](http::Request&, std::string_view) { return json_response(200, R"({"status":"ok"})"); }, true);
+    if (site_) {
+      t.add({.method = "GET",
+             .path = "/",
+             .handler = [this](http::Request& req, std::string_view) {
+               if (auto file = site_->find(req.path)) return web_file(std::move(*file));
+               return error_response(
+                   ApiError{.status = 404, .message = std::format("the web UI has no file {}", req.path), .code = "not_found"});
+             },
+             .match = PathMatch::chosen,
+             .accepts = [](std::string_view path) { return webui::Site::is_ui_path(path); },
+             .head = true});
     }
-    if (get && path == "/v1/models") return json_response(200, dump_json(models_body(served_id_, engine_.model(), started_)));
-    if (get && path.starts_with(kModelPrefix) && path.size() > kModelPrefix.size()) {
-      return model_answer(route_, served_id_, engine_.model(), started_, path.substr(kModelPrefix.size()));
+    get("/v1/models", [this](http::Request&, std::string_view) {
+      return json_response(200, dump_json(models_body(served_id_, engine_.model(), started_)));
+    });
+    t.add({.method = "GET",
+           .path = std::string(kModelPrefix),
+           .handler = [this](http::Request&, std::string_view id) {
+             return model_answer(route_, served_id_, engine_.model(), started_, std::string(id));
+           },
+           .match = PathMatch::prefix});
+    for (const char* path : {"/v1/chat/completions", "/chat/completions"}) {
+      post(path, [this](http::Request& req, std::string_view) { return serve_chat_completion(chats_, route_, req); });
     }
-    if (post && (path == "/v1/chat/completions" || path == "/chat/completions")) return serve_chat_completion(chats_, route_, req);
-    if (post && (path == "/v1/completions" || path == "/completions")) return serve_completion(chats_, route_, req);
-    if (post && path == "/v1/responses") {
+    for (const char* path : {"/v1/completions", "/completions"}) {
+      post(path, [this](http::Request& req, std::string_view) { return serve_completion(chats_, route_, req); });
+    }
+    post("/v1/messages", [this](http::Request& req, std::string_view) {
+      return serve_messages(chats_, route_, req, MessagesRoute::create);
+    });
+    post("/v1/messages/count_tokens", [this](http::Request& req, std::string_view) {
+      return serve_messages(chats_, route_, req, MessagesRoute::count_tokens);
+    });
+    post("/v1/responses", [this](http::Request& req, std::string_view) {
       return serve_responses(chats_, route_, StoredResponses{.store = responses_, .keeps = options_.response_store_bytes > 0}, req);
-    }
-    if (path.starts_with(kResponsesPrefix) && path.size() > kResponsesPrefix.size()) {
-      const std::string id = path.substr(kResponsesPrefix.size());
-      if (get) return stored_response(route_, responses_, req, id, false);
-      if (req.method == "DELETE") return stored_response(route_, responses_, req, id, true);
-      http::Response res = error_response(ApiError{.status = 405, .message = std::format("{} is not allowed on {}; use GET or DELETE", req.method, path),
-                                                   .code = "method_not_allowed"});
-      res.headers.push_back({"Allow", "GET, DELETE"});
-      return res;
+    });
+    for (const char* method : {"GET", "DELETE"}) {
+      const bool erase = std::string_view(method) == "DELETE";
+      t.add({.method = method,
+             .path = std::string(kResponsesPrefix),
+             .handler = [this, erase](http::Request& req, std::string_view id) {
+               return stored_response(route_, responses_, req, std::string(id), erase);
+             },
+             .match = PathMatch::prefix});
     }
     // llama.cpp's helper routes: what a prompt becomes, so clients (and tests) can count tokens.
-    if (post && (path == "/tokenize" || path == "/apply-template")) {
-      auto answer = path == "/tokenize" ? tokenize_answer(req.body, prompts_, parse_options_, scheduler_.max_prompt_tokens())
-                                        : apply_template_answer(req.body, prompts_, parse_options_, scheduler_.max_prompt_tokens());
-      if (!answer) return error_response(answer.error());
-      return json_response(200, dump_json(*answer));
+    post("/tokenize", [this](http::Request& req, std::string_view) {
+      return answer_of(tokenize_answer(req.body, prompts_, parse_options_, scheduler_.max_prompt_tokens()));
+    });
+    post("/detokenize", [this](http::Request& req, std::string_view) {
+      return answer_of(detokenize_answer(req.body, engine_.vocab(), parse_options_.max_json_nodes));
+    });
+    // llama-server's native API.
+    post("/completion", [this](http::Request& req, std::string_view) { return serve_native_completion(chats_, route_, req); });
+    get("/props", [this](http::Request&, std::string_view) {
+      return props_answer(served_id_, engine_, prompts_.chat_template().source(), options_.slots);
+    });
+    post("/apply-template", [this](http::Request& req, std::string_view) {
+      return answer_of(apply_template_answer(req.body, prompts_, parse_options_, scheduler_.max_prompt_tokens()));
+    });
+    if (options_.metrics) {
+      get("/metrics", [this](http::Request& req, std::string_view) {
+        return metrics_answer(route_, req, scheduler_, control_, transport_, engine_.model(), options_.extra_metrics);
+      });
     }
-    if (get && path == "/metrics" && options_.metrics) {
-      return metrics_answer(route_, req, scheduler_, control_, transport_, engine_.model(), options_.extra_metrics);
+    get("/v1/cache/stats", [this](http::Request& req, std::string_view) { return views_.stats(req); });
+    post("/v1/cache/reset", [this](http::Request& req, std::string_view) { return views_.reset(req); });
+    get("/v1/cache/summary", [this](http::Request& req, std::string_view) { return views_.summary(req); });
+    get("/v1/cache/tree", [this](http::Request& req, std::string_view) { return views_.tree(req); });
+    post("/v1/cache/chain", [this](http::Request& req, std::string_view) { return views_.chain(req); });
+    for (const CacheOperation& op : CacheControl::operations()) {
+      const std::string_view operation = op.name;
+      const auto handler = [this, operation](http::Request& req, std::string_view) { return cache_control(req, operation); };
+      if (op.get) get(std::string(kCachePrefix) + std::string(operation), handler);
+      if (op.post) post(std::string(kCachePrefix) + std::string(operation), handler);
     }
-    if (get && path == "/v1/cache/stats") return views_.stats(req);
-    if (post && path == "/v1/cache/reset") return views_.reset(req);
-    if (get && path == "/v1/cache/summary") return views_.summary(req);
-    if (get && path == "/v1/cache/tree") return views_.tree(req);
-    if (post && path == "/v1/cache/chain") return views_.chain(req);
-    if (path.starts_with(kCachePrefix)) {
-      const std::string_view operation = std::string_view(path).substr(kCachePrefix.size());
-      if (const char* methods = CacheControl::methods_of(operation)) return cache_control(req, operation, methods);
-    }
-    return no_route(req);
+    return t;
   }
 
-  // 405 for a known path asked with the wrong method (with Allow), else 404.
-  http::Response no_route(const http::Request& req) const {
-    const Route* route = find_route(req.path);
-    if (route != nullptr && (options_.metrics || req.path != "/metrics")) {
-      http::Response res = error_response(ApiError{
-          .status = 405,
-          .message = std::format("{} is not allowed on {}; use {}", req.method, req.path, route->method),
-          .code = "method_not_allowed"});
-      res.headers.push_back({"Allow", route->method});
-      return res;
-    }
-    return error_response(ApiError{.status = 404, .message = std::format("no route for {} {}", req.method, req.path),
-                                   .code = "not_found"});
+  static http::Response answer_of(const std::expected<nlohmann::json, ApiError>& answer) {
+    if (!answer) return error_response(answer.error());
+    return json_response(200, dump_json(*answer));
   }
 
   // GET /v1/cache/capabilities and the operations under /v1/cache/ (cache_control.h).
-  http::Response cache_control(const http::Request& req, std::string_view operation, std::string_view methods) {
-    if (methods.find(req.method) == std::string_view::npos) {
-      http::Response res = error_response(ApiError{
-          .status = 405,
-          .message = std::format("{} is not allowed on {}; use {}", req.method, req.path, methods),
-          .code = "method_not_allowed"});
-      res.headers.push_back({"Allow", std::string(methods)});
-      return res;
-    }
+  http::Response cache_control(const http::Request& req, std::string_view operation) {
     const auto caller = route_.caller(req);
     if (!caller) return error_response(caller.error());
     if (stopping_ && operation != "capabilities") return error_response(server_shutting_down());
@@ -289,6 +272,7 @@ class HttpServer::Impl {
   CacheViews views_;
   ResponseStore responses_{options_.response_store_bytes, std::chrono::seconds(options_.response_ttl_seconds)};  // POST /v1/responses with store
   std::int64_t started_;
+  RouteTable routes_ = build_routes();
   http::Server transport_;  // last: its workers call into the members above
 };
 

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "api/openai/responses.h"
+#include "api/output.h"
 
 namespace prefixd::api {
 

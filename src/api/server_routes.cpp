@@ -8,6 +8,7 @@
 #include "api/control/cache_report.h"
 #include "api/control/cache_scope_report.h"
 #include "api/openai/responses.h"
+#include "api/scheduler_metrics.h"
 #include "api/transport_metrics.h"
 #include "metrics/registry.h"
 
@@ -19,6 +20,21 @@ http::Response model_answer(const RouteContext& route, const std::string& served
     return error_response(model_not_found(id));
   }
   return json_response(200, dump_json(model_body(served_id, model, started)));
+}
+
+http::Response props_answer(const std::string& served_id, const engine::Engine& engine, const std::string& chat_template,
+                            std::int32_t slots) {
+  const engine::ModelInfo& model = engine.model();
+  const nlohmann::ordered_json body = {
+      {"default_generation_settings", {{"n_ctx", engine.context_size()}, {"params", {{"n_predict", -1}}}}},
+      {"total_slots", slots},
+      {"model_alias", served_id},
+      {"model_path", model.path},
+      {"modalities", {{"vision", engine.vision() != nullptr}, {"audio", false}}},
+      {"chat_template", chat_template},
+      {"build_info", "prefixd"},
+  };
+  return json_response(200, dump_json(body));
 }
 
 http::Response metrics_answer(const RouteContext& route, const http::Request& req, const scheduler::Scheduler& scheduler,

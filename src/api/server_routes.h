@@ -1,5 +1,6 @@
 // prefixd api — the routes about the server itself rather than a model's work: the models it
-// serves (GET /v1/models, /v1/models/{id}), its metrics (GET /metrics) and the web UI's files.
+// serves (GET /v1/models, /v1/models/{id}), its properties (GET /props), its metrics (GET /metrics)
+// and the web UI's files.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,13 @@ namespace prefixd::api {
 // GET /v1/models/{id}: a 404 unless `id` is one of the names the server answers to.
 http::Response model_answer(const RouteContext& route, const std::string& served_id, const engine::ModelInfo& model,
                             std::int64_t started, const std::string& id);
+
+// GET /props, llama-server's description of itself that clients read before they talk to it: the
+// context (`default_generation_settings.n_ctx`, all of it, which prefixd pools among the running
+// requests), `total_slots` (requests decoded at once), the model's alias and path, its chat
+// template and modalities.
+http::Response props_answer(const std::string& served_id, const engine::Engine& engine, const std::string& chat_template,
+                            std::int32_t slots);
 
 // GET /metrics, for admins: the scheduler's, the cache's (overall and by tenant), the control
 // plane's and the transport's families, then `extra`'s (ServerOptions::extra_metrics; may be empty).

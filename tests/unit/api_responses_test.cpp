@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "api/openai/responses.h"
+#include "api/scheduler_metrics.h"
 #include "metrics/registry.h"
 
 namespace prefixd::api {

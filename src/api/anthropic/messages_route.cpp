@@ -9,6 +9,7 @@
 
 #include "api/anthropic/anthropic_stream.h"
 #include "api/openai/responses.h"
+#include "api/reply_answer.h"
 
 namespace prefixd::api {
 namespace {
@@ -64,14 +65,15 @@ http::Response serve_messages(ChatService& chats, const RouteContext& route, htt
   if (!pending) return fail(pending.error());
   if (breakpoint) breakpoint = std::min(*breakpoint, static_cast<std::int32_t>(pending->prompt_tokens()));
   ResponseMeta meta = chats.reply_meta(Endpoint::chat, "msg_");
-  auto should_stop = [&req] { return stop_reason(req); };
-  if (!pending->params().stream) {
-    auto reply = pending->collect(should_stop, meta.id);
-    if (!reply) return fail(reply.error());
-    return json_response(200, dump_json(messages_body(meta, reply->parsed, reply->done, messages_usage(reply->done.usage, breakpoint))));
-  }
-  return event_stream(pending->stream(std::move(should_stop),
-                                      anthropic_stream_format(std::move(meta), pending->call_parser(), breakpoint)));
+  const std::string id = meta.id;
+  return answer_reply(*pending, req, id,
+                      ReplyShape{
+                          .body = [&](const CollectedReply& reply) {
+                            return messages_body(meta, reply.parsed, reply.done, messages_usage(reply.done.usage, breakpoint));
+                          },
+                          .stream_format = [&] { return anthropic_stream_format(meta, pending->call_parser(), breakpoint); },
+                          .fail = fail,
+                      });
 }
 
 }  // namespace prefixd::api

@@ -29,7 +29,7 @@
 #include "api/chat_request.h"
 #include "api/control/cache_control.h"
 #include "api/errors.h"
-#include "api/openai/responses.h"
+#include "api/output.h"
 #include "api/prompt/prompt_builder.h"
 #include "api/reasoning/reasoning.h"
 #include "api/stream_relay.h"

@@ -5,7 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "api/openai/responses.h"
+#include "api/output.h"
 
 namespace prefixd::api {
 

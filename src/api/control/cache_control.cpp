@@ -17,14 +17,10 @@ using control::success;
 
 constexpr std::chrono::seconds kPrefillPoll{1};
 
-struct OperationInfo {
-  std::string_view name;
-  const char* methods;
-};
-constexpr OperationInfo kOperations[] = {
-    {"capabilities", "GET"}, {"set", "POST"},        {"update", "POST"},      {"fork", "POST"},
-    {"clear", "POST"},       {"meta", "GET, POST"},  {"token_count", "GET, POST"},
-    {"prepare_modules", "POST"}, {"save", "POST"},   {"load", "POST"},
+constexpr CacheOperation kOperations[] = {
+    {"capabilities", true, false}, {"set", false, true},  {"update", false, true},      {"fork", false, true},
+    {"clear", false, true},        {"meta", true, true},  {"token_count", true, true}, {"prepare_modules", false, true},
+    {"save", false, true},         {"load", false, true},
 };
 
 ApiError conflict(std::string message, std::string reason) {
@@ -46,12 +42,7 @@ CacheControl::CacheControl(const PromptBuilder& prompts, scheduler::Scheduler& s
       options_(std::move(options)),
       resumes_at_checkpoints_(scheduler.cache_stats().reuse_mode == "checkpoints") {}
 
-const char* CacheControl::methods_of(std::string_view name) {
-  for (const OperationInfo& op : kOperations) {
-    if (op.name == name) return op.methods;
-  }
-  return nullptr;
-}
+std::span<const CacheOperation> CacheControl::operations() { return kOperations; }
 
 namespace {
 

@@ -17,6 +17,7 @@
 #include <array>
 #include <atomic>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -37,6 +38,13 @@ struct ControlOptions {
   std::string model_key;               // the model fingerprint: the root of module fingerprints
 };
 
+// A control-plane operation: the path after /v1/cache/, and whether GET and POST answer it.
+struct CacheOperation {
+  std::string_view name;
+  bool get = false;
+  bool post = false;
+};
+
 struct ControlReply {
   int status = 200;
   nlohmann::ordered_json body;
@@ -47,9 +55,8 @@ class CacheControl {
   // `prompts` and `scheduler` must outlive this object.
   CacheControl(const PromptBuilder& prompts, scheduler::Scheduler& scheduler, ParseOptions parse, ControlOptions options);
 
-  // Whether `name` (the path after /v1/cache/) is a control-plane operation, and the methods it
-  // answers ("POST", or "GET, POST" for reads).
-  static const char* methods_of(std::string_view name);
+  // The control plane's operations (each the path after /v1/cache/) and the methods each answers.
+  static std::span<const CacheOperation> operations();
 
   nlohmann::ordered_json capabilities() const;
   // One operation. `query_key` is the `key` query parameter (GET meta / token_count).

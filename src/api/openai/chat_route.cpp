@@ -5,6 +5,7 @@
 
 #include "api/openai/request_parser.h"
 #include "api/openai/responses.h"
+#include "api/reply_answer.h"
 
 namespace prefixd::api {
 namespace {
@@ -24,18 +25,17 @@ http::Response serve(ChatService& chats, const RouteContext& route, const http::
   const CommonParams& params = pending->params();
   ResponseMeta meta = chats.reply_meta(endpoint, endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-");
   meta.logprobs = params.logprobs >= 0;
-  // The request outlives every use of this probe: the transport keeps it until the response,
-  // streamed or not, is written.
-  auto should_stop = [&req] { return stop_reason(req); };
-  if (!params.stream) {
-    auto reply = pending->collect(should_stop, meta.id);
-    if (!reply) return error_response(reply.error());
-    // A reply that may call no tools has none, and its body is completion_body's.
-    return json_response(200, dump_json(tool_call_body(meta, reply->parsed, reply->done, reply->logprobs)));
-  }
-  const bool include_usage = params.include_usage;
-  return event_stream(pending->stream(std::move(should_stop),
-                                      openai_stream_format(std::move(meta), include_usage, pending->call_parser())));
+  const std::string id = meta.id;
+  return answer_reply(*pending, req, id,
+                      ReplyShape{
+                          // A reply that may call no tools has none, and its body is completion_body's.
+                          .body = [&meta](const CollectedReply& reply) {
+                            return tool_call_body(meta, reply.parsed, reply.done, reply.logprobs);
+                          },
+                          .stream_format = [&] {
+                            return openai_stream_format(meta, params.include_usage, pending->call_parser());
+                          },
+                      });
 }
 
 }  // namespace

@@ -413,4 +413,28 @@ std::expected<CompletionRequest, ApiError> parse_completion_request(std::string_
   });
 }
 
+std::expected<NativeCompletionRequest, ApiError> parse_native_completion_request(std::string_view body,
+                                                                                 const ParseOptions& options) {
+  auto root = parse_json_object(body, options.max_json_nodes);
+  if (!root) return std::unexpected(root.error());
+  return guarded([&] {
+    const FieldReader in(*root);
+    NativeCompletionRequest request;
+    request.completion.params = parse_common(in, options);
+    if (auto n = in.integer("n_probs", 0, scheduler::kMaxTopLogprobs)) request.n_probs = static_cast<std::int32_t>(*n);
+    request.return_tokens = in.boolean("return_tokens").value_or(false);
+    if (auto slot = in.integer("id_slot", -1, kInt32Max)) request.id_slot = static_cast<std::int32_t>(*slot);
+    // The sampler order llama-server lets a request choose: accepted when well formed (names, or
+    // their one-letter codes in a string); prefixd's chain keeps its own order.
+    if (const ordered_json* samplers = in.find("samplers")) {
+      const bool names = samplers->is_array() && std::ranges::all_of(*samplers, [](const ordered_json& v) { return v.is_string(); });
+      if (!names && !samplers->is_string()) reject("samplers", "'samplers' must be an array of sampler names or a string");
+    }
+    // The generated tokens' ids come with their log-probabilities (and n_probs alternatives).
+    if (request.n_probs > 0 || request.return_tokens) request.completion.params.logprobs = request.n_probs;
+    request.completion.prompt = parse_prompt(in, options);
+    return request;
+  });
+}
+
 }  // namespace prefixd::api

@@ -43,4 +43,15 @@ std::expected<ChatRequest, ApiError> parse_chat_request(std::string_view body, c
 std::expected<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
                                                                     const ParseOptions& options);
 
+// llama-server's native POST /completion: the completion fields (its names: n_predict, cache_prompt,
+// stop, seed, temperature, ...) and the native ones.
+struct NativeCompletionRequest {
+  CompletionRequest completion;
+  std::int32_t n_probs = 0;    // alternatives per generated token in completion_probabilities; 0: none
+  bool return_tokens = false;  // the generated token ids in `tokens`
+  std::int32_t id_slot = -1;   // accepted; requests are placed by the scheduler, whatever slot is asked
+};
+std::expected<NativeCompletionRequest, ApiError> parse_native_completion_request(std::string_view body,
+                                                                                 const ParseOptions& options);
+
 }  // namespace prefixd::api

@@ -8,33 +8,18 @@
 #include "api/tools/tool_calls.h"
 
 #include <cstdint>
-#include <mutex>
-#include <random>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "api/output.h"
 #include "engine/types.h"
-#include "metrics/registry.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
 
 namespace prefixd::api {
-
-using OrderedJson = nlohmann::ordered_json;
-
-enum class Endpoint { chat, completion };
-
-// The fields every body and chunk of one response repeats.
-struct ResponseMeta {
-  Endpoint endpoint = Endpoint::chat;
-  std::string id;            // "chatcmpl-..." or "cmpl-..."
-  std::int64_t created = 0;  // Unix seconds
-  std::string model;         // the served model id
-  bool logprobs = false;     // the request asked for log-probabilities
-};
 
 // choices[].logprobs for the tokens of one body or chunk: null when the request did not ask for
 // them; chat: {"content": [{token, logprob, bytes, top_logprobs}], "refusal": null}; legacy
@@ -91,34 +76,7 @@ OrderedJson activity_chunk(const ResponseMeta& meta);
 OrderedJson progress_chunk(const ResponseMeta& meta, const scheduler::PromptProgress& progress);
 OrderedJson prompt_progress_json(const scheduler::PromptProgress& progress);
 
-// Server-sent events: one `data:` line per JSON payload, a blank line after each.
-std::string sse_data(const OrderedJson& payload);
-std::string sse_data(const nlohmann::json& payload);
-inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
-
-// JSON text that never throws on invalid UTF-8 (it is replaced by U+FFFD).
-std::string dump_json(const OrderedJson& value);
-std::string dump_json(const nlohmann::json& value);
-
 OrderedJson models_body(const std::string& served_id, const engine::ModelInfo& model, std::int64_t created);
 OrderedJson model_body(const std::string& served_id, const engine::ModelInfo& model, std::int64_t created);
-
-// The scheduler's families: requests, tokens, images, time to first token (overall and by cache
-// outcome), and the prefill seconds the prefix cache saved (its hit tokens are the cache's
-// families: add_cache_metrics).
-void add_scheduler_metrics(metrics::Registry& registry, const scheduler::SchedulerStats& stats);
-
-// Unique, unguessable-enough response ids. Thread-safe.
-class IdGenerator {
- public:
-  IdGenerator();
-  std::string next(std::string_view prefix);
-
- private:
-  std::mutex mutex_;
-  std::mt19937_64 rng_;
-};
-
-std::int64_t unix_seconds();
 
 }  // namespace prefixd::api

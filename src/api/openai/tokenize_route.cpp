@@ -39,6 +39,29 @@ std::expected<nlohmann::json, ApiError> tokenize_answer(std::string_view body, c
   return nlohmann::json{{"tokens", std::move(*tokens)}};
 }
 
+std::expected<nlohmann::json, ApiError> detokenize_answer(std::string_view body, const engine::Vocabulary& vocab,
+                                                          std::size_t max_json_nodes) {
+  auto root = parse_json_object(body, max_json_nodes);
+  if (!root) return std::unexpected(root.error());
+  const auto tokens = root->find("tokens");
+  if (tokens == root->end() || !tokens->is_array()) {
+    return std::unexpected(invalid_param("tokens", "'tokens' must be an array of token ids"));
+  }
+  std::string content;
+  for (std::size_t i = 0; i < tokens->size(); ++i) {
+    const auto& id = (*tokens)[i];
+    const std::string param = std::format("tokens[{}]", i);
+    if (!id.is_number_integer()) return std::unexpected(invalid_param(param, std::format("'{}' must be an integer token id", param)));
+    const auto value = id.get<std::int64_t>();
+    if (value < 0 || value >= vocab.size()) {
+      return std::unexpected(invalid_param(
+          param, std::format("'{}' is {}, not a token id of this model (0 to {})", param, value, vocab.size() - 1)));
+    }
+    content += vocab.piece(static_cast<engine::Token>(value), /*render_special=*/true);
+  }
+  return nlohmann::json{{"content", std::move(content)}};
+}
+
 std::expected<nlohmann::json, ApiError> apply_template_answer(std::string_view body, const PromptBuilder& prompts,
                                                               const ParseOptions& parse_options,
                                                               std::int32_t max_prompt_tokens) {

@@ -1,5 +1,6 @@
 // prefixd api — llama.cpp's helper routes: POST /tokenize, what a text or a chat becomes as prompt
-// tokens, and POST /apply-template, the prompt text a chat renders to.
+// tokens; POST /detokenize, the text tokens stand for; and POST /apply-template, the prompt text a
+// chat renders to.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,11 @@ namespace prefixd::api {
 std::expected<nlohmann::json, ApiError> tokenize_answer(std::string_view body, const PromptBuilder& prompts,
                                                         const ParseOptions& parse_options,
                                                         std::int32_t max_prompt_tokens);
+
+// The answer {"content": TEXT} for llama.cpp's {"tokens": [ids]}: the bytes the tokens stand for,
+// special tokens written out (as llama-server's /detokenize does).
+std::expected<nlohmann::json, ApiError> detokenize_answer(std::string_view body, const engine::Vocabulary& vocab,
+                                                          std::size_t max_json_nodes);
 
 // The answer {"prompt": TEXT} for a chat request body: the template's rendering of it
 // (PromptBuilder::render). A conversation no prompt of `max_prompt_tokens` could hold is refused

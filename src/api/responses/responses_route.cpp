@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "api/openai/responses.h"
+#include "api/reply_answer.h"
 #include "api/responses/responses_api.h"
 #include "api/responses/responses_stream.h"
 
@@ -53,23 +54,25 @@ http::Response serve_responses(ChatService& chats, const RouteContext& route, St
       stored.store.put(tenant, id, StoredResponse{.object = response, .conversation = std::move(kept)});
     }
   };
-  auto should_stop = [&req] { return stop_reason(req); };
-  if (!pending->params().stream) {
-    auto reply = pending->collect(should_stop, meta.id);
-    if (!reply) return error_response(reply.error());
-    const nlohmann::ordered_json response = response_object(meta, *parsed, response_output(meta.id, reply->parsed), reply->done);
-    keep(response, reply->parsed);
-    return json_response(200, dump_json(response));
-  }
-  // The stream's reply, with the call ids the client saw, is kept and predicts the next turn.
-  ResponseCompleted completed = [keep = std::move(keep), ended = pending->reply_ended()](
-                                    const nlohmann::ordered_json& response, const ParsedAssistant& reply) {
-    keep(response, reply);
-    ended(reply);
-  };
-  return event_stream(pending->stream(
-      std::move(should_stop),
-      responses_stream_format(std::move(meta), std::move(*parsed), pending->call_parser(), std::move(completed))));
+  const std::string id = meta.id;
+  return answer_reply(
+      *pending, req, id,
+      ReplyShape{
+          .body = [&](const CollectedReply& reply) {
+            nlohmann::ordered_json response = response_object(meta, *parsed, response_output(meta.id, reply.parsed), reply.done);
+            keep(response, reply.parsed);
+            return response;
+          },
+          .stream_format = [&] {
+            // The stream's reply, with the call ids the client saw, is kept and predicts the next turn.
+            ResponseCompleted completed = [keep = std::move(keep), ended = pending->reply_ended()](
+                                              const nlohmann::ordered_json& response, const ParsedAssistant& reply) {
+              keep(response, reply);
+              ended(reply);
+            };
+            return responses_stream_format(std::move(meta), std::move(*parsed), pending->call_parser(), std::move(completed));
+          },
+      });
 }
 
 http::Response stored_response(const RouteContext& route, ResponseStore& store, const http::Request& req,

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/errors.h"
-#include "api/openai/responses.h"
+#include "api/output.h"
 #include "cache/cache_types.h"
 #include "cache/kv_events.h"
 

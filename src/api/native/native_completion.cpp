@@ -1,0 +1,139 @@
+#include "api/native/native_completion.h"
+
+#include <utility>
+
+#include "api/openai/request_parser.h"
+#include "api/openai/responses.h"
+#include "api/reply_answer.h"
+
+namespace prefixd::api {
+namespace {
+
+OrderedJson bytes_of(std::string_view piece) {
+  OrderedJson out = OrderedJson::array();
+  for (const char c : piece) out.push_back(static_cast<unsigned char>(c));
+  return out;
+}
+
+OrderedJson token_entry(const scheduler::TokenLogprob& t) {
+  return {{"id", t.id}, {"token", t.piece}, {"bytes", bytes_of(t.piece)}, {"logprob", t.logprob}};
+}
+
+// completion_probabilities: each generated token with its log-probability and the n_probs most
+// likely alternatives, in llama-server's shape.
+OrderedJson probabilities_json(std::span<const scheduler::GeneratedLogprobs> tokens) {
+  OrderedJson out = OrderedJson::array();
+  for (const auto& t : tokens) {
+    OrderedJson entry = token_entry(t.chosen);
+    OrderedJson top = OrderedJson::array();
+    for (const auto& alt : t.top) top.push_back(token_entry(alt));
+    entry["top_logprobs"] = std::move(top);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+OrderedJson token_ids(std::span<const scheduler::GeneratedLogprobs> tokens) {
+  OrderedJson out = OrderedJson::array();
+  for (const auto& t : tokens) out.push_back(t.chosen.id);
+  return out;
+}
+
+// What every object of a reply has; `tokens` only with return_tokens (llama-server sends [] else).
+OrderedJson piece_json(const NativeReplyOptions& options, std::string_view content,
+                       std::span<const scheduler::GeneratedLogprobs> tokens, bool stop) {
+  OrderedJson out = {{"index", 0},
+                     {"content", content},
+                     {"tokens", options.return_tokens ? token_ids(tokens) : OrderedJson::array()},
+                     {"stop", stop},
+                     {"id_slot", options.id_slot}};
+  if (options.n_probs > 0 && !stop) out["completion_probabilities"] = probabilities_json(tokens);
+  return out;
+}
+
+class NativeStream final : public StreamFormat {
+ public:
+  NativeStream(ResponseMeta meta, NativeReplyOptions options) : meta_(std::move(meta)), options_(options) {}
+
+  std::string open() override { return {}; }
+  std::string text(const scheduler::StreamEvent& event) override {
+    if (event.text.empty() && event.logprobs.empty()) return {};
+    return sse_data(piece_json(options_, event.text, event.logprobs, false));
+  }
+  std::string reasoning(std::string_view text) override { return sse_data(piece_json(options_, text, {}, false)); }
+  std::string done(const scheduler::StreamEvent& event) override {
+    // The last object: the reply's totals, with no text of its own (every piece was sent).
+    return sse_data(native_completion_body(meta_, NativeReplyOptions{.id_slot = options_.id_slot}, "", event, {}));
+  }
+  std::string stopped(const ApiError& why) override { return sse_data(why.to_json()); }
+  std::string keep_alive() override { return sse_data(piece_json(options_, "", {}, false)); }
+  std::string progress(const scheduler::PromptProgress& progress) override {
+    OrderedJson chunk = piece_json(options_, "", {}, false);
+    chunk["prompt_progress"] = prompt_progress_json(progress);
+    return sse_data(chunk);
+  }
+
+ private:
+  ResponseMeta meta_;
+  NativeReplyOptions options_;
+};
+
+}  // namespace
+
+const char* native_stop_type(const scheduler::StreamEvent& done) {
+  switch (done.finish) {
+    case scheduler::FinishReason::stop:
+      return done.stop_sequence.empty() ? "eos" : "word";
+    case scheduler::FinishReason::length:
+      return "limit";
+    case scheduler::FinishReason::cancelled:
+    case scheduler::FinishReason::error:
+      return "none";
+  }
+  return "none";
+}
+
+OrderedJson native_completion_body(const ResponseMeta& meta, const NativeReplyOptions& options, std::string_view content,
+                                   const scheduler::StreamEvent& done,
+                                   std::span<const scheduler::GeneratedLogprobs> tokens) {
+  OrderedJson body = piece_json(options, content, tokens, true);
+  body["model"] = meta.model;
+  body["tokens_predicted"] = done.usage.completion_tokens;
+  body["tokens_evaluated"] = done.usage.prompt_tokens;
+  body["has_new_line"] = content.find('\n') != std::string_view::npos;
+  body["truncated"] = false;
+  body["stop_type"] = native_stop_type(done);
+  body["stopping_word"] = done.stop_sequence;
+  body["tokens_cached"] = done.usage.cached_tokens;
+  body["timings"] = timings_json(done);
+  body["prompt_cache"] = prompt_cache_json(done.cache);
+  if (options.n_probs > 0) body["completion_probabilities"] = probabilities_json(tokens);
+  return body;
+}
+
+std::unique_ptr<StreamFormat> native_stream_format(ResponseMeta meta, NativeReplyOptions options) {
+  return std::make_unique<NativeStream>(std::move(meta), options);
+}
+
+http::Response serve_native_completion(ChatService& chats, const RouteContext& route, http::Request& req) {
+  if (auto refused = chats.prompts().refuse_oversized_completion(req.body, chats.max_prompt_tokens())) {
+    return error_response(*refused);
+  }
+  auto parsed = parse_native_completion_request(release_body(req), route.parse);
+  if (!parsed) return error_response(parsed.error());
+  const auto caller = route.caller(req);
+  if (!caller) return error_response(caller.error());
+  const NativeReplyOptions options{.n_probs = parsed->n_probs, .return_tokens = parsed->return_tokens, .id_slot = parsed->id_slot};
+  auto pending = chats.start(std::move(parsed->completion), ChatAsk{.tenant = caller->tenant});
+  if (!pending) return error_response(pending.error());
+  const ResponseMeta meta = chats.reply_meta(Endpoint::completion, "cmpl-");
+  return answer_reply(*pending, req, meta.id,
+                      ReplyShape{
+                          .body = [&](const CollectedReply& reply) {
+                            return native_completion_body(meta, options, reply.parsed.content, reply.done, reply.logprobs);
+                          },
+                          .stream_format = [&] { return native_stream_format(meta, options); },
+                      });
+}
+
+}  // namespace prefixd::api
