@@ -69,7 +69,7 @@ void DeviceBudget::save_to_host(const DeviceEntry& e) {
   HostStore::Evicted evicted;
   bool saved = false;
   if (tiers_.family.attention_cells) {
-    saved = tiers_.host.save(e.lineage, e.tokens, keep, e.holder, evicted, e.scope);
+    saved = tiers_.host.save(e.lineage, e.tokens, keep, e.holder, evicted, e.scope, e.prompt_length);
   } else {
     saved = e.state_at_end;  // the state alone is the entry: kept as a checkpoint at its end
   }

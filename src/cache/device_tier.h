@@ -42,6 +42,10 @@ struct DeviceEntry {
   // end; it holds none below kept_window_from(its length) (keep_only_window, when it is made).
   engine::Pos window_from = 0;
   ScopeId scope{};
+  // Positions [0, prompt_length) were the prompt of the request that left the entry, the rest its
+  // own reply; -1: all of it was prompt. The host tier drops a reply the conversation did not keep
+  // (HostTier::save).
+  std::int32_t prompt_length = -1;
 };
 
 class DeviceTier {

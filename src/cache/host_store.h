@@ -37,6 +37,8 @@ struct HostSegment {
   engine::Bytes state;
   std::chrono::steady_clock::time_point last_used;
   ScopeId scope{};  // whose prefix this is (counted per scope, removed with it)
+  // The first prompt_tokens of token_ids were a request's prompt, the rest its reply; -1: all prompt.
+  std::int32_t prompt_tokens = -1;
 };
 
 enum class EvictReason { lru, ttl, capacity };

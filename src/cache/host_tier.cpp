@@ -125,10 +125,24 @@ void HostTier::drop_covered_siblings(const Digest& key, const Digest& parent, st
   // A sibling whose tokens are a prefix of the new segment's — the tail an earlier turn of the same
   // conversation left — is covered by it: a lookup compares tokens, so it finds every prefix of
   // the new segment there. (Only tails can be shorter; nothing hangs off a tail.)
+  // So is a tail whose prompt the new segment covers but whose reply it does not continue: the
+  // conversation went on with other text in the assistant's place (a client that rewrites or
+  // trims replies, or a reply regenerated), so that reply's K/V serves no one, and kept it would
+  // crowd out the conversations that come back — one stale tail per turn.
   for (const Digest& sibling : store_.children(parent, tokens.front())) {
     const HostSegment* other = store_.peek(sibling);
-    if (sibling == key || other == nullptr || other->token_ids.size() >= tokens.size()) continue;
-    if (std::ranges::equal(other->token_ids, tokens.first(other->token_ids.size()))) store_.erase(sibling);
+    if (sibling == key || other == nullptr) continue;
+    const std::span<const Token> theirs = other->token_ids;
+    if (theirs.size() < tokens.size() && std::ranges::equal(theirs, tokens.first(theirs.size()))) {
+      store_.erase(sibling);
+      continue;
+    }
+    const auto prompt = static_cast<std::size_t>(other->prompt_tokens);
+    const bool tail = theirs.size() < static_cast<std::size_t>(segment_tokens_);
+    if (tail && other->prompt_tokens >= 0 && prompt < theirs.size() && prompt <= tokens.size() &&
+        std::ranges::equal(theirs.first(prompt), tokens.first(prompt))) {
+      store_.erase(sibling);
+    }
   }
 }
 
@@ -179,7 +193,7 @@ bool HostTier::adopt(const Digest& key, HostSegment segment, HostStore::Evicted&
 }
 
 bool HostTier::save(const Lineage& lineage, std::span<const Token> tokens, std::int32_t from, engine::SeqId holder,
-                    HostStore::Evicted& evicted, const ScopeId& scope) {
+                    HostStore::Evicted& evicted, const ScopeId& scope, std::int32_t prompt_length) {
   if (store_.capacity() == 0 || tokens.empty()) return false;
   std::vector<Digest> stored;  // in position order
   // Storing never evicts the prefix the new segment extends: it would be useless without it.
@@ -188,6 +202,7 @@ bool HostTier::save(const Lineage& lineage, std::span<const Token> tokens, std::
     const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
     HostSegment segment{cut.begin, cut.stop - cut.begin, cut.parent, {part.begin(), part.end()},
                         serialize(holder, cut.begin, cut.stop), {}, scope};
+    if (prompt_length >= 0) segment.prompt_tokens = std::clamp(prompt_length - cut.begin, 0, cut.stop - cut.begin);
     if (segment.state.empty() || !store_.insert(cut.key, std::move(segment), evicted, stored)) return false;
     drop_covered_siblings(cut.key, cut.parent, part);
     return true;

@@ -62,9 +62,11 @@ class HostTier {
   // nothing could be stored. A segment holds attention K/V only: the partial state a copy of the
   // holder brings along (recurrent state, window cells) is dropped first — it stands for the
   // holder's end, and is kept once, as a checkpoint.
-  // New segments belong to `scope`.
+  // New segments belong to `scope`. Positions [0, prompt_length) of `tokens` were a request's
+  // prompt and the rest its reply (-1: all prompt): a tail an earlier turn left whose prompt the
+  // new segment covers but whose reply it does not continue is dropped (drop_covered_siblings).
   bool save(const Lineage& lineage, std::span<const engine::Token> tokens, std::int32_t from, engine::SeqId holder,
-            HostStore::Evicted& evicted, const ScopeId& scope);
+            HostStore::Evicted& evicted, const ScopeId& scope, std::int32_t prompt_length = -1);
 
   // One segment of a prefix on the tier's grid: positions [begin, stop), keyed like the stored
   // segments (a whole grid segment by the chain hash at its end, a tail by its parent and tokens).

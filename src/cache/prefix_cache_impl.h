@@ -20,6 +20,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 #include <spdlog/spdlog.h>
@@ -46,6 +47,9 @@
 #include "util/hex.h"
 
 namespace prefixd::cache {
+
+// Host segments queued requests will restore, each with how many of them wait for it.
+using AwaitedSegments = std::unordered_map<Digest, std::int32_t, DigestHash>;
 
 using Clock = std::chrono::steady_clock;
 using engine::SeqId;
@@ -90,7 +94,7 @@ class PrefixCache::Impl {
                  [this] { budget_.enforce_running(); }),
         retentions_(*config_.retain_tokens) {
     const auto retained_key = [this](const Digest& key) { return retentions_.holds(key); };
-    host_.store().set_retained(retained_key);
+    host_.store().set_retained([this](const Digest& key) { return retentions_.holds(key) || awaited_->contains(key); });
     checkpoints_.set_retained(retained_key);
     device_.set_retained([this](const DeviceEntry& e) { return retentions_.covers(e.lineage.ns, e.tokens); });
     std::random_device random;
@@ -243,6 +247,14 @@ class PrefixCache::Impl {
   ReusePlanner planner_;
   Digest nonce_{};    // random per cache: salts of requests without a session
   Retentions retentions_;    // prefixes kept ahead of LRU eviction until their deadlines
+  // Host segments the prompts of queued requests will restore, with how many of them wait for
+  // each (open() to admit() or abandon()): eviction passes over them while anything else can go.
+  // Under many more conversations than slots each one's history is needed again soonest by the
+  // request already waiting for it; plain LRU would evict exactly those first, since the
+  // conversation that has just run left the most recently used segments and returns last.
+  // Shared with the tickets, which may outlive the cache and give their keys back when destroyed.
+  std::shared_ptr<AwaitedSegments> awaited_ = std::make_shared<AwaitedSegments>();
+  void await_segments(Ticket::State& ticket);
   Clock::time_point next_expiry_ = Clock::now();  // tick(): the first one expires, then once a second
 
 

@@ -49,6 +49,9 @@ struct Ticket::State {
   std::vector<Token> prompt;
   bool uses_cache = true;
   bool spent = false;  // an admit() took a sequence, or abandon() was called
+  // Host segments its prompt would restore, counted in the cache's set while it waits.
+  std::vector<Digest> awaited;
+  std::weak_ptr<AwaitedSegments> awaited_in;
   // The shared-tier lookup, from open() until it is adopted or abandoned; `signal` with it.
   std::shared_ptr<RemoteFetch> lookup;
   std::shared_ptr<LookupSignal> signal;
@@ -56,7 +59,20 @@ struct Ticket::State {
   State() = default;
   State(const State&) = delete;
   State& operator=(const State&) = delete;
-  ~State() { drop_lookup(); }
+  ~State() {
+    drop_lookup();
+    stop_awaiting();
+  }
+
+  void stop_awaiting() {
+    if (const auto set = awaited_in.lock()) {
+      for (const Digest& key : awaited) {
+        const auto it = set->find(key);
+        if (it != set->end() && --it->second <= 0) set->erase(it);
+      }
+    }
+    awaited.clear();
+  }
 
   void drop_lookup() {
     if (signal) signal->disconnect();
@@ -96,7 +112,16 @@ Ticket PrefixCache::Impl::open(const RequestKey& key, std::span<const Token> pro
   auto signal = std::make_shared<LookupSignal>(std::move(on_lookup_done));
   state->lookup = fetch_remote(key, prompt, seconds_per_token, [signal] { signal->completed(); });
   if (state->lookup) state->signal = std::move(signal);
+  await_segments(*state);
   return Ticket(std::move(state));
+}
+
+void PrefixCache::Impl::await_segments(Ticket::State& ticket) {
+  if (!can_reuse() || ticket.prompt.size() < 2) return;
+  const auto query = std::span<const Token>(ticket.prompt).first(ticket.prompt.size() - 1);  // the one-token guard
+  ticket.awaited = host_.plan(lineage_of(ticket.key, next_order_ + 1), query).keys;
+  ticket.awaited_in = awaited_;
+  for (const Digest& key : ticket.awaited) ++(*awaited_)[key];
 }
 
 Ticket PrefixCache::Impl::open_bypass(const ScopeId& scope) {
@@ -124,6 +149,7 @@ Admission PrefixCache::Impl::admit(Ticket::State& ticket, SeqId seq, const Room&
   ticket.spent = true;
   const Acquisition got =
       ticket.uses_cache ? acquire(ticket.key, ticket.prompt, seq, ticket.lookup.get()) : bypass(ticket.key.scope);
+  ticket.stop_awaiting();  // after the restore: until then its segments are still awaited
   ticket.drop_lookup();
   return Admission{.kind = got.waiting ? Admission::Kind::waits_for_prefix : Admission::Kind::ready,
                    .acquisition = got};
@@ -139,6 +165,7 @@ void PrefixCache::Impl::abandon(Ticket::State& ticket) {
   const LookupVerdict verdict = judge(ticket);
   if (verdict == LookupVerdict::in_flight || verdict == LookupVerdict::late) abandon_remote();
   ticket.drop_lookup();
+  ticket.stop_awaiting();
   ticket.spent = true;
 }
 

@@ -61,6 +61,7 @@ SequenceKeeper::Kept SequenceKeeper::keep_cells(Lease& lease, SeqId seq, std::sp
   tiers_.engine.remove_sequence(seq, 0, -1);
   DeviceEntry added{0, lease.lineage, lease.session, {tokens.begin(), tokens.end()}, holder, Clock::now()};
   added.scope = lease.key.scope;
+  added.prompt_length = std::min(n, static_cast<std::int32_t>(lease.prompt.size()));
   const DeviceEntry& entry = tiers_.device.add(std::move(added), superseded);
   const EntryId id = entry.id;
   trace(tiers_.config, "donate seq={}: entry {} holds {} tokens in sequence {}", seq, id, n, holder);

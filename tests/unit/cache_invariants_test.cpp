@@ -297,6 +297,44 @@ TEST(CacheHost, AGrowingConversationKeepsOneTailSegmentNotOnePerTurn) {
   h.check_cells("end");
 }
 
+// A client that sends each reply back in other words (or trims it): every turn's tail holds a
+// reply the conversation did not keep. The tail of the next turn covers its prompt and drops it,
+// so the tier holds one tail per conversation, not one per turn; a conversation that differs
+// inside its prompt keeps its own.
+TEST(CacheHost, ATailWhoseReplyTheConversationRewroteLeavesWithTheNextTurn) {
+  CacheConfig config = small_config();
+  config.device_cells = 0;
+  Harness h(1024, config);
+  auto prompt = tokens_from(0, 11);  // one 8-token segment and a tail
+  for (int turn = 0; turn < 3; ++turn) {
+    h.cache->acquire({"ns", "a"}, prompt, 0);
+    const auto sequence = concat(prompt, tokens_from(300 + 10 * turn, 2));  // the server's own reply
+    ASSERT_TRUE(h.feed(0, sequence, h.cache->locked_by(0), static_cast<int>(sequence.size())));
+    h.cache->donate(0, sequence);
+    h.cache->release_device_cells(1000);
+    for (Token t : tokens_from(100 + turn, 1)) prompt.push_back(t);  // the reply rewritten, then the next turn
+  }
+  EXPECT_EQ(h.cache->stats().host_entries, 2) << "the grid segment and the last turn's tail";
+  const auto last_prompt = std::vector<Token>(prompt.begin(), prompt.end() - 1);
+  EXPECT_EQ(h.cache->acquire({"ns", "a"}, concat(last_prompt, tokens_from(200, 1)), 1).reused,
+            static_cast<std::int32_t>(last_prompt.size()))
+      << "the last turn's prompt is restored token for token";
+  h.cache->release(1);
+  // Another conversation with the same first 9 tokens: its tail's first token is the same, but its
+  // prompt goes elsewhere after it, so neither tail covers the other's prompt.
+  const auto other = concat(std::vector<Token>(prompt.begin(), prompt.begin() + 9), tokens_from(500, 3));
+  h.cache->acquire({"ns", "b"}, other, 0);
+  const auto other_sequence = concat(other, tokens_from(600, 2));
+  ASSERT_TRUE(h.feed(0, other_sequence, h.cache->locked_by(0), static_cast<int>(other_sequence.size())));
+  h.cache->donate(0, other_sequence);
+  h.cache->release_device_cells(1000);
+  EXPECT_EQ(h.cache->stats().host_entries, 3);
+  EXPECT_EQ(h.cache->acquire({"ns", "a"}, concat(last_prompt, tokens_from(200, 1)), 1).reused,
+            static_cast<std::int32_t>(last_prompt.size()));
+  h.cache->release(1);
+  h.check_cells("end");
+}
+
 // Random streams: up to four requests run at once, prompts share prefixes across sessions and two
 // namespaces, requests finish in any order (some fail), and the context, device budget, holders
 // and host budgets are all small enough to bind. Every invariant is checked after every operation,

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "cache/prefix_cache.h"
@@ -24,6 +26,11 @@ std::vector<Token> tokens_from(int begin, int count) {
   std::vector<Token> out;
   for (int i = 0; i < count; ++i) out.push_back((begin + i) % 250);
   return out;
+}
+
+std::vector<Token> concat(std::vector<Token> a, const std::vector<Token>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 struct Life {
@@ -173,6 +180,42 @@ TEST(RequestLife, RoomForAStepFreesIdleCellsForOneMoreCell) {
   l.life().make_room_for_step(30);
   EXPECT_LT(l.cache.device_cells(), 40) << "71 do not: idle cells gave way";
   EXPECT_LE(l.cache.device_cells() + 30 + 1, 64);
+}
+
+// Many conversations, few slots: the request already queued for a conversation needs its history
+// soonest. Its host segments stay while it waits; others' go first, even newer ones. Once it is
+// admitted (or gives up) they are ordinary segments again.
+TEST(RequestLife, AQueuedRequestsHistoryOutlastsNewerSegmentsWhileItWaits) {
+  CacheConfig config = Life::small_config();
+  config.device_cells = 0;
+  std::uint64_t per_segment = 0;
+  {
+    Life probe(256, config);
+    probe.serve({"ns", "a"}, tokens_from(0, 16));
+    probe.cache.release_device_cells(1000);
+    per_segment = probe.cache.stats().host_bytes / 2;
+  }
+  ASSERT_GT(per_segment, 0u);
+  config.host_capacity_bytes = per_segment * 4;  // four 8-token segments: two conversations
+  const auto a = tokens_from(0, 16);
+  const auto a_next = concat(a, tokens_from(40, 4));
+  for (const bool queued_first : {true, false}) {
+    SCOPED_TRACE(queued_first ? "queued before the others ran" : "queued after the others ran");
+    Life l(256, config);
+    l.serve({"ns", "a"}, a);
+    l.cache.release_device_cells(1000);
+    std::optional<Ticket> waiting;
+    if (queued_first) waiting.emplace(l.life().open({"ns", "a"}, a_next, 0, [] {}));
+    for (const int start : {100, 150}) {  // two other conversations run meanwhile, and leave
+      l.serve({"ns", std::to_string(start)}, tokens_from(start, 16), 1);
+      l.cache.release_device_cells(1000);
+    }
+    if (!waiting) waiting.emplace(l.life().open({"ns", "a"}, a_next, 0, [] {}));
+    const Admission got = l.life().admit(*waiting, 0, Room{.need = static_cast<std::int64_t>(a_next.size()) + 1});
+    ASSERT_EQ(got.kind, Admission::Kind::ready);
+    EXPECT_EQ(got.acquisition.reused, queued_first ? 16 : 0);
+    EXPECT_EQ(l.cache.verify(), "");
+  }
 }
 
 }  // namespace
