@@ -63,8 +63,11 @@ std::set<std::string> live_threads() {
     std::ifstream stat(task.path() / "stat");
     std::string line;
     std::getline(stat, line);
+    // A thread that ended between the listing and the read has no stat left: it is not running.
+    const auto name_end = line.rfind(')');
+    if (name_end == std::string::npos || name_end + 2 > line.size()) continue;
     // Field 22 (start time) counted after the command name's closing parenthesis, which may hold spaces.
-    std::istringstream fields(line.substr(line.rfind(')') + 2));
+    std::istringstream fields(line.substr(name_end + 2));
     std::string field;
     for (int i = 3; i <= 22 && fields >> field; ++i) {}
     ids.insert(task.path().filename().string() + "@" + field);
