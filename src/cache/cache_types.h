@@ -36,7 +36,7 @@ const char* compaction_name(Compaction compaction);
 
 struct CacheConfig {
   bool enabled = true;
-  std::int32_t min_prefix = 32;           // shorter matches are not worth adopting
+  std::int32_t min_prefix = 16;           // one block: adopting it costs less than computing it
   bool apc_enabled = true;                // allow partial matches (shorter than the stored entry)
   std::int32_t block_size = 16;           // tokens per hashed block
   HashAlgorithm hash = HashAlgorithm::blake3;
