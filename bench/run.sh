@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench`: prefixd vs llama-server, one server at a time, same model, context, slots, threads
-# and host cache budget, in two parts:
+# and host cache budget, in parts:
 # - default: the default model on the default workloads. Writes bench/results/<date>-<machine>.{json.zst,md},
 #   the PNG plots next to them, and the report into docs/benchmarks.md.
 # - families: the conversation traces on the tiny hybrid, sliding-window and recurrent models,

@@ -72,7 +72,10 @@ Workload make_codeagent(const WorkloadParams& p) {
     }
   }
   long histories = 0;  // every session's last call with its reply
-  for (const int i : last_step) histories += w.steps[static_cast<std::size_t>(i)].planned_tokens + w.steps[static_cast<std::size_t>(i)].max_tokens;
+  for (const int i : last_step) {
+    const Step& last = w.steps[static_cast<std::size_t>(i)];
+    histories += last.planned_tokens + last.max_tokens;
+  }
   w.description = std::format(
       "{} coding-agent sessions at once, each a public SWE-bench Verified trajectory of mini-swe-agent "
       "(bench/data/coding_agent_sessions.md): its first prompt (a {}-token system prompt shared by all, then its "
@@ -83,7 +86,8 @@ Workload make_codeagent(const WorkloadParams& p) {
       "the two calls divided by {} (that gap includes the traced model's own writing, so the tool's time is "
       "overstated). Memory pressure: the sessions' histories add up to about {:.1f} times the context, which both "
       "servers get equal (every slot can hold the longest call). --parallel {} on both servers.",
-      sessions.size(), system_tokens, kDivisor / p.scale, reply_cap, 3454 / kDivisor, kDivisor, static_cast<double>(histories) / context_for_workload(w), slots);
+      sessions.size(), system_tokens, kDivisor / p.scale, reply_cap, 3454 / kDivisor, kDivisor,
+      static_cast<double>(histories) / context_for_workload(w), slots);
   return w;
 }
 
