@@ -5,6 +5,7 @@
 // same conversation sent through any protocol renders the same tokens and meets the same cache.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -42,6 +43,7 @@ struct CommonParams {
   bool return_progress = false;    // a stream also carries prompt-processing progress
   std::int32_t logprobs = -1;      // -1: none; else alternatives per token (see GenerationRequest)
   scheduler::DraftSettings speculative;  // speculative.n_max / n_min (read_speculative)
+  std::chrono::milliseconds time_limit_after_newline{0};  // t_max_predict_ms (GenerationRequest's)
   CacheFields cache;
 };
 

@@ -218,6 +218,7 @@ class HttpServer::Impl {
     });
     // llama-server's native API.
     post("/completion", [this](http::Request& req, std::string_view) { return serve_native_completion(chats_, route_, req); });
+    post("/infill", [this](http::Request& req, std::string_view) { return serve_infill(chats_, route_, req); });
     get("/props", [this](http::Request&, std::string_view) {
       return props_answer(served_id_, engine_, prompts_.chat_template().source(), options_.slots);
     });

@@ -36,6 +36,17 @@ struct TokenSpan {
   bool strips_whitespace = false;      // some special token swallows the whitespace beside it
 };
 
+// The tokens a fill-in-the-middle prompt is built from (a coder model's vocabulary): nullopt from
+// Vocabulary::infill_tokens() unless the model has the prefix, suffix and middle markers.
+struct InfillTokens {
+  Token prefix = 0;
+  Token suffix = 0;
+  Token middle = 0;
+  std::optional<Token> repository;      // opens the repository-level context of extra files
+  std::optional<Token> file_separator;  // opens each file of it
+  std::optional<Token> begin;           // BOS, when the model's tokenizer adds one
+};
+
 // Thread-safe, read-only view of the model's tokenizer.
 class Vocabulary {
  public:
@@ -60,6 +71,8 @@ class Vocabulary {
   // True for end-of-generation tokens (EOS, EOT, <|im_end|>...).
   virtual bool is_end_of_generation(Token token) const = 0;
   virtual std::int32_t size() const = 0;
+  // The model's fill-in-the-middle markers (from its GGUF metadata, or recognised by their text).
+  virtual std::optional<InfillTokens> infill_tokens() const { return std::nullopt; }
 };
 
 // A sampler chain built for one request; owned by the scheduler and used only on its thread.

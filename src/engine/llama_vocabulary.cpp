@@ -141,6 +141,20 @@ std::vector<Token> LlamaVocabulary::tokenize_with_literals(std::string_view text
   return out;
 }
 
+std::optional<InfillTokens> LlamaVocabulary::infill_tokens() const {
+  auto present = [](llama_token t) { return t == LLAMA_TOKEN_NULL ? std::nullopt : std::optional<Token>(t); };
+  const auto prefix = present(llama_vocab_fim_pre(vocab_));
+  const auto suffix = present(llama_vocab_fim_suf(vocab_));
+  const auto middle = present(llama_vocab_fim_mid(vocab_));
+  if (!prefix || !suffix || !middle) return std::nullopt;
+  return InfillTokens{.prefix = *prefix,
+                      .suffix = *suffix,
+                      .middle = *middle,
+                      .repository = present(llama_vocab_fim_rep(vocab_)),
+                      .file_separator = present(llama_vocab_fim_sep(vocab_)),
+                      .begin = llama_vocab_get_add_bos(vocab_) ? present(llama_vocab_bos(vocab_)) : std::nullopt};
+}
+
 std::string LlamaVocabulary::piece(Token token, bool render_special) const {
   char small[64];
   int32_t n = llama_token_to_piece(vocab_, token, small, sizeof small, 0, render_special);

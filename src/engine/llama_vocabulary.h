@@ -26,6 +26,7 @@ class LlamaVocabulary final : public Vocabulary {
   std::string piece(Token token, bool render_special) const override;
   bool is_end_of_generation(Token token) const override { return llama_vocab_is_eog(vocab_, token); }
   std::int32_t size() const override { return llama_vocab_n_tokens(vocab_); }
+  std::optional<InfillTokens> infill_tokens() const override;
 
  private:
   // A token that libllama's tokenizer splits out of the text before tokenizing the rest: control

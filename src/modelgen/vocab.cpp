@@ -228,8 +228,10 @@ std::vector<std::string> pre_tokenize(std::string_view text) {
 }
 
 Vocabulary build_vocabulary(const VocabLayout& layout) {
-  static constexpr std::string_view kSpecials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>",
-                                                   "</tool_call>"};
+  // Qwen2.5-Coder's order: the ChatML markers, the tool-call tags, then fill-in-the-middle.
+  static constexpr std::string_view kSpecials[] = {"<|endoftext|>",  "<|im_start|>",    "<|im_end|>",    "<tool_call>",
+                                                   "</tool_call>",   "<|fim_prefix|>",  "<|fim_middle|>", "<|fim_suffix|>",
+                                                   "<|fim_pad|>",    "<|repo_name|>",   "<|file_sep|>"};
   constexpr std::size_t n_specials = std::size(kSpecials);
   if (layout.n_regular < 512 || layout.size < layout.n_regular + n_specials) {
     throw std::runtime_error(std::format("bad vocabulary layout: {} regular tokens of {} in all", layout.n_regular,
@@ -268,6 +270,8 @@ Vocabulary build_vocabulary(const VocabLayout& layout) {
   v.bos_id = static_cast<std::int32_t>(layout.n_regular);  // <|endoftext|>
   v.pad_id = v.bos_id;
   v.eos_id = v.bos_id + 2;  // <|im_end|>
+  v.fim = {.prefix = v.bos_id + 5, .middle = v.bos_id + 6, .suffix = v.bos_id + 7, .pad = v.bos_id + 8,
+           .repository = v.bos_id + 9, .file_separator = v.bos_id + 10};
   for (std::size_t n = 0; v.tokens.size() < layout.size; ++n) {
     v.tokens.push_back(std::format("<|extra_{}|>", n));
     v.token_types.push_back(kTokenControl);

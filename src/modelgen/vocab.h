@@ -23,10 +23,19 @@ struct Vocabulary {
   std::int32_t bos_id = -1;               // <|endoftext|> (not added: add_bos_token is false)
   std::int32_t eos_id = -1;               // <|im_end|>, the end of an assistant turn
   std::int32_t pad_id = -1;               // <|endoftext|>
+  // Fill-in-the-middle markers, as a coder model's vocabulary has them (what /infill builds on).
+  struct FillInMiddle {
+    std::int32_t prefix = -1;          // <|fim_prefix|>
+    std::int32_t middle = -1;          // <|fim_middle|>
+    std::int32_t suffix = -1;          // <|fim_suffix|>
+    std::int32_t pad = -1;             // <|fim_pad|>
+    std::int32_t repository = -1;      // <|repo_name|>: opens the repository-level context
+    std::int32_t file_separator = -1;  // <|file_sep|>: opens each file of it
+  } fim;
 };
 
 // Layout: 256 byte tokens (ids 0-255, id == byte value), then the merges learned on the embedded
-// corpus, then filler words up to layout.n_regular, then the special tokens, then <|extra_N|>
+// corpus, then filler words up to layout.n_regular, then the special tokens (ChatML, tool-call tags and fill-in-the-middle markers), then <|extra_N|>
 // control tokens up to layout.size. Filler words are normal tokens the tokenizer never produces
 // (no merge leads to them) but which decode to readable text, so a random model sampling them
 // still prints words. The result does not depend on the weight seed: every seed of a preset

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <mutex>
 #include <stdexcept>
+#include <utility>
 #include <thread>
 #include <type_traits>
 
@@ -87,6 +88,11 @@ void set_metadata(gguf_context* ctx, const ModelSpec& spec, const Vocabulary& vo
   gguf_set_val_u32(ctx, "tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(vocab.bos_id));
   gguf_set_val_u32(ctx, "tokenizer.ggml.eos_token_id", static_cast<std::uint32_t>(vocab.eos_id));
   gguf_set_val_u32(ctx, "tokenizer.ggml.padding_token_id", static_cast<std::uint32_t>(vocab.pad_id));
+  const std::pair<const char*, std::int32_t> fim_keys[] = {
+      {"tokenizer.ggml.fim_pre_token_id", vocab.fim.prefix},     {"tokenizer.ggml.fim_mid_token_id", vocab.fim.middle},
+      {"tokenizer.ggml.fim_suf_token_id", vocab.fim.suffix},     {"tokenizer.ggml.fim_pad_token_id", vocab.fim.pad},
+      {"tokenizer.ggml.fim_rep_token_id", vocab.fim.repository}, {"tokenizer.ggml.fim_sep_token_id", vocab.fim.file_separator}};
+  for (const auto& [key, id] : fim_keys) gguf_set_val_u32(ctx, key, static_cast<std::uint32_t>(id));
   gguf_set_val_bool(ctx, "tokenizer.ggml.add_bos_token", false);
   gguf_set_val_bool(ctx, "tokenizer.ggml.add_eos_token", false);
   gguf_set_val_str(ctx, "tokenizer.chat_template", std::string(chat_template()).c_str());

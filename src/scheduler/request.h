@@ -88,6 +88,9 @@ struct GenerationRequest {
   // update and prepare_modules). Finishes with `length` and no text once the prompt is in.
   bool prefill_only = false;
   std::vector<std::string> stop;            // generation stops before any of these strings
+  // llama.cpp's t_max_predict_ms: once the reply holds a newline, generation ends (`length`) when
+  // this long has passed since its first token; zero: no limit. Code completion bounds its wait.
+  std::chrono::milliseconds time_limit_after_newline{0};
   // -1: no log-probabilities; n >= 0: each generated token's own log-probability and the n most
   // likely alternatives (at most kMaxTopLogprobs), from the model's distribution before sampling.
   std::int32_t logprobs = -1;

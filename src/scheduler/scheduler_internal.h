@@ -69,6 +69,8 @@ struct Active {
   TextStream text{{}};
   CacheReport cache;
   bool emitted_any = false;
+  bool wrote_newline = false;  // a sampled token held '\n' (time_limit_after_newline counts from then on)
+  bool out_of_time = false;    // ended by time_limit_after_newline
   std::vector<GeneratedLogprobs> pending_logprobs;  // tokens not yet sent with a text event
   bool waiting = false;  // the cache will hand it a prefix another request is computing (take_resolved)
   // The reply is delivered; the sequence is fed the template's end of turn before it goes to the

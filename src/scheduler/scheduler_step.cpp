@@ -372,7 +372,7 @@ void Scheduler::Impl::observe_ttft(double seconds, cache::Outcome outcome) {
 }
 
 FinishReason Scheduler::Impl::finish_reason_for(const Active& a) const {
-  return a.generated >= a.max_new ? FinishReason::length : FinishReason::stop;
+  return a.generated >= a.max_new || a.out_of_time ? FinishReason::length : FinishReason::stop;
 }
 
 // Takes `token`, drawn from `logits`, as `a`'s next token; returns false when the request is
@@ -392,7 +392,9 @@ bool Scheduler::Impl::take_token(Active& a, Token token, std::span<const float> 
     const StepClock::Scope in_sampling = step_clock_.enter(StepPhase::sampling);
     a.pending_logprobs.push_back(logprobs_of(logits, token, a.request.logprobs, engine_.vocab()));
   }
-  std::string text = a.text.append(engine_.vocab().piece(token, false));
+  std::string piece = engine_.vocab().piece(token, false);
+  if (piece.find('\n') != std::string::npos) a.wrote_newline = true;
+  std::string text = a.text.append(std::move(piece));
   if (!text.empty()) {
     a.emitted_any = true;
     StreamEvent event = StreamEvent::text_event(std::move(text));
@@ -401,6 +403,10 @@ bool Scheduler::Impl::take_token(Active& a, Token token, std::span<const float> 
   }
   if (a.text.stopped()) return false;
   if (a.generated >= a.max_new) return false;
+  if (const auto limit = a.request.time_limit_after_newline; limit.count() > 0 && a.wrote_newline && now - a.first_token > limit) {
+    a.out_of_time = true;
+    return false;
+  }
   if (static_cast<std::int32_t>(a.tokens.size()) >= engine_.context_size()) return false;
   return true;
 }

@@ -34,7 +34,9 @@ std::string post(const std::string& path, const json& body) { return json_post_b
 // Greedy on this prompt, the tiny model falls into a loop that never emits end-of-generation, so
 // the completion lasts until max_tokens or the context's end.
 std::string endless_completion(int max_tokens, bool stream) {
-  return post("/v1/completions", {{"prompt", "Count forever"}, {"max_tokens", max_tokens}, {"temperature", 0}, {"stream", stream}});
+  // ignore_eos: the reply runs to max_tokens whatever end-of-generation token the weights favour.
+  return post("/v1/completions", {{"prompt", "Count forever"}, {"max_tokens", max_tokens}, {"temperature", 0}, {"stream", stream},
+                                  {"ignore_eos", true}});
 }
 
 std::string small_chat() {

@@ -11,7 +11,7 @@ namespace {
 
 class ByteVocabulary final : public Vocabulary {
  public:
-  explicit ByteVocabulary(std::int32_t n_vocab) : n_vocab_(n_vocab) {}
+  ByteVocabulary(std::int32_t n_vocab, bool newline) : n_vocab_(n_vocab), newline_(newline) {}
   std::vector<Token> tokenize(std::string_view text, bool, bool) const override {
     std::vector<Token> out;
     out.reserve(text.size());
@@ -26,7 +26,9 @@ class ByteVocabulary final : public Vocabulary {
   const std::vector<std::string>& control_texts() const override { return no_control_texts_; }
   std::optional<TokenSpan> token_span() const override { return TokenSpan{.max_bytes = 1}; }
   std::string piece(Token token, bool) const override {
-    // Printable ASCII only, so generated text is always valid UTF-8 and easy to compare.
+    // Printable ASCII only, so generated text is always valid UTF-8 and easy to compare; '\n' too
+    // when the options ask for it.
+    if (newline_ && token == '\n') return "\n";
     if (token >= 0 && token < 256) return std::string(1, static_cast<char>(32 + token % 95));
     return {};
   }
@@ -35,6 +37,7 @@ class ByteVocabulary final : public Vocabulary {
 
  private:
   std::int32_t n_vocab_;
+  bool newline_;
   std::vector<std::string> no_control_texts_;
 };
 
@@ -111,7 +114,7 @@ ModelInfo describe(const FakeEngineOptions& options) {
 }  // namespace
 
 FakeEngine::FakeEngine(FakeEngineOptions options)
-    : options_(checked(options)), info_(describe(options_)), vocab_(std::make_unique<ByteVocabulary>(options.n_vocab)),
+    : options_(checked(options)), info_(describe(options_)), vocab_(std::make_unique<ByteVocabulary>(options.n_vocab, options.newline_token)),
       memory_(options.family, options.n_ctx, options.n_seq, options.sliding_window, options.swa_full) {}
 
 std::vector<float> FakeEngine::logits_for_digest(std::uint64_t digest) const {

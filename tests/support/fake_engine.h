@@ -30,6 +30,7 @@ struct FakeEngineOptions {
   std::int32_t rowwise_rows = 0;
   std::int32_t n_seq = 8;
   std::int32_t n_vocab = 258;  // bytes 0..255, 256 = end of generation, 257 = unused
+  bool newline_token = false;  // token 10 prints as '\n' (else every token prints as printable ASCII)
   ModelFamily family = ModelFamily::dense;  // whose libllama memory the engine imitates
   std::int32_t sliding_window = 0;  // sliding_window family: positions a window layer attends to (> 0)
   bool swa_full = true;             // sliding_window family: the window layers keep every cell

@@ -108,6 +108,50 @@ TEST(Scheduler, IgnoreEosRunsToMaxTokensWhereGreedyWouldEndAtOnce) {
   EXPECT_EQ(ran.done.usage.completion_tokens, 5);
 }
 
+// t_max_predict_ms: once a newline was generated, the reply ends (length) when the limit has
+// passed since its first token; before the newline the limit does not apply.
+TEST(Scheduler, ATimeLimitEndsTheReplyAtTheFirstTokenPastItOnceANewlineWasWritten) {
+  engine::FakeEngine engine({.n_ctx = 512, .n_batch = 16, .n_seq = 4, .n_vocab = 256, .newline_token = true,
+                             .before_decode = [] { std::this_thread::sleep_for(3ms); }});
+  constexpr int kMaxTokens = 40;
+  // A prompt whose greedy reply writes its first newline as its token `newline_at` (not the first).
+  std::string prompt;
+  int newline_at = -1;
+  for (int i = 0; i < 10000 && prompt.empty(); ++i) {
+    const std::string candidate = "line " + std::to_string(i);
+    std::vector<engine::Token> history(candidate.begin(), candidate.end());
+    for (int k = 0; k < kMaxTokens / 2; ++k) {
+      const auto logits = engine.logits_for_history(history);
+      const auto next = static_cast<engine::Token>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      if (next == '\n') {
+        if (k >= 1) {
+          prompt = candidate;
+          newline_at = k;
+        }
+        break;
+      }
+      history.push_back(next);
+    }
+  }
+  ASSERT_FALSE(prompt.empty()) << "no prompt whose greedy reply writes a newline early";
+  Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 0});
+
+  auto unlimited = scheduler.submit(greedy(prompt, kMaxTokens));
+  ASSERT_TRUE(unlimited.has_value());
+  const Collected whole = collect(**unlimited);
+  EXPECT_EQ(whole.done.usage.completion_tokens, kMaxTokens);
+  ASSERT_EQ(whole.text.find('\n'), static_cast<std::size_t>(newline_at)) << "one character per token";
+
+  GenerationRequest bounded = greedy(prompt, kMaxTokens);
+  bounded.time_limit_after_newline = 1ms;  // every decode takes 3 ms: past it at the newline itself
+  auto stream = scheduler.submit(std::move(bounded));
+  ASSERT_TRUE(stream.has_value());
+  const Collected cut = collect(**stream);
+  EXPECT_EQ(cut.done.finish, FinishReason::length);
+  EXPECT_EQ(cut.done.usage.completion_tokens, newline_at + 1);
+  EXPECT_EQ(cut.text, whole.text.substr(0, static_cast<std::size_t>(newline_at) + 1));
+}
+
 TEST(Scheduler, LogprobsComeWithEveryGeneratedTokenAndNameTheGreedyChoice) {
   engine::FakeEngine engine({.n_ctx = 512, .n_batch = 16, .n_seq = 4, .n_vocab = 256});
   Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 0});

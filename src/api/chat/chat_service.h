@@ -139,6 +139,7 @@ class ChatService {
   ResponseMeta reply_meta(Endpoint endpoint, std::string_view id_prefix);
 
   const PromptBuilder& prompts() const { return prompts_; }
+  const engine::Vocabulary& vocabulary() const { return engine_.vocab(); }
   std::int32_t max_prompt_tokens() const { return scheduler_.max_prompt_tokens(); }
 
  private:

@@ -1,7 +1,11 @@
 #include "api/native/native_completion.h"
 
+#include <optional>
 #include <utility>
+#include <variant>
+#include <vector>
 
+#include "api/native/infill_prompt.h"
 #include "api/openai/request_parser.h"
 #include "api/openai/responses.h"
 #include "api/reply_answer.h"
@@ -115,16 +119,15 @@ std::unique_ptr<StreamFormat> native_stream_format(ResponseMeta meta, NativeRepl
   return std::make_unique<NativeStream>(std::move(meta), options);
 }
 
-http::Response serve_native_completion(ChatService& chats, const RouteContext& route, http::Request& req) {
-  if (auto refused = chats.prompts().refuse_oversized_completion(req.body, chats.max_prompt_tokens())) {
-    return error_response(*refused);
-  }
-  auto parsed = parse_native_completion_request(release_body(req), route.parse);
-  if (!parsed) return error_response(parsed.error());
+namespace {
+
+// Starts a parsed native request and answers it in llama-server's body or stream.
+http::Response answer_native(ChatService& chats, const RouteContext& route, http::Request& req,
+                             NativeCompletionRequest parsed) {
   const auto caller = route.caller(req);
   if (!caller) return error_response(caller.error());
-  const NativeReplyOptions options{.n_probs = parsed->n_probs, .return_tokens = parsed->return_tokens, .id_slot = parsed->id_slot};
-  auto pending = chats.start(std::move(parsed->completion), ChatAsk{.tenant = caller->tenant});
+  const NativeReplyOptions options{.n_probs = parsed.n_probs, .return_tokens = parsed.return_tokens, .id_slot = parsed.id_slot};
+  auto pending = chats.start(std::move(parsed.completion), ChatAsk{.tenant = caller->tenant});
   if (!pending) return error_response(pending.error());
   const ResponseMeta meta = chats.reply_meta(Endpoint::completion, "cmpl-");
   return answer_reply(*pending, req, meta.id,
@@ -134,6 +137,49 @@ http::Response serve_native_completion(ChatService& chats, const RouteContext& r
                           },
                           .stream_format = [&] { return native_stream_format(meta, options); },
                       });
+}
+
+}  // namespace
+
+http::Response serve_native_completion(ChatService& chats, const RouteContext& route, http::Request& req) {
+  if (auto refused = chats.prompts().refuse_oversized_completion(req.body, chats.max_prompt_tokens())) {
+    return error_response(*refused);
+  }
+  auto parsed = parse_native_completion_request(release_body(req), route.parse);
+  if (!parsed) return error_response(parsed.error());
+  return answer_native(chats, route, req, std::move(*parsed));
+}
+
+http::Response serve_infill(ChatService& chats, const RouteContext& route, http::Request& req) {
+  const engine::Vocabulary& vocab = chats.vocabulary();
+  const std::optional<engine::InfillTokens> markers = vocab.infill_tokens();
+  if (!markers) {
+    return error_response(invalid_request(
+        "this model cannot fill in the middle: its vocabulary has no prefix, suffix and middle tokens (a coder "
+        "model's <|fim_prefix|>, <|fim_suffix|>, <|fim_middle|> or their GGUF metadata)",
+        "infill_not_supported"));
+  }
+  auto parsed = parse_infill_request(release_body(req), route.parse);
+  if (!parsed) return error_response(parsed.error());
+  const auto plain = [&vocab](std::string_view text) { return vocab.tokenize(text, false, false); };
+  std::vector<engine::Token> prompt_tokens;
+  if (const auto* text = std::get_if<std::string>(&parsed->prompt)) {
+    prompt_tokens = vocab.tokenize(*text, /*add_special=*/false, /*parse_special=*/true);
+  } else {
+    prompt_tokens = std::get<TokenPrompt>(parsed->prompt);
+  }
+  std::vector<InfillFile> extra;
+  extra.reserve(parsed->input_extra.size());
+  for (const auto& chunk : parsed->input_extra) extra.push_back({.filename = chunk.filename, .text = chunk.text});
+  NativeCompletionRequest native = std::move(parsed->native);
+  native.completion.prompt = infill_prompt(*markers, plain,
+                                           InfillText{.prefix = parsed->input_prefix,
+                                                      .suffix = parsed->input_suffix,
+                                                      .prompt = prompt_tokens,
+                                                      .extra = extra},
+                                           InfillBudget{.context = chats.max_prompt_tokens(),
+                                                        .max_tokens = native.completion.params.max_tokens});
+  return answer_native(chats, route, req, std::move(native));
 }
 
 }  // namespace prefixd::api

@@ -1,4 +1,4 @@
-// prefixd api — llama-server's native completion API, POST /completion: a raw prompt (text or
+// prefixd api — llama-server's native completion API, POST /completion (and /infill): a raw prompt (text or
 // token ids) with llama.cpp's field names in, llama-server's body out (`content`, `tokens`, `stop`,
 // `stop_type`, `tokens_predicted`, `tokens_evaluated`, `tokens_cached`, `timings`,
 // `completion_probabilities` with `n_probs`), or its stream: one `data:` object per piece of text
@@ -21,6 +21,10 @@
 namespace prefixd::api {
 
 http::Response serve_native_completion(ChatService& chats, const RouteContext& route, http::Request& req);
+// POST /infill: the native fields, the text around the cursor and other files' chunks, laid out
+// as a fill-in-the-middle prompt (infill_prompt.h); the same body and stream as /completion. A
+// model without fill-in-the-middle tokens is a 400 that says so.
+http::Response serve_infill(ChatService& chats, const RouteContext& route, http::Request& req);
 
 // What the native body and stream repeat of the request.
 struct NativeReplyOptions {

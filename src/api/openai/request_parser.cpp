@@ -94,6 +94,12 @@ CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
   }
   params.cache = fields::read_cache_fields(in, options.cache_prompt_default, in.string("user"));
   params.speculative = fields::read_speculative(in);
+  // llama.cpp's time bounds, in milliseconds (-1 or 0: none). The prompt's bound is accepted as
+  // llama-server accepts it, without effect there or here.
+  if (auto ms = in.integer("t_max_predict_ms", -1, kInt32Max); ms && *ms > 0) {
+    params.time_limit_after_newline = std::chrono::milliseconds(*ms);
+  }
+  in.integer("t_max_prompt_ms", -1, kInt32Max);
   return params;
 }
 
@@ -413,26 +419,80 @@ std::expected<CompletionRequest, ApiError> parse_completion_request(std::string_
   });
 }
 
+namespace {
+
+// The fields /completion and /infill share; the prompt is each endpoint's own.
+NativeCompletionRequest parse_native_fields(const FieldReader& in, const ParseOptions& options) {
+  NativeCompletionRequest request;
+  request.completion.params = parse_common(in, options);
+  if (auto n = in.integer("n_probs", 0, scheduler::kMaxTopLogprobs)) request.n_probs = static_cast<std::int32_t>(*n);
+  request.return_tokens = in.boolean("return_tokens").value_or(false);
+  if (auto slot = in.integer("id_slot", -1, kInt32Max)) request.id_slot = static_cast<std::int32_t>(*slot);
+  // The sampler order llama-server lets a request choose: accepted when well formed (names, or
+  // their one-letter codes in a string); prefixd's chain keeps its own order.
+  if (const ordered_json* samplers = in.find("samplers")) {
+    const bool names = samplers->is_array() && std::ranges::all_of(*samplers, [](const ordered_json& v) { return v.is_string(); });
+    if (!names && !samplers->is_string()) reject("samplers", "'samplers' must be an array of sampler names or a string");
+  }
+  // The generated tokens' ids come with their log-probabilities (and n_probs alternatives).
+  if (request.n_probs > 0 || request.return_tokens) request.completion.params.logprobs = request.n_probs;
+  return request;
+}
+
+std::string optional_text(const FieldReader& in, std::string_view name) {
+  const ordered_json* value = in.find(name);
+  if (!value) return {};
+  if (!value->is_string()) reject(std::string(name), std::format("'{}' must be a string", name));
+  return value->get<std::string>();
+}
+
+}  // namespace
+
 std::expected<NativeCompletionRequest, ApiError> parse_native_completion_request(std::string_view body,
                                                                                  const ParseOptions& options) {
   auto root = parse_json_object(body, options.max_json_nodes);
   if (!root) return std::unexpected(root.error());
   return guarded([&] {
     const FieldReader in(*root);
-    NativeCompletionRequest request;
-    request.completion.params = parse_common(in, options);
-    if (auto n = in.integer("n_probs", 0, scheduler::kMaxTopLogprobs)) request.n_probs = static_cast<std::int32_t>(*n);
-    request.return_tokens = in.boolean("return_tokens").value_or(false);
-    if (auto slot = in.integer("id_slot", -1, kInt32Max)) request.id_slot = static_cast<std::int32_t>(*slot);
-    // The sampler order llama-server lets a request choose: accepted when well formed (names, or
-    // their one-letter codes in a string); prefixd's chain keeps its own order.
-    if (const ordered_json* samplers = in.find("samplers")) {
-      const bool names = samplers->is_array() && std::ranges::all_of(*samplers, [](const ordered_json& v) { return v.is_string(); });
-      if (!names && !samplers->is_string()) reject("samplers", "'samplers' must be an array of sampler names or a string");
-    }
-    // The generated tokens' ids come with their log-probabilities (and n_probs alternatives).
-    if (request.n_probs > 0 || request.return_tokens) request.completion.params.logprobs = request.n_probs;
+    NativeCompletionRequest request = parse_native_fields(in, options);
     request.completion.prompt = parse_prompt(in, options);
+    return request;
+  });
+}
+
+std::expected<InfillRequest, ApiError> parse_infill_request(std::string_view body, const ParseOptions& options) {
+  auto root = parse_json_object(body, options.max_json_nodes);
+  if (!root) return std::unexpected(root.error());
+  return guarded([&] {
+    const FieldReader in(*root);
+    InfillRequest request{.native = parse_native_fields(in, options)};
+    request.input_prefix = optional_text(in, "input_prefix");
+    request.input_suffix = optional_text(in, "input_suffix");
+    // `prompt` continues the prefix at the cursor: text, or token ids; absent or empty is none.
+    if (const ordered_json* prompt = in.find("prompt")) {
+      if (prompt->is_string()) {
+        request.prompt = prompt->get<std::string>();
+      } else if (prompt->is_array() && !prompt->empty() && prompt->front().is_number()) {
+        request.prompt = parse_token_ids(*prompt, options);
+      } else if (!(prompt->is_array() && prompt->empty())) {
+        reject("prompt", "'prompt' must be a string or an array of token ids");
+      }
+    }
+    if (const ordered_json* extra = in.find("input_extra")) {
+      if (!extra->is_array()) reject("input_extra", "'input_extra' must be an array of {\"filename\": string, \"text\": string}");
+      for (std::size_t i = 0; i < extra->size(); ++i) {
+        const std::string param = std::format("input_extra[{}]", i);
+        const ordered_json& chunk = (*extra)[i];
+        if (!chunk.is_object()) reject(param, std::format("'{}' must be an object with a 'text' string", param));
+        const FieldReader fields(chunk);
+        const ordered_json* text = fields.find("text");
+        if (!text || !text->is_string()) reject(param + ".text", std::format("'{}.text' must be a string", param));
+        const ordered_json* filename = fields.find("filename");
+        if (filename && !filename->is_string()) reject(param + ".filename", std::format("'{}.filename' must be a string", param));
+        request.input_extra.push_back({.filename = filename ? filename->get<std::string>() : std::string("tmp"),
+                                       .text = text->get<std::string>()});
+      }
+    }
     return request;
   });
 }

@@ -54,4 +54,19 @@ struct NativeCompletionRequest {
 std::expected<NativeCompletionRequest, ApiError> parse_native_completion_request(std::string_view body,
                                                                                  const ParseOptions& options);
 
+// llama-server's POST /infill: the native fields and the text around the cursor. Its prompt is
+// assembled from these (native/infill_prompt.h); `native.completion.prompt` stays unset.
+struct InfillChunk {
+  std::string filename;  // "tmp" when the chunk names none, as llama-server labels it
+  std::string text;
+};
+struct InfillRequest {
+  NativeCompletionRequest native;
+  std::string input_prefix;                   // the text before the cursor
+  std::string input_suffix;                   // the text after it
+  std::variant<std::string, TokenPrompt> prompt;  // continues the prefix at the cursor; may be empty
+  std::vector<InfillChunk> input_extra;       // other files' text, oldest first
+};
+std::expected<InfillRequest, ApiError> parse_infill_request(std::string_view body, const ParseOptions& options);
+
 }  // namespace prefixd::api

@@ -266,6 +266,7 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::finish(cons
   out.sampling = params.sampling;
   out.max_tokens = params.max_tokens;
   out.stop = params.stop;
+  out.time_limit_after_newline = params.time_limit_after_newline;
   out.logprobs = params.logprobs;
   out.speculative = params.speculative;
   out.cache.enabled = params.cache.enabled;
