@@ -31,6 +31,7 @@ struct CacheFields {
   // cache_salt: requests with different salts never share K/V (within the caller's tenant, whose id
   // is a namespace field of its own). nullopt when absent; never empty.
   std::optional<std::string> salt;
+  std::int32_t shift_reuse_min = -1;  // n_cache_reuse; -1: the server's --cache-reuse
 };
 
 // What /v1/chat/completions and /v1/completions have in common.

@@ -27,10 +27,14 @@ std::unique_ptr<httplib::Client> connect(const ClientTarget& target, std::chrono
 
 }  // namespace
 
-CompletionResult BenchClient::stream(const std::string& path, nlohmann::json body, int cancel_after_reads) const {
+CompletionResult BenchClient::stream(const std::string& path, nlohmann::json body, int cancel_after_reads,
+                                     std::chrono::milliseconds give_up_after) const {
   body["stream"] = true;
   const std::string payload = body.dump();
+  const bool gives_up = give_up_after.count() > 0;
+  // A read that waits past the deadline ends the request; so does a piece that arrives after it.
   auto client = connect(target_, read_timeout_);
+  if (gives_up) client->set_read_timeout(give_up_after);
   StreamReader reader;
   std::string raw;  // kept for error bodies, which are plain JSON rather than a stream
   double ttft_ms = -1;
@@ -55,6 +59,10 @@ CompletionResult BenchClient::stream(const std::string& path, nlohmann::json bod
                               hung_up = true;
                               return false;  // httplib closes the connection
                             }
+                            if (gives_up && !reader.done() && ms_since(t0) > static_cast<double>(give_up_after.count())) {
+                              hung_up = true;
+                              return false;
+                            }
                             return true;
                           });
   const double total_ms = ms_since(t0);
@@ -64,6 +72,10 @@ CompletionResult BenchClient::stream(const std::string& path, nlohmann::json bod
   result.piece_ms = std::move(piece_ms);
   if (hung_up && !res && res.error() == httplib::Error::Canceled) {
     result.cancelled = true;
+    return result;
+  }
+  if (gives_up && !res && res.error() == httplib::Error::Read && !reader.done()) {
+    result.cancelled = true;  // the deadline passed while waiting for the next bytes
     return result;
   }
   if (!res) {

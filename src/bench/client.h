@@ -44,7 +44,11 @@ class BenchClient {
   // Never throws for HTTP-level failures: they land in CompletionResult::error.
   // `cancel_after_reads` > 0: the client hangs up after that many reads once the first token has
   // arrived, as a user who stops a reply does (CompletionResult::cancelled, no error).
-  CompletionResult stream(const std::string& path, nlohmann::json body, int cancel_after_reads = 0) const;
+  // `give_up_after` > 0: the client hangs up when the reply has not ended that long after it was
+  // sent, whether or not anything came (CompletionResult::cancelled), as an editor drops a
+  // completion the user typed past.
+  CompletionResult stream(const std::string& path, nlohmann::json body, int cancel_after_reads = 0,
+                          std::chrono::milliseconds give_up_after = std::chrono::milliseconds(0)) const;
   // POSTs `body` with "stream": false and reads the whole answer (text, finish reason, usage,
   // prompt_cache, timings). Never throws for HTTP-level failures.
   CompletionResult complete(const std::string& path, nlohmann::json body) const;

@@ -347,7 +347,8 @@ nlohmann::json run_workload(const Target& target, const Workload& w, const RunCo
           history = conversation_tokens(client, through_reply(sent[c], replies[c].tool_calls, replies[c].text), step.tools);
         }
         const double sent_s = step.continues >= 0 ? seconds_since(origin) : start_s;
-        const auto r = client.stream(step_path(turn), step_body(turn, {.max_tokens = step.max_tokens, .session = step.session}));
+        const auto r = client.stream(step_path(turn), step_body(turn, {.max_tokens = step.max_tokens, .session = step.session}),
+                                     0, std::chrono::milliseconds(static_cast<std::int64_t>(step.cancel_after_s * 1000)));
         sent[static_cast<std::size_t>(i)] = turn.messages;
         replies[static_cast<std::size_t>(i)] = r;
         records[static_cast<std::size_t>(i)] = request_record(i, step.arm, sent_s, r);

@@ -44,9 +44,21 @@ nlohmann::json completion_body(const std::string& prompt, const RequestOptions& 
   return body;
 }
 
-const char* step_path(const Step& step) { return step.prompt.empty() ? "/v1/chat/completions" : "/v1/completions"; }
+const char* step_path(const Step& step) {
+  if (!step.infill.is_null()) return "/infill";
+  return step.prompt.empty() ? "/v1/chat/completions" : "/v1/completions";
+}
 
 nlohmann::json step_body(const Step& step, const RequestOptions& options) {
+  if (!step.infill.is_null()) {
+    // llama-server's native fields: greedy, streamed, n_predict for max_tokens.
+    nlohmann::json body = step.infill;
+    body["n_predict"] = options.max_tokens;
+    body["temperature"] = 0;
+    body["stream"] = true;
+    body["cache_prompt"] = options.cache_prompt;
+    return body;
+  }
   if (!step.prompt.empty()) {
     nlohmann::json body = completion_body(step.prompt, options);
     if (step.body_fields.is_object()) body.update(step.body_fields);
@@ -95,6 +107,7 @@ nlohmann::json request_record(int step, const std::string& arm, double start_s, 
     }
     j["itl_ms"] = std::move(gaps);
   }
+  if (r.cancelled) j["cancelled"] = true;
   if (!r.outcome.empty()) j["outcome"] = r.outcome;
   if (r.fed_tokens >= 0) j["fed_tokens"] = r.fed_tokens;
   if (!r.tier.empty()) j["tier"] = r.tier;

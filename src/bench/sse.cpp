@@ -74,6 +74,10 @@ void StreamReader::handle(const std::string& payload) {
     return;
   }
   read_report_fields(chunk, result_);
+  if (!chunk.contains("choices") && chunk.contains("stop")) {
+    handle_native(chunk);
+    return;
+  }
   const auto choices = chunk.find("choices");
   if (choices == chunk.end() || !choices->is_array() || choices->empty()) return;
   const auto& choice = (*choices)[0];
@@ -101,6 +105,24 @@ void StreamReader::handle(const std::string& payload) {
   }
   if (!piece.empty() || called || finished) first_token_seen_ = true;
   if (!piece.empty() || called) ++pieces_;
+}
+
+void StreamReader::handle_native(const nlohmann::json& chunk) {
+  // llama-server's native stream (/completion, /infill): {"content", "stop": false} per piece, then
+  // the totals with "stop": true, and no [DONE].
+  std::string piece;
+  if (const auto content = chunk.find("content"); content != chunk.end() && content->is_string()) piece = *content;
+  const bool stop = chunk.value("stop", false);
+  result_.text += piece;
+  if (stop) {
+    done_ = true;
+    if (const auto type = chunk.find("stop_type"); type != chunk.end() && type->is_string()) result_.finish_reason = *type;
+    if (const auto n = chunk.find("tokens_predicted"); n != chunk.end() && n->is_number_integer()) result_.completion_tokens = *n;
+    if (const auto n = chunk.find("tokens_evaluated"); n != chunk.end() && n->is_number_integer()) result_.prompt_tokens = *n;
+  }
+  if (!first_token_seen_ && (!piece.empty() || stop)) result_.first_piece = piece;
+  if (!piece.empty() || stop) first_token_seen_ = true;
+  if (!piece.empty()) ++pieces_;
 }
 
 }  // namespace prefixd::bench

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <string>
+
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
 
@@ -39,6 +41,7 @@ class StreamReader {
 
  private:
   void handle(const std::string& payload);
+  void handle_native(const nlohmann::json& chunk);
 
   SseParser parser_;
   CompletionResult result_;

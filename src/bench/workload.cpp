@@ -20,7 +20,7 @@ const std::vector<std::string>& workload_names() {
   static const std::vector<std::string> kNames = {"resend", "agent", "multisession", "shared", "edit",
                                                   "restart", "grow", "thrash", "burst", "unique", "chat",
                                                   "prepared", "toolloop", "interleave", "gsp", "mqa", "multiturn",
-                                                  "preempt", "codeagent", "mooncake", "sweep-1", "sweep-2", "sweep-4", "sweep-8", "sweep-16", "sweep-32"};
+                                                  "preempt", "codeagent", "mooncake", "codecomplete", "sweep-1", "sweep-2", "sweep-4", "sweep-8", "sweep-16", "sweep-32"};
   return kNames;
 }
 
@@ -81,7 +81,7 @@ Workload make_workload(const std::string& name, const WorkloadParams& params) {
       {"prepared", make_prepared}, {"toolloop", make_toolloop}, {"interleave", make_interleave},
       {"gsp", make_gsp},       {"mqa", make_mqa},         {"multiturn", make_multiturn},
       {"preempt", make_preempt}, {"codeagent", make_codeagent},
-      {"mooncake", make_mooncake}};
+      {"mooncake", make_mooncake}, {"codecomplete", make_codecomplete}};
   Workload w;
   if (const auto it = kGenerators.find(name); it != kGenerators.end()) {
     w = it->second(params);

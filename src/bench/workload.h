@@ -20,6 +20,12 @@ struct Step {
                                // the prompt's first token is its own (no chat template in front)
   nlohmann::json tools;        // non-null: the chat request's `tools`
   nlohmann::json body_fields;  // non-null: an object of further chat body fields (tool_choice, ...)
+  // Non-null: not a chat but llama-server's POST /infill with these fields (input_prefix,
+  // input_suffix, input_extra, prompt, ...); max_tokens goes as n_predict.
+  nlohmann::json infill;
+  // > 0: the client hangs up when the reply has not ended this many seconds after it was sent, as
+  // an editor drops a completion the user typed past (CompletionResult::cancelled).
+  double cancel_after_s = 0;
   // >= 0: the next turn of an agent loop, whose messages depend on the server's reply to that
   // earlier step: its messages as sent, then the assistant's reply with its tool_calls, then one
   // tool message per call with `tool_result` (bench/next_turn.h). `messages` holds the turn's
@@ -154,6 +160,10 @@ Workload make_codeagent(const WorkloadParams& params);
 // The first 187 requests of the Mooncake conversation trace, one at a time
 // (bench/workload_mooncake.cpp).
 Workload make_mooncake(const WorkloadParams& params);
+// An editor's code completion: a cursor typing through files, /infill every few keystrokes with a
+// rotating ring of other files' chunks, most requests dropped as the user types on
+// (bench/workload_codecomplete.cpp).
+Workload make_codecomplete(const WorkloadParams& params);
 Workload make_sweep(const WorkloadParams& params, int clients);
 // A cache hit arriving while a long cold prefill holds the memory it needs (bench/workload_preempt.cpp).
 Workload make_preempt(const WorkloadParams& params);

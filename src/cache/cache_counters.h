@@ -26,12 +26,17 @@ struct CacheCounters {
       scoped.disk_hits += 1;
     }
     if (got.tier == Tier::remote) scoped.remote_hits += 1;
-    if (got.reused > 0) {
+    if (got.shifted > 0) {
+      totals.tokens_shifted += got.shifted;
+      totals.shifted_requests += 1;
+    }
+    const std::int32_t exact = got.reused - got.shifted;
+    if (exact > 0) {
       totals.hits += 1;
-      totals.tokens_reused += got.reused;
-      totals.tokens_reused_by_tier[static_cast<size_t>(got.tier)] += got.reused;
+      totals.tokens_reused += exact;
+      totals.tokens_reused_by_tier[static_cast<size_t>(got.tier)] += exact;
       scoped.hits += 1;
-      scoped.tokens_reused += got.reused;
+      scoped.tokens_reused += exact;
     } else {
       totals.misses += 1;
       scoped.misses += 1;

@@ -38,6 +38,11 @@ struct CacheConfig {
   bool enabled = true;
   std::int32_t min_prefix = 16;           // one block: adopting it costs less than computing it
   bool apc_enabled = true;                // allow partial matches (shorter than the stored entry)
+  // --cache-reuse: past the longest exact prefix, chunks of at least this many prompt tokens that
+  // a device entry holds later in its sequence are moved to their positions in the prompt (their
+  // keys re-rotated) instead of computed. 0: off. Gives up exactness (Acquisition::shifted); only
+  // where the engine can shift and the family is dense.
+  std::int32_t shift_reuse_min = 0;
   std::int32_t block_size = 16;           // tokens per hashed block
   HashAlgorithm hash = HashAlgorithm::blake3;
   std::int32_t host_segment_tokens = 256; // host-tier unit; a multiple of block_size
@@ -127,6 +132,8 @@ struct RequestKey {
   std::vector<RetainAsk> retain;
   // Ranges of the prompt computed in one piece (images); sorted, non-overlapping.
   std::vector<UnbrokenSpan> unbroken;
+  // The request's n_cache_reuse: -1 the server's CacheConfig::shift_reuse_min, 0 off, else its own.
+  std::int32_t shift_reuse_min = -1;
 };
 
 enum class Outcome { cold, hit_extend, hit_restore, partial, bypass };
@@ -143,6 +150,7 @@ struct Acquisition {
   Tier tier = Tier::none;
   bool in_session = false;
   bool waiting = false;      // another running request is computing a longer prefix: see RequestLife::take_resolved
+  std::int32_t shifted = 0;  // of `reused`, moved from later positions of a device entry (shift_reuse_min)
 };
 
 struct Resolved {
@@ -176,6 +184,10 @@ struct CacheStats {
   std::int64_t misses = 0;
   std::int64_t tokens_reused = 0;
   std::int64_t prompt_tokens = 0;  // of the requests that used the cache (not bypass): tokens_reused of them were served
+  // Prompt tokens moved from later positions of a cached sequence (--cache-reuse), apart from
+  // tokens_reused (exact prefixes), and the requests that took some.
+  std::int64_t tokens_shifted = 0;
+  std::int64_t shifted_requests = 0;
   // tokens_reused by the deepest tier that served part of each prefix (Acquisition::tier).
   std::array<std::int64_t, kTierCount> tokens_reused_by_tier{};
   std::array<std::int64_t, kOutcomeCount> outcomes{};  // by Outcome

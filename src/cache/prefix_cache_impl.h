@@ -118,6 +118,13 @@ class PrefixCache::Impl {
   std::int32_t reusable(const Ticket::State& ticket) const;
   Acquisition acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq, RemoteFetch* fetched);
   Acquisition bypass(const ScopeId& scope);
+  // Reuse by shifting (prefix_cache_shift.cpp). Before the exact prefix is adopted: the device
+  // entry whose chunks would give the request the most, locked whole so that making room keeps it
+  // (nullopt: the request shifts nothing). After: past what `got` reused exactly, its chunks moved
+  // into the lease's sequence; the lock goes and the budget is enforced again.
+  std::int32_t shift_min_chunk(const Lease& lease) const;
+  std::optional<EntryId> reserve_shift_donor(const Lease& lease);
+  Acquisition shift_into(Lease& lease, Acquisition got, std::optional<EntryId> reserved);
   void advance(SeqId seq, std::int32_t computed);
   std::int32_t next_stop(SeqId seq) const;
   std::vector<Resolved> poll();

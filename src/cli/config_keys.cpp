@@ -79,6 +79,7 @@ constexpr std::array kKeys{
     ConfigKey{"no-cache-prompt", cache},
     ConfigKey{"prompt-cache-enabled", cache},
     ConfigKey{"prompt-cache-min-prefix", cache},
+    ConfigKey{"cache-reuse", cache},
     ConfigKey{"prompt-cache-capacity-bytes", cache},
     ConfigKey{"prompt-cache-max-entries", cache},
     ConfigKey{"prompt-cache-ttl", cache},

@@ -250,6 +250,18 @@ int run_serve(ServeOptions& o) {
                large_blocks_mapped ? "blocks of 128 KiB or more mapped apart"
                                    : "glibc's adaptive mmap threshold (layers on a GPU)",
                kLargeBodyBytes >> 10);
+  if (cache.shift_reuse_min > 0) {
+    if (!cache_on) throw std::runtime_error("--cache-reuse needs the prompt cache: drop --no-cache-prompt");
+    if (!model->can_shift() || model->model().family != engine::ModelFamily::dense) {
+      throw std::runtime_error(std::format(
+          "--cache-reuse moves cached K/V to other positions, which this model ({} memory) cannot do: its memory is "
+          "recurrent, hybrid, a sliding window or M-RoPE; run it without --cache-reuse",
+          engine::family_name(model->model().family)));
+    }
+    spdlog::info("cache: reuse by shifting chunks of {} tokens or more (--cache-reuse): answers from moved K/V are "
+                 "not those of a cold run",
+                 cache.shift_reuse_min);
+  }
   if (o.device_cells >= 0) cache.device_cells = o.device_cells;  // else the backend's default
   cache.compaction = cache::parse_compaction(o.compaction);
   if (o.prefill_packing == "on") o.scheduler.prefill_packing = scheduler::PrefillPacking::on;
@@ -437,6 +449,12 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
       ->envname("PREFIXD_NO_CACHE_PROMPT");
   cmd->add_option("--prompt-cache-enabled", o->cache_enabled, "Reuse K/V of earlier prompts (true/false)")
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_ENABLED");
+  cmd->add_option("--cache-reuse", o->scheduler.cache.shift_reuse_min,
+                  "Past the longest exact prefix, move chunks of at least this many tokens that a cached sequence holds "
+                  "later on instead of computing them (0: off). Not exact: moved keys are re-rotated, not recomputed")
+      ->envname("PREFIXD_CACHE_REUSE")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--prompt-cache-min-prefix", o->scheduler.cache.min_prefix, "Shortest match worth adopting (tokens)")
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_MIN_PREFIX")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--prompt-cache-capacity-bytes", o->cache_capacity_bytes,

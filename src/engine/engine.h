@@ -152,6 +152,15 @@ class Engine {
   // Returns false when the memory cannot drop a partial range (recurrent state).
   virtual bool remove_sequence(SeqId seq, Pos p0 = 0, Pos p1 = -1) = 0;
   virtual PosRange sequence_positions(SeqId seq) const = 0;
+  // Whether K/V cells can be moved to other positions (RoPE attention memory: libllama re-rotates
+  // their keys at the next decode). Not for recurrent state, M-RoPE or a window cache that drops
+  // cells.
+  virtual bool can_shift() const { return false; }
+  // Adds `delta` to the positions of `seq`'s cells in [p0, p1). Every sequence that shares one of
+  // those cells sees it move: shift only cells `seq` alone owns. False (nothing moved) when the
+  // memory cannot shift. The moved keys are rotated, not recomputed: what attends to them is close
+  // to, not equal to, what a cold run computes.
+  virtual bool shift_sequence(SeqId /*seq*/, Pos /*p0*/, Pos /*p1*/, Pos /*delta*/) { return false; }
   virtual void clear() = 0;
 
   // Serialized state of one sequence (its K/V cells or recurrent state), restorable into any

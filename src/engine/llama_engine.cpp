@@ -258,6 +258,14 @@ class LlamaEngine final : public Engine {
 
   bool remove_sequence(SeqId seq, Pos p0, Pos p1) override { return llama_memory_seq_rm(memory(), seq, p0, p1); }
 
+  bool can_shift() const override { return llama_memory_can_shift(memory()); }
+
+  bool shift_sequence(SeqId seq, Pos p0, Pos p1, Pos delta) override {
+    if (!llama_memory_can_shift(memory())) return false;
+    llama_memory_seq_add(memory(), seq, p0, p1, delta);
+    return true;
+  }
+
   PosRange sequence_positions(SeqId seq) const override {
     return {llama_memory_seq_pos_min(memory(), seq), llama_memory_seq_pos_max(memory(), seq)};
   }

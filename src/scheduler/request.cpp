@@ -9,7 +9,8 @@ cache::RequestKey cache_key(const CacheOptions& options) {
                            .scope = options.scope,
                            .shared_prefix = options.shared_prefix,
                            .retain = options.retain,
-                           .unbroken = options.unbroken};
+                           .unbroken = options.unbroken,
+                           .shift_reuse_min = options.shift_reuse_min};
 }
 
 const char* finish_reason_name(FinishReason reason) {

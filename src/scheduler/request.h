@@ -46,6 +46,8 @@ struct CacheOptions {
   std::vector<cache::RetainAsk> retain;
   // The prompt's images: ranges computed in one piece (GenerationRequest::images).
   std::vector<cache::UnbrokenSpan> unbroken;
+  // n_cache_reuse: -1 the server's --cache-reuse, 0 off, else the shortest chunk worth shifting.
+  std::int32_t shift_reuse_min = -1;
 };
 
 // Who a request is to the prompt cache: the one place a cache::RequestKey is made from a request.
@@ -141,6 +143,9 @@ struct CacheReport {
   // was admitted (what /metrics sums in prefixd_prefill_seconds_saved_total).
   double seconds_saved = 0;
   std::optional<DraftCacheReport> draft;  // set when a draft model drafted for the request
+  // Of cached_tokens, those moved from later positions of a cached sequence (--cache-reuse): not
+  // the K/V a cold run computes.
+  std::int32_t shifted_tokens = 0;
 };
 
 struct Usage {

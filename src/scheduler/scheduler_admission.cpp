@@ -213,6 +213,7 @@ void Scheduler::Impl::apply(Active& a, const cache::Acquisition& got) {
   a.n_past = got.reused;
   CacheReport report{got.outcome, got.reused, a.n_prompt - got.reused, got.tier, got.in_session,
                      std::move(a.cache.changed_inputs)};
+  report.shifted_tokens = got.shifted;
   report.seconds_saved = seconds_per_prompt_token_ * got.reused;
   if (!got.waiting && got.outcome != cache::Outcome::bypass) {
     std::lock_guard lock(mutex_);

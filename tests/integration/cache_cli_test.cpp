@@ -2,15 +2,12 @@
 // byte and removes it only when told, gc trims below the limit with files a server still accepts,
 // and bad input is an error on stderr with a non-zero exit status.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "cache/disk_directory.h"
 #include "cache/disk_store.h"
+#include "server_process.h"
 #include "support/disk_fixtures.h"
 
 namespace prefixd::testing {
@@ -22,24 +19,10 @@ using cache::Record;
 
 const Digest kModel = test_digest(0x31, 1);
 
-struct CommandResult {
-  int status = -1;
-  std::string output;
-};
-
 // Runs `[ENV] prefixd cache ARGS` through the shell; `stderr_only` keeps only what it wrote to
 // stderr, else both streams.
 CommandResult prefixd_cache(const std::string& args, bool stderr_only = false, const std::string& env = "") {
-  const std::string command =
-      env + " " + PREFIXD_BINARY + " cache " + args + (stderr_only ? " 2>&1 >/dev/null" : " 2>&1");
-  CommandResult run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buffer{};
-  while (const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) run.output.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+  return run_shell(env + " " + PREFIXD_BINARY + " cache " + args + (stderr_only ? " 2>&1 >/dev/null" : " 2>&1"));
 }
 
 std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }

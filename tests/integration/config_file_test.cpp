@@ -3,11 +3,9 @@
 // unknown key stops the server before it loads the model, `config init` writes a file that loads
 // and changes nothing, and `config print` says where each setting came from.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <array>
 #include <cstdlib>
-#include <cstdio>
 #include <fstream>
 
 #include "server_process.h"
@@ -16,24 +14,11 @@
 namespace prefixd::testing {
 namespace {
 
-struct CommandResult {
-  int status = -1;
-  std::string output;
-};
-
 // Runs `prefixd ARGS` with only `env` (NAME=VALUE words) in its environment; stdout, plus stderr
 // unless `stdout_only`.
 CommandResult prefixd(const std::string& args, const std::string& env = "", bool stdout_only = false) {
-  const std::string command = "env -i PATH=/usr/bin:/bin HOME=/tmp PREFIXD_MODEL_FINGERPRINT_CACHE=off " + env + " " +
-                              PREFIXD_BINARY + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
-  CommandResult run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buffer{};
-  while (const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) run.output.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+  return run_shell("env -i PATH=/usr/bin:/bin HOME=/tmp PREFIXD_MODEL_FINGERPRINT_CACHE=off " + env + " " + PREFIXD_BINARY + " " +
+                   args + (stdout_only ? " 2>/dev/null" : " 2>&1"));
 }
 
 std::string served_model_id(const ServerProcess& server) {

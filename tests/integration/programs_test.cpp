@@ -2,10 +2,8 @@
 // says where a command that moved went; `prefixd-bench` has the benchmark client's commands and
 // starts the `prefixd` beside it; `prefixd-mkmodel` writes a model from its own options.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -13,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "server_process.h"
 #include "support/disk_fixtures.h"
 
 namespace prefixd::testing {
@@ -20,22 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CommandResult {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
-
-CommandResult run(const std::string& program, const std::string& args) {
-  const std::string command = program + " " + args + " 2>&1";
-  CommandResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer{};
-  while (const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) result.output.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+// stdout and stderr together.
+CommandResult run(const std::string& program, const std::string& args) { return run_shell(program + " " + args + " 2>&1"); }
 
 // The names CLI11's help lists under SUBCOMMANDS.
 std::set<std::string> subcommands_in_help(const std::string& help) {

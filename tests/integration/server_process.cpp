@@ -1,8 +1,11 @@
 #include "server_process.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
@@ -164,6 +167,17 @@ std::vector<std::pair<std::string, nlohmann::json>> sse_events(const std::string
     if (line.starts_with("data: ")) out.emplace_back(name, nlohmann::json::parse(line.substr(6), nullptr, false));
   }
   return out;
+}
+
+CommandResult run_shell(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer{};
+  while (const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) result.output.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
 }
 
 }  // namespace prefixd::testing

@@ -75,4 +75,12 @@ std::vector<std::pair<std::string, nlohmann::json>> sse_events(const std::string
 // A metric's value from GET /metrics text; -1 when absent.
 double metric_value(const std::string& metrics_text, const std::string& name);
 
+// A shell command's exit status (-1 when it did not exit normally) and what it wrote to stdout
+// (and to stderr where the command redirects it there).
+struct CommandResult {
+  int status = -1;
+  std::string output;
+};
+CommandResult run_shell(const std::string& command);
+
 }  // namespace prefixd::testing

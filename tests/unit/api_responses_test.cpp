@@ -103,7 +103,7 @@ TEST(ApiResponses, ChatCompletionBody) {
   EXPECT_EQ(body["usage"]["completion_tokens"], 4);
   EXPECT_EQ(body["usage"]["total_tokens"], 16);
   EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
-  EXPECT_EQ(body["prompt_cache"], json({{"outcome", "hit_extend"}, {"cached_tokens", 8}, {"fed_tokens", 4},
+  EXPECT_EQ(body["prompt_cache"], json({{"outcome", "hit_extend"}, {"cached_tokens", 8}, {"fed_tokens", 4}, {"shifted_tokens", 0},
                                         {"tier", "device"}, {"scope", "in_session"}, {"seconds_saved", 0.25}}));
   EXPECT_DOUBLE_EQ(body["timings"]["prompt_ms"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(body["timings"]["prompt_per_second"].get<double>(), 2000.0);  // 4 fed tokens in 2 ms

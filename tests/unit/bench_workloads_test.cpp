@@ -29,6 +29,7 @@ std::string dump(const Workload& w) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& s : w.steps) {
     j.push_back({s.arm, s.session, s.messages, s.prompt, s.max_tokens, s.after, s.barrier, s.restart_before, s.arrival_s});
+    if (!s.infill.is_null()) j.push_back({s.infill, s.cancel_after_s});
   }
   return j.dump();
 }
@@ -64,6 +65,7 @@ std::uint64_t fingerprint(const Workload& w) {
     if (s.arrival_s >= 0) step.push_back(s.arrival_s);
     if (s.started >= 0) step.push_back({s.started, s.start_delay_s});
     if (s.after_delay_s > 0) step.push_back({"after_delay", s.after_delay_s});
+    if (!s.infill.is_null()) step.push_back({"infill", s.infill, s.cancel_after_s});
     steps.push_back(std::move(step));
   }
   nlohmann::json arms = nlohmann::json::array();
@@ -125,6 +127,8 @@ TEST(BenchWorkloads, GeneratedTrafficIsPinned) {
       {"codeagent x0.5", {1958, 0xf27521856c518c95ull}},
       {"mooncake x1", {187, 0x683abc7fe660d00dull}},
       {"mooncake x0.5", {187, 0xd43046b5ea494215ull}},
+      {"codecomplete x1", {188, 0x4e560fb456ab8054ull}},
+      {"codecomplete x0.5", {102, 0xb50d83b37748e676ull}},
       {"preempt x1", {15, 0x5351c3e3e65089efull}},
       {"preempt x0.5", {15, 0x09e2bb81d4ab92deull}},
       {"sweep-1 x1", {3, 0x6a30f9f521d230c1ull}},
@@ -231,6 +235,48 @@ TEST(BenchWorkloads, MultiSessionInterleavesSixteenSessionsInOrder) {
     EXPECT_LE(n, 8) << session;
   }
   EXPECT_TRUE(interleaved);
+}
+
+// The editor's session: every step an /infill of one editor, most dropped 50 ms after they are
+// sent, the last of each typed line waited for; the ring of other files' chunks grows to its size,
+// then rotates at each file switch (its first chunk changes), and the cursor's own text changes
+// only where the user typed.
+TEST(BenchWorkloads, CodeCompleteTypesThroughFilesWithARotatingRing) {
+  const Workload w = make_workload("codecomplete", params());
+  EXPECT_EQ(w.parallel, 1);
+  int pauses = 0;
+  int rotations = 0;
+  std::size_t largest_ring = 0;
+  for (std::size_t i = 0; i < w.steps.size(); ++i) {
+    const Step& s = w.steps[i];
+    ASSERT_FALSE(s.infill.is_null()) << i;
+    EXPECT_STREQ(step_path(s), "/infill");
+    const nlohmann::json body = step_body(s, {.max_tokens = s.max_tokens});
+    EXPECT_EQ(body["n_predict"], 8);
+    EXPECT_EQ(body["stream"], true);
+    EXPECT_TRUE(body["input_prefix"].is_string() && body["input_suffix"].is_string() && body["prompt"].is_string());
+    const bool pause = s.arm == std::string("pause at the end of a line");
+    pauses += pause ? 1 : 0;
+    EXPECT_EQ(s.cancel_after_s, pause ? 0.0 : 0.05) << i;
+    largest_ring = std::max(largest_ring, s.infill["input_extra"].size());
+    if (i > 0) {
+      const nlohmann::json& before = w.steps[i - 1].infill["input_extra"];
+      const nlohmann::json& now = s.infill["input_extra"];
+      if (before.size() == now.size() && before != now) {
+        EXPECT_NE(before[0], now[0]) << "a full ring drops its oldest chunk";
+        EXPECT_EQ(now[now.size() - 2], before.back()) << "and the newest comes last";
+        ++rotations;
+      }
+      if (before == now && w.steps[i - 1].infill["input_prefix"] == s.infill["input_prefix"] && !pause) {
+        const std::string typed = s.infill["prompt"];
+        EXPECT_TRUE(typed.starts_with(w.steps[i - 1].infill["prompt"].get<std::string>())) << "typing extends the line";
+      }
+    }
+  }
+  EXPECT_EQ(pauses, 12) << "two lines in each of six visits";
+  EXPECT_EQ(largest_ring, 6u);
+  EXPECT_GE(rotations, 3);
+  EXPECT_GE(w.ctx_size, 2048 + 16 + 6 * 40 * 8) << "llama-server keeps other files' chunks only past its window";
 }
 
 TEST(BenchWorkloads, CodeAgentReplaysEveryTracedCallInItsSessionsOrder) {

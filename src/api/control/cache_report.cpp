@@ -125,6 +125,7 @@ nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, const engine
       {"misses", s.misses},
       {"tokens_reused", s.tokens_reused},
       {"prompt_tokens", s.prompt_tokens},
+      {"shifted", {{"tokens", s.tokens_shifted}, {"requests", s.shifted_requests}}},
       {"outcomes", outcomes_json(s)},
       {"inflight_shares", s.inflight_shares},
       {"evictions", {{"lru", s.evictions_lru}, {"ttl", s.evictions_ttl}, {"capacity", s.evictions_capacity},
@@ -194,6 +195,12 @@ void add_cache_metrics(metrics::Registry& m, const cache::CacheStats& s) {
   m.counter("prefixd_prompt_cache_misses_total", "Cache-enabled requests that found no reusable prefix.",
            s.misses);
   m.counter("prefixd_prompt_cache_prefix_tokens_reused_total", "Prompt tokens taken from the cache instead of computed.", s.tokens_reused);
+  m.counter("prefixd_prompt_cache_shifted_tokens_total",
+            "Prompt tokens moved from later positions of a cached sequence (--cache-reuse), not computed; apart from "
+            "the exact prefix tokens reused.",
+            s.tokens_shifted);
+  m.counter("prefixd_prompt_cache_shifted_requests_total", "Requests that took tokens by shifting (--cache-reuse).",
+            s.shifted_requests);
   // The prefix cache in the units the field's servers report it in: tokens queried and hit.
   m.counter("prefixd_prefix_cache_queries_total",
             "Prompt tokens of requests that looked up the prefix cache (the field's prefix_cache_queries).", s.prompt_tokens);

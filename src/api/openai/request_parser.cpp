@@ -100,6 +100,15 @@ CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
     params.time_limit_after_newline = std::chrono::milliseconds(*ms);
   }
   in.integer("t_max_prompt_ms", -1, kInt32Max);
+  // llama.cpp's n_cache_reuse: the shortest chunk worth moving from later in a cached sequence
+  // (0: none for this request); absent: the server's --cache-reuse.
+  if (auto n = in.integer("n_cache_reuse", 0, kInt32Max)) {
+    if (*n > 0 && !options.shift_reuse) {
+      reject("n_cache_reuse", "this server cannot reuse K/V by shifting it: the prompt cache is off, or the model's "
+                              "memory cannot move cells (recurrent, hybrid, sliding-window or M-RoPE models)");
+    }
+    params.cache.shift_reuse_min = static_cast<std::int32_t>(*n);
+  }
   return params;
 }
 

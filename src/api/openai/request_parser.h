@@ -30,6 +30,9 @@ struct ParseOptions {
   std::uint32_t default_seed = engine::kRandomSeed;
   std::size_t max_json_nodes = kDefaultMaxJsonNodes;  // values a body may hold (--max-json-nodes)
   ImageLimits images;                    // image parts; none accepted without a vision projector
+  // Whether a request may ask for reuse by shifting (n_cache_reuse > 0): the cache is on and the
+  // model's K/V can be moved (a dense model on a memory that shifts).
+  bool shift_reuse = false;
 };
 
 // The body parsed, or why not: nested deeper than kMaxJsonDepth or holding more than `max_nodes`

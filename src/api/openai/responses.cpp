@@ -94,6 +94,7 @@ OrderedJson prompt_cache_json(const scheduler::CacheReport& report) {
   OrderedJson out = {{"outcome", cache::outcome_name(report.outcome)},
                      {"cached_tokens", report.cached_tokens},
                      {"fed_tokens", report.fed_tokens},
+                     {"shifted_tokens", report.shifted_tokens},
                      {"tier", null_if_empty(cache::tier_name(report.tier))},
                      {"scope", null_if_empty(hit ? (report.in_session ? "in_session" : "cross_session") : "")},
                      {"seconds_saved", report.seconds_saved}};

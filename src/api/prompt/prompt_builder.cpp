@@ -271,6 +271,7 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::finish(cons
   out.speculative = params.speculative;
   out.cache.enabled = params.cache.enabled;
   out.cache.session_key = params.cache.session_key;
+  out.cache.shift_reuse_min = params.cache.shift_reuse_min;
   // lora_id stays empty: prefixd loads no adapters.
   out.cache.prompt_inputs = std::move(inputs);
   out.cache.namespace_digest = namespace_digest(NamespaceFields{.model_id = model_key_,
