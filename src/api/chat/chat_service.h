@@ -140,6 +140,7 @@ class ChatService {
 
   const PromptBuilder& prompts() const { return prompts_; }
   const engine::Vocabulary& vocabulary() const { return engine_.vocab(); }
+  const engine::ModelInfo& model() const { return engine_.model(); }
   std::int32_t max_prompt_tokens() const { return scheduler_.max_prompt_tokens(); }
 
  private:

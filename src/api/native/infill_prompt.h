@@ -10,7 +10,7 @@
 // The window the text around the cursor must fit (kInfillWindow, llama-server's default logical
 // batch) takes at most three quarters of it from the end of the prefix and the rest, less the
 // prompt, from the start of the suffix; the extra chunks fill what the context leaves after the
-// window and twice the reply's limit, keeping their end (the most recent chunks).
+// window and twice the server's reply limit, keeping their end (the most recent chunks).
 #pragma once
 
 #include <cstdint>
@@ -39,7 +39,7 @@ struct InfillText {
 
 struct InfillBudget {
   std::int32_t context = 0;    // the longest prompt a request may have
-  std::int32_t max_tokens = -1;  // the reply's limit (-1: none), as n_predict counts it
+  std::int32_t max_tokens = -1;  // the server's reply limit (-1: none), as llama-server's -n counts it
 };
 
 // Tokenizes text as plain text: no special tokens parsed, none added.

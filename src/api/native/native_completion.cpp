@@ -1,5 +1,6 @@
 #include "api/native/native_completion.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <variant>
@@ -139,6 +140,13 @@ http::Response answer_native(ChatService& chats, const RouteContext& route, http
                       });
 }
 
+// The context the infill layout sizes other files' chunks by: the longest prompt, and no more than
+// the model was trained on (llama-server caps a slot's context there).
+std::int32_t infill_context(const ChatService& chats) {
+  const std::int32_t trained = chats.model().n_ctx_train;
+  return trained > 0 ? std::min(chats.max_prompt_tokens(), trained) : chats.max_prompt_tokens();
+}
+
 }  // namespace
 
 http::Response serve_native_completion(ChatService& chats, const RouteContext& route, http::Request& req) {
@@ -177,8 +185,9 @@ http::Response serve_infill(ChatService& chats, const RouteContext& route, http:
                                                       .suffix = parsed->input_suffix,
                                                       .prompt = prompt_tokens,
                                                       .extra = extra},
-                                           InfillBudget{.context = chats.max_prompt_tokens(),
-                                                        .max_tokens = native.completion.params.max_tokens});
+                                           // The server's reply limit, as llama-server sizes it (its -n,
+                                           // -1 unless set; prefixd has none), not the request's.
+                                           InfillBudget{.context = infill_context(chats), .max_tokens = -1});
   return answer_native(chats, route, req, std::move(native));
 }
 
