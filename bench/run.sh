@@ -38,9 +38,11 @@
 # - traces: public traces replayed A B B A on the default model. `codeagent`: 48 coding agents at
 #   once with the token shapes of SWE-bench trajectories, under memory pressure (their histories
 #   outgrow the context, and the host cache budget of both servers is BENCH_CODEAGENT_CACHE_MIB,
-#   default 256); `mooncake`: the first 187 requests of the Mooncake conversation trace. Writes
-#   bench/results/<stem>-codeagent.* and <stem>-mooncake.*, and their sections of docs/benchmarks.md
-#   (BENCH_DOCS).
+#   default 256); `mooncake`: the first 187 requests of the Mooncake conversation trace;
+#   `codecomplete`: an editor's /infill requests (llama.vscode's pattern), with llama-server and a
+#   second prefixd target both at --cache-reuse 256 beside prefixd's default. Writes
+#   bench/results/<stem>-codeagent.*, <stem>-mooncake.* and <stem>-codecomplete.*, and their sections
+#   of docs/benchmarks.md (BENCH_DOCS).
 # Extra arguments go to every `prefixd-bench compare` run as they are.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -109,13 +111,19 @@ if [[ $parts == *,traces,* ]]; then
   model=${MODEL:-models/default.gguf}
   [ -f "$model" ] || { echo "bench/run.sh: no model at $model (make model)" >&2; exit 2; }
   docs=${BENCH_DOCS-docs/benchmarks.md}
-  for workload in codeagent mooncake; do
+  for workload in codeagent mooncake codecomplete; do
     own_budget=("${budget[@]}")
     [ "$workload" = codeagent ] && own_budget=(--cache-mib "${BENCH_CODEAGENT_CACHE_MIB:-256}")
     args=(compare --model "$model" "${common[@]}" "${own_budget[@]}" --workloads "$workload" --interleave 2
           --name "$stem-$workload")
     [ -n "$docs" ] && args+=(--docs "$docs" --docs-section "$workload")
-    [ -n "${BENCH_LLAMA_ARGS:-}" ] && args+=(--llama-args "$BENCH_LLAMA_ARGS")
+    llama_args=${BENCH_LLAMA_ARGS:-}
+    if [ "$workload" = codecomplete ]; then
+      # The editors' guides run llama-server with --cache-reuse 256; prefixd runs with and without it.
+      llama_args="--cache-reuse 256${llama_args:+ $llama_args}"
+      args+=(--targets prefixd,prefixd-reuse,llama-server --variant "prefixd-reuse=--cache-reuse 256")
+    fi
+    [ -n "$llama_args" ] && args+=(--llama-args "$llama_args")
     run "${args[@]}" "$@"
   done
 fi

@@ -27,6 +27,7 @@
 #include "api/control/cache_control.h"
 #include "api/errors.h"
 #include "api/native/native_completion.h"
+#include "api/native/slots.h"
 #include "api/openai/chat_route.h"
 #include "api/openai/request_parser.h"
 #include "api/openai/responses.h"
@@ -46,6 +47,7 @@ constexpr std::string_view kResponsesPrefix = "/v1/responses/";
 // The control plane's operations live under this path (cache_control.h).
 constexpr std::string_view kCachePrefix = "/v1/cache/";
 constexpr std::string_view kModelPrefix = "/v1/models/";
+constexpr std::string_view kSlotPrefix = "/slots/";
 
 // Errors the transport answers by itself (malformed requests, size limits, shutdown).
 http::Response transport_error(int status, std::string_view message, std::string_view code) {
@@ -224,6 +226,13 @@ class HttpServer::Impl {
     get("/props", [this](http::Request&, std::string_view) {
       return props_answer(served_id_, engine_, prompts_.chat_template().source(), options_.slots);
     });
+    get("/slots", [this](http::Request& req, std::string_view) { return serve_slots(scheduler_, route_, slot_options(), req); });
+    t.add({.method = "POST",
+           .path = std::string(kSlotPrefix),
+           .handler = [this](http::Request& req, std::string_view id) {
+             return serve_slot_action(scheduler_, route_, slot_options(), req, id);
+           },
+           .match = PathMatch::prefix});
     post("/apply-template", [this](http::Request& req, std::string_view) {
       return answer_of(apply_template_answer(req.body, prompts_, parse_options_, scheduler_.max_prompt_tokens()));
     });
@@ -244,6 +253,10 @@ class HttpServer::Impl {
       if (op.post) post(std::string(kCachePrefix) + std::string(operation), handler);
     }
     return t;
+  }
+
+  SlotOptions slot_options() const {
+    return SlotOptions{.save_path = options_.slot_save_path, .context = engine_.context_size()};
   }
 
   static http::Response answer_of(const std::expected<nlohmann::json, ApiError>& answer) {

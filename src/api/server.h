@@ -45,6 +45,7 @@ struct ServerOptions {
   std::string webui_dir;                  // serve the UI's files from this folder; empty: the built-in ones
   bool cache_prompt_default = true;       // false: --no-cache-prompt, every request bypasses
   std::string artifact_dir;               // POST /v1/cache/save and /load; empty: off
+  std::string slot_save_path;             // --slot-save-path: /slots save and restore; empty: off
   bool allow_special_in_content = false;  // special-token strings in messages act as control tokens
   CacheIsolation cache_isolation = CacheIsolation::tenant;
   std::string cache_shared_prefix;        // text every session of a tenant shares (session isolation)

@@ -59,6 +59,7 @@ nlohmann::json chunk_of(const std::vector<std::string>& lines, int file, int aro
 Workload make_codecomplete(const WorkloadParams& p) {
   Workload w = named_workload("codecomplete", "Code completion in an editor (/infill)", "request", 1,
                               plain_arms({kPause, kTypedOn}));
+  w.latency = true;  // TTFT p50 and p99: what the user waits for at a pause
   const int line_tokens = scaled(kLineTokens, p.scale, 2);
   w.description = std::format(
       "One editor session, written from llama.vscode's request pattern: {} files of {} lines (about {} tokens a line); "

@@ -108,6 +108,7 @@ constexpr std::array kKeys{
     ConfigKey{"cache-disk-max-bytes", disk},
     ConfigKey{"cache-disk-queue-bytes", disk},
     ConfigKey{"cache-artifact-path", disk},
+    ConfigKey{"slot-save-path", disk},
 };
 
 constexpr std::array kSections{server, model, cache, disk};

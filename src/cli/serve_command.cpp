@@ -198,6 +198,11 @@ int run_serve(ServeOptions& o) {
   if (o.server.artifact_dir.empty() && !o.scheduler.cache.disk_path.empty()) {
     o.server.artifact_dir = (std::filesystem::path(o.scheduler.cache.disk_path) / "artifacts").string();
   }
+  if (!o.server.slot_save_path.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.server.slot_save_path, ec);
+    if (ec) throw std::runtime_error("--slot-save-path: cannot create " + o.server.slot_save_path + ": " + ec.message());
+  }
   if (!o.server.artifact_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.server.artifact_dir, ec);
@@ -568,6 +573,10 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
   cmd->add_option("--cache-remote-queue-bytes", o->scheduler.cache.remote_queue_bytes,
                   "Bytes waiting to be written to the shared tier; writes beyond it are dropped, never waited for")
       ->capture_default_str()->envname("PREFIXD_CACHE_REMOTE_QUEUE_BYTES");
+  cmd->add_option("--slot-save-path", o->server.slot_save_path,
+                  "Directory of the files POST /slots/{id}?action=save writes and action=restore reads (llama-server's "
+                  "flag); default: off")
+      ->envname("PREFIXD_SLOT_SAVE_PATH");
   cmd->add_option("--cache-artifact-path", o->server.artifact_dir,
                   "Directory of named artifacts (POST /v1/cache/save, /v1/cache/load); default: "
                   "<--cache-disk-path>/artifacts when a disk tier is set, else off")

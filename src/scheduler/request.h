@@ -60,6 +60,20 @@ struct SessionPrompt {
   std::vector<engine::Token> tokens;
 };
 
+// One of the n_slots sequences requests run in, as llama-server's /slots shows a slot: what runs
+// there now, and how many tokens the last request that ran there left to the cache.
+struct SlotState {
+  std::int32_t id = 0;
+  std::uint64_t task = 0;        // the running request's id; 0 when the slot is idle
+  bool processing = false;
+  std::int32_t prompt_tokens = 0;
+  std::int32_t computed = 0;     // prompt (and generated) positions in the slot's sequence
+  std::int32_t generated = 0;
+  std::int32_t max_new = 0;      // the most tokens the running request may still generate in all
+  bool speculative = false;      // it drafts
+  std::int32_t kept_tokens = 0;  // what the slot's last request left to the cache (0: nothing yet)
+};
+
 // Most alternatives a request may ask for with each generated token.
 inline constexpr std::int32_t kMaxTopLogprobs = 20;
 

@@ -1,5 +1,7 @@
 #include "scheduler/scheduler_impl.h"
 
+#include "cache/request_key.h"
+
 #include <algorithm>
 #include <future>
 #include <iterator>
@@ -136,6 +138,9 @@ cache::ResetReport Scheduler::Impl::reset_cache(const std::optional<cache::Scope
     if (drafter_ && scope) drafter_->cache().reset_scope(*scope);
     if (drafter_ && !scope) drafter_->cache().reset();
     sessions_.forget_kept(scope);
+    for (auto& kept : slot_kept_) {
+      if (kept && (!scope || kept->key.scope == *scope)) kept.reset();
+    }
     forget_outputs(scope);
   });
   return report;
@@ -149,6 +154,57 @@ std::expected<std::optional<SessionPrompt>, SubmitError> Scheduler::Impl::sessio
   std::optional<SessionPrompt> found;
   if (!run_on_thread([&] { found = sessions_.latest_kept(scope, session); })) return std::unexpected(SubmitError::shutting_down);
   return found;
+}
+
+std::expected<std::vector<SlotState>, SubmitError> Scheduler::Impl::slots() {
+  std::vector<SlotState> out;
+  const bool ran = run_on_thread([&] {
+    for (std::int32_t id = 0; id < options_.n_slots; ++id) {
+      SlotState slot{.id = id};
+      if (const auto& kept = slot_kept_[static_cast<std::size_t>(id)]) slot.kept_tokens = static_cast<std::int32_t>(kept->tokens.size());
+      for (const auto& a : active_) {
+        if (a->seq != id) continue;
+        slot.task = a->id;
+        slot.processing = !a->warming;
+        slot.prompt_tokens = a->n_prompt;
+        slot.computed = a->n_past;
+        slot.generated = a->generated;
+        slot.max_new = a->max_new;
+        slot.speculative = a->drafting.has_value();
+      }
+      out.push_back(slot);
+    }
+  });
+  if (!ran) return std::unexpected(SubmitError::shutting_down);
+  return out;
+}
+
+std::expected<std::optional<SessionPrompt>, SubmitError> Scheduler::Impl::slot_prompt(std::int32_t id) {
+  std::optional<SessionPrompt> found;
+  if (id < 0 || id >= options_.n_slots) return found;
+  if (!run_on_thread([&] { found = slot_kept_[static_cast<std::size_t>(id)]; })) return std::unexpected(SubmitError::shutting_down);
+  return found;
+}
+
+std::expected<std::int32_t, SubmitError> Scheduler::Impl::erase_slot(std::int32_t id) {
+  std::int32_t erased = 0;
+  if (id < 0 || id >= options_.n_slots) return erased;
+  const bool ran = run_on_thread([&] {
+    std::optional<SessionPrompt>& kept = slot_kept_[static_cast<std::size_t>(id)];
+    if (!kept) return;
+    // What another slot's last request shares with it stays: that slot did not ask to be erased.
+    std::int32_t shared = 0;
+    for (std::int32_t other = 0; other < options_.n_slots; ++other) {
+      const auto& theirs = slot_kept_[static_cast<std::size_t>(other)];
+      if (other == id || !theirs || theirs->key.namespace_digest != kept->key.namespace_digest) continue;
+      shared = std::max(shared, cache::common_prefix(theirs->tokens, kept->tokens));
+    }
+    cache_->forget(kept->key, kept->tokens, shared);
+    erased = static_cast<std::int32_t>(kept->tokens.size());
+    kept.reset();
+  });
+  if (!ran) return std::unexpected(SubmitError::shutting_down);
+  return erased;
 }
 
 std::unexpected<SubmitError> Scheduler::Impl::reject(SubmitError error) {
@@ -277,5 +333,15 @@ bool Scheduler::ask_cache(const std::function<void(cache::CacheAdmin&)>& operati
 std::expected<std::optional<SessionPrompt>, SubmitError> Scheduler::session_prompt(const cache::ScopeId& scope, const std::string& session) {
   return impl_->session_prompt(scope, session);
 }
+
+std::expected<std::vector<SlotState>, SubmitError> Scheduler::slots() { return impl_->slots(); }
+
+std::expected<std::optional<SessionPrompt>, SubmitError> Scheduler::slot_prompt(std::int32_t id) {
+  return impl_->slot_prompt(id);
+}
+
+std::expected<std::int32_t, SubmitError> Scheduler::erase_slot(std::int32_t id) { return impl_->erase_slot(id); }
+
+std::int32_t Scheduler::slot_count() const { return impl_->slot_count(); }
 
 }  // namespace prefixd::scheduler

@@ -202,6 +202,14 @@ class Scheduler {
   // The latest sequence `session` of `scope` left to the cache (its key and tokens; session_memory.h),
   // as the scheduler thread knows it; nullopt when none; shutting_down when the scheduler is stopping.
   std::expected<std::optional<SessionPrompt>, SubmitError> session_prompt(const cache::ScopeId& scope, const std::string& session);
+  // The slots (sequences [0, n_slots)) as the scheduler thread sees them.
+  std::expected<std::vector<SlotState>, SubmitError> slots();
+  // The sequence the last request that ran in slot `id` left to the cache; nullopt when none.
+  std::expected<std::optional<SessionPrompt>, SubmitError> slot_prompt(std::int32_t id);
+  // Forgets that sequence: the cache drops what it holds of it past the longest prefix another
+  // slot's last sequence shares (llama-server's slot erase). Returns the tokens it held (0: none).
+  std::expected<std::int32_t, SubmitError> erase_slot(std::int32_t id);
+  std::int32_t slot_count() const;
 
  private:
   class Impl;

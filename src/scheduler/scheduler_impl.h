@@ -53,6 +53,10 @@ class Scheduler::Impl {
   cache::ResetReport reset_cache(const std::optional<cache::ScopeId>& scope);
   bool ask_cache(const std::function<void(cache::CacheAdmin&)>& operation);
   std::expected<std::optional<SessionPrompt>, SubmitError> session_prompt(const cache::ScopeId& scope, const std::string& session);
+  std::expected<std::vector<SlotState>, SubmitError> slots();
+  std::expected<std::optional<SessionPrompt>, SubmitError> slot_prompt(std::int32_t id);
+  std::expected<std::int32_t, SubmitError> erase_slot(std::int32_t id);
+  std::int32_t slot_count() const { return options_.n_slots; }
   // One cell is kept free for the first generated token.
   std::int32_t max_prompt_tokens() const { return engine_.context_size() - 1; }
 
@@ -160,6 +164,9 @@ class Scheduler::Impl {
   PrefillPacking packing_ = PrefillPacking::off;  // which prompts share a completing batch (see step())
   double seconds_per_prompt_token_ = 0;  // measured (observe_prefill_speed); 0 until a prefill ran
   SessionMemory sessions_;
+  // What the last request in each slot (sequence id) left to the cache: what /slots saves and erases.
+  std::vector<std::optional<SessionPrompt>> slot_kept_ = std::vector<std::optional<SessionPrompt>>(
+      static_cast<std::size_t>(std::max(0, options_.n_slots)));
   // Admitted in arrival order once a sequence is free, its lookup is done and the prompt fits;
   // emptied by shutdown(), so that no ticket outlives mutex_ and wake_, which its lookup signals.
   std::deque<Queued> queue_;

@@ -563,6 +563,9 @@ void Scheduler::Impl::end_sequence(Active& a, bool keep) {
     const std::span<const Token> donated = std::span<const Token>(a.tokens).first(kept);
     life().donate(a.seq, donated);
     if (!a.request.cache.session_key.empty()) sessions_.remember_kept(cache_key(a.request.cache), donated);
+    if (a.seq >= 0 && a.seq < options_.n_slots) {
+      slot_kept_[static_cast<std::size_t>(a.seq)] = SessionPrompt{cache_key(a.request.cache), {donated.begin(), donated.end()}};
+    }
     spdlog::trace("request {}: cache donate took {:.1f} ms", a.id,
                   std::chrono::duration<double, std::milli>(Clock::now() - donate_start).count());
   } else {

@@ -3,8 +3,10 @@
 // name, and a model without fill-in-the-middle tokens refused.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "server_process.h"
 
@@ -102,6 +104,34 @@ TEST_F(Infill, StreamsLikeCompletionAndTheTimeBoundsAreAccepted) {
   // Nothing but the cursor's prefix: a valid request too.
   const auto bare = post_json(*client_, "/infill", {{"input_prefix", "x = "}, {"n_predict", 2}, {"temperature", 0}});
   ASSERT_EQ(bare.status, 200) << bare.raw;
+}
+
+// An editor drops a completion as the user types on: the server notices, ends the request, keeps
+// what it computed, and its cache stays consistent (test servers verify every cache operation
+// and abort on a violation).
+TEST_F(Infill, ACompletionTheEditorDropsLeavesTheCacheConsistent) {
+  json body = infill_body();
+  body["input_suffix"] = "\nprint('a suffix no other test sends')\n";
+  body["n_predict"] = 4000;
+  body["stream"] = true;
+  int reads = 0;
+  auto res = client_->Post("/infill", httplib::Headers{}, body.dump(), "application/json",
+                           [&](const char*, std::size_t) { return ++reads < 3; });
+  EXPECT_FALSE(res) << "the client hung up mid-stream";
+  bool idle = false;
+  for (int i = 0; i < 300 && !idle; ++i) {
+    const auto metrics = client_->Get("/metrics");
+    idle = metrics && metric_value(metrics->body, "prefixd_requests_running") == 0;
+    if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(idle) << "the dropped request ended";
+  body["stream"] = false;
+  body["n_predict"] = 2;
+  const auto again = post_json(*client_, "/infill", body);
+  ASSERT_EQ(again.status, 200) << again.raw;
+  EXPECT_EQ(again.body["tokens_cached"].get<int>() + 1, again.body["tokens_evaluated"].get<int>())
+      << "the dropped request's whole prompt was kept";
+  EXPECT_TRUE(server_->running());
 }
 
 TEST_F(Infill, BadFieldsAreRefusedByName) {

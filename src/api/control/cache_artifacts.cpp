@@ -27,14 +27,18 @@ std::expected<std::filesystem::path, ApiError> artifact_path(const std::filesyst
   const auto name = body.find("name");
   if (name == body.end() || !name->is_string()) return std::unexpected(invalid_param("name", "'name' must be a string"));
   const std::string value = name->get<std::string>();
-  const bool allowed = std::ranges::all_of(value, [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-  });
-  if (value.empty() || value.size() > kMaxNameLength || !allowed || value.front() == '.') {
+  if (!safe_file_name(value)) {
     return std::unexpected(invalid_param(
         "name", "'name' must be 1 to 128 characters of letters, digits, '.', '_' and '-', not starting with '.'"));
   }
   return dir / (value + std::string(kExtension));
+}
+
+bool safe_file_name(std::string_view name) {
+  const bool allowed = std::ranges::all_of(name, [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+  });
+  return !name.empty() && name.size() <= kMaxNameLength && allowed && name.front() != '.';
 }
 
 ApiError artifact_error(const cache::ArtifactError& error) {

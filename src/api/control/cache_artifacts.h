@@ -29,6 +29,10 @@ std::filesystem::path tenant_artifact_dir(const std::filesystem::path& base, std
 // The artifact file for `name` in `dir`, or a 400 naming the rule it breaks.
 std::expected<std::filesystem::path, ApiError> artifact_path(const std::filesystem::path& dir, const nlohmann::ordered_json& body);
 
+// A file name that cannot leave its directory: 1 to 128 characters of letters, digits, '.', '_'
+// and '-', not starting with '.'.
+bool safe_file_name(std::string_view name);
+
 // The HTTP error for an artifact operation that failed.
 ApiError artifact_error(const cache::ArtifactError& error);
 
