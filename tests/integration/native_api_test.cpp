@@ -69,6 +69,22 @@ TEST_F(NativeApi, CompletionAnswersInLlamaServersShape) {
   EXPECT_FALSE(plain.body.contains("completion_probabilities"));
 }
 
+// llama.vscode asks for a few fields only: each path's value under its last key, a missing one
+// left out, and the rest of the answer dropped.
+TEST_F(NativeApi, ResponseFieldsKeepOnlyTheFieldsAsked) {
+  const auto reply = post_json(*client_, "/completion",
+                               {{"prompt", "The river"}, {"n_predict", 2}, {"temperature", 0},
+                                {"response_fields", {"content", "timings/prompt_n", "timings/nothing", "stop_type"}}});
+  ASSERT_EQ(reply.status, 200) << reply.raw;
+  EXPECT_EQ(reply.body.size(), 3u) << reply.raw;
+  EXPECT_TRUE(reply.body["content"].is_string());
+  EXPECT_GT(reply.body["prompt_n"].get<int>(), 0);
+  EXPECT_EQ(reply.body["stop_type"], "limit");
+  const auto bad = post_json(*client_, "/completion", {{"prompt", "x"}, {"response_fields", "content"}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body["error"]["param"], "response_fields");
+}
+
 TEST_F(NativeApi, CompletionStreamsPiecesAndEndsWithTheTotals) {
   const json body = {{"prompt", "The river"}, {"n_predict", 5}, {"temperature", 0}, {"ignore_eos", true},
                      {"stream", true},        {"return_tokens", true}};

@@ -116,6 +116,25 @@ OrderedJson native_completion_body(const ResponseMeta& meta, const NativeReplyOp
   return body;
 }
 
+OrderedJson select_fields(const OrderedJson& body, std::span<const std::string> paths) {
+  OrderedJson out = OrderedJson::object();
+  for (const std::string& path : paths) {
+    const OrderedJson* at = &body;
+    std::string_view rest = path;
+    std::string_view key;
+    while (at != nullptr) {
+      const std::size_t slash = rest.find('/');
+      key = rest.substr(0, slash);
+      const auto it = at->is_object() ? at->find(std::string(key)) : at->end();
+      at = at->is_object() && it != at->end() ? &*it : nullptr;
+      if (slash == std::string_view::npos) break;
+      rest.remove_prefix(slash + 1);
+    }
+    if (at != nullptr) out[std::string(key)] = *at;
+  }
+  return out;
+}
+
 std::unique_ptr<StreamFormat> native_stream_format(ResponseMeta meta, NativeReplyOptions options) {
   return std::make_unique<NativeStream>(std::move(meta), options);
 }
@@ -127,14 +146,18 @@ http::Response answer_native(ChatService& chats, const RouteContext& route, http
                              NativeCompletionRequest parsed) {
   const auto caller = route.caller(req);
   if (!caller) return error_response(caller.error());
-  const NativeReplyOptions options{.n_probs = parsed.n_probs, .return_tokens = parsed.return_tokens, .id_slot = parsed.id_slot};
+  const NativeReplyOptions options{.n_probs = parsed.n_probs,
+                                   .return_tokens = parsed.return_tokens,
+                                   .id_slot = parsed.id_slot,
+                                   .response_fields = std::move(parsed.response_fields)};
   auto pending = chats.start(std::move(parsed.completion), ChatAsk{.tenant = caller->tenant});
   if (!pending) return error_response(pending.error());
   const ResponseMeta meta = chats.reply_meta(Endpoint::completion, "cmpl-");
   return answer_reply(*pending, req, meta.id,
                       ReplyShape{
                           .body = [&](const CollectedReply& reply) {
-                            return native_completion_body(meta, options, reply.parsed.content, reply.done, reply.logprobs);
+                            OrderedJson body = native_completion_body(meta, options, reply.parsed.content, reply.done, reply.logprobs);
+                            return options.response_fields.empty() ? body : select_fields(body, options.response_fields);
                           },
                           .stream_format = [&] { return native_stream_format(meta, options); },
                       });

@@ -7,7 +7,9 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -31,7 +33,12 @@ struct NativeReplyOptions {
   std::int32_t n_probs = 0;
   bool return_tokens = false;
   std::int32_t id_slot = -1;
+  std::vector<std::string> response_fields;  // NativeCompletionRequest's
 };
+
+// llama-server's response_fields: each path ("timings/prompt_n") that `body` has, under its last
+// key; paths it lacks are left out.
+nlohmann::ordered_json select_fields(const nlohmann::ordered_json& body, std::span<const std::string> paths);
 
 // The body of a reply collected whole (exposed for tests).
 nlohmann::ordered_json native_completion_body(const ResponseMeta& meta, const NativeReplyOptions& options,

@@ -445,6 +445,12 @@ NativeCompletionRequest parse_native_fields(const FieldReader& in, const ParseOp
   }
   // The generated tokens' ids come with their log-probabilities (and n_probs alternatives).
   if (request.n_probs > 0 || request.return_tokens) request.completion.params.logprobs = request.n_probs;
+  if (const ordered_json* fields = in.find("response_fields")) {
+    if (!fields->is_array() || !std::ranges::all_of(*fields, [](const ordered_json& f) { return f.is_string() && !f.get<std::string>().empty(); })) {
+      reject("response_fields", "'response_fields' must be an array of field paths such as \"content\" or \"timings/prompt_n\"");
+    }
+    for (const auto& f : *fields) request.response_fields.push_back(f.get<std::string>());
+  }
   return request;
 }
 

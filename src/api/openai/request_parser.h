@@ -53,6 +53,9 @@ struct NativeCompletionRequest {
   std::int32_t n_probs = 0;    // alternatives per generated token in completion_probabilities; 0: none
   bool return_tokens = false;  // the generated token ids in `tokens`
   std::int32_t id_slot = -1;   // accepted; requests are placed by the scheduler, whatever slot is asked
+  // response_fields: a whole (not streamed) answer keeps only these, each a path of keys joined by
+  // '/' that comes out under its last key; empty: the whole answer.
+  std::vector<std::string> response_fields;
 };
 std::expected<NativeCompletionRequest, ApiError> parse_native_completion_request(std::string_view body,
                                                                                  const ParseOptions& options);
