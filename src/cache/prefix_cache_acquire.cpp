@@ -21,8 +21,8 @@ Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const To
     lease.remote_from = backing_.adopt_fetched(*fetched, lease.lineage, guarded, lease.session, key.scope, evicted);
     add_evictions(evicted);
   }
-  const std::optional<EntryId> donor = reserve_shift_donor(lease);
-  const Acquisition got = shift_into(lease, planner_.acquire(lease), donor);
+  std::optional<ShiftDonor> donor = reserve_shift_donor(lease);
+  const Acquisition got = shift_into(lease, planner_.acquire(lease), std::move(donor));
   if (!got.waiting) record(got, key.scope, static_cast<std::int64_t>(prompt.size()));
   trace("acquire seq={} ns={} session='{}' prompt={} -> {} reused={} tier={}{}", seq, short_hex(key.namespace_digest),
         key.session, prompt.size(), outcome_name(got.outcome), got.reused, tier_name(got.tier),
@@ -51,8 +51,8 @@ std::vector<Resolved> PrefixCache::Impl::poll() {
     const bool ready = target == leases_.end() || target->second.computed >= lease->wait_until;
     if (!ready) continue;
     lease->waits_for.reset();
-    const std::optional<EntryId> donor = reserve_shift_donor(*lease);
-    const Acquisition got = shift_into(*lease, planner_.acquire(*lease), donor);
+    std::optional<ShiftDonor> donor = reserve_shift_donor(*lease);
+    const Acquisition got = shift_into(*lease, planner_.acquire(*lease), std::move(donor));
     if (got.waiting) continue;
     record(got, lease->key.scope, static_cast<std::int64_t>(lease->prompt.size()));
     trace("resolved seq={} -> {} reused={}", lease->seq, outcome_name(got.outcome), got.reused);

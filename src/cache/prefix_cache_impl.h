@@ -28,6 +28,7 @@
 #include "cache/backing_tiers.h"
 #include "cache/cache_tree.h"
 #include "cache/cell_pin.h"
+#include "cache/shifted_reuse.h"
 #include "cache/checkpoint_store.h"
 #include "cache/device_budget.h"
 #include "cache/device_tier.h"
@@ -118,13 +119,16 @@ class PrefixCache::Impl {
   std::int32_t reusable(const Ticket::State& ticket) const;
   Acquisition acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq, RemoteFetch* fetched);
   Acquisition bypass(const ScopeId& scope);
-  // Reuse by shifting (prefix_cache_shift.cpp). Before the exact prefix is adopted: the device
-  // entry whose chunks would give the request the most, locked whole so that making room keeps it
-  // (nullopt: the request shifts nothing). After: past what `got` reused exactly, its chunks moved
-  // into the lease's sequence; the lock goes and the budget is enforced again.
+  // Reuse by shifting (prefix_cache_shift.cpp). Before the exact prefix is adopted: the cached
+  // sequence whose chunks would give the request the most — a device entry, locked whole so that
+  // making room keeps it, or a chain of host segments, made the most recently used — (nullopt: the
+  // request shifts nothing). After: past what `got` reused exactly, its chunks moved into the
+  // lease's sequence; the lock goes and the budget is enforced again.
   std::int32_t shift_min_chunk(const Lease& lease) const;
-  std::optional<EntryId> reserve_shift_donor(const Lease& lease);
-  Acquisition shift_into(Lease& lease, Acquisition got, std::optional<EntryId> reserved);
+  std::optional<ShiftDonor> reserve_shift_donor(const Lease& lease);
+  Acquisition shift_into(Lease& lease, Acquisition got, std::optional<ShiftDonor> donor);
+  // One chunk out of the donor into `seq` at its new positions; false when it could not be.
+  bool move_chunk(const ShiftDonor& donor, const ShiftChunk& chunk, engine::SeqId seq);
   void advance(SeqId seq, std::int32_t computed);
   std::int32_t next_stop(SeqId seq) const;
   std::vector<Resolved> poll();

@@ -10,9 +10,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "cache/block_hash.h"
 #include "engine/types.h"
 
 namespace prefixd::cache {
@@ -33,5 +35,13 @@ std::vector<ShiftChunk> find_shift_chunks(std::span<const engine::Token> cached,
                                           std::int32_t start, std::int32_t min_chunk, std::int32_t limit);
 
 std::int32_t shifted_tokens(std::span<const ShiftChunk> chunks);
+
+// Where a request's chunks come from: a device entry (`entry`), or else a chain of host segments
+// from position 0 (`host_path`, in position order); `tokens` are the donor's.
+struct ShiftDonor {
+  std::optional<std::uint64_t> entry;
+  std::vector<Digest> host_path;
+  std::vector<engine::Token> tokens;
+};
 
 }  // namespace prefixd::cache

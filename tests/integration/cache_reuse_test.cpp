@@ -88,6 +88,24 @@ TEST(CacheReuse, AChunkCutFromTheMiddleAndARotatedRingAreShiftedNotComputed) {
   EXPECT_EQ(metric_value(metrics->body, "prefixd_prompt_cache_prefix_tokens_reused_total"), s["tokens_reused"].get<double>());
 }
 
+// A sequence the device no longer holds — demoted to host memory while another request ran, as the
+// CPU's idle budget of 0 does — still gives its chunks: from its host segments.
+TEST(CacheReuse, ChunksComeFromHostSegmentsWhenTheDeviceLetTheSequenceGo) {
+  ServerProcess server({.extra_args = {"--cache-reuse", "16"}, .parallel = 1, .ctx_size = 4096});
+  auto client = server.client();
+  const json a = run(1100, 48), b = run(1200, 48), c = run(1300, 48), d = run(1400, 48), e = run(1500, 48);
+  send(*client, cat({a, b, c, d}));
+  send(*client, run(2000, 100));  // another text: the first one's cells leave the device
+  const auto tiers = client->Get("/v1/cache/stats");
+  ASSERT_TRUE(tiers);
+  EXPECT_GE(json::parse(tiers->body)["tiers"]["host"]["entries"].get<int>(), 1) << tiers->body;
+  const auto reply = post_json(*client, "/completion", {{"prompt", cat({b, c, d, e})}, {"n_predict", 1}, {"temperature", 0}});
+  ASSERT_EQ(reply.status, 200) << reply.raw;
+  EXPECT_EQ(reply.body["prompt_cache"]["shifted_tokens"], 144) << reply.raw;
+  EXPECT_EQ(reply.body["prompt_cache"]["fed_tokens"], 48);
+  EXPECT_EQ(reply.body["prompt_cache"]["tier"], "host");
+}
+
 TEST(CacheReuse, OffByDefaultAndARequestMayTurnItOn) {
   ServerProcess server({.parallel = 1, .ctx_size = 4096});
   auto client = server.client();
