@@ -119,7 +119,7 @@ void DiskStore::index_locked(RecordMeta meta, std::uint64_t file_bytes) {
   changed_.touched(key);
 }
 
-void DiskStore::remove_locked(const Digest& key, DiskRemoval reason) {
+void DiskStore::remove_locked(Digest key, DiskRemoval reason) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
   const RecordMeta& meta = it->second.meta;

@@ -121,7 +121,8 @@ class DiskStore {
   bool write_file(const Record& record, std::uint64_t& file_bytes);
   // Under the lock.
   void index_locked(RecordMeta meta, std::uint64_t file_bytes);
-  void remove_locked(const Digest& key, DiskRemoval reason);
+  // `key` by value: callers pass keys that live in lru_, whose node this removal frees.
+  void remove_locked(Digest key, DiskRemoval reason);
   bool make_room_locked(std::uint64_t incoming);
   std::filesystem::path file_of(const Digest& key, RecordKind kind) const;
 
