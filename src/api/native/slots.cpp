@@ -2,8 +2,9 @@
 
 #include <charconv>
 #include <chrono>
+#include <expected>
 #include <format>
-#include <optional>
+#include <functional>
 
 #include <spdlog/spdlog.h>
 
@@ -63,6 +64,31 @@ std::expected<std::filesystem::path, ApiError> slot_file(const SlotOptions& opti
   return options.save_path / name->get<std::string>();
 }
 
+// Runs one artifact operation on the scheduler thread: its result, or the error to answer.
+std::expected<cache::ArtifactInfo, ApiError> on_cache(scheduler::Scheduler& scheduler,
+                                                      const std::function<cache::ArtifactInfo(cache::CacheAdmin&)>& operation) {
+  std::expected<cache::ArtifactInfo, ApiError> out = std::unexpected(shutting_down());
+  scheduler.ask_cache([&](cache::CacheAdmin& cache) {
+    try {
+      out = operation(cache);
+    } catch (const cache::ArtifactError& e) {
+      out = std::unexpected(artifact_error(e));
+    }
+  });
+  return out;
+}
+
+// The answer to a save or restore, in llama-server's fields (its count, bytes and timing names).
+http::Response slot_file_answer(std::int32_t id, const std::filesystem::path& path, const cache::ArtifactInfo& info,
+                                const char* count, const char* bytes, const char* timing, Clock::time_point t0) {
+  const ordered_json out = {{"id_slot", id},
+                            {"filename", path.filename().string()},
+                            {count, info.tokens},
+                            {bytes, info.bytes},
+                            {"timings", {{timing, ms_since(t0)}}}};
+  return json_response(200, out.dump());
+}
+
 http::Response save(scheduler::Scheduler& scheduler, const SlotOptions& options, std::int32_t id, const ordered_json& body) {
   auto path = slot_file(options, body);
   if (!path) return error_response(path.error());
@@ -74,24 +100,12 @@ http::Response save(scheduler::Scheduler& scheduler, const SlotOptions& options,
                                    .code = "nothing_cached"});
   }
   const auto t0 = Clock::now();
-  cache::ArtifactInfo info;
-  std::optional<ApiError> failed;
-  const bool ran = scheduler.ask_cache([&](cache::CacheAdmin& cache) {
-    try {
-      info = cache.save_artifact((*kept)->key, (*kept)->tokens, *path);
-    } catch (const cache::ArtifactError& e) {
-      failed = artifact_error(e);
-    }
+  const auto info = on_cache(scheduler, [&](cache::CacheAdmin& cache) {
+    return cache.save_artifact((*kept)->key, (*kept)->tokens, *path);
   });
-  if (!ran) return error_response(shutting_down());
-  if (failed) return error_response(*failed);
-  spdlog::info("slots: slot {} saved to {} ({} tokens, {} bytes)", id, path->filename().string(), info.tokens, info.bytes);
-  const ordered_json out = {{"id_slot", id},
-                            {"filename", path->filename().string()},
-                            {"n_saved", info.tokens},
-                            {"n_written", info.bytes},
-                            {"timings", {{"save_ms", ms_since(t0)}}}};
-  return json_response(200, out.dump());
+  if (!info) return error_response(info.error());
+  spdlog::info("slots: slot {} saved to {} ({} tokens, {} bytes)", id, path->filename().string(), info->tokens, info->bytes);
+  return slot_file_answer(id, *path, *info, "n_saved", "n_written", "save_ms", t0);
 }
 
 http::Response restore(scheduler::Scheduler& scheduler, const SlotOptions& options, std::int32_t id, const ordered_json& body,
@@ -99,24 +113,10 @@ http::Response restore(scheduler::Scheduler& scheduler, const SlotOptions& optio
   auto path = slot_file(options, body);
   if (!path) return error_response(path.error());
   const auto t0 = Clock::now();
-  cache::ArtifactInfo info;
-  std::optional<ApiError> failed;
-  const bool ran = scheduler.ask_cache([&](cache::CacheAdmin& cache) {
-    try {
-      info = cache.load_artifact(*path, scope);
-    } catch (const cache::ArtifactError& e) {
-      failed = artifact_error(e);
-    }
-  });
-  if (!ran) return error_response(shutting_down());
-  if (failed) return error_response(*failed);
-  spdlog::info("slots: {} restored for slot {} ({} tokens, {} bytes)", path->filename().string(), id, info.tokens, info.bytes);
-  const ordered_json out = {{"id_slot", id},
-                            {"filename", path->filename().string()},
-                            {"n_restored", info.tokens},
-                            {"n_read", info.bytes},
-                            {"timings", {{"restore_ms", ms_since(t0)}}}};
-  return json_response(200, out.dump());
+  const auto info = on_cache(scheduler, [&](cache::CacheAdmin& cache) { return cache.load_artifact(*path, scope); });
+  if (!info) return error_response(info.error());
+  spdlog::info("slots: {} restored for slot {} ({} tokens, {} bytes)", path->filename().string(), id, info->tokens, info->bytes);
+  return slot_file_answer(id, *path, *info, "n_restored", "n_read", "restore_ms", t0);
 }
 
 }  // namespace
