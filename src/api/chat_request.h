@@ -45,6 +45,7 @@ struct CommonParams {
   std::int32_t logprobs = -1;      // -1: none; else alternatives per token (see GenerationRequest)
   scheduler::DraftSettings speculative;  // speculative.n_max / n_min (read_speculative)
   std::chrono::milliseconds time_limit_after_newline{0};  // t_max_predict_ms (GenerationRequest's)
+  std::int32_t indent_floor = 0;                          // n_indent (GenerationRequest's)
   CacheFields cache;
 };
 

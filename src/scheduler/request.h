@@ -107,6 +107,9 @@ struct GenerationRequest {
   // llama.cpp's t_max_predict_ms: once the reply holds a newline, generation ends (`length`) when
   // this long has passed since its first token; zero: no limit. Code completion bounds its wait.
   std::chrono::milliseconds time_limit_after_newline{0};
+  // llama.cpp's n_indent: after the first newline, the reply ends (`length`) before the first
+  // non-blank character of a line indented by fewer spaces or tabs than this; zero: no floor.
+  std::int32_t indent_floor = 0;
   // -1: no log-probabilities; n >= 0: each generated token's own log-probability and the n most
   // likely alternatives (at most kMaxTopLogprobs), from the model's distribution before sampling.
   std::int32_t logprobs = -1;

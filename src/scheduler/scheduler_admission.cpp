@@ -196,7 +196,7 @@ void Scheduler::Impl::start(Queued queued, const cache::Acquisition& got) {
   a->passed_over_tokens = queued.passed_over_tokens;
   a->step_share = queued.step_share;
   a->step_share.join(step_clock_);
-  a->text = TextStream(queued.request.stop);
+  a->text = TextStream(queued.request.stop, queued.request.indent_floor);
   a->request = std::move(queued.request);
   start_drafting(*a);
   if (a->uses_cache()) {

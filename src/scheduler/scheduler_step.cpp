@@ -341,7 +341,8 @@ void Scheduler::Impl::settle(size_t& index, bool more) {
     finish(index, FinishReason::error, "no token of this vocabulary continues the output under the request's grammar");
     return;
   }
-  finish(index, a.text.stopped() ? FinishReason::stop : finish_reason_for(a), "");
+  const bool stop_string = a.text.stopped() && !a.text.ended_by_indent();
+  finish(index, stop_string ? FinishReason::stop : finish_reason_for(a), "");
 }
 
 // What a prompt token costs to compute, from batches that were mostly prefill (an exponential
@@ -372,7 +373,8 @@ void Scheduler::Impl::observe_ttft(double seconds, cache::Outcome outcome) {
 }
 
 FinishReason Scheduler::Impl::finish_reason_for(const Active& a) const {
-  return a.generated >= a.max_new || a.out_of_time ? FinishReason::length : FinishReason::stop;
+  return a.generated >= a.max_new || a.out_of_time || a.text.ended_by_indent() ? FinishReason::length
+                                                                               : FinishReason::stop;
 }
 
 // Takes `token`, drawn from `logits`, as `a`'s next token; returns false when the request is

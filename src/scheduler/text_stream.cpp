@@ -50,15 +50,36 @@ std::string sanitize_utf8(std::string_view text) {
   return out;
 }
 
-TextStream::TextStream(std::vector<std::string> stop) : stop_(std::move(stop)) {
+TextStream::TextStream(std::vector<std::string> stop, std::int32_t indent_floor)
+    : stop_(std::move(stop)), indent_floor_(std::max<std::int32_t>(indent_floor, 0)) {
   std::erase_if(stop_, [](const std::string& s) { return s.empty(); });
+}
+
+std::size_t TextStream::indent_cut() {
+  if (indent_floor_ == 0) return std::string::npos;
+  for (; scanned_ < pending_.size(); ++scanned_) {
+    const char c = pending_[scanned_];
+    if (c == '\n') {
+      line_indent_ = 0;
+    } else if (line_indent_ < 0) {
+      continue;  // before the first newline, or past the current line's first non-blank
+    } else if (c == ' ' || c == '\t') {
+      line_indent_ += 1;
+    } else if (line_indent_ < indent_floor_) {
+      return scanned_;
+    } else {
+      line_indent_ = -1;
+    }
+  }
+  return std::string::npos;
 }
 
 std::string TextStream::append(std::string_view piece) {
   if (stopped_) return {};
   pending_.append(piece);
-  // A stop string ends the text right before it.
-  std::size_t cut = std::string::npos;
+  // A stop string ends the text right before it; a line below the indent floor before its first
+  // non-blank character.
+  std::size_t cut = indent_cut();
   const std::string* matched = nullptr;
   for (const std::string& s : stop_) {
     if (const std::size_t at = pending_.find(s); at < cut) {
@@ -68,7 +89,7 @@ std::string TextStream::append(std::string_view piece) {
   }
   if (cut != std::string::npos) {
     stopped_ = true;
-    matched_stop_ = *matched;
+    if (matched != nullptr) matched_stop_ = *matched;
     std::string out = sanitize_utf8(std::string_view(pending_).substr(0, cut));
     pending_.clear();
     return out;
@@ -86,6 +107,7 @@ std::string TextStream::append(std::string_view piece) {
   const std::size_t safe = complete_utf8_prefix(std::string_view(pending_).substr(0, pending_.size() - hold));
   std::string out = sanitize_utf8(std::string_view(pending_).substr(0, safe));
   pending_.erase(0, safe);
+  scanned_ -= std::min(scanned_, safe);
   return out;
 }
 

@@ -86,6 +86,7 @@ TEST_F(Infill, StreamsLikeCompletionAndTheTimeBoundsAreAccepted) {
   body["stream"] = true;
   body["t_max_prompt_ms"] = 500;
   body["t_max_predict_ms"] = 60000;
+  body["n_indent"] = 0;
   body["samplers"] = json::array({"top_k", "top_p", "infill"});
   const auto res = client_->Post("/infill", body.dump(), "application/json");
   ASSERT_TRUE(res);
@@ -150,6 +151,8 @@ TEST_F(Infill, BadFieldsAreRefusedByName) {
   refused({{"n_predict", 0}}, "n_predict");
   refused({{"t_max_predict_ms", "soon"}}, "t_max_predict_ms");
   refused({{"t_max_prompt_ms", -5}}, "t_max_prompt_ms");
+  refused({{"n_indent", -1}}, "n_indent");
+  refused({{"n_indent", "four"}}, "n_indent");
   refused({{"n_probs", 100}}, "n_probs");
   // A cursor in a prompt longer than the context: the reply's budget leaves no room.
   const auto too_long = post_json(*client_, "/infill", {{"input_prefix", std::string(30000, 'x')}, {"prompt", std::string(30000, 'y')}});

@@ -110,29 +110,30 @@ TEST(Scheduler, IgnoreEosRunsToMaxTokensWhereGreedyWouldEndAtOnce) {
 
 // t_max_predict_ms: once a newline was generated, the reply ends (length) when the limit has
 // passed since its first token; before the newline the limit does not apply.
-TEST(Scheduler, ATimeLimitEndsTheReplyAtTheFirstTokenPastItOnceANewlineWasWritten) {
-  engine::FakeEngine engine({.n_ctx = 512, .n_batch = 16, .n_seq = 4, .n_vocab = 256, .newline_token = true,
-                             .before_decode = [] { std::this_thread::sleep_for(3ms); }});
-  constexpr int kMaxTokens = 40;
-  // A prompt whose greedy reply writes its first newline as its token `newline_at` (not the first).
-  std::string prompt;
-  int newline_at = -1;
-  for (int i = 0; i < 10000 && prompt.empty(); ++i) {
+// A prompt whose greedy reply (one character per token) writes its first newline as its token
+// `newline_at`, neither the first token nor later than `within`; empty when none was found.
+std::pair<std::string, int> prompt_with_early_newline(const engine::FakeEngine& engine, int within) {
+  for (int i = 0; i < 10000; ++i) {
     const std::string candidate = "line " + std::to_string(i);
     std::vector<engine::Token> history(candidate.begin(), candidate.end());
-    for (int k = 0; k < kMaxTokens / 2; ++k) {
+    for (int k = 0; k < within; ++k) {
       const auto logits = engine.logits_for_history(history);
       const auto next = static_cast<engine::Token>(std::max_element(logits.begin(), logits.end()) - logits.begin());
       if (next == '\n') {
-        if (k >= 1) {
-          prompt = candidate;
-          newline_at = k;
-        }
+        if (k >= 1) return {candidate, k};
         break;
       }
       history.push_back(next);
     }
   }
+  return {"", -1};
+}
+
+TEST(Scheduler, ATimeLimitEndsTheReplyAtTheFirstTokenPastItOnceANewlineWasWritten) {
+  engine::FakeEngine engine({.n_ctx = 512, .n_batch = 16, .n_seq = 4, .n_vocab = 256, .newline_token = true,
+                             .before_decode = [] { std::this_thread::sleep_for(3ms); }});
+  constexpr int kMaxTokens = 40;
+  const auto [prompt, newline_at] = prompt_with_early_newline(engine, kMaxTokens / 2);
   ASSERT_FALSE(prompt.empty()) << "no prompt whose greedy reply writes a newline early";
   Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 0});
 
@@ -150,6 +151,31 @@ TEST(Scheduler, ATimeLimitEndsTheReplyAtTheFirstTokenPastItOnceANewlineWasWritte
   EXPECT_EQ(cut.done.finish, FinishReason::length);
   EXPECT_EQ(cut.done.usage.completion_tokens, newline_at + 1);
   EXPECT_EQ(cut.text, whole.text.substr(0, static_cast<std::size_t>(newline_at) + 1));
+}
+
+TEST(Scheduler, AnIndentFloorEndsTheReplyWithLengthBeforeALessIndentedLine) {
+  engine::FakeEngine engine({.n_ctx = 512, .n_batch = 16, .n_seq = 4, .n_vocab = 256, .newline_token = true});
+  constexpr int kMaxTokens = 40;
+  const auto [prompt, newline_at] = prompt_with_early_newline(engine, kMaxTokens / 2);
+  ASSERT_FALSE(prompt.empty()) << "no prompt whose greedy reply writes a newline early";
+  Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 0});
+  auto unlimited = scheduler.submit(greedy(prompt, kMaxTokens));
+  ASSERT_TRUE(unlimited.has_value());
+  const Collected whole = collect(**unlimited);
+  // Where the line after the first newline has its first non-blank character.
+  const std::size_t first_non_blank = whole.text.find_first_not_of(" \t\n", static_cast<std::size_t>(newline_at));
+  ASSERT_NE(first_non_blank, std::string::npos) << whole.text;
+  ASSERT_EQ(whole.text.find('\n', static_cast<std::size_t>(newline_at) + 1) < first_non_blank, false)
+      << "the search wants a line with text right after the first newline";
+
+  GenerationRequest floored = greedy(prompt, kMaxTokens);
+  floored.indent_floor = static_cast<std::int32_t>(first_non_blank - static_cast<std::size_t>(newline_at));
+  auto stream = scheduler.submit(std::move(floored));
+  ASSERT_TRUE(stream.has_value());
+  const Collected cut = collect(**stream);
+  EXPECT_EQ(cut.done.finish, FinishReason::length);
+  EXPECT_EQ(cut.text, whole.text.substr(0, first_non_blank));
+  EXPECT_EQ(cut.done.usage.completion_tokens, static_cast<std::int32_t>(first_non_blank) + 1);
 }
 
 TEST(Scheduler, LogprobsComeWithEveryGeneratedTokenAndNameTheGreedyChoice) {
@@ -305,6 +331,41 @@ TEST(TextStream, FalseStopPrefixIsReleased) {
   EXPECT_EQ(s.append("E"), "");
   EXPECT_EQ(s.append("x"), "Ex");
   EXPECT_FALSE(s.stopped());
+}
+
+TEST(TextStream, AnIndentFloorEndsTheTextBeforeTheFirstLessIndentedLineAfterTheFirst) {
+  TextStream s({}, 4);
+  // The cursor's own line is never measured, however little it is indented.
+  EXPECT_EQ(s.append("x = 1"), "x = 1");
+  EXPECT_EQ(s.append("\n    y"), "\n    y");  // four spaces: at the floor
+  EXPECT_EQ(s.append("\n\t\t\t\tz"), "\n\t\t\t\tz");  // a tab counts as one, as in llama.cpp
+  EXPECT_EQ(s.append("\n\n"), "\n\n");  // a blank line never ends the text
+  EXPECT_EQ(s.append("  "), "  ");      // nor does a line's indent before its first non-blank
+  EXPECT_FALSE(s.stopped());
+  EXPECT_EQ(s.append(" w = 2\n"), " ");  // three blanks: the text ends before the 'w'
+  EXPECT_TRUE(s.stopped());
+  EXPECT_TRUE(s.ended_by_indent());
+  EXPECT_EQ(s.matched_stop(), "");
+  EXPECT_EQ(s.append("more"), "");
+}
+
+TEST(TextStream, AStopStringBeforeTheIndentCutWins) {
+  TextStream s({"END"}, 2);
+  EXPECT_EQ(s.append("a\n  bEND\nc"), "a\n  b");
+  EXPECT_FALSE(s.ended_by_indent());
+  EXPECT_EQ(s.matched_stop(), "END");
+
+  TextStream later({"END"}, 2);
+  EXPECT_EQ(later.append("a\nbEND"), "a\n");
+  EXPECT_TRUE(later.ended_by_indent());
+}
+
+TEST(TextStream, IndentIsMeasuredAcrossHeldBackText) {
+  TextStream s({"ZZZ"}, 2);
+  EXPECT_EQ(s.append("a\n  Z"), "a\n  ");  // "Z" is held back: it may start the stop string
+  EXPECT_FALSE(s.stopped());
+  EXPECT_EQ(s.append("q\n b"), "Zq\n ");  // one blank, then a non-blank: below the floor of two
+  EXPECT_TRUE(s.ended_by_indent());
 }
 
 }  // namespace

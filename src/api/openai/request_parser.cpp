@@ -100,6 +100,8 @@ CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
     params.time_limit_after_newline = std::chrono::milliseconds(*ms);
   }
   in.integer("t_max_prompt_ms", -1, kInt32Max);
+  // llama.cpp's n_indent: the least indent of a line after the first (0: no floor).
+  params.indent_floor = static_cast<std::int32_t>(in.integer("n_indent", 0, kInt32Max).value_or(0));
   // llama.cpp's n_cache_reuse: the shortest chunk worth moving from later in a cached sequence
   // (0: none for this request); absent: the server's --cache-reuse.
   if (auto n = in.integer("n_cache_reuse", 0, kInt32Max)) {

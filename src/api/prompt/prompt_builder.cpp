@@ -267,6 +267,7 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::finish(cons
   out.max_tokens = params.max_tokens;
   out.stop = params.stop;
   out.time_limit_after_newline = params.time_limit_after_newline;
+  out.indent_floor = params.indent_floor;
   out.logprobs = params.logprobs;
   out.speculative = params.speculative;
   out.cache.enabled = params.cache.enabled;
