@@ -1,6 +1,8 @@
 // prefixd cache — reuse by shifting (shifted_reuse.h): the cached sequence that gives a prompt the
 // most tokens past its exact prefix — a device entry, kept whole while the exact prefix is adopted,
-// or else a chain of host segments — and its chunks moved into the request's sequence.
+// or else a chain of host segments, or of disk files restored into the host tier first — and its
+// chunks moved into the request's sequence.
+#include <functional>
 #include <unordered_map>
 
 #include "cache/prefix_cache_impl.h"
@@ -9,8 +11,8 @@
 namespace prefixd::cache {
 namespace {
 
-// At most this many host sequences (root-to-leaf chains of segments) are weighed as donors.
-constexpr std::size_t kMaxHostDonors = 64;
+// At most this many sequences (root-to-leaf chains of segments) of each tier are weighed as donors.
+constexpr std::size_t kMaxChainDonors = 64;
 
 // What a donor would give: its exact prefix and the chunks after it.
 std::int32_t donor_total(std::span<const engine::Token> cached, std::span<const engine::Token> prompt,
@@ -18,6 +20,65 @@ std::int32_t donor_total(std::span<const engine::Token> cached, std::span<const 
   const std::int32_t exact = std::min(common_prefix(cached, prompt), limit);
   const std::int32_t shifted = shifted_tokens(find_shift_chunks(cached, prompt, exact, min_chunk, limit));
   return shifted == 0 ? 0 : exact + shifted;
+}
+
+// A tier's segments as chains: each segment names its parent (the namespace's root at position 0).
+struct SegmentChains {
+  struct Segment {
+    engine::Pos begin = 0;
+    std::vector<engine::Token> tokens;
+  };
+  std::function<std::vector<Digest>(const Digest&)> children;
+  std::function<std::optional<Segment>(const Digest&)> segment;
+};
+
+struct ChainDonor {
+  std::vector<Digest> path;  // from position 0, in position order
+  std::vector<engine::Token> tokens;
+  std::int32_t total = 0;
+};
+
+// Depth first from `root`: of the first kMaxChainDonors whole chains (a chain is a candidate where
+// it ends), the one that gives `prompt` more than `floor`, the most; nullopt when none does.
+std::optional<ChainDonor> best_chain(const SegmentChains& chains, const Digest& root,
+                                     std::span<const engine::Token> prompt, std::int32_t min_chunk,
+                                     std::int32_t limit, std::int32_t floor) {
+  struct Frame {
+    Digest key;
+    std::size_t depth;  // segments on the path before it
+  };
+  std::vector<Frame> stack;
+  for (const Digest& child : chains.children(root)) stack.push_back({child, 0});
+  std::vector<Digest> path;
+  std::vector<std::size_t> ends;  // tokens held once path[i] is added
+  std::vector<engine::Token> tokens;
+  std::optional<ChainDonor> best;
+  std::size_t weighed = 0;
+  while (!stack.empty() && weighed < kMaxChainDonors) {
+    const Frame frame = stack.back();
+    stack.pop_back();
+    std::optional<SegmentChains::Segment> segment = chains.segment(frame.key);
+    if (!segment) continue;
+    path.resize(frame.depth);
+    ends.resize(frame.depth);
+    const std::size_t held = ends.empty() ? 0 : ends.back();
+    if (static_cast<std::size_t>(segment->begin) != held) continue;  // not a chain from position 0
+    tokens.resize(held);
+    tokens.insert(tokens.end(), segment->tokens.begin(), segment->tokens.end());
+    path.push_back(frame.key);
+    ends.push_back(tokens.size());
+    const std::vector<Digest> children = chains.children(frame.key);
+    if (!children.empty()) {
+      for (const Digest& child : children) stack.push_back({child, frame.depth + 1});
+      continue;
+    }
+    ++weighed;
+    if (const std::int32_t total = donor_total(tokens, prompt, min_chunk, limit); total > floor) {
+      floor = total;
+      best = ChainDonor{.path = path, .tokens = tokens, .total = total};
+    }
+  }
+  return best;
 }
 
 }  // namespace
@@ -48,50 +109,62 @@ std::optional<ShiftDonor> PrefixCache::Impl::reserve_shift_donor(const Lease& le
   }
 
   // The host tier's sequences of the namespace, for what the device does not hold (an entry
-  // demoted while other requests ran). Segments carry no session: only without a wall.
-  std::optional<ShiftDonor> host;
-  if (!others_walled && lease.lineage.fork == kNoFork && host_.store().size() > 0) {
-    std::unordered_multimap<Digest, Digest, DigestHash> children;
-    for (const auto& [parent, key] : host_.store().parent_links()) children.emplace(parent, key);
-    // Depth first from the namespace's root; a chain is a candidate where it ends.
-    struct Frame {
-      Digest key;
-      std::size_t depth;  // segments on the path before it
-    };
-    std::vector<Digest> path;
-    std::vector<engine::Token> tokens;
-    std::vector<Frame> stack;
+  // demoted while other requests ran), then the disk's (what a restart or the host's cap let go),
+  // each only where it gives more than the tiers above. Segments carry no session: only without
+  // a wall.
+  std::optional<ChainDonor> host;
+  std::optional<ChainDonor> disk;
+  if (!others_walled && lease.lineage.fork == kNoFork) {
     const Digest root = hasher_.root(lease.lineage.ns);
-    for (auto [it, end] = children.equal_range(root); it != end; ++it) stack.push_back({it->second, 0});
-    std::size_t weighed = 0;
-    while (!stack.empty() && weighed < kMaxHostDonors) {
-      const Frame frame = stack.back();
-      stack.pop_back();
-      const HostSegment* segment = host_.store().peek(frame.key);
-      if (segment == nullptr) continue;
-      path.resize(frame.depth);
-      std::size_t held = 0;
-      for (const Digest& k : path) held += host_.store().peek(k)->token_ids.size();
-      if (static_cast<std::size_t>(segment->begin) != held) continue;  // not a chain from position 0
-      path.push_back(frame.key);
-      tokens.resize(held);
-      tokens.insert(tokens.end(), segment->token_ids.begin(), segment->token_ids.end());
-      const auto [first, last] = children.equal_range(frame.key);
-      if (first != last) {
-        for (auto it = first; it != last; ++it) stack.push_back({it->second, frame.depth + 1});
-        continue;
-      }
-      ++weighed;
-      const std::int32_t total = donor_total(tokens, lease.prompt, min_chunk, limit);
-      if (total > best) {
-        best = total;
-        host = ShiftDonor{.host_path = path, .tokens = tokens};
+    if (host_.store().size() > 0) {
+      std::unordered_multimap<Digest, Digest, DigestHash> links;
+      for (const auto& [parent, key] : host_.store().parent_links()) links.emplace(parent, key);
+      const SegmentChains chains{
+          .children =
+              [&](const Digest& parent) {
+                std::vector<Digest> out;
+                for (auto [it, end] = links.equal_range(parent); it != end; ++it) out.push_back(it->second);
+                return out;
+              },
+          .segment = [&](const Digest& key) -> std::optional<SegmentChains::Segment> {
+            const HostSegment* segment = host_.store().peek(key);
+            if (segment == nullptr) return std::nullopt;
+            return SegmentChains::Segment{.begin = segment->begin, .tokens = segment->token_ids};
+          }};
+      host = best_chain(chains, root, lease.prompt, min_chunk, limit, best);
+      if (host) best = host->total;
+    }
+    if (const DiskStore* store = backing_.disk(); store != nullptr) {
+      const SegmentChains chains{
+          .children = [&](const Digest& parent) { return store->children(parent); },
+          .segment = [&](const Digest& key) -> std::optional<SegmentChains::Segment> {
+            std::optional<RecordMeta> meta = store->meta(key);
+            if (!meta || meta->kind != RecordKind::segment) return std::nullopt;
+            return SegmentChains::Segment{.begin = meta->begin, .tokens = std::move(meta->tokens)};
+          }};
+      disk = best_chain(chains, root, lease.prompt, min_chunk, limit, best);
+    }
+  }
+  // A disk donor is restored into the host tier first (read, verified, adopted, as any restore
+  // from disk), then gives its chunks from there; what did not read back is not offered.
+  bool from_disk = false;
+  if (disk) {
+    HostStore::Evicted evicted;
+    const HostTier::Plan plan = host_.plan(lease.lineage, disk->tokens);
+    const HostTier::Plan promoted = backing_.promote(lease.lineage, disk->tokens, 0, plan,
+                                                     backing_.disk_extension(lease.lineage, disk->tokens, plan), evicted);
+    counters_.count_evictions(evicted);
+    if (promoted.start == 0 && promoted.length > 0) {
+      std::vector<engine::Token> tokens(disk->tokens.begin(), disk->tokens.begin() + promoted.length);
+      if (donor_total(tokens, lease.prompt, min_chunk, limit) > 0) {
+        host = ChainDonor{.path = promoted.keys, .tokens = std::move(tokens)};
+        from_disk = true;
       }
     }
   }
   if (host) {
-    for (const Digest& key : host->host_path) host_.store().touch(key);  // last to go while the prefix is adopted
-    return host;
+    for (const Digest& key : host->path) host_.store().touch(key);  // last to go while the prefix is adopted
+    return ShiftDonor{.host_path = std::move(host->path), .tokens = std::move(host->tokens), .from_disk = from_disk};
   }
   if (entry == nullptr || best == 0) return std::nullopt;
   // Locked, its cells stay while the exact prefix is adopted and room is made for the request.
@@ -162,11 +235,11 @@ Acquisition PrefixCache::Impl::shift_into(Lease& lease, Acquisition got, std::op
   release();
   if (shifted == 0) return got;
   trace("shift seq={}: {} tokens in {} chunks from {} past {}", lease.seq, shifted, chunks.size(),
-        donor->entry ? "a device entry" : "host segments", got.reused);
+        donor->entry ? "a device entry" : donor->from_disk ? "disk files" : "host segments", got.reused);
   got.reused += shifted;
   got.shifted += shifted;
   if (got.outcome == Outcome::cold) got.outcome = Outcome::partial;
-  if (got.tier == Tier::none) got.tier = donor->entry ? Tier::device : Tier::host;
+  if (got.tier == Tier::none) got.tier = donor->entry ? Tier::device : donor->from_disk ? Tier::disk : Tier::host;
   lease.computed = got.reused;
   return got;
 }

@@ -37,11 +37,13 @@ std::vector<ShiftChunk> find_shift_chunks(std::span<const engine::Token> cached,
 std::int32_t shifted_tokens(std::span<const ShiftChunk> chunks);
 
 // Where a request's chunks come from: a device entry (`entry`), or else a chain of host segments
-// from position 0 (`host_path`, in position order); `tokens` are the donor's.
+// from position 0 (`host_path`, in position order; restored from disk files when `from_disk`);
+// `tokens` are the donor's.
 struct ShiftDonor {
   std::optional<std::uint64_t> entry;
   std::vector<Digest> host_path;
   std::vector<engine::Token> tokens;
+  bool from_disk = false;
 };
 
 }  // namespace prefixd::cache

@@ -3,10 +3,13 @@
 // responses, /v1/cache/stats and /metrics agree; families that cannot shift are refused.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server_process.h"
+#include "support/disk_fixtures.h"
 
 namespace prefixd::testing {
 namespace {
@@ -104,6 +107,39 @@ TEST(CacheReuse, ChunksComeFromHostSegmentsWhenTheDeviceLetTheSequenceGo) {
   EXPECT_EQ(reply.body["prompt_cache"]["shifted_tokens"], 144) << reply.raw;
   EXPECT_EQ(reply.body["prompt_cache"]["fed_tokens"], 48);
   EXPECT_EQ(reply.body["prompt_cache"]["tier"], "host");
+}
+
+// After a restart the device and host memory are empty: a sequence the disk's files hold gives its
+// chunks, read back into host memory first.
+TEST(CacheReuse, ChunksComeFromDiskFilesAfterARestart) {
+  TempDir dir("shift-disk");
+  const ServerConfig config{.extra_args = {"--cache-reuse", "16", "--cache-disk-path", dir.path().string()},
+                            .parallel = 1,
+                            .ctx_size = 4096};
+  const json a = run(1100, 48), b = run(1200, 48), c = run(1300, 48), d = run(1400, 48), e = run(1500, 48);
+  {
+    ServerProcess server(config);
+    auto client = server.client();
+    send(*client, cat({a, b, c, d}));
+    bool written = false;
+    for (int i = 0; i < 1500 && !written; ++i) {
+      const json disk = get_json(*client, "/v1/cache/stats").body["tiers"]["disk"];
+      written = disk["queue_bytes"] == 0 && disk["entries"].get<int>() >= 1;
+      if (!written) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_TRUE(written) << "the sequence reached the disk";
+  }
+  ServerProcess server(config);
+  auto client = server.client();
+  const double fed_before = fed_total(*client);
+  const auto reply = post_json(*client, "/completion", {{"prompt", cat({b, c, d, e})}, {"n_predict", 1}, {"temperature", 0}});
+  ASSERT_EQ(reply.status, 200) << reply.raw;
+  EXPECT_EQ(reply.body["prompt_cache"]["tier"], "disk") << reply.raw;
+  EXPECT_EQ(reply.body["prompt_cache"]["shifted_tokens"], 144) << reply.raw;
+  EXPECT_EQ(reply.body["prompt_cache"]["fed_tokens"], 48);
+  EXPECT_EQ(fed_total(*client) - fed_before, 48) << "the engine computed e alone";
+  const json stats = get_json(*client, "/v1/cache/stats").body;
+  EXPECT_EQ(stats["shifted"]["tokens"], 144);
 }
 
 TEST(CacheReuse, OffByDefaultAndARequestMayTurnItOn) {
