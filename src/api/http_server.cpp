@@ -106,8 +106,7 @@ class HttpServer::Impl {
     if (engine.model().id != served_id_) parse_options_.model_names.push_back(engine.model().id);
     parse_options_.cache_prompt_default = options_.cache_prompt_default;
     parse_options_.vocab_size = engine.vocab().size();
-    parse_options_.shift_reuse = options_.cache_prompt_default && engine.can_shift() &&
-                                 engine.model().family == engine::ModelFamily::dense;
+    parse_options_.shift_reuse = options_.cache_prompt_default && engine.can_shift();
     parse_options_.default_seed = options_.default_seed;
     parse_options_.max_json_nodes = options_.max_json_nodes;
     parse_options_.images = options_.images;

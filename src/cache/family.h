@@ -53,9 +53,10 @@ struct Family {
   // Whether the entries may be rewritten from cell 0 when idle (a saved state of a cut-back
   // sequence would be wrong for the others).
   bool compactable() const { return trimmable(); }
-  // Whether cached cells may be moved to other positions (--cache-reuse): a dense model's, whose
-  // every cell is attention K/V and stays where it was written (a window cache may drop cells).
-  bool shiftable() const { return trimmable() && !sliding; }
+  // Whether cached cells may be moved to other positions (--cache-reuse): every cell is attention
+  // K/V and stays where it was written (dense, or a sliding window with its full cache; a
+  // window-only cache drops the cells a chunk may need). The engine also has to be able to shift.
+  bool shiftable() const { return trimmable(); }
 };
 
 }  // namespace prefixd::cache

@@ -257,11 +257,13 @@ int run_serve(ServeOptions& o) {
                kLargeBodyBytes >> 10);
   if (cache.shift_reuse_min > 0) {
     if (!cache_on) throw std::runtime_error("--cache-reuse needs the prompt cache: drop --no-cache-prompt");
-    if (!model->can_shift() || model->model().family != engine::ModelFamily::dense) {
+    if (!model->can_shift()) {
+      const bool window = model->model().family == engine::ModelFamily::sliding_window;
       throw std::runtime_error(std::format(
-          "--cache-reuse moves cached K/V to other positions, which this model ({} memory) cannot do: its memory is "
-          "recurrent, hybrid, a sliding window or M-RoPE; run it without --cache-reuse",
-          engine::family_name(model->model().family)));
+          "--cache-reuse moves cached K/V to other positions, which this model ({} memory) cannot do{}",
+          engine::family_name(model->model().family),
+          window ? ": its window cache drops the cells a chunk may need; add --swa-full on to keep them"
+                 : ": its memory is recurrent, hybrid or M-RoPE; run it without --cache-reuse"));
     }
     spdlog::info("cache: reuse by shifting chunks of {} tokens or more (--cache-reuse): answers from moved K/V are "
                  "not those of a cold run",

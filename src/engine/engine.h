@@ -154,7 +154,7 @@ class Engine {
   virtual PosRange sequence_positions(SeqId seq) const = 0;
   // Whether K/V cells can be moved to other positions (RoPE attention memory: libllama re-rotates
   // their keys at the next decode). Not for recurrent state, M-RoPE or a window cache that drops
-  // cells.
+  // cells (a sliding-window model shifts with its full window cache, --swa-full).
   virtual bool can_shift() const { return false; }
   // Adds `delta` to the positions of `seq`'s cells in [p0, p1). Every sequence that shares one of
   // those cells sees it move: shift only cells `seq` alone owns. False (nothing moved) when the

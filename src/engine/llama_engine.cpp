@@ -258,10 +258,17 @@ class LlamaEngine final : public Engine {
 
   bool remove_sequence(SeqId seq, Pos p0, Pos p1) override { return llama_memory_seq_rm(memory(), seq, p0, p1); }
 
-  bool can_shift() const override { return llama_memory_can_shift(memory()); }
+  // libllama says a recurrent state can shift (its positions are only counted), and does not
+  // refuse M-RoPE everywhere: a cell that moves must be attention K/V with one rotary position,
+  // kept whole (a trimmable memory: dense, or a sliding window with its full cache).
+  bool can_shift() const override {
+    const llama_rope_type rope = llama_model_rope_type(model_.get());
+    const bool one_position = rope == LLAMA_ROPE_TYPE_NORM || rope == LLAMA_ROPE_TYPE_NEOX;
+    return one_position && memory_is_trimmable(info_) && llama_memory_can_shift(memory());
+  }
 
   bool shift_sequence(SeqId seq, Pos p0, Pos p1, Pos delta) override {
-    if (!llama_memory_can_shift(memory())) return false;
+    if (!can_shift()) return false;
     llama_memory_seq_add(memory(), seq, p0, p1, delta);
     return true;
   }

@@ -162,17 +162,40 @@ TEST(CacheReuse, OffByDefaultAndARequestMayTurnItOn) {
 }
 
 TEST(CacheReuse, AModelThatCannotShiftIsRefusedAtStartAndPerRequest) {
-  const std::string model = std::string(PREFIXD_TEST_MODELS_DIR) + "/gemma3-tiny.gguf";
-  const CommandResult refused =
-      run_shell(std::string(PREFIXD_BINARY) + " serve --model " + model + " --port 1 --cache-reuse 256 2>&1");
-  EXPECT_NE(refused.status, 0);
-  EXPECT_NE(refused.output.find("--cache-reuse"), std::string::npos) << refused.output;
+  const std::string models = PREFIXD_TEST_MODELS_DIR;
+  // Bounded: a server that did start would serve until killed.
+  const std::string serve = "timeout 60 " + std::string(PREFIXD_BINARY) + " serve --port 1 --cache-reuse 256 --model ";
+  // A window cache drops the cells a chunk may need: --swa-full on keeps them (below).
+  const CommandResult window = run_shell(serve + models + "/gemma3-tiny.gguf --swa-full off 2>&1");
+  EXPECT_NE(window.status, 0);
+  EXPECT_NE(window.output.find("--swa-full on"), std::string::npos) << window.output;
+  // A recurrent state has no cells to move.
+  const CommandResult recurrent = run_shell(serve + models + "/mamba2-tiny.gguf 2>&1");
+  EXPECT_NE(recurrent.status, 0);
+  EXPECT_NE(recurrent.output.find("--cache-reuse"), std::string::npos) << recurrent.output;
 
-  ServerProcess server({.model = model, .parallel = 1});
+  ServerProcess server({.model = models + "/gemma3-tiny.gguf", .extra_args = {"--swa-full", "off"}, .parallel = 1});
   auto client = server.client();
   const auto asked = post_json(*client, "/completion", {{"prompt", "x = 1"}, {"n_predict", 1}, {"n_cache_reuse", 256}});
   EXPECT_EQ(asked.status, 400) << asked.raw;
   EXPECT_EQ(asked.body["error"]["param"], "n_cache_reuse");
+}
+
+// A sliding-window model with its full window cache keeps every cell: its chunks move as a dense
+// model's do, counted from the engine's fed tokens.
+TEST(CacheReuse, ASlidingWindowModelWithItsFullCacheShifts) {
+  ServerProcess server({.model = std::string(PREFIXD_TEST_MODELS_DIR) + "/gemma3-tiny.gguf",
+                        .extra_args = {"--cache-reuse", "16", "--swa-full", "on"},
+                        .parallel = 1,
+                        .ctx_size = 4096});
+  auto client = server.client();
+  const json x = run(300, 64), y = run(500, 64), z = run(700, 96), w = run(900, 32);
+  EXPECT_EQ(send(*client, cat({x, y, z})).fed, 224);
+  const double fed_before = fed_total(*client);
+  const Sent cut = send(*client, cat({x, z, w}));
+  EXPECT_EQ(cut.shifted, 96);
+  EXPECT_EQ(cut.cached, 64 + 96);
+  EXPECT_EQ(fed_total(*client) - fed_before, 32) << "the engine computed w alone";
 }
 
 }  // namespace

@@ -107,7 +107,8 @@ CommonParams parse_common(const FieldReader& in, const ParseOptions& options) {
   if (auto n = in.integer("n_cache_reuse", 0, kInt32Max)) {
     if (*n > 0 && !options.shift_reuse) {
       reject("n_cache_reuse", "this server cannot reuse K/V by shifting it: the prompt cache is off, or the model's "
-                              "memory cannot move cells (recurrent, hybrid, sliding-window or M-RoPE models)");
+                              "memory cannot move cells (recurrent, hybrid or M-RoPE models, and sliding-window "
+                              "models with --swa-full off)");
     }
     params.cache.shift_reuse_min = static_cast<std::int32_t>(*n);
   }
