@@ -51,7 +51,11 @@ async function cacheStats() {
 }
 
 // A home of its own (settings, session files) and a workspace with one file in it. The replies of a
-// random-weight model never end, so the agent asks for a few tokens at temperature 0.
+// random-weight model never end, so the agent asks for one token at temperature 0. One: the agent's
+// second request of a run (its memory pass) quotes the first reply, so the second run repeats the
+// first only where the replies are alike, and by default the cache promises a resend's first token
+// alone (docs/operator-guide.md, "Exactness": the later ones are summed over however many cells the
+// context then holds, which the first run's memory pass has grown).
 function makeAgentDirs() {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), "prefixd-agent-"));
   const home = path.join(root, "home");
@@ -60,7 +64,7 @@ function makeAgentDirs() {
   fs.mkdirSync(workspace);
   fs.writeFileSync(path.join(workspace, "notes.md"), "# Notes\n\nThe build uses CMake and Ninja.\n");
   const settings = {
-    model: { generationConfig: { samplingParams: { max_tokens: 16, temperature: 0 } } },
+    model: { generationConfig: { samplingParams: { max_tokens: 1, temperature: 0 } } },
     privacy: { usageStatisticsEnabled: false },
   };
   fs.writeFileSync(path.join(home, ".qwen", "settings.json"), JSON.stringify(settings));
