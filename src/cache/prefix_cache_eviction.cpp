@@ -13,8 +13,10 @@ std::int64_t PrefixCache::Impl::leased_cells() const {
   return shared;
 }
 
+// Less the one cell make_room_for_step keeps for a lone row's padding: a draft that took it would
+// leave a padded call of another request without a cell.
 std::int64_t PrefixCache::Impl::spare_cells(std::int64_t running) const {
-  return std::max<std::int64_t>(0, engine_.context_size() - (device_.cells() + running - leased_cells()));
+  return std::max<std::int64_t>(0, engine_.context_size() - (device_.cells() + running - leased_cells() + 1));
 }
 
 bool PrefixCache::Impl::make_room(std::int64_t running, std::int64_t need) {

@@ -136,8 +136,9 @@ class RequestLife {
   // Before a step: idle cells give way so that one more cell fits beside the cells the cache holds
   // and `running` (as Room::running), which the running requests' sequences grow by.
   virtual void make_room_for_step(std::int64_t running) = 0;
-  // Cells free beside the cache's and `running` (as Room::running) without anything giving way:
-  // what rows that live for one call only (speculative drafts) may take. Never negative.
+  // Cells free beside the cache's, `running` (as Room::running) and the one cell make_room_for_step
+  // keeps, without anything giving way: what rows that live for one call only (speculative drafts)
+  // may take. Never negative.
   virtual std::int64_t spare_cells(std::int64_t running) const = 0;
   // Demotes or cuts back least recently used idle entries until `cells` cells are freed or nothing
   // idle is left (a decode found no free cell); returns the cells freed (exact).

@@ -107,7 +107,7 @@ class Engine {
 
   virtual const ModelInfo& model() const = 0;
   virtual const Vocabulary& vocab() const = 0;
-  virtual std::int32_t context_size() const = 0;   // KV cells shared by all sequences
+  virtual std::int32_t context_size() const = 0;   // KV cells one sequence can hold (the pool all share)
   virtual std::int32_t batch_size() const = 0;     // most tokens one decode() accepts
   virtual std::int32_t sequence_count() const = 0; // valid sequence ids are [0, sequence_count())
   // The most rows a decode() may hold while each row is computed on its own, by the same kernels

@@ -165,7 +165,8 @@ class LlamaEngine final : public Engine {
 
   const ModelInfo& model() const override { return info_; }
   const Vocabulary& vocab() const override { return vocab_; }
-  std::int32_t context_size() const override { return static_cast<std::int32_t>(llama_n_ctx(ctx_.get())); }
+  // The cells one sequence can hold: the whole pool, or its own stream's.
+  std::int32_t context_size() const override { return static_cast<std::int32_t>(llama_n_ctx_seq(ctx_.get())); }
   std::int32_t batch_size() const override { return static_cast<std::int32_t>(llama_n_batch(ctx_.get())); }
   std::int32_t rowwise_rows() const override { return kRowwiseRows; }
   bool deterministic() const override { return deterministic_; }
@@ -554,7 +555,8 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
                                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   params.n_threads = threads;
   params.n_threads_batch = threads;
-  params.kv_unified = true;  // one cell pool: seq_cp shares cells between sequences with no copy
+  params.kv_unified = !options.stream_per_sequence;  // one cell pool: seq_cp shares cells with no copy
+  if (options.stream_per_sequence) info.partial_copy_supported = false;
   params.swa_full = decide_swa_full(info, options);
   info.swa_full = params.swa_full && info.family == ModelFamily::sliding_window;
   if (info.swa_full && options.n_holder_seqs > 0 && n_seq + 1 < static_cast<int>(llama_max_parallel_sequences())) {
@@ -586,6 +588,7 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
                              std::to_string(n_seq));
   }
   params.n_seq_max = static_cast<uint32_t>(n_seq);
+  if (options.stream_per_sequence) params.n_ctx *= static_cast<uint32_t>(n_seq);  // n_ctx cells per stream
   params.no_perf = true;
   params.flash_attn_type = options.flash_attention ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   ContextPtr ctx(llama_init_from_model(model.get(), params));

@@ -113,6 +113,12 @@ struct ContextOptions {
   // the full cache costs at most swa_full_max_bytes (see load_llama_engine).
   SwaFull swa_full = SwaFull::automatic;
   std::uint64_t swa_full_max_bytes = 2ull << 30;
+  // One KV stream per sequence id (libllama's non-unified cache), each of n_ctx cells, instead of
+  // one pool all sequences share: a sequence's cells then lie from cell 0 of its own stream in
+  // position order, whatever the others hold, but copying between sequences moves whole streams
+  // (ModelInfo::partial_copy_supported is false, which turns the prompt cache off). For
+  // measurements (prefixd_stream_probe); the server keeps the unified pool.
+  bool stream_per_sequence = false;
   // A vision projector (GGUF, libmtmd's format) to load with the model: images in prompts. Empty:
   // text only.
   std::string mmproj_path;

@@ -1,6 +1,7 @@
 // Warm = cold over drawn configurations: a family preset, --parallel, --ctx-size, flash attention,
-// --swa-full, --prefill-packing, the host and disk tiers, --deterministic and n-gram speculative
-// decoding (every guess verified) are drawn from a seed,
+// --swa-full, --prefill-packing, the host and disk tiers, --deterministic, n-gram speculative
+// decoding (every guess verified) and reuse by shifting (--cache-reuse, whose answers are only
+// required to be 200s over a consistent cache: it is not exact) are drawn from a seed,
 // and one to four sessions send growing turns, resends, edits and branches at once. Every request
 // is also sent with cache_prompt:false at temperature 0. Every answer must be 200, the server log
 // free of decode failures and of reused prefixes that fell back to a cold run (a tier lost cells it
@@ -46,6 +47,7 @@ struct Draw {
   bool disk_tier = false;
   bool deterministic = false;
   bool speculation = false;  // --spec-type ngram --draft-when always
+  int cache_reuse = 0;       // --cache-reuse N (0: off); only where the model can shift
   int sessions = 1;
   int turns = 4;
 
@@ -55,9 +57,9 @@ struct Draw {
 
   std::string describe() const {
     return std::format("preset={} parallel={} ctx={} flash={} swa_full={} packing={} host={} disk={} deterministic={} "
-                       "speculation={} sessions={} turns={}",
+                       "speculation={} cache_reuse={} sessions={} turns={}",
                        preset, parallel, ctx_size, flash, swa_full, packing, host_tier, disk_tier, deterministic,
-                       speculation, sessions, turns);
+                       speculation, cache_reuse, sessions, turns);
   }
 };
 
@@ -84,6 +86,10 @@ Draw draw_config(std::mt19937_64& rng) {
   // was one of their fields.
   std::mt19937_64 copy = rng;
   d.speculation = std::bernoulli_distribution(0.5)(copy);
+  // Shifting needs every cell kept: the dense preset, or a window model with --swa-full on. Small
+  // chunks, so that the template's tokens after an edit are found later in the cached turn.
+  const int reuse = pick<int>(copy, {0, 0, 0, 0, 0, 0, 4, 16});
+  if (d.preset == "tiny" || (d.preset == "gemma3-tiny" && d.swa_full == "on")) d.cache_reuse = reuse;
   return d;
 }
 
@@ -100,6 +106,7 @@ ServerConfig server_config(const Draw& d, const std::string& disk_dir) {
   if (d.speculation) args.insert(args.end(), {"--spec-type", "ngram", "--draft-when", "always"});
   if (!d.host_tier) args.insert(args.end(), {"--prompt-cache-capacity-bytes", "1"});
   if (d.disk_tier) args.insert(args.end(), {"--cache-disk-path", disk_dir});
+  if (d.cache_reuse > 0) args.insert(args.end(), {"--cache-reuse", std::to_string(d.cache_reuse)});
   return config;
 }
 
@@ -126,6 +133,7 @@ struct Exchange {
   std::string cold;
   int prompt_tokens = 0;
   int cached_tokens = 0;
+  int shifted_tokens = 0;
   std::string tier;
   int drafted = 0;  // draft tokens the warm request verified (speculation draws)
   json request;
@@ -156,6 +164,7 @@ Exchange send_twice(httplib::Client& client, const json& request) {
     const json& cache = warm.body["prompt_cache"];
     if (cache.contains("cached_tokens") && cache["cached_tokens"].is_number()) e.cached_tokens = cache["cached_tokens"].get<int>();
     if (cache.contains("tier") && cache["tier"].is_string()) e.tier = cache["tier"].get<std::string>();
+    if (cache.contains("shifted_tokens")) e.shifted_tokens = cache["shifted_tokens"].get<int>();
     if (const json& t = warm.body["timings"]; t.contains("draft_n")) e.drafted = t["draft_n"].get<int>();
   }
   return e;
@@ -218,6 +227,7 @@ std::vector<Exchange> run_session(int port, int index, std::uint64_t seed, int t
 // (docs/design.md, "Exactness").
 bool promised(const Draw& d, const Exchange& e) {
   if (d.sessions > 1) return false;
+  if (d.cache_reuse > 0) return false;  // moved cells, and what was computed over them, are not a cold run's
   if (d.deterministic) return true;
   // By default: a hit that computed only the last prompt token, with flash attention.
   return d.flash && e.cached_tokens == e.prompt_tokens - 1;
@@ -246,11 +256,14 @@ TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
   std::map<std::string, int> reached;  // what the promised comparisons covered, by kind and tier
   int concurrent_compared = 0;         // cached answers of concurrent sessions, and how many differed
   int concurrent_differed = 0;
+  int shifted = 0;                     // tokens reused by shifting, over the --cache-reuse draws
+  int reuse_draws = 0;
   for (int n = 0; n < draws; ++n) {
     const Draw d = draw_config(rng);
     const std::uint64_t workload_seed = rng();
     const std::string where = std::format("seed {} draw {}: {}", seed, n, d.describe());
     if (only >= 0 && n != only) continue;
+    reuse_draws += d.cache_reuse > 0 ? 1 : 0;
     SCOPED_TRACE(where);
     const std::filesystem::path disk_dir =
         std::filesystem::temp_directory_path() / std::format("prefixd-exactness-{}-{}-{}", ::getpid(), seed, n);
@@ -299,6 +312,7 @@ TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
                                          e.prompt_tokens, e.cached_tokens, e.tier);
       ASSERT_EQ(e.status_warm, 200) << at << " " << e.error;
       ASSERT_EQ(e.status_cold, 200) << at << " " << e.error;
+      shifted += e.shifted_tokens;
       if (promised(d, e)) {
         EXPECT_EQ(e.warm, e.cold) << at << "\nrequest: " << e.request.dump().substr(0, 400);
         if (e.cached_tokens > 0) reached[std::format("{}:{}", e.prompt_tokens - e.cached_tokens == 1 ? "last-token" : "longer", e.tier)] += 1;
@@ -312,8 +326,9 @@ TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
   std::string summary;
   for (const auto& [kind, count] : reached) summary += std::format("{}={} ", kind, count);
   std::printf("exactness: seed %llu, %d draws; promised hits compared: %s; concurrent sessions: %d of %d cached answers "
-              "differed\n",
-              static_cast<unsigned long long>(seed), draws, summary.c_str(), concurrent_differed, concurrent_compared);
+              "differed; %d tokens reused by shifting in %d --cache-reuse draws\n",
+              static_cast<unsigned long long>(seed), draws, summary.c_str(), concurrent_differed, concurrent_compared,
+              shifted, reuse_draws);
   // The comparisons must have reached cached answers, not only cold ones.
   if (only < 0) {
     EXPECT_FALSE(reached.empty()) << "no cached answer was compared";
