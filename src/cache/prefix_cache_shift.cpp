@@ -163,7 +163,9 @@ std::optional<ShiftDonor> PrefixCache::Impl::reserve_shift_donor(const Lease& le
     }
   }
   if (host) {
-    for (const Digest& key : host->path) host_.store().touch(key);  // last to go while the prefix is adopted
+    // The last to go while the prefix is adopted; leaf first, so that no segment is more recently
+    // used than its parent (the store evicts leaves before the prefixes they extend).
+    for (auto key = host->path.rbegin(); key != host->path.rend(); ++key) host_.store().touch(*key);
     return ShiftDonor{.host_path = std::move(host->path), .tokens = std::move(host->tokens), .from_disk = from_disk};
   }
   if (entry == nullptr || best == 0) return std::nullopt;

@@ -92,9 +92,13 @@ TEST(CacheReuse, AChunkCutFromTheMiddleAndARotatedRingAreShiftedNotComputed) {
 }
 
 // A sequence the device no longer holds — demoted to host memory while another request ran, as the
-// CPU's idle budget of 0 does — still gives its chunks: from its host segments.
+// CPU's idle budget of 0 does — still gives its chunks: from its host segments, a chain of several
+// here (the server verifies, among the cache's invariants, that using them kept every segment no
+// more recently used than its parent).
 TEST(CacheReuse, ChunksComeFromHostSegmentsWhenTheDeviceLetTheSequenceGo) {
-  ServerProcess server({.extra_args = {"--cache-reuse", "16"}, .parallel = 1, .ctx_size = 4096});
+  ServerProcess server({.extra_args = {"--cache-reuse", "16", "--prompt-cache-host-segment", "64"},
+                        .parallel = 1,
+                        .ctx_size = 4096});
   auto client = server.client();
   const json a = run(1100, 48), b = run(1200, 48), c = run(1300, 48), d = run(1400, 48), e = run(1500, 48);
   send(*client, cat({a, b, c, d}));

@@ -170,8 +170,11 @@ Exchange send_twice(httplib::Client& client, const json& request) {
   return e;
 }
 
-// A session of growing turns, resends, edits and branches; the last request goes in `last`.
-std::vector<Exchange> run_session(int port, int index, std::uint64_t seed, int turns, int max_tokens, json& last) {
+// A session of growing turns, resends, edits and branches; with `cuts`, also turns that drop the
+// conversation's first exchange, which moves everything after it (what reuse by shifting serves).
+// The last request goes in `last`.
+std::vector<Exchange> run_session(int port, int index, std::uint64_t seed, int turns, int max_tokens, bool cuts,
+                                  json& last) {
   std::mt19937_64 rng(seed);
   httplib::Client client("127.0.0.1", port);
   client.set_read_timeout(std::chrono::seconds(300));
@@ -179,7 +182,15 @@ std::vector<Exchange> run_session(int port, int index, std::uint64_t seed, int t
   std::vector<Exchange> out;
   json request;
   for (int turn = 0; turn < turns; ++turn) {
-    std::string kind = turn == 0 ? "first" : pick<std::string>(rng, {"grow", "grow", "resend", "edit", "branch"});
+    std::string kind = turn == 0 ? "first"
+                       : cuts    ? pick<std::string>(rng, {"grow", "cut", "resend", "edit", "branch", "cut"})
+                                 : pick<std::string>(rng, {"grow", "grow", "resend", "edit", "branch"});
+    if (kind == "cut" && messages.size() > 3) {
+      messages.erase(messages.begin() + 1, messages.begin() + 3);
+      messages.push_back({{"role", "user"}, {"content", words(rng, std::uniform_int_distribution<int>(3, 60)(rng))}});
+    } else if (kind == "cut") {
+      kind = "grow";
+    }
     if (kind == "first" || kind == "grow") {
       messages.push_back({{"role", "user"}, {"content", words(rng, std::uniform_int_distribution<int>(3, 200)(rng))}});
     } else if (kind == "edit") {
@@ -278,7 +289,7 @@ TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
         threads.emplace_back([&, s] {
           per_session[static_cast<size_t>(s)] =
               run_session(server.port(), s, workload_seed + static_cast<std::uint64_t>(s), d.turns, d.max_tokens(),
-                          last[static_cast<size_t>(s)]);
+                          d.cache_reuse > 0, last[static_cast<size_t>(s)]);
         });
       }
       for (auto& t : threads) t.join();
