@@ -3,6 +3,7 @@
 // or else a chain of host segments, or of disk files restored into the host tier first — and its
 // chunks moved into the request's sequence.
 #include <functional>
+#include <span>
 #include <unordered_map>
 
 #include "cache/prefix_cache_impl.h"
@@ -23,10 +24,11 @@ std::int32_t donor_total(std::span<const engine::Token> cached, std::span<const 
 }
 
 // A tier's segments as chains: each segment names its parent (the namespace's root at position 0).
+// A segment's tokens are valid until the next call of `segment`.
 struct SegmentChains {
   struct Segment {
     engine::Pos begin = 0;
-    std::vector<engine::Token> tokens;
+    std::span<const engine::Token> tokens;
   };
   std::function<std::vector<Digest>(const Digest&)> children;
   std::function<std::optional<Segment>(const Digest&)> segment;
@@ -129,18 +131,19 @@ std::optional<ShiftDonor> PrefixCache::Impl::reserve_shift_donor(const Lease& le
           .segment = [&](const Digest& key) -> std::optional<SegmentChains::Segment> {
             const HostSegment* segment = host_.store().peek(key);
             if (segment == nullptr) return std::nullopt;
-            return SegmentChains::Segment{.begin = segment->begin, .tokens = segment->token_ids};
+            return SegmentChains::Segment{.begin = segment->begin, .tokens = std::span(segment->token_ids)};
           }};
       host = best_chain(chains, root, lease.prompt, min_chunk, limit, best);
       if (host) best = host->total;
     }
     if (const DiskStore* store = backing_.disk(); store != nullptr) {
+      std::optional<RecordMeta> meta;  // the index entry last read: what a Segment's tokens view
       const SegmentChains chains{
           .children = [&](const Digest& parent) { return store->children(parent); },
           .segment = [&](const Digest& key) -> std::optional<SegmentChains::Segment> {
-            std::optional<RecordMeta> meta = store->meta(key);
+            meta = store->meta(key);
             if (!meta || meta->kind != RecordKind::segment) return std::nullopt;
-            return SegmentChains::Segment{.begin = meta->begin, .tokens = std::move(meta->tokens)};
+            return SegmentChains::Segment{.begin = meta->begin, .tokens = std::span(meta->tokens)};
           }};
       disk = best_chain(chains, root, lease.prompt, min_chunk, limit, best);
     }
