@@ -6,6 +6,7 @@
 #include <span>
 #include <unordered_map>
 
+#include "cache/cell_pin.h"
 #include "cache/prefix_cache_impl.h"
 #include "cache/shifted_reuse.h"
 
@@ -182,9 +183,15 @@ bool PrefixCache::Impl::move_chunk(const ShiftDonor& donor, const ShiftChunk& c,
   const engine::Pos delta = c.to - c.from;
   // Cells of the scratch sequence alone, at the chunk's positions, are moved and handed over:
   // moving a shared cell would move it for every entry that shares it.
+  // With the full window cache the handed-over cells are pinned at once (cell_pin.h): restoring
+  // the chunk's next segment could otherwise take over one of them, lying behind the request's
+  // window and owned by it alone, and libllama would drop every cell of the request below it.
   const auto hand_over = [&](engine::Pos from, engine::Pos stop) {
     const bool moved = engine_.shift_sequence(scratch, from, stop, delta);
-    if (moved) engine_.copy_sequence(scratch, seq, from + delta, stop + delta);
+    if (moved) {
+      engine_.copy_sequence(scratch, seq, from + delta, stop + delta);
+      pin_cells(engine_, pin_, seq, from + delta, stop + delta);
+    }
     engine_.remove_sequence(scratch, 0, -1);
     return moved;
   };
@@ -234,7 +241,13 @@ Acquisition PrefixCache::Impl::shift_into(Lease& lease, Acquisition got, std::op
       find_shift_chunks(donor->tokens, lease.prompt, got.reused, shift_min_chunk(lease), limit);
   std::int32_t shifted = 0;
   for (const ShiftChunk& c : chunks) {
-    if (!move_chunk(*donor, c, lease.seq)) break;  // no room for a copy, or a segment left: the rest is computed
+    if (!move_chunk(*donor, c, lease.seq)) {
+      // No room for a copy, or a segment left: the rest is computed, and what the chunk handed
+      // over before it stopped (its first segments) goes.
+      engine_.remove_sequence(lease.seq, c.to, -1);
+      trace("shift seq={}: the chunk of {} tokens to {} could not be moved; the rest is computed", lease.seq, c.length, c.to);
+      break;
+    }
     shifted += c.length;
   }
   release();
