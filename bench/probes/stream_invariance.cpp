@@ -3,10 +3,16 @@
 // speed. Two layouts are compared: the unified pool prefixd serves from (every sequence's cells in
 // one buffer) and one KV stream per sequence (engine::ContextOptions::stream_per_sequence).
 //
-// Usage: prefixd_stream_probe MODEL.gguf [--threads N] [--prompt TOKENS] [--reply TOKENS] [--steps N] [--check]
+// Usage: prefixd_stream_probe MODEL.gguf [--threads N] [--prompt TOKENS] [--reply TOKENS] [--steps N]
+//                             [--deterministic] [--check]
 //
+// --deterministic: the engines compute as `serve --deterministic` does: the prompt in row-wise
+// calls of at most Engine::rowwise_rows() rows at aligned positions, every lone row padded (in
+// the pool, by a row of the pad sequence; with streams, by a row at the next position of its own
+// sequence, LlamaEngine::run_rowwise_streams).
 // --check: no speeds; exits 1 unless, with a stream per sequence, every scenario but `beside`
-// agrees (what a per-sequence layout would rest on; ctest `stream_invariance_cpu` runs it).
+// agrees, or with --deterministic every scenario (what the server's layouts rest on; ctest
+// `stream_invariance_cpu` and `stream_invariance_deterministic_cpu` run it).
 //
 // Every scenario computes the same prompt the same way — chunks of 512 rows from position 0 (the
 // tiled kernels), then the last prompt token in a padded row-wise call, as the scheduler does — and
@@ -55,6 +61,7 @@ struct Options {
   int reply = 8;
   int steps = 48;
   bool check = false;
+  bool deterministic = false;
 };
 
 // Tokens from a fixed linear congruential sequence: the same prompt on every run.
@@ -75,8 +82,10 @@ void check(DecodeStatus status, std::string_view what) {
   }
 }
 
-// Positions [from, to) of `tokens` into `seq`, in chunks of at most `chunk` rows, no logits.
-void prefill(Engine& engine, SeqId seq, const std::vector<Token>& tokens, Pos from, Pos to, int chunk = 512) {
+// Positions [from, to) of `tokens` into `seq`, in chunks of 512 rows (of the row-wise size when
+// the engine is deterministic) between multiples of that size, no logits.
+void prefill(Engine& engine, SeqId seq, const std::vector<Token>& tokens, Pos from, Pos to) {
+  const Pos chunk = engine.deterministic() ? engine.rowwise_rows() : 512;
   for (Pos p = from; p < to;) {
     const Pos end = std::min<Pos>(to, p - p % chunk + chunk);
     std::vector<BatchToken> batch;
@@ -146,21 +155,25 @@ std::unique_ptr<Engine> load(const Options& o, bool streams) {
   context.n_parallel = 2;
   context.n_holder_seqs = 0;
   context.n_threads = o.threads;
-  context.stream_per_sequence = streams;
+  context.kv_layout = streams ? prefixd::engine::KvLayout::streams : prefixd::engine::KvLayout::pool;
+  context.deterministic = o.deterministic;
   return prefixd::engine::load_llama_engine(o.model, context);
 }
 
-// Prints the layout's rows; returns how many scenarios other than `beside` disagreed.
+// Prints the layout's rows; returns how many scenarios disagreed (other than `beside` unless the
+// engine is deterministic).
 int probe_layout(const Options& o, bool streams) {
   const std::unique_ptr<Engine> engine = load(o, streams);
   const std::int32_t vocab = engine->vocab().size();
   const std::vector<Token> prompt = tokens_from(7, o.prompt, vocab);
   const std::vector<Token> other = tokens_from(11, 1041, vocab);
   const auto n = static_cast<Pos>(prompt.size());
-  const std::string layout = streams ? "stream per sequence" : "unified pool";
+  const std::string layout = std::string(streams ? "stream per sequence" : "unified pool") +
+                             (o.deterministic ? ", deterministic" : "");
   int disagreed = 0;
 
-  for (const bool padded : {false, true}) {
+  // A deterministic engine pads every lone row itself: lone and padded are one case.
+  for (const bool padded : o.deterministic ? std::vector<bool>{true} : std::vector<bool>{false, true}) {
     engine->clear();
     prefill(*engine, 0, prompt, 0, n - 1);
     const Reply reference = answer(*engine, 0, prompt, o.reply, padded);
@@ -175,9 +188,10 @@ int probe_layout(const Options& o, bool streams) {
     scenarios.emplace_back("into-hole", [&] {
       engine->clear();
       prefill(*engine, 1, other, 0, static_cast<Pos>(other.size()));
-      prefill(*engine, 0, prompt, 0, 512);
+      const Pos half = engine->deterministic() ? 8 * engine->rowwise_rows() : 512;  // a chunk boundary
+      prefill(*engine, 0, prompt, 0, half);
       engine->remove_sequence(1, 0, -1);
-      prefill(*engine, 0, prompt, 512, n - 1);
+      prefill(*engine, 0, prompt, half, n - 1);
       return answer(*engine, 0, prompt, o.reply, padded);
     });
     scenarios.emplace_back("restored", [&] {
@@ -202,7 +216,7 @@ int probe_layout(const Options& o, bool streams) {
     });
     for (const auto& [name, run] : scenarios) {
       const Verdict v = compare(reference, run());
-      if (name != "beside" && !(v.same_tokens && v.max_diff == 0)) disagreed += 1;
+      if ((name != "beside" || o.deterministic) && !(v.same_tokens && v.max_diff == 0)) disagreed += 1;
       std::printf("| %s | %s | %s | %s | %s | %.3g |\n", layout.c_str(), padded ? "padded" : "lone", name.c_str(),
                   v.same_tokens && v.max_diff == 0 ? "yes" : "no",
                   v.same_tokens ? "all" : std::format("from token {}", v.first_token_differing).c_str(), v.max_diff);
@@ -252,17 +266,19 @@ Options parse(int argc, char** argv) {
       o.reply = value();
     } else if (arg == "--steps") {
       o.steps = value();
+    } else if (arg == "--deterministic") {
+      o.deterministic = true;
     } else if (arg == "--check") {
       o.check = true;
     } else if (!arg.starts_with("--") && o.model.empty()) {
       o.model = std::string(arg);
     } else {
-      std::fprintf(stderr, "usage: prefixd_stream_probe MODEL.gguf [--threads N] [--prompt TOKENS] [--reply TOKENS] [--steps N] [--check]\n");
+      std::fprintf(stderr, "usage: prefixd_stream_probe MODEL.gguf [--threads N] [--prompt TOKENS] [--reply TOKENS] [--steps N] [--deterministic] [--check]\n");
       std::exit(2);
     }
   }
   if (o.model.empty()) {
-    std::fprintf(stderr, "usage: prefixd_stream_probe MODEL.gguf [--threads N] [--prompt TOKENS] [--reply TOKENS] [--steps N] [--check]\n");
+    std::fprintf(stderr, "usage: prefixd_stream_probe MODEL.gguf [--threads N] [--prompt TOKENS] [--reply TOKENS] [--steps N] [--deterministic] [--check]\n");
     std::exit(2);
   }
   return o;

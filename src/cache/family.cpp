@@ -29,6 +29,7 @@ Family Family::of(const engine::ModelInfo& model) {
   family.sliding = model.family == engine::ModelFamily::sliding_window;
   family.window_only = family.sliding && !family.trimmable();
   family.sliding_window = model.sliding_window;
+  family.shares_cells = model.cells_shared;
   return family;
 }
 

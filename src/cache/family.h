@@ -39,6 +39,11 @@ struct Family {
   bool sliding = false;
   bool window_only = false;
   std::int32_t sliding_window = 0;
+  // One pool of cells (engine::ModelInfo::cells_shared): a copy between sequences shares cells.
+  // False with a stream per sequence: a copy duplicates the source's cells from its first
+  // position, so the tiers keep a sequence's prefix in one piece (a host segment is a whole
+  // sequence: resolve() in prefix_cache_impl.h) and nothing swaps cells it holds for equal ones.
+  bool shares_cells = true;
 
   static Family of(const engine::ModelInfo& model);
 
@@ -52,11 +57,11 @@ struct Family {
   bool waits_for_running() const { return trimmable(); }
   // Whether the entries may be rewritten from cell 0 when idle (a saved state of a cut-back
   // sequence would be wrong for the others).
-  bool compactable() const { return trimmable(); }
+  bool compactable() const { return trimmable() && shares_cells; }
   // Whether cached cells may be moved to other positions (--cache-reuse): every cell is attention
   // K/V and stays where it was written (dense, or a sliding window with its full cache; a
   // window-only cache drops the cells a chunk may need). The engine also has to be able to shift.
-  bool shiftable() const { return trimmable(); }
+  bool shiftable() const { return trimmable() && shares_cells; }
 };
 
 }  // namespace prefixd::cache

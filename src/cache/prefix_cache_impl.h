@@ -71,6 +71,13 @@ inline CacheConfig resolve(CacheConfig config, const engine::Engine& engine) {
   config.block_size = std::max(1, config.block_size);
   if (!Family::of(engine.model()).compactable()) config.compaction = Compaction::never;
   config.checkpoint_every = std::max(0, config.checkpoint_every);
+  // A stream per sequence copies a sequence's cells only from its first position on
+  // (Engine::copy_sequence): a host segment holds a whole sequence, so a restore never appends a
+  // segment to cells restored before it.
+  if (!engine.model().cells_shared) {
+    const std::int32_t whole = (engine.context_size() + config.block_size - 1) / config.block_size * config.block_size;
+    config.host_segment_tokens = std::max(config.host_segment_tokens, whole);
+  }
   return config;
 }
 

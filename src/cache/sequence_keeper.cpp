@@ -34,8 +34,9 @@ SequenceKeeper::Kept SequenceKeeper::keep_cells(Lease& lease, SeqId seq, std::sp
     return Kept{.tree_changed = true};
   }
   // Shared in the tree means shared in the KV: the prefix this sequence has in common with the
-  // tree takes the tree's cells (unless they already are the tree's: locked when adopted).
-  if (longest.length > canonical) {
+  // tree takes the tree's cells (unless they already are the tree's: locked when adopted). With a
+  // stream per sequence no cells are shared: the sequence keeps its own.
+  if (longest.length > canonical && tiers_.family.shares_cells) {
     tiers_.engine.remove_sequence(seq, 0, longest.length);
     tiers_.engine.copy_sequence(tiers_.device.entry(longest.entry).holder, seq, 0, longest.length);
   }

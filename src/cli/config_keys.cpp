@@ -65,6 +65,7 @@ constexpr std::array kKeys{
     ConfigKey{"seed", model},
     ConfigKey{"gpu-layers", model},
     ConfigKey{"swa-full", model},
+    ConfigKey{"kv-unified", model},
     ConfigKey{"prefill-packing", model},
     ConfigKey{"spec-type", model},
     ConfigKey{"draft-max", model},

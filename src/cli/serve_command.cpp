@@ -57,6 +57,8 @@ struct ServeOptions {
   std::string draft_model_path;    // --model-draft
   std::int32_t draft_gpu_layers = -1;  // --gpu-layers-draft; -1: as --gpu-layers
   std::string swa_full = "auto";
+  bool kv_unified = true;       // --kv-unified / --no-kv-unified
+  bool kv_unified_set = false;  // given by a flag, the environment or the config file
   std::string fingerprint_cache;  // empty: default_fingerprint_cache_path; "off": none
   std::string chat_template_file;  // --chat-template-file; empty: the model's template
   std::string api_keys_path;      // --api-keys
@@ -87,6 +89,7 @@ std::unique_ptr<engine::Engine> load_draft_model(const ServeOptions& o, const en
   context.n_ctx = target.context_size();
   context.mmproj_path.clear();
   context.deterministic = false;
+  context.kv_layout = engine::KvLayout::pool;  // guesses are verified: no answer rests on the drafter's cells
   if (o.draft_gpu_layers >= 0) context.gpu_layers = o.draft_gpu_layers;
   std::unique_ptr<engine::Engine> drafter;
   try {
@@ -232,6 +235,12 @@ int run_serve(ServeOptions& o) {
   cache.host_capacity_bytes = o.cache_capacity_bytes > 0 ? o.cache_capacity_bytes : default_host_capacity();
   o.context.n_holder_seqs = cache_on ? o.scheduler.cache_holders + 1 : 0;
   if (!cache_on) o.scheduler.cache_holders = 0;
+  // Unset: streams where they make --deterministic exact under concurrency (the engine decides
+  // by the model's family), but not with --cache-reuse, which gives exactness up and needs the
+  // pool's shared cells.
+  o.context.kv_layout = o.kv_unified_set ? (o.kv_unified ? engine::KvLayout::pool : engine::KvLayout::streams)
+                        : cache.shift_reuse_min > 0 ? engine::KvLayout::pool
+                                                    : engine::KvLayout::automatic;
   o.context.swa_full = o.swa_full == "on" ? engine::SwaFull::on : o.swa_full == "off" ? engine::SwaFull::off
                                                                                        : engine::SwaFull::automatic;
   o.context.fingerprint_cache = resolve_fingerprint_cache(o.fingerprint_cache, o.scheduler.cache.disk_path);
@@ -259,6 +268,10 @@ int run_serve(ServeOptions& o) {
     if (!cache_on) throw std::runtime_error("--cache-reuse needs the prompt cache: drop --no-cache-prompt");
     if (!model->can_shift()) {
       const bool window = model->model().family == engine::ModelFamily::sliding_window;
+      if (!model->model().cells_shared) {
+        throw std::runtime_error("--cache-reuse copies moved chunks into a sequence that holds other cells, which a "
+                                 "KV stream per sequence (--no-kv-unified) cannot do: drop one of the two");
+      }
       throw std::runtime_error(std::format(
           "--cache-reuse moves cached K/V to other positions, which this model ({} memory) cannot do{}",
           engine::family_name(model->model().family),
@@ -526,6 +539,12 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                   "(never: measured slower), idle, never")
       ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_COMPACTION")
       ->check(CLI::IsMember({"auto", "idle", "never"}));
+  CLI::Option* kv_unified =
+      cmd->add_flag("--kv-unified,!--no-kv-unified", o->kv_unified,
+                    "One KV pool shared by every sequence (--kv-unified), or a stream per sequence (--no-kv-unified: "
+                    "K/V memory for the context times the sequences; dense models). Unset: streams with "
+                    "--deterministic on a dense model, else one pool")
+          ->envname("PREFIXD_KV_UNIFIED");
   cmd->add_option("--swa-full", o->swa_full,
                   "Sliding-window models: keep every cell of the window layers so any prefix is reused exactly: "
                   "auto (when those cells fit in 2 GiB), on, off (window only; reuse at checkpoints)")
@@ -600,6 +619,7 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
   // Flags report their current value as options do (--help, `config print`, `config init`).
   for (auto [flag, value] : {std::pair{"--flash-attn", &o->context.flash_attention},
                              {"--deterministic", &o->context.deterministic},
+                             {"--kv-unified", &o->kv_unified},
                              {"--metrics", &o->server.metrics},
                              {"--webui", &o->server.webui},
                              {"--allow-special-in-content", &o->server.allow_special_in_content},
@@ -609,7 +629,10 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                              {"--debug-verify-cache", &o->scheduler.cache.verify_every_operation}}) {
     cmd->get_option(flag)->default_function([value] { return std::string(*value ? "true" : "false"); });
   }
-  return [o]() { return run_serve(*o); };
+  return [o, kv_unified]() {
+    o->kv_unified_set = kv_unified->count() > 0;
+    return run_serve(*o);
+  };
 }
 
 std::function<int()> add_serve_command(CLI::App& app) {

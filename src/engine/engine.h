@@ -146,8 +146,13 @@ class Engine {
   // (the parser's message). Safe from any thread; call it at request time.
   virtual std::optional<std::string> check_grammar(const Grammar& grammar) const = 0;
 
-  // Sequence operations on the unified KV cache. Ranges are [p0, p1); p1 < 0 means "to the end".
-  // copy_sequence shares cells (metadata only): dst then holds src's tokens in [p0, p1) too.
+  // Sequence operations on the KV cache. Ranges are [p0, p1); p1 < 0 means "to the end".
+  // copy_sequence: dst then holds src's tokens in [p0, p1) too. In the unified pool
+  // (ModelInfo::cells_shared) the cells are shared (metadata only). With a stream per sequence
+  // they are copied, and dst's stream is rebuilt from src's: REQUIRES dst empty, or holding an
+  // unbroken run that ends at or after p0 - 1, below p1, whose tokens src holds too (so src's
+  // cells replace it); and src holding every position from p0 (or dst's first) to p1 - 1.
+  // Throws std::logic_error when these do not hold.
   virtual void copy_sequence(SeqId src, SeqId dst, Pos p0 = 0, Pos p1 = -1) = 0;
   // Returns false when the memory cannot drop a partial range (recurrent state).
   virtual bool remove_sequence(SeqId seq, Pos p0 = 0, Pos p1 = -1) = 0;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <format>
 #include <future>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -145,7 +146,7 @@ constexpr std::int32_t kRowwiseRows = 63;
 class LlamaEngine final : public Engine {
  public:
   LlamaEngine(ModelPtr model, ContextPtr ctx, ModelInfo info, std::unique_ptr<Vision> vision, SeqId pad_seq,
-              SeqId guard_seq, bool deterministic)
+              SeqId guard_seq, bool deterministic, std::int32_t stream_cells)
       : model_(std::move(model)),
         ctx_(std::move(ctx)),
         info_(std::move(info)),
@@ -154,7 +155,9 @@ class LlamaEngine final : public Engine {
         vision_(std::move(vision)),
         pad_seq_(pad_seq),
         reserved_(static_cast<std::int32_t>(pad_seq >= 0) + static_cast<std::int32_t>(guard_seq >= 0)),
-        deterministic_(deterministic) {
+        deterministic_(deterministic),
+        stream_cells_(stream_cells),
+        logits_(*this) {
     if (guard_seq >= 0 && pad_seq >= 0) {
       window_states_.emplace(ctx_.get(), pad_seq, guard_seq, info_.sliding_window);
     }
@@ -165,8 +168,11 @@ class LlamaEngine final : public Engine {
 
   const ModelInfo& model() const override { return info_; }
   const Vocabulary& vocab() const override { return vocab_; }
-  // The cells one sequence can hold: the whole pool, or its own stream's.
-  std::int32_t context_size() const override { return static_cast<std::int32_t>(llama_n_ctx_seq(ctx_.get())); }
+  // The cells one sequence can hold: the whole pool, or its own stream's (less the cell a padded
+  // row of its own takes, rowwise_streams()).
+  std::int32_t context_size() const override {
+    return stream_cells_ > 0 ? stream_cells_ : static_cast<std::int32_t>(llama_n_ctx_seq(ctx_.get()));
+  }
   std::int32_t batch_size() const override { return static_cast<std::int32_t>(llama_n_batch(ctx_.get())); }
   std::int32_t rowwise_rows() const override { return kRowwiseRows; }
   bool deterministic() const override { return deterministic_; }
@@ -180,6 +186,8 @@ class LlamaEngine final : public Engine {
   DecodeStatus run_batch(std::span<const BatchToken> tokens, bool pad_lone_row) {
     if (tokens.empty()) return DecodeStatus::ok;
     if (static_cast<int>(tokens.size()) > batch_size()) return DecodeStatus::error;
+    logits_copied_ = false;
+    if (rowwise_streams()) return run_rowwise_streams(tokens);
     llama_batch& batch = batch_.get();
     batch.n_tokens = static_cast<int32_t>(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) {
@@ -202,12 +210,87 @@ class LlamaEngine final : public Engine {
     }
     const int32_t rc = llama_decode(ctx_.get(), batch);
     if (padded) llama_memory_seq_rm(memory(), pad_seq_, -1, -1);
+    return status_of(rc);
+  }
+
+  static DecodeStatus status_of(int32_t rc) {
     switch (rc) {
       case 0: return DecodeStatus::ok;
       case 1: return DecodeStatus::no_kv_space;
       case 2: return DecodeStatus::aborted;
       default: return DecodeStatus::error;
     }
+  }
+
+  // Deterministic, with a stream per sequence: libllama computes a call over several streams in
+  // micro-batches of consecutive sequence ids that each take as many rows from every sequence as
+  // the one with the fewest has left, so rows of sequences with unlike counts could land in a
+  // micro-batch of one row per sequence, whose kernels sum unlike a row-wise call's. So the rows
+  // go in one libllama call per count of rows a sequence has (at most kRowwiseRows rows a call),
+  // and a sequence with one row gets a second at the next position of its own (a pad row in
+  // another sequence's stream would be a micro-batch of its own), whose cell is freed after the
+  // call: every row of every call is computed by the row-wise kernels, in a stream that holds its
+  // sequence's cells alone from cell 0 in position order. The rows' logits are copied out after
+  // each call (logits_copied_).
+  bool rowwise_streams() const { return deterministic_ && !info_.cells_shared; }
+
+  DecodeStatus run_rowwise_streams(std::span<const BatchToken> tokens) {
+    std::map<SeqId, std::vector<std::size_t>> rows_of;  // by sequence id: consecutive ids stay together
+    for (std::size_t i = 0; i < tokens.size(); ++i) rows_of[tokens[i].seq].push_back(i);
+    std::map<std::size_t, std::vector<SeqId>> by_count;
+    for (const auto& [seq, rows] : rows_of) by_count[std::max<std::size_t>(rows.size(), 2)].push_back(seq);
+    const auto n_vocab = static_cast<std::size_t>(info_.n_vocab);
+    copied_rows_.assign(tokens.size(), -1);
+    copied_logits_.clear();
+    std::vector<SeqId> done;  // sequences whose rows earlier calls wrote
+    const auto undo = [&](std::span<const SeqId> seqs) {
+      for (const SeqId seq : seqs) llama_memory_seq_rm(memory(), seq, tokens[rows_of[seq].front()].pos, -1);
+    };
+    llama_batch& batch = batch_.get();
+    for (const auto& [count, seqs] : by_count) {
+      const std::size_t per_call = std::max<std::size_t>(1, static_cast<std::size_t>(kRowwiseRows) / count);
+      for (std::size_t first = 0; first < seqs.size(); first += per_call) {
+        const std::span<const SeqId> call = std::span(seqs).subspan(first, std::min(per_call, seqs.size() - first));
+        batch.n_tokens = 0;
+        std::vector<std::pair<std::size_t, int32_t>> outputs;  // (row of `tokens`, row of the call)
+        std::vector<std::pair<SeqId, Pos>> pads;
+        const auto add = [&](const BatchToken& t, bool logits) {
+          const int32_t k = batch.n_tokens++;
+          batch.token[k] = t.token;
+          batch.pos[k] = t.pos;
+          batch.n_seq_id[k] = 1;
+          batch.seq_id[k][0] = t.seq;
+          batch.logits[k] = logits ? 1 : 0;
+          return k;
+        };
+        for (const SeqId seq : call) {
+          for (const std::size_t i : rows_of[seq]) {
+            const int32_t k = add(tokens[i], tokens[i].logits);
+            if (tokens[i].logits) outputs.emplace_back(i, k);
+          }
+          if (const std::vector<std::size_t>& rows = rows_of[seq]; rows.size() == 1) {
+            const BatchToken& only = tokens[rows.front()];
+            add(BatchToken{.token = only.token, .pos = only.pos + 1, .seq = seq}, false);
+            pads.emplace_back(seq, only.pos + 1);
+          }
+        }
+        const int32_t rc = llama_decode(ctx_.get(), batch);
+        for (const auto& [seq, pos] : pads) llama_memory_seq_rm(memory(), seq, pos, -1);
+        if (rc != 0) {
+          undo(done);  // libllama undid this call's rows itself
+          return status_of(rc);
+        }
+        for (const auto& [i, k] : outputs) {
+          const float* row = llama_get_logits_ith(ctx_.get(), k);
+          if (row == nullptr) continue;
+          copied_rows_[i] = static_cast<std::int32_t>(copied_logits_.size() / n_vocab);
+          copied_logits_.insert(copied_logits_.end(), row, row + n_vocab);
+        }
+        done.insert(done.end(), call.begin(), call.end());
+      }
+    }
+    logits_copied_ = true;
+    return DecodeStatus::ok;
   }
 
   Vision* vision() const override { return vision_.get(); }
@@ -240,13 +323,22 @@ class LlamaEngine final : public Engine {
   }
 
   std::span<const float> logits(std::int32_t row) const override {
-    const float* data = llama_get_logits_ith(ctx_.get(), row);
+    const float* data = row_logits(row);
     if (data == nullptr) return {};
     return {data, static_cast<size_t>(info_.n_vocab)};
   }
 
+  const float* row_logits(std::int32_t row) const {
+    if (!logits_copied_) return llama_get_logits_ith(ctx_.get(), row);
+    if (row < 0 || static_cast<std::size_t>(row) >= copied_rows_.size() || copied_rows_[static_cast<std::size_t>(row)] < 0) {
+      return nullptr;
+    }
+    return copied_logits_.data() + static_cast<std::size_t>(copied_rows_[static_cast<std::size_t>(row)]) *
+                                       static_cast<std::size_t>(info_.n_vocab);
+  }
+
   std::unique_ptr<Sampler> make_sampler(const SamplingParams& params) override {
-    return detail::make_llama_sampler(ctx_.get(), llama_model_get_vocab(model_.get()), params);
+    return detail::make_llama_sampler(ctx_.get(), llama_model_get_vocab(model_.get()), logits_, params);
   }
 
   std::optional<std::string> check_grammar(const Grammar& grammar) const override {
@@ -254,7 +346,35 @@ class LlamaEngine final : public Engine {
   }
 
   void copy_sequence(SeqId src, SeqId dst, Pos p0, Pos p1) override {
-    llama_memory_seq_cp(memory(), src, dst, p0, p1);
+    if (info_.cells_shared) {
+      llama_memory_seq_cp(memory(), src, dst, p0, p1);
+      return;
+    }
+    copy_stream(src, dst, std::max<Pos>(p0, 0), p1);
+  }
+
+  // A stream per sequence: libllama copies between streams only whole, and only at the next
+  // decode (a save or restore before it would read or overwrite cells not yet copied). So the
+  // source's state is saved and restored into the destination (which libllama empties first, and
+  // fills from cell 0 in position order), then cut to the range. The destination's own cells,
+  // by the contract (engine.h), hold tokens the source holds too.
+  void copy_stream(SeqId src, SeqId dst, Pos p0, Pos p1) {
+    if (src == dst) return;
+    const PosRange from = sequence_positions(src);
+    const PosRange had = sequence_positions(dst);
+    const Pos stop = p1 < 0 ? from.max + 1 : std::min(p1, from.max + 1);
+    if (stop <= p0) return;
+    const bool dst_empty = had.min < 0;
+    const Pos low = dst_empty ? p0 : std::min(p0, had.min);
+    if (from.min < 0 || from.min > low || (!dst_empty && (had.max + 1 < p0 || had.max >= stop))) {
+      throw std::logic_error(std::format(
+          "engine: a stream per sequence cannot copy [{}, {}) of sequence {} (holding [{}, {}]) into sequence {} "
+          "(holding [{}, {}])", p0, stop, src, from.min, from.max, dst, had.min, had.max));
+    }
+    const Bytes state = save_sequence(src);
+    if (!restore_sequence(state, dst)) throw std::runtime_error("engine: a copy between streams could not be restored");
+    llama_memory_seq_rm(memory(), dst, stop, -1);
+    if (low > from.min) llama_memory_seq_rm(memory(), dst, from.min, low);
   }
 
   bool remove_sequence(SeqId seq, Pos p0, Pos p1) override { return llama_memory_seq_rm(memory(), seq, p0, p1); }
@@ -265,7 +385,9 @@ class LlamaEngine final : public Engine {
   bool can_shift() const override {
     const llama_rope_type rope = llama_model_rope_type(model_.get());
     const bool one_position = rope == LLAMA_ROPE_TYPE_NORM || rope == LLAMA_ROPE_TYPE_NEOX;
-    return one_position && memory_is_trimmable(info_) && llama_memory_can_shift(memory());
+    // With a stream per sequence a moved chunk would have to be copied alone into a sequence that
+    // holds other cells, which streams cannot do (copy_stream).
+    return one_position && memory_is_trimmable(info_) && info_.cells_shared && llama_memory_can_shift(memory());
   }
 
   bool shift_sequence(SeqId seq, Pos p0, Pos p1, Pos delta) override {
@@ -371,6 +493,22 @@ class LlamaEngine final : public Engine {
   std::int32_t reserved_ = 0;  // sequence ids past sequence_count() the engine keeps (pad, guard)
   std::optional<WindowStates> window_states_;  // the full window cache: states saved in pieces
   bool deterministic_ = false;
+  std::int32_t stream_cells_ = 0;  // a stream per sequence: the cells a sequence may hold; 0: the pool's
+  // The rows of the last decode() (run_rowwise_streams), when it took several libllama calls.
+  bool logits_copied_ = false;
+  std::vector<std::int32_t> copied_rows_;  // row of the decode → row of copied_logits_; -1: none
+  std::vector<float> copied_logits_;       // n_vocab floats a row
+
+  class EngineRowLogits final : public detail::RowLogits {
+   public:
+    explicit EngineRowLogits(const LlamaEngine& engine) : engine_(engine) {}
+    const float* row(std::int32_t row) const override { return engine_.row_logits(row); }
+    bool copied() const override { return engine_.logits_copied_; }
+
+   private:
+    const LlamaEngine& engine_;
+  };
+  EngineRowLogits logits_;
 };
 
 ModelPtr load_model(const std::string& path, bool vocab_only, int gpu_layers, bool repack_weights = true) {
@@ -555,8 +693,15 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
                                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   params.n_threads = threads;
   params.n_threads_batch = threads;
-  params.kv_unified = !options.stream_per_sequence;  // one cell pool: seq_cp shares cells with no copy
-  if (options.stream_per_sequence) info.partial_copy_supported = false;
+  const bool streams = options.kv_layout == KvLayout::streams ||
+                       (options.kv_layout == KvLayout::automatic && options.deterministic && info.family == ModelFamily::dense);
+  params.kv_unified = !streams;  // one cell pool: seq_cp shares cells with no copy
+  info.cells_shared = !streams;
+  if (streams && info.family != ModelFamily::dense) {
+    throw std::runtime_error(std::format(
+        "a KV stream per sequence (--no-kv-unified) serves dense models only; this model's family is {}: use the "
+        "unified pool (--kv-unified)", family_name(info.family)));
+  }
   params.swa_full = decide_swa_full(info, options);
   info.swa_full = params.swa_full && info.family == ModelFamily::sliding_window;
   if (info.swa_full && options.n_holder_seqs > 0 && n_seq + 1 < static_cast<int>(llama_max_parallel_sequences())) {
@@ -572,9 +717,11 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
     spdlog::warn("no sequence id left for the full window cache's states: a prefix restored from host or disk "
                  "cannot be cut back exactly");
   }
-  // The last sequence id pads lone rows (LlamaEngine::decode); none when libllama has no id left.
+  // The last sequence id pads lone rows (LlamaEngine::decode); none when libllama has no id left,
+  // or with a stream per sequence (a lone row is padded in its own stream there).
   SeqId pad_seq = -1;
-  if (n_seq < static_cast<int>(llama_max_parallel_sequences())) {
+  if (streams) {
+  } else if (n_seq < static_cast<int>(llama_max_parallel_sequences())) {
     pad_seq = n_seq;
     n_seq += 1;
   } else {
@@ -588,7 +735,12 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
                              std::to_string(n_seq));
   }
   params.n_seq_max = static_cast<uint32_t>(n_seq);
-  if (options.stream_per_sequence) params.n_ctx *= static_cast<uint32_t>(n_seq);  // n_ctx cells per stream
+  // A stream per sequence: n_ctx cells each, and one more when deterministic for the row that pads
+  // a lone one in its own stream (LlamaEngine::run_rowwise_streams).
+  const std::int32_t stream_cells = streams ? static_cast<std::int32_t>(params.n_ctx) : 0;
+  if (streams) {
+    params.n_ctx = (params.n_ctx + (options.deterministic ? 1 : 0)) * static_cast<uint32_t>(n_seq);
+  }
   params.no_perf = true;
   params.flash_attn_type = options.flash_attention ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   ContextPtr ctx(llama_init_from_model(model.get(), params));
@@ -628,8 +780,15 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
                                                             .n_batch = options.n_batch,
                                                             .max_pixels = options.max_image_pixels});
   }
+  if (streams) {
+    spdlog::info("KV layout: a stream of {} cells per sequence ({} streams, {:.0f} MiB of K/V in all): a sequence's cells lie "
+                 "from its stream's first cell in position order whatever the others hold, and copies between sequences "
+                 "duplicate cells (--kv-unified shares one pool instead)",
+                 llama_n_ctx_seq(ctx.get()), n_seq,
+                 static_cast<double>(info.kv_bytes_per_token) * llama_n_ctx(ctx.get()) / (1 << 20));
+  }
   return std::make_unique<LlamaEngine>(std::move(model), std::move(ctx), std::move(info), std::move(vision), pad_seq,
-                                       guard_seq, options.deterministic);
+                                       guard_seq, options.deterministic, stream_cells);
 }
 
 }  // namespace

@@ -59,10 +59,11 @@ class LlamaSampler final : public Sampler {
  public:
   // `greedy`: the chain is greedy (with the logit bias of `skips` before it), so an unconstrained
   // draw is the first largest logit of the ids not in `skips`, which the draw computes itself.
-  LlamaSampler(llama_context* ctx, const llama_vocab* vocab, SamplerPtr chain, SamplerPtr grammar, bool greedy,
-               std::vector<Token> skips)
+  LlamaSampler(llama_context* ctx, const llama_vocab* vocab, const RowLogits& logits, SamplerPtr chain,
+               SamplerPtr grammar, bool greedy, std::vector<Token> skips)
       : ctx_(ctx),
         vocab_(vocab),
+        logits_(logits),
         chain_(std::move(chain)),
         grammar_(std::move(grammar)),
         greedy_(greedy),
@@ -77,7 +78,7 @@ class LlamaSampler final : public Sampler {
 
   Token sample(std::int32_t row) override {
     if (std::optional<Token> quick = sample_quick(row)) return *quick;
-    return sample_masked(std::span<const float>(llama_get_logits_ith(ctx_, row), static_cast<size_t>(llama_vocab_n_tokens(vocab_))));
+    return sample_masked(std::span<const float>(logits_.row(row), static_cast<size_t>(llama_vocab_n_tokens(vocab_))));
   }
 
   // Masking the whole vocabulary costs a grammar walk per token, so first draw as if
@@ -85,8 +86,8 @@ class LlamaSampler final : public Sampler {
   // the masked distribution (the token then always satisfies the grammar).
   std::optional<Token> sample_quick(std::int32_t row) override {
     if (!grammar_ && greedy_) return accept_greedy(row);
-    if (!grammar_) return llama_sampler_sample(chain_.get(), ctx_, row);
-    load_candidates(llama_get_logits_ith(ctx_, row));
+    if (!grammar_) return draw_from_chain(row);
+    load_candidates(logits_.row(row));
     const Token token = draw();
     if (!grammar_allows(token)) return std::nullopt;
     return accept(token);
@@ -118,9 +119,9 @@ class LlamaSampler final : public Sampler {
   // Finding the largest value first and then its first id among those not skipped picks the same
   // token in a fraction of that.
   Token accept_greedy(std::int32_t row) {
-    const float* logits = llama_get_logits_ith(ctx_, row);
+    const float* logits = logits_.row(row);
     const Token best = first_largest(std::span<const float>(logits, static_cast<size_t>(llama_vocab_n_tokens(vocab_))));
-    if (best < 0) return llama_sampler_sample(chain_.get(), ctx_, row);  // every id skipped, or a NaN first
+    if (best < 0) return draw_from_chain(row);  // every id skipped, or a NaN first
     llama_sampler_accept(chain_.get(), best);
     return best;
   }
@@ -161,6 +162,16 @@ class LlamaSampler final : public Sampler {
     return token;
   }
 
+  // The chain's draw from every id of the row, as libllama's llama_sampler_sample makes it (which
+  // reads the context's logits, so only while they are the row's).
+  Token draw_from_chain(std::int32_t row) {
+    if (!logits_.copied()) return llama_sampler_sample(chain_.get(), ctx_, row);
+    load_candidates(logits_.row(row));
+    const Token token = draw();
+    llama_sampler_accept(chain_.get(), token);
+    return token;
+  }
+
   Token draw() {
     llama_sampler_apply(chain_.get(), &candidates_);
     return candidates_.data[candidates_.selected].id;
@@ -189,6 +200,7 @@ class LlamaSampler final : public Sampler {
 
   llama_context* ctx_;       // not owned; the engine outlives its samplers
   const llama_vocab* vocab_;  // not owned
+  const RowLogits& logits_;   // the engine's
   SamplerPtr chain_;
   SamplerPtr grammar_;  // null: unconstrained
   bool greedy_ = false;
@@ -210,14 +222,15 @@ std::optional<std::string> check_llama_grammar(const llama_vocab* vocab, const G
   return "invalid grammar: " + why;
 }
 
-std::unique_ptr<Sampler> make_llama_sampler(llama_context* ctx, const llama_vocab* vocab, const SamplingParams& params) {
+std::unique_ptr<Sampler> make_llama_sampler(llama_context* ctx, const llama_vocab* vocab, const RowLogits& logits,
+                                            const SamplingParams& params) {
   SamplerPtr grammar;
   if (params.grammar) {
     LlamaErrorCapture capture;  // keeps the parser's messages out of the log; check_grammar reports them
     grammar = init_grammar(vocab, *params.grammar);
     if (!grammar) throw std::invalid_argument("invalid grammar: " + capture.text());
   }
-  return std::make_unique<LlamaSampler>(ctx, vocab, init_chain(vocab, params), std::move(grammar),
+  return std::make_unique<LlamaSampler>(ctx, vocab, logits, init_chain(vocab, params), std::move(grammar),
                                         params.temperature <= 0.0f, greedy_skips(vocab, params));
 }
 

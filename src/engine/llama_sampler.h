@@ -1,6 +1,7 @@
 // Sampler chains over libllama, with an optional GBNF grammar. Internal to src/engine/.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,8 +16,20 @@ namespace prefixd::engine::detail {
 // thread: it reads the vocabulary only, and collects libllama's messages on this thread.
 std::optional<std::string> check_llama_grammar(const llama_vocab* vocab, const Grammar& grammar);
 
-// A sampler for rows of `ctx`'s logits. Throws std::invalid_argument when params.grammar does not
-// parse. REQUIRES: `ctx` and `vocab` outlive the sampler.
-std::unique_ptr<Sampler> make_llama_sampler(llama_context* ctx, const llama_vocab* vocab, const SamplingParams& params);
+// Where a sampler reads the logits of a row of the last decode(): libllama's context, or the
+// engine's copy of them when one decode() took several libllama calls (a stream per sequence).
+class RowLogits {
+ public:
+  virtual ~RowLogits() = default;
+  virtual const float* row(std::int32_t row) const = 0;  // nullptr: the row has no logits
+  // True: row() reads the engine's copy, not libllama's last call, so libllama's own draw
+  // (llama_sampler_sample, which reads the context) must not be used.
+  virtual bool copied() const = 0;
+};
+
+// A sampler for rows of `logits` (over `ctx`). Throws std::invalid_argument when params.grammar
+// does not parse. REQUIRES: `ctx`, `vocab` and `logits` outlive the sampler.
+std::unique_ptr<Sampler> make_llama_sampler(llama_context* ctx, const llama_vocab* vocab, const RowLogits& logits,
+                                            const SamplingParams& params);
 
 }  // namespace prefixd::engine::detail

@@ -54,6 +54,11 @@ struct ModelInfo {
   // False for architectures whose memory aborts the process on a copy of part of a sequence
   // (libllama asserts instead of returning an error): the prompt cache stays off for them.
   bool partial_copy_supported = true;
+  // Set when the context is created. True: one pool of cells that every sequence shares, and a
+  // copy between sequences shares cells at no cost. False: a KV stream per sequence
+  // (ContextOptions::kv_layout), where a copy duplicates the source's cells and its
+  // destination may already hold only a prefix of what the source holds (Engine::copy_sequence).
+  bool cells_shared = true;
   // Set when the context is created: sliding-window layers keep every cell (libllama's swa_full),
   // so their cells can be cut back and copied like full attention.
   bool swa_full = false;
@@ -91,6 +96,8 @@ inline bool has_attention_cells(const ModelInfo& info) { return info.family != M
 
 enum class SwaFull { automatic, on, off };
 
+enum class KvLayout { pool, streams, automatic };
+
 struct ContextOptions {
   // Total cells of the unified KV cache. 0: the model's training context when its K/V fits in
   // kv_memory_budget, else the largest that fits (fit_context_size).
@@ -115,10 +122,12 @@ struct ContextOptions {
   std::uint64_t swa_full_max_bytes = 2ull << 30;
   // One KV stream per sequence id (libllama's non-unified cache), each of n_ctx cells, instead of
   // one pool all sequences share: a sequence's cells then lie from cell 0 of its own stream in
-  // position order, whatever the others hold, but copying between sequences moves whole streams
-  // (ModelInfo::partial_copy_supported is false, which turns the prompt cache off). For
-  // measurements (prefixd_stream_probe); the server keeps the unified pool.
-  bool stream_per_sequence = false;
+  // position order, whatever the others hold (prefixd_stream_probe measures what that changes),
+  // and copying between sequences duplicates cells (ModelInfo::cells_shared is false). Dense
+  // models only: load_llama_engine refuses `streams` for the others. `automatic`: streams when
+  // deterministic on a dense model (where they make every answer independent of the others'
+  // cells), else the pool.
+  KvLayout kv_layout = KvLayout::pool;
   // A vision projector (GGUF, libmtmd's format) to load with the model: images in prompts. Empty:
   // text only.
   std::string mmproj_path;
