@@ -59,6 +59,7 @@ struct ServeOptions {
   std::string swa_full = "auto";
   bool kv_unified = true;       // --kv-unified / --no-kv-unified
   bool kv_unified_set = false;  // given by a flag, the environment or the config file
+  bool holders_set = false;     // --prompt-cache-holders given (likewise)
   std::string fingerprint_cache;  // empty: default_fingerprint_cache_path; "off": none
   std::string chat_template_file;  // --chat-template-file; empty: the model's template
   std::string api_keys_path;      // --api-keys
@@ -234,6 +235,9 @@ int run_serve(ServeOptions& o) {
   }
   cache.host_capacity_bytes = o.cache_capacity_bytes > 0 ? o.cache_capacity_bytes : default_host_capacity();
   o.context.n_holder_seqs = cache_on ? o.scheduler.cache_holders + 1 : 0;
+  // A stream per sequence makes each holder a whole context of cells: unless asked, as many
+  // holders as requests, as llama-server keeps one prompt per slot.
+  if (cache_on && !o.holders_set) o.context.n_holder_seqs_streams = std::min(o.context.n_parallel, o.scheduler.cache_holders) + 1;
   if (!cache_on) o.scheduler.cache_holders = 0;
   // Unset: streams where they make --deterministic exact under concurrency (the engine decides
   // by the model's family), but not with --cache-reuse, which gives exactness up and needs the
@@ -312,7 +316,9 @@ int run_serve(ServeOptions& o) {
   spdlog::info("prompt cache: {}; device tier {} idle cells in {} holder sequences (compaction {}), host tier {:.1f} "
                "MiB ({} tokens at {} bytes/token, {} segments), min prefix {}, block {} ({}), ttl {} s",
                cache_on ? (trimmable ? "on, any prefix" : "on, at checkpoints") : "off",
-               resolved.device_cells.value_or(0), o.scheduler.cache_holders, cache::compaction_name(resolved.compaction),
+               resolved.device_cells.value_or(0),
+               cache_on ? std::clamp(model->sequence_count() - o.context.n_parallel - 1, 0, o.scheduler.cache_holders) : 0,
+               cache::compaction_name(resolved.compaction),
                static_cast<double>(cache.host_capacity_bytes) / (1 << 20),
                per_token > 0 ? cache.host_capacity_bytes / per_token : 0, per_token, cache.host_max_segments,
                cache.min_prefix, cache.block_size, o.apc_hash, o.cache_ttl_seconds);
@@ -489,9 +495,11 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                   "Tokens each tenant may keep ahead of LRU eviction for the TTL its requests ask (a Messages "
                   "cache_control breakpoint: 5m or 1h); 0: none (default: the context size)")
       ->envname("PREFIXD_PROMPT_CACHE_RETAIN_TOKENS")->check(CLI::Range(std::int64_t{-1}, std::int64_t{1} << 40));
-  cmd->add_option("--prompt-cache-holders", o->scheduler.cache_holders,
-                  "Sequence ids that keep finished prompts in the model's KV cells (device tier entries)")
-      ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_HOLDERS")->check(CLI::Range(0, 200));
+  CLI::Option* holders =
+      cmd->add_option("--prompt-cache-holders", o->scheduler.cache_holders,
+                      "Sequence ids that keep finished prompts in the model's KV cells (device tier entries; with a "
+                      "stream per sequence, as many as --parallel unless given)")
+          ->capture_default_str()->envname("PREFIXD_PROMPT_CACHE_HOLDERS")->check(CLI::Range(0, 200));
   cmd->add_option("--prompt-cache-device-cells", o->device_cells,
                   "Idle KV cells the device tier may keep beyond its most recent entry (default: half of "
                   "--ctx-size when layers run on a GPU, else 0)")
@@ -629,8 +637,9 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                              {"--debug-verify-cache", &o->scheduler.cache.verify_every_operation}}) {
     cmd->get_option(flag)->default_function([value] { return std::string(*value ? "true" : "false"); });
   }
-  return [o, kv_unified]() {
+  return [o, kv_unified, holders]() {
     o->kv_unified_set = kv_unified->count() > 0;
+    o->holders_set = holders->count() > 0;
     return run_serve(*o);
   };
 }

@@ -231,7 +231,8 @@ class LlamaEngine final : public Engine {
   // another sequence's stream would be a micro-batch of its own), whose cell is freed after the
   // call: every row of every call is computed by the row-wise kernels, in a stream that holds its
   // sequence's cells alone from cell 0 in position order. The rows' logits are copied out after
-  // each call (logits_copied_).
+  // each call (logits_copied_). REQUIRES: a sequence has at most kRowwiseRows rows (the
+  // scheduler's row-wise calls) and the batch holds two rows.
   bool rowwise_streams() const { return deterministic_ && !info_.cells_shared; }
 
   DecodeStatus run_rowwise_streams(std::span<const BatchToken> tokens) {
@@ -248,7 +249,10 @@ class LlamaEngine final : public Engine {
     };
     llama_batch& batch = batch_.get();
     for (const auto& [count, seqs] : by_count) {
-      const std::size_t per_call = std::max<std::size_t>(1, static_cast<std::size_t>(kRowwiseRows) / count);
+      // At most one micro-batch a call (n_ubatch is the batch size): libllama would split a larger
+      // one by taking fewer rows from every sequence.
+      const auto most_rows = static_cast<std::size_t>(std::min(kRowwiseRows, batch_size()));
+      const std::size_t per_call = std::max<std::size_t>(1, most_rows / count);
       for (std::size_t first = 0; first < seqs.size(); first += per_call) {
         const std::span<const SeqId> call = std::span(seqs).subspan(first, std::min(per_call, seqs.size() - first));
         batch.n_tokens = 0;
@@ -671,16 +675,27 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
   info.fingerprint = fingerprint_file(model_path, options.fingerprint_cache);
   info.on_accelerator = options.gpu_layers != 0 && detail::has_gpu_device();
 
+  // A stream per sequence where asked, or (automatic) where it makes --deterministic exact under
+  // concurrency: a dense model (ContextOptions::kv_layout).
+  const bool streams = options.kv_layout == KvLayout::streams ||
+                       (options.kv_layout == KvLayout::automatic && options.deterministic && info.family == ModelFamily::dense);
+  // Each holder is a whole stream there: at most n_holder_seqs_streams of the cache's ids.
+  if (streams && options.n_holder_seqs_streams >= 0) {
+    n_seq = options.n_parallel + std::min(options.n_holder_seqs, options.n_holder_seqs_streams);
+  }
   llama_context_params params = llama_context_default_params();
   params.n_ctx = static_cast<uint32_t>(options.n_ctx);
   if (options.n_ctx == 0) {
-    const ContextFit fit = fit_context_size(info, options.kv_memory_budget);
+    // With a stream per sequence every sequence has the context's cells: the budget is theirs.
+    const std::uint64_t budget = options.kv_memory_budget / static_cast<std::uint64_t>(streams ? n_seq : 1);
+    const ContextFit fit = fit_context_size(info, budget);
     params.n_ctx = static_cast<uint32_t>(fit.n_ctx);
-    const double kv_mib = static_cast<double>(info.kv_bytes_per_token) * fit.n_ctx / (1 << 20);
+    const double kv_mib = static_cast<double>(info.kv_bytes_per_token) * fit.n_ctx * (streams ? n_seq : 1) / (1 << 20);
     if (fit.limited_by_memory) {
-      spdlog::warn("context: {} cells, less than the model's training context of {}: its K/V would not fit in {:.0f} MiB "
+      spdlog::warn("context: {} cells, less than the model's training context of {}: its K/V would not fit in {:.0f} MiB{} "
                    "(K/V {:.0f} MiB; set --ctx-size to choose)",
-                   fit.n_ctx, info.n_ctx_train, static_cast<double>(options.kv_memory_budget) / (1 << 20), kv_mib);
+                   fit.n_ctx, info.n_ctx_train, static_cast<double>(options.kv_memory_budget) / (1 << 20),
+                   streams ? std::format(" as {} streams", n_seq) : std::string(), kv_mib);
     } else {
       spdlog::info("context: {} cells, {} (K/V {:.0f} MiB)", fit.n_ctx,
                    info.n_ctx_train > 0 ? "the model's training context" : "the model does not say its training context",
@@ -693,8 +708,6 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
                                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   params.n_threads = threads;
   params.n_threads_batch = threads;
-  const bool streams = options.kv_layout == KvLayout::streams ||
-                       (options.kv_layout == KvLayout::automatic && options.deterministic && info.family == ModelFamily::dense);
   params.kv_unified = !streams;  // one cell pool: seq_cp shares cells with no copy
   info.cells_shared = !streams;
   if (streams && info.family != ModelFamily::dense) {
@@ -735,12 +748,10 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
                              std::to_string(n_seq));
   }
   params.n_seq_max = static_cast<uint32_t>(n_seq);
-  // A stream per sequence: n_ctx cells each, and one more when deterministic for the row that pads
-  // a lone one in its own stream (LlamaEngine::run_rowwise_streams).
-  const std::int32_t stream_cells = streams ? static_cast<std::int32_t>(params.n_ctx) : 0;
-  if (streams) {
-    params.n_ctx = (params.n_ctx + (options.deterministic ? 1 : 0)) * static_cast<uint32_t>(n_seq);
-  }
+  // A stream per sequence: n_ctx cells each, of which a sequence may hold one fewer when
+  // deterministic, for the row that pads a lone one in its own stream (run_rowwise_streams).
+  const std::int32_t stream_cells = streams ? static_cast<std::int32_t>(params.n_ctx) - (options.deterministic ? 1 : 0) : 0;
+  if (streams) params.n_ctx *= static_cast<uint32_t>(n_seq);
   params.no_perf = true;
   params.flash_attn_type = options.flash_attention ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   ContextPtr ctx(llama_init_from_model(model.get(), params));

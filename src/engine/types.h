@@ -106,6 +106,9 @@ struct ContextOptions {
   std::int32_t n_batch = 512;     // most tokens decoded in one call
   std::int32_t n_parallel = 4;    // sequences that run requests
   std::int32_t n_holder_seqs = 4; // extra sequence ids reserved for the prompt cache
+  // With a stream per sequence (kv_layout), at most this many of those ids, each a whole stream of
+  // the context's cells (the scheduler keeps as many holders as the engine has ids); -1: as many.
+  std::int32_t n_holder_seqs_streams = -1;
   std::int32_t n_threads = 0;     // 0: all hardware threads
   // On by default, as llama.cpp's `auto` resolves on the CPU: half the prefill time of a long
   // prompt there, and V is stored untransposed, which host-tier restores copy in whole rows.
