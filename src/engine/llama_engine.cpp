@@ -222,24 +222,25 @@ class LlamaEngine final : public Engine {
     }
   }
 
-  // Deterministic, with a stream per sequence: libllama computes a call over several streams in
-  // micro-batches of consecutive sequence ids that each take as many rows from every sequence as
-  // the one with the fewest has left, so rows of sequences with unlike counts could land in a
-  // micro-batch of one row per sequence, whose kernels sum unlike a row-wise call's. So the rows
-  // go in one libllama call per count of rows a sequence has (at most kRowwiseRows rows a call),
-  // and a sequence with one row gets a second at the next position of its own (a pad row in
-  // another sequence's stream would be a micro-batch of its own), whose cell is freed after the
-  // call: every row of every call is computed by the row-wise kernels, in a stream that holds its
-  // sequence's cells alone from cell 0 in position order. The rows' logits are copied out after
-  // each call (logits_copied_). REQUIRES: a sequence has at most kRowwiseRows rows (the
-  // scheduler's row-wise calls) and the batch holds two rows.
+  // Deterministic, with a stream per sequence. libllama computes a call over several streams in
+  // micro-batches of consecutive sequence ids, each taking as many rows from every sequence as the
+  // one with the fewest has left; ggml-cpu's flash attention splits the cells between the threads
+  // (summing otherwise than a row-wise call) for a micro-batch of one stream and one row. So the
+  // rows go in one libllama call per count of rows a sequence has (at most kRowwiseRows rows a
+  // call, one micro-batch), and a sequence with one row that no neighbouring id joins in its
+  // micro-batch gets a second row at its next position (a pad row in another sequence's stream
+  // would be a micro-batch of its own), whose cell is freed after the call. Every row of every
+  // call is then computed by the row-wise kernels, in a stream that holds its sequence's cells
+  // alone from cell 0 in position order. The rows' logits are copied out after each call
+  // (logits_copied_). REQUIRES: a sequence has at most kRowwiseRows rows (the scheduler's
+  // row-wise calls) and the batch holds two rows.
   bool rowwise_streams() const { return deterministic_ && !info_.cells_shared; }
 
   DecodeStatus run_rowwise_streams(std::span<const BatchToken> tokens) {
     std::map<SeqId, std::vector<std::size_t>> rows_of;  // by sequence id: consecutive ids stay together
     for (std::size_t i = 0; i < tokens.size(); ++i) rows_of[tokens[i].seq].push_back(i);
-    std::map<std::size_t, std::vector<SeqId>> by_count;
-    for (const auto& [seq, rows] : rows_of) by_count[std::max<std::size_t>(rows.size(), 2)].push_back(seq);
+    std::map<std::size_t, std::vector<SeqId>> by_count;  // each list in id order
+    for (const auto& [seq, rows] : rows_of) by_count[rows.size()].push_back(seq);
     const auto n_vocab = static_cast<std::size_t>(info_.n_vocab);
     copied_rows_.assign(tokens.size(), -1);
     copied_logits_.clear();
@@ -252,7 +253,7 @@ class LlamaEngine final : public Engine {
       // At most one micro-batch a call (n_ubatch is the batch size): libllama would split a larger
       // one by taking fewer rows from every sequence.
       const auto most_rows = static_cast<std::size_t>(std::min(kRowwiseRows, batch_size()));
-      const std::size_t per_call = std::max<std::size_t>(1, most_rows / count);
+      const std::size_t per_call = std::max<std::size_t>(1, most_rows / std::max<std::size_t>(count, 2));
       for (std::size_t first = 0; first < seqs.size(); first += per_call) {
         const std::span<const SeqId> call = std::span(seqs).subspan(first, std::min(per_call, seqs.size() - first));
         batch.n_tokens = 0;
@@ -267,12 +268,14 @@ class LlamaEngine final : public Engine {
           batch.logits[k] = logits ? 1 : 0;
           return k;
         };
-        for (const SeqId seq : call) {
+        for (std::size_t j = 0; j < call.size(); ++j) {
+          const SeqId seq = call[j];
           for (const std::size_t i : rows_of[seq]) {
             const int32_t k = add(tokens[i], tokens[i].logits);
             if (tokens[i].logits) outputs.emplace_back(i, k);
           }
-          if (const std::vector<std::size_t>& rows = rows_of[seq]; rows.size() == 1) {
+          const bool joined = (j > 0 && call[j - 1] == seq - 1) || (j + 1 < call.size() && call[j + 1] == seq + 1);
+          if (const std::vector<std::size_t>& rows = rows_of[seq]; rows.size() == 1 && !joined) {
             const BatchToken& only = tokens[rows.front()];
             add(BatchToken{.token = only.token, .pos = only.pos + 1, .seq = seq}, false);
             pads.emplace_back(seq, only.pos + 1);
