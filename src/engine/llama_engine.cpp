@@ -14,6 +14,7 @@
 #include <llama.h>
 #include <spdlog/spdlog.h>
 
+#include "engine/call_rows.h"
 #include "engine/engine.h"
 #include "engine/llama_handles.h"
 #include "engine/llama_sampler.h"
@@ -146,7 +147,7 @@ constexpr std::int32_t kRowwiseRows = 63;
 class LlamaEngine final : public Engine {
  public:
   LlamaEngine(ModelPtr model, ContextPtr ctx, ModelInfo info, std::unique_ptr<Vision> vision, SeqId pad_seq,
-              SeqId guard_seq, bool deterministic, std::int32_t stream_cells)
+              SeqId guard_seq, bool deterministic, std::int32_t stream_cells, detail::CallPadding padding)
       : model_(std::move(model)),
         ctx_(std::move(ctx)),
         info_(std::move(info)),
@@ -157,6 +158,7 @@ class LlamaEngine final : public Engine {
         reserved_(static_cast<std::int32_t>(pad_seq >= 0) + static_cast<std::int32_t>(guard_seq >= 0)),
         deterministic_(deterministic),
         stream_cells_(stream_cells),
+        padding_(padding),
         logits_(*this) {
     if (guard_seq >= 0 && pad_seq >= 0) {
       window_states_.emplace(ctx_.get(), pad_seq, guard_seq, info_.sliding_window);
@@ -174,7 +176,12 @@ class LlamaEngine final : public Engine {
     return stream_cells_ > 0 ? stream_cells_ : static_cast<std::int32_t>(llama_n_ctx_seq(ctx_.get()));
   }
   std::int32_t batch_size() const override { return static_cast<std::int32_t>(llama_n_batch(ctx_.get())); }
-  std::int32_t rowwise_rows() const override { return kRowwiseRows; }
+  // Padded calls (a GPU): every row of a call padded by padding_ is computed alike, up to the
+  // largest multiple of its rule's within a batch.
+  std::int32_t rowwise_rows() const override {
+    return padded() ? batch_size() / padding_.multiple * padding_.multiple : kRowwiseRows;
+  }
+  bool padded() const { return padding_.least > 0; }
   bool deterministic() const override { return deterministic_; }
   std::int32_t sequence_count() const override {
     return static_cast<std::int32_t>(llama_n_seq_max(ctx_.get())) - reserved_;
@@ -224,23 +231,32 @@ class LlamaEngine final : public Engine {
 
   // Deterministic, with a stream per sequence. libllama computes a call over several streams in
   // micro-batches of consecutive sequence ids, each taking as many rows from every sequence as the
-  // one with the fewest has left; ggml-cpu's flash attention splits the cells between the threads
-  // (summing otherwise than a row-wise call) for a micro-batch of one stream and one row. So the
-  // rows go in one libllama call per count of rows a sequence has (at most kRowwiseRows rows a
-  // call, one micro-batch), and a sequence with one row that no neighbouring id joins in its
-  // micro-batch gets a second row at its next position (a pad row in another sequence's stream
-  // would be a micro-batch of its own), whose cell is freed after the call. Every row of every
-  // call is then computed by the row-wise kernels, in a stream that holds its sequence's cells
+  // one with the fewest has left. So the rows go in one libllama call per count of rows a sequence
+  // has (one micro-batch a call), and rows at a sequence's next positions pad it where its count
+  // would take other kernels; their cells are freed after the call.
+  // - On the CPU (not padded()), calls of at most kRowwiseRows rows. ggml-cpu's flash attention
+  //   splits the cells between the threads (summing otherwise than a row-wise call) for a
+  //   micro-batch of one stream and one row, so a sequence with one row that no neighbouring id
+  //   joins gets a second row (a pad row in another sequence's stream would be a micro-batch of
+  //   its own).
+  // - Padded (a GPU), every sequence gets rows up to the count padding_ gives it, with which every
+  //   row is computed alike (measure_call_rows), and a call holds up to rowwise_rows().
+  //   Sequences padded to one count share a call.
+  // Every row of every call is then computed alike, in a stream that holds its sequence's cells
   // alone from cell 0 in position order. The rows' logits are copied out after each call
-  // (logits_copied_). REQUIRES: a sequence has at most kRowwiseRows rows (the scheduler's
-  // row-wise calls) and the batch holds two rows.
+  // (logits_copied_). REQUIRES: a sequence has at most rowwise_rows() rows (the scheduler's
+  // calls) and the batch holds two rows.
   bool rowwise_streams() const { return deterministic_ && !info_.cells_shared; }
 
   DecodeStatus run_rowwise_streams(std::span<const BatchToken> tokens) {
     std::map<SeqId, std::vector<std::size_t>> rows_of;  // by sequence id: consecutive ids stay together
     for (std::size_t i = 0; i < tokens.size(); ++i) rows_of[tokens[i].seq].push_back(i);
+    // Rows each sequence takes in its call, pads included when padding_ sets their count.
+    const auto call_rows = [&](std::size_t count) {
+      return padded() ? static_cast<std::size_t>(padding_.rows_for(static_cast<std::int32_t>(count))) : count;
+    };
     std::map<std::size_t, std::vector<SeqId>> by_count;  // each list in id order
-    for (const auto& [seq, rows] : rows_of) by_count[rows.size()].push_back(seq);
+    for (const auto& [seq, rows] : rows_of) by_count[call_rows(rows.size())].push_back(seq);
     const auto n_vocab = static_cast<std::size_t>(info_.n_vocab);
     copied_rows_.assign(tokens.size(), -1);
     copied_logits_.clear();
@@ -249,16 +265,16 @@ class LlamaEngine final : public Engine {
       for (const SeqId seq : seqs) llama_memory_seq_rm(memory(), seq, tokens[rows_of[seq].front()].pos, -1);
     };
     llama_batch& batch = batch_.get();
+    // At most one micro-batch a call (n_ubatch is the batch size): libllama would split a larger
+    // one by taking fewer rows from every sequence.
+    const auto most_rows = static_cast<std::size_t>(padded() ? rowwise_rows() : std::min(kRowwiseRows, batch_size()));
     for (const auto& [count, seqs] : by_count) {
-      // At most one micro-batch a call (n_ubatch is the batch size): libllama would split a larger
-      // one by taking fewer rows from every sequence.
-      const auto most_rows = static_cast<std::size_t>(std::min(kRowwiseRows, batch_size()));
       const std::size_t per_call = std::max<std::size_t>(1, most_rows / std::max<std::size_t>(count, 2));
       for (std::size_t first = 0; first < seqs.size(); first += per_call) {
         const std::span<const SeqId> call = std::span(seqs).subspan(first, std::min(per_call, seqs.size() - first));
         batch.n_tokens = 0;
         std::vector<std::pair<std::size_t, int32_t>> outputs;  // (row of `tokens`, row of the call)
-        std::vector<std::pair<SeqId, Pos>> pads;
+        std::vector<std::pair<SeqId, Pos>> pads;                // (sequence, first padded position)
         const auto add = [&](const BatchToken& t, bool logits) {
           const int32_t k = batch.n_tokens++;
           batch.token[k] = t.token;
@@ -270,16 +286,22 @@ class LlamaEngine final : public Engine {
         };
         for (std::size_t j = 0; j < call.size(); ++j) {
           const SeqId seq = call[j];
-          for (const std::size_t i : rows_of[seq]) {
+          const std::vector<std::size_t>& rows = rows_of[seq];
+          Pos next = 0;
+          for (const std::size_t i : rows) {
             const int32_t k = add(tokens[i], tokens[i].logits);
             if (tokens[i].logits) outputs.emplace_back(i, k);
+            next = std::max(next, tokens[i].pos + 1);
           }
           const bool joined = (j > 0 && call[j - 1] == seq - 1) || (j + 1 < call.size() && call[j + 1] == seq + 1);
-          if (const std::vector<std::size_t>& rows = rows_of[seq]; rows.size() == 1 && !joined) {
-            const BatchToken& only = tokens[rows.front()];
-            add(BatchToken{.token = only.token, .pos = only.pos + 1, .seq = seq}, false);
-            pads.emplace_back(seq, only.pos + 1);
+          std::size_t pad = count - rows.size();
+          if (!padded() && rows.size() == 1 && !joined) pad = 1;
+          if (pad == 0) continue;
+          const BatchToken& last = tokens[rows.back()];
+          for (std::size_t p = 0; p < pad; ++p) {
+            add(BatchToken{.token = last.token, .pos = next + static_cast<Pos>(p), .seq = seq}, false);
           }
+          pads.emplace_back(seq, next);
         }
         const int32_t rc = llama_decode(ctx_.get(), batch);
         for (const auto& [seq, pos] : pads) llama_memory_seq_rm(memory(), seq, pos, -1);
@@ -501,6 +523,9 @@ class LlamaEngine final : public Engine {
   std::optional<WindowStates> window_states_;  // the full window cache: states saved in pieces
   bool deterministic_ = false;
   std::int32_t stream_cells_ = 0;  // a stream per sequence: the cells a sequence may hold; 0: the pool's
+  // Deterministic on a GPU: how every sequence's rows in a call are padded (measure_call_rows);
+  // none on the CPU, where calls of 2 to kRowwiseRows rows compute a row alike.
+  detail::CallPadding padding_;
   // The rows of the last decode() (run_rowwise_streams), when it took several libllama calls.
   bool logits_copied_ = false;
   std::vector<std::int32_t> copied_rows_;  // row of the decode → row of copied_logits_; -1: none
@@ -654,19 +679,41 @@ auto on_passing_thread(Work work) -> decltype(work()) {
   return result.get();
 }
 
+// --deterministic on a GPU: how a call pads each sequence's rows, measured on the model (logged
+// with the cheaper rules it refuted). Throws when no rule makes every row alike.
+detail::CallPadding measure_padding(llama_context* ctx, const ModelInfo& info, std::int32_t n_batch,
+                                    std::int32_t stream_cells, int n_seq) {
+  const auto start = std::chrono::steady_clock::now();
+  const detail::CallRows measured = detail::measure_call_rows(ctx, info.n_vocab, n_batch, stream_cells, n_seq);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (measured.padding.least < 1) {
+    throw std::runtime_error(std::format(
+        "--deterministic with layers on a GPU: no way of padding calls of up to {} rows computes every row alike on "
+        "this device (measured on the model); use --gpu-layers 0 with it, or a larger --batch-size",
+        measured.largest));
+  }
+  spdlog::info("deterministic on a GPU: each sequence's rows in a call are padded to at least {} and to a multiple of "
+               "{} (a lone decode token takes {} rows), with which every row is computed alike (measured on the model "
+               "in {:.0f} ms; cheaper rules, at least/multiple, that computed a row otherwise: {})",
+               measured.padding.least, measured.padding.multiple, measured.padding.rows_for(1), ms,
+               measured.rejected.empty() ? "none" : measured.rejected);
+  return measured.padding;
+}
+
 std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, const ContextOptions& options,
                                                const std::string& model_id) {
   if (options.n_parallel < 1) throw std::runtime_error("--parallel must be at least 1");
   if (options.n_batch < 1) throw std::runtime_error("--batch-size must be at least 1");
   if (options.n_holder_seqs < 0) throw std::runtime_error("holder sequence count must not be negative");
-  // --deterministic rests on the CPU backend computing a row alike in every call of 2 to 63 rows;
-  // ggml's Vulkan kernels do not (prefixd_row_probe --gpu), so on a GPU it would promise what it
-  // cannot keep.
   detail::ensure_backend_initialized();
-  if (options.deterministic && options.gpu_layers != 0 && detail::has_gpu_device()) {
-    throw std::runtime_error(
-        "--deterministic needs the model on the CPU: a GPU backend's kernels compute a row differently in calls of "
-        "2 to 63 rows, which its exactness rests on; use --gpu-layers 0 with it");
+  // On the CPU --deterministic rests on ggml-cpu computing a row alike in every call of 2 to 63
+  // rows. A GPU backend's kernels do not (prefixd_row_probe --gpu): there every call is padded to a
+  // size from which all sizes compute a row alike, measured on the model (measure_call_rows), in
+  // a stream per sequence, where the padding rows take cells after the sequence's own.
+  const bool padded = options.deterministic && options.gpu_layers != 0 && detail::has_gpu_device();
+  if (padded && options.kv_layout == KvLayout::pool) {
+    throw std::runtime_error("--deterministic with layers on a GPU pads every call in a KV stream per sequence: drop "
+                             "--kv-unified, or use --gpu-layers 0");
   }
   int n_seq = options.n_parallel + options.n_holder_seqs;
   if (n_seq > static_cast<int>(llama_max_parallel_sequences())) {
@@ -713,6 +760,11 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
   params.n_threads_batch = threads;
   params.kv_unified = !streams;  // one cell pool: seq_cp shares cells with no copy
   info.cells_shared = !streams;
+  if (padded && info.family != ModelFamily::dense) {
+    throw std::runtime_error(std::format(
+        "--deterministic with layers on a GPU serves dense models only (it pads every call in a KV stream per "
+        "sequence); this model's family is {}: use --gpu-layers 0 with it", family_name(info.family)));
+  }
   if (streams && info.family != ModelFamily::dense) {
     throw std::runtime_error(std::format(
         "a KV stream per sequence (--no-kv-unified) serves dense models only; this model's family is {}: use the "
@@ -751,9 +803,6 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
                              std::to_string(n_seq));
   }
   params.n_seq_max = static_cast<uint32_t>(n_seq);
-  // A stream per sequence: n_ctx cells each, of which a sequence may hold one fewer when
-  // deterministic, for the row that pads a lone one in its own stream (run_rowwise_streams).
-  const std::int32_t stream_cells = streams ? static_cast<std::int32_t>(params.n_ctx) - (options.deterministic ? 1 : 0) : 0;
   if (streams) params.n_ctx *= static_cast<uint32_t>(n_seq);
   params.no_perf = true;
   params.flash_attn_type = options.flash_attention ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
@@ -770,6 +819,10 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
         compute += std::format(",{}", ggml_backend_dev_description(device));
       }
     }
+  }
+  detail::CallPadding padding;
+  if (padded) {
+    padding = measure_padding(ctx.get(), info, options.n_batch, static_cast<std::int32_t>(llama_n_ctx_seq(ctx.get())), n_seq);
   }
   info.runtime_signature = detail::runtime_signature(model.get(), ctx.get(), params) +
                            (options.deterministic ? "deterministic=on;" : "") +
@@ -801,8 +854,12 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
                  llama_n_ctx_seq(ctx.get()), n_seq,
                  static_cast<double>(info.kv_bytes_per_token) * llama_n_ctx(ctx.get()) / (1 << 20));
   }
+  // A stream per sequence: its cells, of which a sequence may hold fewer when deterministic, for
+  // the rows that pad its calls in its own stream (run_rowwise_streams).
+  const std::int32_t pad_cells = !options.deterministic ? 0 : padded ? padding.rows_for(1) - 1 : 1;
+  const std::int32_t stream_cells = streams ? static_cast<std::int32_t>(llama_n_ctx_seq(ctx.get())) - pad_cells : 0;
   return std::make_unique<LlamaEngine>(std::move(model), std::move(ctx), std::move(info), std::move(vision), pad_seq,
-                                       guard_seq, options.deterministic, stream_cells);
+                                       guard_seq, options.deterministic, stream_cells, padding);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 
 #include "api/images/image_input.h"
 #include "server_process.h"
+#include "sessions_at_once.h"
 
 namespace prefixd::testing {
 namespace {
@@ -217,6 +218,24 @@ INSTANTIATE_TEST_SUITE_P(EveryFamily, GpuPath, ::testing::Values("tiny", "gemma3
                            std::erase(name, '-');
                            return name;
                          });
+
+// --deterministic with every layer on the device: each sequence's rows in a call are padded to the
+// size from which the device computes a row alike (measured on the model at startup), in a KV
+// stream per sequence. Four sessions at once then answer as their cold twins, and a request answers
+// after them as on the empty server. (Without --deterministic, on lavapipe, the same sessions
+// answered unlike their cold twins in some turns; docs/operator-guide.md, "Exactness on a GPU".)
+TEST(GpuPathDeterministic, SessionsAtOnceAnswerAsColdOnesWithCallsPadded) {
+  if (gpu_tests_skipped()) GTEST_SKIP() << "PREFIXD_TEST_NO_GPU=1";
+  ServerConfig config = gpu_server(PREFIXD_TINY_MODEL, {"--deterministic"});
+  config.parallel = 4;
+  config.ctx_size = 4096;
+  ServerProcess server(config);
+  const std::string log = server.log();
+  ASSERT_NE(log.find("in device memory"), std::string::npos) << log;
+  ASSERT_NE(log.find("deterministic on a GPU: each sequence's rows in a call are padded"), std::string::npos) << log;
+  expect_answers_as_cold(run_sessions_at_once(server, 4, 3));
+  EXPECT_EQ(server.log().find("decode failed"), std::string::npos) << server.log();
+}
 
 // A 24-bit BMP whose pixels follow (x, y).
 std::string bmp(int width, int height) {
