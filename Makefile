@@ -113,14 +113,16 @@ SOAK_ARGS ?= --cache-mib 16 --snapshot-mib 4 --margin-mib 384 --threads 1
 SOAK_OUT ?= bench/out/soak
 
 # Then the exactness property test over many drawn configurations, with a new seed each run (the
-# seed is printed, and named in any failure: EXACTNESS_SEED=N reruns it).
-EXACTNESS_DRAWS ?= 60
+# seed is printed, and named in any failure: EXACTNESS_SEED=N reruns it), some of them with every
+# layer on lavapipe (--deterministic on the dense preset; EXACTNESS_GPU=0 leaves them out).
+EXACTNESS_DRAWS ?= 200
+EXACTNESS_GPU ?= 1
 EXACTNESS_SEED ?= $(shell date +%s)
 
 soak: build
 	$(IN_ENV) $(BUILD)/bin/prefixd-bench soak --model $(SOAK_MODEL) --seconds $(SOAK_SECONDS) --clients $(SOAK_CLIENTS) \
 	  --out $(SOAK_OUT) $(SOAK_ARGS) $(ARGS)
-	$(IN_ENV) env PREFIXD_EXACTNESS_SEED=$(EXACTNESS_SEED) PREFIXD_EXACTNESS_DRAWS=$(EXACTNESS_DRAWS) \
+	$(IN_ENV) env PREFIXD_EXACTNESS_SEED=$(EXACTNESS_SEED) PREFIXD_EXACTNESS_DRAWS=$(EXACTNESS_DRAWS) PREFIXD_EXACTNESS_GPU=$(EXACTNESS_GPU) \
 	  $(BUILD)/bin/prefixd_integration_tests --gtest_filter='Exactness.*'
 
 shell: | env

@@ -10,6 +10,7 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include "bench/prompts.h"
 
@@ -90,6 +91,11 @@ const char* Target::running_gauge() const {
 
 const char* Target::context_note() const {
   if (kind_ == TargetKind::prefixd) {
+    const auto has = [&](std::string_view flag) { return std::ranges::find(extra_args_, flag) != extra_args_.end(); };
+    if (has("--no-kv-unified") || (has("--deterministic") && !has("--kv-unified"))) {
+      return "a KV stream of ctx cells per sequence (requests and device-tier holders) on a dense model "
+             "(--no-kv-unified, or --deterministic), else one unified pool";
+    }
     return "one unified KV pool: running requests and the device-tier cache share all ctx cells";
   }
   return std::ranges::find(extra_args_, "--kv-unified") != extra_args_.end()

@@ -417,7 +417,8 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
       ->capture_default_str()->envname("PREFIXD_FLASH_ATTN");
   cmd->add_flag("--deterministic", o->context.deterministic,
                 "Compute every prompt token in small row-wise batches at aligned positions, without repacked weights, so "
-                "that every kind of cache hit answers exactly as a cold prompt (slower prefill; default off)")
+                "that every kind of cache hit answers exactly as a cold prompt (slower prefill; with layers on a GPU every call is "
+                "padded by a rule measured at startup; default off)")
       ->capture_default_str()->envname("PREFIXD_DETERMINISTIC");
   cmd->add_option("-s,--seed", o->seed, "Sampling seed of a request that sends none (-1: a random one per request)")
       ->capture_default_str()->envname("PREFIXD_SEED")->check(CLI::Range(std::int64_t{-1}, std::int64_t{0xFFFFFFFE}));

@@ -49,6 +49,9 @@ struct Draw {
   bool deterministic = false;
   bool speculation = false;  // --spec-type ngram --draft-when always
   int cache_reuse = 0;       // --cache-reuse N (0: off); only where the model can shift
+  // Every layer on a GPU device (lavapipe in the suite), with --deterministic on the dense preset:
+  // drawn only when PREFIXD_EXACTNESS_GPU=1 (make soak), since a software GPU takes every core.
+  bool gpu = false;
   int sessions = 1;
   int turns = 4;
 
@@ -58,9 +61,9 @@ struct Draw {
 
   std::string describe() const {
     return std::format("preset={} parallel={} ctx={} flash={} swa_full={} packing={} host={} disk={} deterministic={} "
-                       "speculation={} cache_reuse={} sessions={} turns={}",
+                       "speculation={} cache_reuse={} sessions={} turns={}{}",
                        preset, parallel, ctx_size, flash, swa_full, packing, host_tier, disk_tier, deterministic,
-                       speculation, cache_reuse, sessions, turns);
+                       speculation, cache_reuse, sessions, turns, gpu ? " gpu" : "");
   }
 };
 
@@ -91,6 +94,12 @@ Draw draw_config(std::mt19937_64& rng) {
   // chunks, so that the template's tokens after an edit are found later in the cached turn.
   const int reuse = pick<int>(copy, {0, 0, 0, 0, 0, 0, 4, 16});
   if (d.preset == "tiny" || (d.preset == "gemma3-tiny" && d.swa_full == "on")) d.cache_reuse = reuse;
+  const bool on_gpu = std::bernoulli_distribution(0.5)(copy);
+  if (const char* gpu = std::getenv("PREFIXD_EXACTNESS_GPU"); gpu != nullptr && std::string(gpu) == "1" &&
+                                                              d.preset == "tiny" && d.deterministic && on_gpu) {
+    d.gpu = true;
+    d.cache_reuse = 0;  // streams, which --deterministic takes on a GPU, refuse shifting
+  }
   return d;
 }
 
@@ -108,6 +117,10 @@ ServerConfig server_config(const Draw& d, const std::string& disk_dir) {
   if (!d.host_tier) args.insert(args.end(), {"--prompt-cache-capacity-bytes", "1"});
   if (d.disk_tier) args.insert(args.end(), {"--cache-disk-path", disk_dir});
   if (d.cache_reuse > 0) args.insert(args.end(), {"--cache-reuse", std::to_string(d.cache_reuse)});
+  if (d.gpu) {
+    args.insert(args.end(), {"--gpu-layers", "99"});
+    config.env.emplace_back("GGML_VK_VISIBLE_DEVICES", "0");  // lavapipe is used only when named
+  }
   return config;
 }
 
@@ -335,6 +348,7 @@ TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
         if (e.cached_tokens > 0) reached[std::format("{}:{}", e.prompt_tokens - e.cached_tokens == 1 ? "last-token" : "longer", e.tier)] += 1;
         if (e.drafted > 0) reached["with-drafts"] += 1;
         if (d.sessions > 1 && e.cached_tokens > 0) reached["concurrent-streams"] += 1;
+        if (d.gpu && e.cached_tokens > 0) reached[d.sessions > 1 ? "gpu-concurrent" : "gpu"] += 1;
       } else if (d.sessions > 1 && e.cached_tokens > 0) {
         concurrent_compared += 1;
         concurrent_differed += e.warm != e.cold ? 1 : 0;
