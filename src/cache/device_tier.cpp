@@ -158,7 +158,12 @@ DeviceEntry* DeviceTier::least_recently_used(const std::function<bool(const Devi
   DeviceEntry* victim = nullptr;
   for (auto& [id, e] : entries_) {
     if (!eligible(e) || !trees_.contains(e.lineage.ns)) continue;
-    if (trees_.at(e.lineage.ns).keep_length(id) >= static_cast<std::int32_t>(e.tokens.size())) continue;  // frees nothing
+    const RadixTree& t = trees_.at(e.lineage.ns);
+    const std::int32_t keep = t.keep_length(id);
+    if (keep >= static_cast<std::int32_t>(e.tokens.size())) continue;  // frees nothing
+    // A state without attention cells cannot be cut back, only dropped: not while a running
+    // request's lock covers part of it alone (the tree keeps every locked node on an entry).
+    if (!family_.attention_cells && keep > 0 && !t.shared_with_another(id, keep)) continue;
     if (evicts_before(e, victim)) victim = &e;
   }
   return victim;

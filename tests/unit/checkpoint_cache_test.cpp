@@ -302,6 +302,42 @@ TEST_P(Checkpoints, RandomStreamsResumeExactlyAndKeepEveryInvariant) {
   }
 }
 
+// Running requests whose prompts outnumber the context's positions ask the cache for room: a
+// recurrent model has no cells to free, and a device entry part of which a running request resumed
+// from (that part's path locked) is never dropped from under the lock. On a recurrent model the
+// server aborted here (the tree's locked node left without an entry) with 4 sessions of ~2,000
+// tokens in 8,192.
+TEST_P(Checkpoints, RoomAskedForWhileARequestUsesPartOfAnEntryKeepsItsLock) {
+  Harness h(GetParam(), 256, small_config());
+  const RequestKey key{"ns", "alice", {30}};
+  const auto first = tokens_from(0, 40);
+  ASSERT_EQ(h.cache->acquire(key, first, 0).reused, 0);
+  ASSERT_TRUE(h.feed(0, first, 0, 40));
+  h.cache->donate(0, first);
+  // Two requests extend the entry at once; the first to finish leaves a longer entry, part of
+  // which the other still runs on.
+  auto one = first, two = first;
+  for (Token t : tokens_from(90, 20)) one.push_back(t);
+  for (Token t : tokens_from(150, 20)) two.push_back(t);
+  ASSERT_EQ(h.cache->acquire(key, one, 1).reused, 40);
+  ASSERT_EQ(h.cache->acquire(key, two, 2).reused, 40);
+  ASSERT_TRUE(h.feed(1, one, 40, 60));
+  ASSERT_TRUE(h.feed(2, two, 40, 60));
+  h.cache->donate(1, one);
+  h.check("one extension donated, the other running");
+  // More running positions than the context holds.
+  h.cache->make_room_for_step(1000);
+  h.check("after room was asked for");
+  if (GetParam().family == ModelFamily::recurrent) {
+    EXPECT_EQ(h.cache->stats().demotions + h.cache->stats().device_evictions, 0) << "a recurrent model has no cells to free";
+  }
+  h.cache->donate(2, two);
+  h.check("after the second donation");
+  EXPECT_EQ(h.cache->acquire(key, two, 0).reused, 59);
+  h.cache->release(0);
+  h.check("end");
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, Checkpoints,
                          ::testing::Values(Family{"hybrid", ModelFamily::hybrid, 0},
                                            Family{"recurrent", ModelFamily::recurrent, 0},
