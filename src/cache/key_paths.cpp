@@ -65,6 +65,22 @@ KeyPaths::Rebuild KeyPaths::rebuildable(const RequestKey& key, const Lineage& li
         out.pieces.push_back({cut, PieceFrom::disk});
         continue;
       }
+      // The same for a tail on disk: a longer file whose tokens begin with it (what a restore's
+      // disk walk takes, BackingTiers::disk_extension).
+      if (cut.stop - cut.begin < tiers_.host.segment_tokens()) {
+        const DiskStore& disk = *tiers_.backing.disk();
+        const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
+        const std::vector<Digest> siblings = disk.children(cut.parent, part.front());
+        const auto covering = std::ranges::find_if(siblings, [&](const Digest& k) {
+          const std::optional<RecordMeta> meta = disk.meta(k);
+          return meta && meta->begin == cut.begin && meta->tokens.size() > part.size() &&
+                 std::ranges::equal(part, std::span<const Token>(meta->tokens).first(part.size()));
+        });
+        if (covering != siblings.end()) {
+          out.pieces.push_back({cut, PieceFrom::disk_covering, *covering});
+          break;  // a tail ends the path
+        }
+      }
     }
     // Nothing holds the whole segment. Where it straddles the session wall, the wall segment
     // holds its part before the wall (HostTier::wall_cut), unless the device's cells reach as far.
@@ -165,6 +181,14 @@ std::vector<Record> KeyPaths::gather_segments(const RequestKey& key, const Linea
       tiers_.engine.remove_sequence(tiers_.device.scratch(), 0, -1);
     } else if (piece.source == PieceFrom::disk) {
       if (std::optional<Record> r = tiers_.backing.disk()->read(cut.key); r && r->meta.begin == cut.begin) payload = std::move(r->payload);
+    } else if (piece.source == PieceFrom::disk_covering) {
+      // As host_covering, from the longer file.
+      const std::optional<Record> r = tiers_.backing.disk()->read(piece.stored);
+      if (r && r->meta.begin == cut.begin && tiers_.engine.restore_sequence(r->payload, tiers_.device.scratch())) {
+        tiers_.engine.remove_sequence(tiers_.device.scratch(), cut.stop, -1);
+        payload = tiers_.engine.save_sequence(tiers_.device.scratch());
+      }
+      tiers_.engine.remove_sequence(tiers_.device.scratch(), 0, -1);
     } else {
       payload = tiers_.host.serialize(holder, cut.begin, cut.stop);
     }

@@ -34,7 +34,7 @@ class KeyPaths {
   // grid, using the tiers down to `deepest`.
   // host_covering: a longer host segment at the same place starts with the cut's tokens (a tail
   // that a later save of a longer path covered, HostTier::drop_covered_siblings); `stored` is its key.
-  enum class PieceFrom { host, device, disk, device_head, host_covering };
+  enum class PieceFrom { host, device, disk, device_head, host_covering, disk_covering };
   struct Piece {
     HostTier::Cut cut;
     PieceFrom source;

@@ -230,5 +230,28 @@ TEST_F(CachePaths, ForgetKeepsTheSegmentThatHoldsPositionsBelowKeep) {
   EXPECT_EQ(cache->held(key, module).disk, 60) << "and its file, after a restart";
 }
 
+// A prefix whose last segment is a tail of a longer stored segment is held as far as the tail on
+// disk too, as on the host: a restore's disk walk compares tokens and finds it there. (held() said
+// 56 for a 60-token prefix whose file [56, 64) belonged to a longer path, when the write-behind had
+// not written the shorter prefix's own tail [56, 60) before the longer segment replaced it.)
+TEST_F(CachePaths, ATailInsideALongerFileIsHeldOnDisk) {
+  const auto module = token_run(0, 60);
+  const auto path = joined(module, token_run(100, 40));
+  auto cache = make();
+  serve(*cache, key, path);  // only the longer path: its segment [56, 64) holds the module's tail
+  cache->release_device_cells(1 << 20);
+  cache->flush_disk();
+  EXPECT_EQ(cache->held(key, module).host, 60);
+  cache.reset();
+  engine->clear();
+  cache = make();
+  const HeldPrefix held = cache->held(key, module);
+  EXPECT_EQ(held.host, 0);
+  EXPECT_EQ(held.disk, 60) << "the tail [56, 60) lies in the file of [56, 64)";
+  EXPECT_EQ(cache->acquire(key, joined(module, token_run(200, 2)), 0).reused, 60) << "and a request restores it";
+  cache->release(0);
+  check(*cache, "after the restore");
+}
+
 }  // namespace
 }  // namespace prefixd::cache
