@@ -10,6 +10,7 @@
 // with the same positions computed in a call of the largest size.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
