@@ -347,7 +347,8 @@ engine::Pos DeviceTier::kept_window_from(engine::Pos end) const {
 
 void DeviceTier::keep_only_window(engine::SeqId holder, engine::Pos end) {
   const engine::Pos from = kept_window_from(end);
-  if (!family_.window_only || from <= 0 || engine_.sequence_positions(holder).min >= from) return;
+  // A stream of its own keeps the holder's cells whatever it lets go of: nothing to win there.
+  if (!family_.window_only || !family_.shares_cells || from <= 0 || engine_.sequence_positions(holder).min >= from) return;
   // The scratch sequence keeps the attention cells below `from` while the holder lets go of them,
   // then gives up its own window cells (drop_checkpoint_state touches only those), so copying
   // back returns the attention cells alone to the holder. REQUIRES: the scratch sequence is empty

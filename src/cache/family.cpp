@@ -7,6 +7,9 @@ namespace {
 
 constexpr std::array kTrimSources = {Source::device, Source::running, Source::host};
 constexpr std::array kCheckpointSources = {Source::entry_state, Source::checkpoint, Source::window};
+// A stream per sequence copies a sequence as its saved state, which holds only the window of its
+// last position: an entry's window before an earlier match cannot be copied out of it.
+constexpr std::array kStreamCheckpointSources = {Source::entry_state, Source::checkpoint};
 
 }  // namespace
 
@@ -35,6 +38,7 @@ Family Family::of(const engine::ModelInfo& model) {
 
 std::span<const Source> Family::sources() const {
   if (trimmable()) return kTrimSources;
+  if (!shares_cells) return kStreamCheckpointSources;
   return kCheckpointSources;
 }
 

@@ -147,7 +147,8 @@ constexpr std::int32_t kRowwiseRows = 63;
 class LlamaEngine final : public Engine {
  public:
   LlamaEngine(ModelPtr model, ContextPtr ctx, ModelInfo info, std::unique_ptr<Vision> vision, SeqId pad_seq,
-              SeqId guard_seq, bool deterministic, std::int32_t stream_cells, detail::CallPadding padding)
+              SeqId guard_seq, bool deterministic, std::int32_t stream_cells, detail::CallPadding padding,
+              std::int32_t id_stride)
       : model_(std::move(model)),
         ctx_(std::move(ctx)),
         info_(std::move(info)),
@@ -159,6 +160,7 @@ class LlamaEngine final : public Engine {
         deterministic_(deterministic),
         stream_cells_(stream_cells),
         padding_(padding),
+        id_stride_(id_stride),
         logits_(*this) {
     if (guard_seq >= 0 && pad_seq >= 0) {
       window_states_.emplace(ctx_.get(), pad_seq, guard_seq, info_.sliding_window);
@@ -184,7 +186,7 @@ class LlamaEngine final : public Engine {
   bool padded() const { return padding_.least > 0; }
   bool deterministic() const override { return deterministic_; }
   std::int32_t sequence_count() const override {
-    return static_cast<std::int32_t>(llama_n_seq_max(ctx_.get())) - reserved_;
+    return static_cast<std::int32_t>(llama_n_seq_max(ctx_.get())) / id_stride_ - reserved_;
   }
 
   DecodeStatus decode(std::span<const BatchToken> tokens) override { return run_batch(tokens, deterministic_); }
@@ -201,7 +203,7 @@ class LlamaEngine final : public Engine {
       batch.token[i] = tokens[i].token;
       batch.pos[i] = tokens[i].pos;
       batch.n_seq_id[i] = 1;
-      batch.seq_id[i][0] = tokens[i].seq;
+      batch.seq_id[i][0] = id(tokens[i].seq);
       batch.logits[i] = tokens[i].logits ? 1 : 0;
     }
     // A lone row gets a second one, of the pad sequence, so that it takes the kernels of a
@@ -262,7 +264,7 @@ class LlamaEngine final : public Engine {
     copied_logits_.clear();
     std::vector<SeqId> done;  // sequences whose rows earlier calls wrote
     const auto undo = [&](std::span<const SeqId> seqs) {
-      for (const SeqId seq : seqs) llama_memory_seq_rm(memory(), seq, tokens[rows_of[seq].front()].pos, -1);
+      for (const SeqId seq : seqs) llama_memory_seq_rm(memory(), id(seq), tokens[rows_of[seq].front()].pos, -1);
     };
     llama_batch& batch = batch_.get();
     // At most one micro-batch a call (n_ubatch is the batch size): libllama would split a larger
@@ -274,13 +276,13 @@ class LlamaEngine final : public Engine {
         const std::span<const SeqId> call = std::span(seqs).subspan(first, std::min(per_call, seqs.size() - first));
         batch.n_tokens = 0;
         std::vector<std::pair<std::size_t, int32_t>> outputs;  // (row of `tokens`, row of the call)
-        std::vector<std::pair<SeqId, Pos>> pads;                // (sequence, first padded position)
-        const auto add = [&](const BatchToken& t, bool logits) {
+        std::vector<std::pair<llama_seq_id, Pos>> pads;         // (libllama's sequence, first padded position)
+        const auto add = [&](const BatchToken& t, llama_seq_id seq, bool logits) {
           const int32_t k = batch.n_tokens++;
           batch.token[k] = t.token;
           batch.pos[k] = t.pos;
           batch.n_seq_id[k] = 1;
-          batch.seq_id[k][0] = t.seq;
+          batch.seq_id[k][0] = seq;
           batch.logits[k] = logits ? 1 : 0;
           return k;
         };
@@ -289,19 +291,26 @@ class LlamaEngine final : public Engine {
           const std::vector<std::size_t>& rows = rows_of[seq];
           Pos next = 0;
           for (const std::size_t i : rows) {
-            const int32_t k = add(tokens[i], tokens[i].logits);
+            const int32_t k = add(tokens[i], id(seq), tokens[i].logits);
             if (tokens[i].logits) outputs.emplace_back(i, k);
             next = std::max(next, tokens[i].pos + 1);
+          }
+          const BatchToken& last = tokens[rows.back()];
+          if (id_stride_ > 1) {
+            // A recurrent state cannot lose a row: a lone row's second goes into the empty stream
+            // that follows its own (libllama batches consecutive ids alone), at position 0.
+            if (rows.size() == 1) {
+              add(BatchToken{.token = last.token, .pos = 0}, id(seq) + 1, false);
+              pads.emplace_back(id(seq) + 1, -1);
+            }
+            continue;
           }
           const bool joined = (j > 0 && call[j - 1] == seq - 1) || (j + 1 < call.size() && call[j + 1] == seq + 1);
           std::size_t pad = count - rows.size();
           if (!padded() && rows.size() == 1 && !joined) pad = 1;
           if (pad == 0) continue;
-          const BatchToken& last = tokens[rows.back()];
-          for (std::size_t p = 0; p < pad; ++p) {
-            add(BatchToken{.token = last.token, .pos = next + static_cast<Pos>(p), .seq = seq}, false);
-          }
-          pads.emplace_back(seq, next);
+          for (std::size_t p = 0; p < pad; ++p) add(BatchToken{.token = last.token, .pos = next + static_cast<Pos>(p)}, id(seq), false);
+          pads.emplace_back(id(seq), next);
         }
         const int32_t rc = llama_decode(ctx_.get(), batch);
         for (const auto& [seq, pos] : pads) llama_memory_seq_rm(memory(), seq, pos, -1);
@@ -337,7 +346,7 @@ class LlamaEngine final : public Engine {
     for (std::int32_t i = 0; i < rows; ++i) {
       batch.pos[i] = pos + i;
       batch.n_seq_id[i] = 1;
-      batch.seq_id[i][0] = seq;
+      batch.seq_id[i][0] = id(seq);
       batch.logits[i] = 0;
     }
     if (non_causal) llama_set_causal_attn(ctx_.get(), false);
@@ -376,7 +385,7 @@ class LlamaEngine final : public Engine {
 
   void copy_sequence(SeqId src, SeqId dst, Pos p0, Pos p1) override {
     if (info_.cells_shared) {
-      llama_memory_seq_cp(memory(), src, dst, p0, p1);
+      llama_memory_seq_cp(memory(), id(src), id(dst), p0, p1);
       return;
     }
     copy_stream(src, dst, std::max<Pos>(p0, 0), p1);
@@ -389,6 +398,10 @@ class LlamaEngine final : public Engine {
   // by the contract (engine.h), hold tokens the source holds too.
   void copy_stream(SeqId src, SeqId dst, Pos p0, Pos p1) {
     if (src == dst) return;
+    if (info_.family != ModelFamily::dense) {
+      copy_stream_to(src, dst, p1);
+      return;
+    }
     const PosRange from = sequence_positions(src);
     const PosRange had = sequence_positions(dst);
     const Pos stop = p1 < 0 ? from.max + 1 : std::min(p1, from.max + 1);
@@ -402,11 +415,26 @@ class LlamaEngine final : public Engine {
     }
     const Bytes state = save_sequence(src);
     if (!restore_sequence(state, dst)) throw std::runtime_error("engine: a copy between streams could not be restored");
-    llama_memory_seq_rm(memory(), dst, stop, -1);
-    if (low > from.min) llama_memory_seq_rm(memory(), dst, from.min, low);
+    llama_memory_seq_rm(memory(), id(dst), stop, -1);
+    if (low > from.min) llama_memory_seq_rm(memory(), id(dst), from.min, low);
   }
 
-  bool remove_sequence(SeqId seq, Pos p0, Pos p1) override { return llama_memory_seq_rm(memory(), seq, p0, p1); }
+  // A sliding-window or hybrid model: libllama gives a sequence's positions as its window layers
+  // hold them, or as its attention and recurrent memories both do (none once the window or the
+  // state was dropped), while its full attention layers hold it from position 0 (every state
+  // restored into a stream begins there). So the range is the caller's (the source holds it,
+  // engine.h), and the positions the destination holds below it are the source's too. A recurrent
+  // state holds the source's last position, which libllama refuses to cut: a copy cut before it
+  // holds no such state (a checkpoint, or the rows computed next, give it one).
+  void copy_stream_to(SeqId src, SeqId dst, Pos p1) {
+    const Bytes state = save_sequence(src);
+    if (!restore_sequence(state, dst)) throw std::runtime_error("engine: a copy between streams could not be restored");
+    if (p1 < 0 || llama_memory_seq_rm(memory(), id(dst), p1, -1)) return;
+    drop_checkpoint_state(dst);
+    if (!llama_memory_seq_rm(memory(), id(dst), p1, -1)) throw std::runtime_error("engine: a copy between streams could not be cut");
+  }
+
+  bool remove_sequence(SeqId seq, Pos p0, Pos p1) override { return llama_memory_seq_rm(memory(), id(seq), p0, p1); }
 
   // libllama says a recurrent state can shift (its positions are only counted), and does not
   // refuse M-RoPE everywhere: a cell that moves must be attention K/V with one rotary position,
@@ -421,12 +449,12 @@ class LlamaEngine final : public Engine {
 
   bool shift_sequence(SeqId seq, Pos p0, Pos p1, Pos delta) override {
     if (!can_shift()) return false;
-    llama_memory_seq_add(memory(), seq, p0, p1, delta);
+    llama_memory_seq_add(memory(), id(seq), p0, p1, delta);
     return true;
   }
 
   PosRange sequence_positions(SeqId seq) const override {
-    return {llama_memory_seq_pos_min(memory(), seq), llama_memory_seq_pos_max(memory(), seq)};
+    return {llama_memory_seq_pos_min(memory(), id(seq)), llama_memory_seq_pos_max(memory(), id(seq))};
   }
 
   void clear() override { llama_memory_clear(memory(), true); }
@@ -435,26 +463,27 @@ class LlamaEngine final : public Engine {
     if (window_states_) {
       if (Bytes pieces = window_states_->save(seq); !pieces.empty()) return pieces;
     }
-    const size_t size = llama_state_seq_get_size_ext(ctx_.get(), seq, LLAMA_STATE_SEQ_FLAGS_NONE);
+    const size_t size = llama_state_seq_get_size_ext(ctx_.get(), id(seq), LLAMA_STATE_SEQ_FLAGS_NONE);
     Bytes out(size);
-    const size_t written = llama_state_seq_get_data_ext(ctx_.get(), out.data(), out.size(), seq, LLAMA_STATE_SEQ_FLAGS_NONE);
+    const size_t written =
+        llama_state_seq_get_data_ext(ctx_.get(), out.data(), out.size(), id(seq), LLAMA_STATE_SEQ_FLAGS_NONE);
     out.resize(written);
     return out;
   }
 
   Bytes save_checkpoint(SeqId seq) const override {
     if (memory_is_trimmable(info_)) return {};
-    const size_t size = llama_state_seq_get_size_ext(ctx_.get(), seq, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+    const size_t size = llama_state_seq_get_size_ext(ctx_.get(), id(seq), LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
     Bytes out(size);
     const size_t written =
-        llama_state_seq_get_data_ext(ctx_.get(), out.data(), out.size(), seq, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+        llama_state_seq_get_data_ext(ctx_.get(), out.data(), out.size(), id(seq), LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
     out.resize(written);
     return out;
   }
 
   bool restore_checkpoint(std::span<const std::uint8_t> state, SeqId dst) override {
     if (state.empty()) return false;
-    return llama_state_seq_set_data_ext(ctx_.get(), state.data(), state.size(), dst,
+    return llama_state_seq_set_data_ext(ctx_.get(), state.data(), state.size(), id(dst),
                                         LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) != 0;
   }
 
@@ -464,13 +493,13 @@ class LlamaEngine final : public Engine {
   // model loads one window cell at a position no sequence reaches instead, then removes it.
   void drop_checkpoint_state(SeqId seq) override {
     if (!window_drop_.empty()) {
-      llama_state_seq_set_data_ext(ctx_.get(), window_drop_.data(), window_drop_.size(), seq,
+      llama_state_seq_set_data_ext(ctx_.get(), window_drop_.data(), window_drop_.size(), id(seq),
                                    LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
-      llama_memory_seq_rm(memory(), seq, unreached_pos(), -1);
+      llama_memory_seq_rm(memory(), id(seq), unreached_pos(), -1);
       return;
     }
     if (empty_checkpoint_.empty()) return;
-    llama_state_seq_set_data_ext(ctx_.get(), empty_checkpoint_.data(), empty_checkpoint_.size(), seq,
+    llama_state_seq_set_data_ext(ctx_.get(), empty_checkpoint_.data(), empty_checkpoint_.size(), id(seq),
                                  LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
   }
 
@@ -478,9 +507,9 @@ class LlamaEngine final : public Engine {
     if (state.empty()) return false;
     if (WindowStates::is_pieces(state)) return window_states_ && window_states_->restore(state, dst);
     const size_t read =
-        llama_state_seq_set_data_ext(ctx_.get(), state.data(), state.size(), dst, LLAMA_STATE_SEQ_FLAGS_NONE);
+        llama_state_seq_set_data_ext(ctx_.get(), state.data(), state.size(), id(dst), LLAMA_STATE_SEQ_FLAGS_NONE);
     if (read == 0) {
-      llama_memory_seq_rm(memory(), dst, -1, -1);
+      llama_memory_seq_rm(memory(), id(dst), -1, -1);
       return false;
     }
     return true;
@@ -488,6 +517,10 @@ class LlamaEngine final : public Engine {
 
  private:
   llama_memory_t memory() const { return llama_get_memory(ctx_.get()); }
+
+  // libllama's id of a sequence: with a stream per sequence of a hybrid model, every sequence has
+  // an empty partner stream after its own (run_rowwise_streams), so ids go two by two.
+  llama_seq_id id(SeqId seq) const { return seq < 0 ? seq : seq * id_stride_; }
 
   // A position past every one a request can reach (a sequence holds fewer than n_ctx tokens).
   Pos unreached_pos() const { return static_cast<Pos>(llama_n_ctx(ctx_.get())); }
@@ -526,6 +559,7 @@ class LlamaEngine final : public Engine {
   // Deterministic on a GPU: how every sequence's rows in a call are padded (measure_call_rows);
   // none on the CPU, where calls of 2 to kRowwiseRows rows compute a row alike.
   detail::CallPadding padding_;
+  std::int32_t id_stride_ = 1;  // libllama's ids of this engine's sequences: id() (a hybrid model's partners)
   // The rows of the last decode() (run_rowwise_streams), when it took several libllama calls.
   bool logits_copied_ = false;
   std::vector<std::int32_t> copied_rows_;  // row of the decode → row of copied_logits_; -1: none
@@ -634,7 +668,12 @@ void log_reuse_policy(const ModelInfo& info, const ContextOptions& options) {
       break;
     case ModelFamily::sliding_window: {
       const WindowCacheCost cost = window_cache_cost(info, options);
-      if (info.swa_full) {
+      if (!info.cells_shared) {
+        spdlog::info("prompt reuse: sliding window ({} tokens) in a KV stream per sequence, whose window layers keep "
+                     "every cell of the stream (so --swa-full {} does not apply); a copy between streams carries the "
+                     "window of a sequence's last position only, so prefixes are reused at checkpoints",
+                     info.sliding_window, options.swa_full == SwaFull::on ? "on" : options.swa_full == SwaFull::off ? "off" : "auto");
+      } else if (info.swa_full) {
         spdlog::info("prompt reuse: sliding window ({} tokens) with the full window cache ({:.1f} MiB for {} of {} "
                      "layers instead of {:.1f} MiB): any cached prefix is reused exactly",
                      info.sliding_window, cost.full / 1048576.0, info.n_swa_layers, info.n_layer,
@@ -700,6 +739,17 @@ detail::CallPadding measure_padding(llama_context* ctx, const ModelInfo& info, s
   return measured.padding;
 }
 
+// The families a KV stream per sequence serves: those with attention cells whose place could change
+// a sum. A hybrid model's lone decode row cannot be padded in its own stream (its recurrent state
+// would take the pad row too), so each of its sequences gets an empty partner stream next to its
+// own, which libllama batches with it (it batches consecutive ids only).
+bool streams_serve(ModelFamily family) {
+  return family == ModelFamily::dense || family == ModelFamily::sliding_window || family == ModelFamily::hybrid;
+}
+
+// The families whose calls can be padded on a GPU: every row in the sequence's own stream.
+bool padding_serves(ModelFamily family) { return family == ModelFamily::dense || family == ModelFamily::sliding_window; }
+
 std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, const ContextOptions& options,
                                                const std::string& model_id) {
   if (options.n_parallel < 1) throw std::runtime_error("--parallel must be at least 1");
@@ -728,24 +778,32 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
   // A stream per sequence where asked, or (automatic) where it makes --deterministic exact under
   // concurrency: a dense model (ContextOptions::kv_layout).
   const bool streams = options.kv_layout == KvLayout::streams ||
-                       (options.kv_layout == KvLayout::automatic && options.deterministic && info.family == ModelFamily::dense);
+                       (options.kv_layout == KvLayout::automatic && options.deterministic && streams_serve(info.family));
   // Each holder is a whole stream there: at most n_holder_seqs_streams of the cache's ids.
   if (streams && options.n_holder_seqs_streams >= 0) {
     n_seq = options.n_parallel + std::min(options.n_holder_seqs, options.n_holder_seqs_streams);
+  }
+  // A hybrid model's sequences each have an empty partner stream (streams_serve): libllama's ids
+  // go two by two.
+  const int id_stride = streams && info.family == ModelFamily::hybrid ? 2 : 1;
+  if (n_seq * id_stride > static_cast<int>(llama_max_parallel_sequences())) {
+    throw std::runtime_error(std::format("--parallel plus cache holder sequences, each with a partner stream, exceeds "
+                                         "libllama's limit of {} sequences", llama_max_parallel_sequences()));
   }
   llama_context_params params = llama_context_default_params();
   params.n_ctx = static_cast<uint32_t>(options.n_ctx);
   if (options.n_ctx == 0) {
     // With a stream per sequence every sequence has the context's cells: the budget is theirs.
-    const std::uint64_t budget = options.kv_memory_budget / static_cast<std::uint64_t>(streams ? n_seq : 1);
+    const std::uint64_t budget = options.kv_memory_budget / static_cast<std::uint64_t>(streams ? n_seq * id_stride : 1);
     const ContextFit fit = fit_context_size(info, budget);
     params.n_ctx = static_cast<uint32_t>(fit.n_ctx);
-    const double kv_mib = static_cast<double>(info.kv_bytes_per_token) * fit.n_ctx * (streams ? n_seq : 1) / (1 << 20);
+    const double kv_mib =
+        static_cast<double>(info.kv_bytes_per_token) * fit.n_ctx * (streams ? n_seq * id_stride : 1) / (1 << 20);
     if (fit.limited_by_memory) {
       spdlog::warn("context: {} cells, less than the model's training context of {}: its K/V would not fit in {:.0f} MiB{} "
                    "(K/V {:.0f} MiB; set --ctx-size to choose)",
                    fit.n_ctx, info.n_ctx_train, static_cast<double>(options.kv_memory_budget) / (1 << 20),
-                   streams ? std::format(" as {} streams", n_seq) : std::string(), kv_mib);
+                   streams ? std::format(" as {} streams", n_seq * id_stride) : std::string(), kv_mib);
     } else {
       spdlog::info("context: {} cells, {} (K/V {:.0f} MiB)", fit.n_ctx,
                    info.n_ctx_train > 0 ? "the model's training context" : "the model does not say its training context",
@@ -760,18 +818,28 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
   params.n_threads_batch = threads;
   params.kv_unified = !streams;  // one cell pool: seq_cp shares cells with no copy
   info.cells_shared = !streams;
-  if (padded && info.family != ModelFamily::dense) {
+  if (padded && !padding_serves(info.family)) {
     throw std::runtime_error(std::format(
-        "--deterministic with layers on a GPU serves dense models only (it pads every call in a KV stream per "
-        "sequence); this model's family is {}: use --gpu-layers 0 with it", family_name(info.family)));
+        "--deterministic with layers on a GPU serves dense and sliding-window models only (it pads every call in a "
+        "KV stream per sequence); this model's family is {}: use --gpu-layers 0 with it", family_name(info.family)));
   }
-  if (streams && info.family != ModelFamily::dense) {
+  if (streams && !streams_serve(info.family)) {
     throw std::runtime_error(std::format(
-        "a KV stream per sequence (--no-kv-unified) serves dense models only; this model's family is {}: use the "
-        "unified pool (--kv-unified)", family_name(info.family)));
+        "a KV stream per sequence (--no-kv-unified) serves models with attention cells only; this model's family is {} "
+        "(one state per sequence, which needs no stream): use the unified pool (--kv-unified)",
+        family_name(info.family)));
   }
   params.swa_full = decide_swa_full(info, options);
   info.swa_full = params.swa_full && info.family == ModelFamily::sliding_window;
+  if (streams && info.family == ModelFamily::sliding_window) {
+    // In its own stream a sequence's window cells then never wrap around below its newer ones
+    // (libllama takes over a cell behind the window only when it finds no free one), so they lie
+    // in position order as the full layers' do. libllama saves only the window of a sequence's
+    // last position, and a copy between streams is a save and a restore: the cache resumes such a
+    // model at a kept state (a window-only family to it), never inside a copied window.
+    params.swa_full = true;
+    info.swa_full = false;
+  }
   if (info.swa_full && options.n_holder_seqs > 0 && n_seq + 1 < static_cast<int>(llama_max_parallel_sequences())) {
     info.window_pin = n_seq;  // and n_seq + 1 (src/cache/cell_pin.h)
     n_seq += 2;
@@ -796,14 +864,14 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
     spdlog::warn("no sequence id left to pad one-row batches: a cached prompt may answer unlike a cold one");
   }
   // libllama needs a batch to hold one output row per sequence (it aborts otherwise).
-  if (options.n_batch < n_seq) {
+  if (options.n_batch < n_seq * id_stride) {
     throw std::runtime_error("--batch-size " + std::to_string(options.n_batch) + " is smaller than the " +
-                             std::to_string(n_seq) + " sequences this context holds (--parallel " +
+                             std::to_string(n_seq * id_stride) + " sequences this context holds (--parallel " +
                              std::to_string(options.n_parallel) + ", the prompt cache's holders and working ids): use at least " +
-                             std::to_string(n_seq));
+                             std::to_string(n_seq * id_stride));
   }
-  params.n_seq_max = static_cast<uint32_t>(n_seq);
-  if (streams) params.n_ctx *= static_cast<uint32_t>(n_seq);
+  params.n_seq_max = static_cast<uint32_t>(n_seq * id_stride);
+  if (streams) params.n_ctx *= params.n_seq_max;
   params.no_perf = true;
   params.flash_attn_type = options.flash_attention ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   ContextPtr ctx(llama_init_from_model(model.get(), params));
@@ -850,16 +918,19 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
   if (streams) {
     spdlog::info("KV layout: a stream of {} cells per sequence ({} streams, {:.0f} MiB of K/V in all): a sequence's cells lie "
                  "from its stream's first cell in position order whatever the others hold, and copies between sequences "
-                 "duplicate cells (--kv-unified shares one pool instead)",
-                 llama_n_ctx_seq(ctx.get()), n_seq,
-                 static_cast<double>(info.kv_bytes_per_token) * llama_n_ctx(ctx.get()) / (1 << 20));
+                 "duplicate cells (--kv-unified shares one pool instead){}",
+                 llama_n_ctx_seq(ctx.get()), n_seq * id_stride,
+                 static_cast<double>(info.kv_bytes_per_token) * llama_n_ctx(ctx.get()) / (1 << 20),
+                 id_stride > 1 ? std::format("; each of the {} sequences has an empty partner stream that pads its lone "
+                                             "decode row (a recurrent state cannot take a pad row of its own)", n_seq)
+                               : std::string());
   }
   // A stream per sequence: its cells, of which a sequence may hold fewer when deterministic, for
   // the rows that pad its calls in its own stream (run_rowwise_streams).
-  const std::int32_t pad_cells = !options.deterministic ? 0 : padded ? padding.rows_for(1) - 1 : 1;
+  const std::int32_t pad_cells = !options.deterministic || id_stride > 1 ? 0 : padded ? padding.rows_for(1) - 1 : 1;
   const std::int32_t stream_cells = streams ? static_cast<std::int32_t>(llama_n_ctx_seq(ctx.get())) - pad_cells : 0;
   return std::make_unique<LlamaEngine>(std::move(model), std::move(ctx), std::move(info), std::move(vision), pad_seq,
-                                       guard_seq, options.deterministic, stream_cells, padding);
+                                       guard_seq, options.deterministic, stream_cells, padding, id_stride);
 }
 
 }  // namespace

@@ -100,17 +100,16 @@ TEST_F(ConfigFile, ABatchSmallerThanTheSequencesIsRefusedNamingTheMinimum) {
 }
 
 // --deterministic with layers on a GPU (lavapipe here) pads every call in a KV stream per sequence:
-// a model whose memory is not dense attention, or --kv-unified, is refused at startup, naming the
-// way out.
-TEST_F(ConfigFile, DeterministicWithLayersOnAGpuServesDenseModelsInStreamsOnly) {
+// a model with a recurrent state, or --kv-unified, is refused at startup, naming the way out.
+TEST_F(ConfigFile, DeterministicWithLayersOnAGpuServesAttentionModelsInStreamsOnly) {
   const char* no_gpu = std::getenv("PREFIXD_TEST_NO_GPU");
   if (no_gpu != nullptr && std::string(no_gpu) == "1") GTEST_SKIP() << "PREFIXD_TEST_NO_GPU=1";
-  const CommandResult window = prefixd("serve --model " + std::string(PREFIXD_TEST_MODELS_DIR) +
-                                           "/gemma3-tiny.gguf --deterministic --gpu-layers 99 --ctx-size 1024 --port 1",
+  const CommandResult hybrid = prefixd("serve --model " + std::string(PREFIXD_TEST_MODELS_DIR) +
+                                           "/qwen35-tiny.gguf --deterministic --gpu-layers 99 --ctx-size 1024 --port 1",
                                        "GGML_VK_VISIBLE_DEVICES=0");
-  EXPECT_NE(window.status, 0) << window.output;
-  EXPECT_NE(window.output.find("serves dense models only"), std::string::npos) << window.output;
-  EXPECT_NE(window.output.find("--gpu-layers 0"), std::string::npos) << window.output;
+  EXPECT_NE(hybrid.status, 0) << hybrid.output;
+  EXPECT_NE(hybrid.output.find("serves dense and sliding-window models only"), std::string::npos) << hybrid.output;
+  EXPECT_NE(hybrid.output.find("--gpu-layers 0"), std::string::npos) << hybrid.output;
   const CommandResult pool = prefixd("serve --model " + std::string(PREFIXD_TINY_MODEL) +
                                          " --deterministic --kv-unified --gpu-layers 99 --ctx-size 1024 --port 1",
                                      "GGML_VK_VISIBLE_DEVICES=0");

@@ -246,13 +246,12 @@ std::vector<Exchange> run_session(int port, int index, std::uint64_t seed, int t
   return out;
 }
 
-// --deterministic on the dense preset (without --cache-reuse) runs a KV stream per sequence: every
-// row is computed alike whatever runs beside it and wherever the others' cells lie, so concurrent
-// sessions are promised warm = cold too (docs/operator-guide.md, "Exactness"). So are they on the
-// recurrent preset, whose memory has no attention cells whose place could change a sum.
-bool streams(const Draw& d) {
-  return d.deterministic && (d.preset == "tiny" || d.preset == "mamba2-tiny") && d.cache_reuse == 0;
-}
+// --deterministic on the dense, sliding-window and hybrid presets (without --cache-reuse) runs a KV
+// stream per sequence: every row is computed alike whatever runs beside it and wherever the
+// others' cells lie, so concurrent sessions are promised warm = cold too (docs/operator-guide.md,
+// "Exactness"). So are they on the recurrent preset, whose memory has no attention cells whose
+// place could change a sum.
+bool streams(const Draw& d) { return d.deterministic && d.cache_reuse == 0; }
 
 // Other concurrent sessions are compared too, and their differences counted, but not asserted: in
 // the unified pool libllama's cell allocator can place a running request's next token below its
@@ -350,7 +349,10 @@ TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
         EXPECT_EQ(e.warm, e.cold) << at << "\nrequest: " << e.request.dump().substr(0, 400);
         if (e.cached_tokens > 0) reached[std::format("{}:{}", e.prompt_tokens - e.cached_tokens == 1 ? "last-token" : "longer", e.tier)] += 1;
         if (e.drafted > 0) reached["with-drafts"] += 1;
-        if (d.sessions > 1 && e.cached_tokens > 0) reached[d.preset == "tiny" ? "concurrent-streams" : "concurrent-recurrent"] += 1;
+        if (d.sessions > 1 && e.cached_tokens > 0) reached[d.preset == "mamba2-tiny"   ? "concurrent-recurrent"
+                                                              : d.preset == "gemma3-tiny" ? "concurrent-window"
+                                                              : d.preset == "qwen35-tiny" ? "concurrent-hybrid"
+                                                                                          : "concurrent-streams"] += 1;
         if (d.gpu && e.cached_tokens > 0) reached[d.sessions > 1 ? "gpu-concurrent" : "gpu"] += 1;
       } else if (d.sessions > 1 && e.cached_tokens > 0) {
         concurrent_compared += 1;

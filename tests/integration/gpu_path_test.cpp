@@ -237,6 +237,22 @@ TEST(GpuPathDeterministic, SessionsAtOnceAnswerAsColdOnesWithCallsPadded) {
   EXPECT_EQ(server.log().find("decode failed"), std::string::npos) << server.log();
 }
 
+// The same on a sliding-window model, whose window layers keep every cell of a sequence's stream
+// there, resumed at kept states.
+TEST(GpuPathDeterministic, SlidingWindowSessionsAtOnceAnswerAsColdOnesWithCallsPadded) {
+  if (gpu_tests_skipped()) GTEST_SKIP() << "PREFIXD_TEST_NO_GPU=1";
+  ServerConfig config = gpu_server(std::string(PREFIXD_TEST_MODELS_DIR) + "/gemma3-tiny.gguf", {"--deterministic"});
+  config.parallel = 4;
+  config.ctx_size = 4096;
+  config.startup_seconds = 240;  // lavapipe measures the padding rule on this model in about a minute
+  ServerProcess server(config);
+  const std::string log = server.log();
+  ASSERT_NE(log.find("in device memory"), std::string::npos) << log;
+  ASSERT_NE(log.find("deterministic on a GPU: each sequence's rows in a call are padded"), std::string::npos) << log;
+  expect_answers_as_cold(run_sessions_at_once(server, 3, 2));
+  EXPECT_EQ(server.log().find("decode failed"), std::string::npos) << server.log();
+}
+
 // A 24-bit BMP whose pixels follow (x, y).
 std::string bmp(int width, int height) {
   const int row = (width * 3 + 3) / 4 * 4;

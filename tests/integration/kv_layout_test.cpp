@@ -1,6 +1,6 @@
-// The KV layout (--kv-unified / --no-kv-unified): with --deterministic a dense model runs a KV
-// stream per sequence, where a request's answer depends neither on what runs beside it nor on what
-// other requests left in memory, with the cache on or off (docs/operator-guide.md, "Exactness").
+// The KV layout (--kv-unified / --no-kv-unified): with --deterministic a model with attention cells
+// runs a KV stream per sequence, where a request's answer depends neither on what runs beside
+// it nor on what other requests left in memory, with the cache on or off (docs/operator-guide.md, "Exactness").
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -33,6 +33,41 @@ TEST(KvLayout, DeterministicSessionsAtOnceAnswerAsColdOnesOnADenseModel) {
   EXPECT_NE(server.log().find("KV layout: a stream of"), std::string::npos) << "the server did not run a stream per sequence";
 }
 
+// The same on a sliding-window model: its window layers keep every cell of the sequence's stream,
+// and the cache resumes it at kept states. (These sessions happened to answer as cold in the pool
+// too, in 6 of 6 runs; ctest stream_invariance_deterministic_window_cpu shows the placement that
+// the pool gets wrong and streams do not.)
+TEST(KvLayout, DeterministicSessionsAtOnceAnswerAsColdOnesOnASlidingWindowModel) {
+  ServerProcess server({.model = std::string(PREFIXD_TEST_MODELS_DIR) + "/gemma3-tiny.gguf",
+                        .extra_args = {"--deterministic", "--threads", "2"},
+                        .parallel = 4,
+                        .ctx_size = 4096});
+  expect_answers_as_cold(run_sessions_at_once(server, 4, 3));
+  EXPECT_NE(server.log().find("KV layout: a stream of"), std::string::npos) << "the server did not run a stream per sequence";
+  EXPECT_NE(server.log().find("prefixes are reused at checkpoints"), std::string::npos);
+  if (::testing::Test::HasFailure()) {
+    const std::string log = server.log();
+    ADD_FAILURE() << "the server's log ends: " << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
+  }
+}
+
+// And on a hybrid model, each of whose sequences has an empty partner stream that pads its lone
+// decode row, since its recurrent state cannot take a pad row of its own. (These sessions answered
+// as cold in the pool too, in 3 of 3 runs; ctest stream_invariance_deterministic_hybrid_cpu shows
+// the placement that the pool gets wrong and streams do not.)
+TEST(KvLayout, DeterministicSessionsAtOnceAnswerAsColdOnesOnAHybridModel) {
+  ServerProcess server({.model = std::string(PREFIXD_TEST_MODELS_DIR) + "/qwen35-tiny.gguf",
+                        .extra_args = {"--deterministic", "--threads", "2"},
+                        .parallel = 4,
+                        .ctx_size = 4096});
+  expect_answers_as_cold(run_sessions_at_once(server, 4, 3));
+  EXPECT_NE(server.log().find("has an empty partner stream"), std::string::npos) << "the server did not run partner streams";
+  if (::testing::Test::HasFailure()) {
+    const std::string log = server.log();
+    ADD_FAILURE() << "the server's log ends: " << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
+  }
+}
+
 // --kv-unified keeps the pool under --deterministic; the startup log says nothing of streams.
 TEST(KvLayout, KvUnifiedKeepsThePoolUnderDeterministic) {
   ServerProcess server({.extra_args = {"--deterministic", "--kv-unified"}, .parallel = 2});
@@ -43,14 +78,14 @@ TEST(KvLayout, KvUnifiedKeepsThePoolUnderDeterministic) {
   EXPECT_EQ(server.log().find("KV layout: a stream of"), std::string::npos);
 }
 
-// Streams copy a sequence only from its first position on: refused where the model's memory or
-// --cache-reuse needs more, naming the way out.
+// Streams serve models that keep attention cells, and copy a sequence only from its first position
+// on: refused for a recurrent model and with --cache-reuse, naming the way out.
 TEST(KvLayout, StreamsAreRefusedWhereTheyCannotServe) {
-  const CommandResult window = prefixd("serve --model " + std::string(PREFIXD_TEST_MODELS_DIR) +
-                                       "/gemma3-tiny.gguf --no-kv-unified --ctx-size 1024 --port 1");
-  EXPECT_NE(window.status, 0) << window.output;
-  EXPECT_NE(window.output.find("serves dense models only"), std::string::npos) << window.output;
-  EXPECT_NE(window.output.find("--kv-unified"), std::string::npos) << window.output;
+  const CommandResult recurrent = prefixd("serve --model " + std::string(PREFIXD_TEST_MODELS_DIR) +
+                                          "/mamba2-tiny.gguf --no-kv-unified --ctx-size 1024 --port 1");
+  EXPECT_NE(recurrent.status, 0) << recurrent.output;
+  EXPECT_NE(recurrent.output.find("serves models with attention cells only"), std::string::npos) << recurrent.output;
+  EXPECT_NE(recurrent.output.find("--kv-unified"), std::string::npos) << recurrent.output;
 
   const CommandResult shifting = prefixd("serve --model " + std::string(PREFIXD_TINY_MODEL) +
                                          " --no-kv-unified --cache-reuse 16 --ctx-size 1024 --port 1");

@@ -29,7 +29,7 @@ ServerProcess::ServerProcess(ServerConfig config) {
   if (!config.model.empty()) launch.args.insert(launch.args.end(), {"--model", config.model});
   launch.args.insert(launch.args.end(), config.extra_args.begin(), config.extra_args.end());
   launch.log_path = log_path_;
-  launch.startup_limit = std::chrono::seconds(60);
+  launch.startup_limit = std::chrono::seconds(config.startup_seconds);
   launch.extra_env = std::move(config.env);  // a developer's PREFIXD_* settings are stripped first
   // Tests leave the user's model fingerprint cache (~/.cache/prefixd) alone unless they ask for it.
   if (std::ranges::none_of(launch.extra_env, [](const auto& kv) { return kv.first == "PREFIXD_MODEL_FINGERPRINT_CACHE"; })) {

@@ -22,13 +22,14 @@ struct ServerConfig {
   std::vector<std::pair<std::string, std::string>> env;      // added to (or replacing in) the environment
   int parallel = 4;
   int ctx_size = 2048;
+  int startup_seconds = 60;  // how long GET /health may take to answer
 };
 
 // Starts `PREFIXD_BINARY serve --model MODEL (default PREFIXD_TINY_MODEL) --host 127.0.0.1 --port P --ctx-size N
 // --parallel N [extra args]` on a free loopback port through bench::ServerProcess, and waits until
 // GET /health answers. The destructor stops it (SIGTERM, then SIGKILL after a grace period), reaps
 // it and removes its log. Throws std::runtime_error, with the server's log, if it does not come up
-// within 60 s.
+// within `startup_seconds`.
 class ServerProcess {
  public:
   explicit ServerProcess(ServerConfig config = {});
