@@ -551,8 +551,8 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
   CLI::Option* kv_unified =
       cmd->add_flag("--kv-unified,!--no-kv-unified", o->kv_unified,
                     "One KV pool shared by every sequence (--kv-unified), or a stream per sequence (--no-kv-unified: "
-                    "K/V memory for the context times the sequences; dense models). Unset: streams with "
-                    "--deterministic on a dense model, else one pool")
+                    "K/V memory for the context times the sequences; models with attention cells). Unset: streams "
+                    "with --deterministic on a dense, sliding-window or hybrid model, else one pool")
           ->envname("PREFIXD_KV_UNIFIED");
   cmd->add_option("--swa-full", o->swa_full,
                   "Sliding-window models: keep every cell of the window layers so any prefix is reused exactly: "
