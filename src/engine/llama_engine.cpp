@@ -776,7 +776,7 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
   info.on_accelerator = options.gpu_layers != 0 && detail::has_gpu_device();
 
   // A stream per sequence where asked, or (automatic) where it makes --deterministic exact under
-  // concurrency: a dense model (ContextOptions::kv_layout).
+  // concurrency: a model with attention cells (ContextOptions::kv_layout, streams_serve).
   const bool streams = options.kv_layout == KvLayout::streams ||
                        (options.kv_layout == KvLayout::automatic && options.deterministic && streams_serve(info.family));
   // Each holder is a whole stream there: at most n_holder_seqs_streams of the cache's ids.

@@ -126,10 +126,10 @@ struct ContextOptions {
   // One KV stream per sequence id (libllama's non-unified cache), each of n_ctx cells, instead of
   // one pool all sequences share: a sequence's cells then lie from cell 0 of its own stream in
   // position order, whatever the others hold (prefixd_stream_probe measures what that changes),
-  // and copying between sequences duplicates cells (ModelInfo::cells_shared is false). Dense
-  // models only: load_llama_engine refuses `streams` for the others. `automatic`: streams when
-  // deterministic on a dense model (where they make every answer independent of the others'
-  // cells), else the pool.
+  // and copying between sequences duplicates cells (ModelInfo::cells_shared is false). Models
+  // with attention cells only (dense, sliding-window, hybrid): load_llama_engine refuses `streams`
+  // for a recurrent one. `automatic`: streams when deterministic on such a model (where they make
+  // every answer independent of the others' cells), else the pool.
   KvLayout kv_layout = KvLayout::pool;
   // A vision projector (GGUF, libmtmd's format) to load with the model: images in prompts. Empty:
   // text only.

@@ -224,17 +224,22 @@ INSTANTIATE_TEST_SUITE_P(EveryFamily, GpuPath, ::testing::Values("tiny", "gemma3
 // stream per sequence. Four sessions at once then answer as their cold twins, and a request answers
 // after them as on the empty server. (Without --deterministic, on lavapipe, the same sessions
 // answered unlike their cold twins in some turns; docs/operator-guide.md, "Exactness on a GPU".)
-TEST(GpuPathDeterministic, SessionsAtOnceAnswerAsColdOnesWithCallsPadded) {
-  if (gpu_tests_skipped()) GTEST_SKIP() << "PREFIXD_TEST_NO_GPU=1";
-  ServerConfig config = gpu_server(PREFIXD_TINY_MODEL, {"--deterministic"});
+// `sessions` sessions of `turns` turns at once on a server of `config` (every layer on the device,
+// --parallel 4), which pads its calls, each turn warm against cold.
+void expect_padded_sessions_as_cold(ServerConfig config, int sessions, int turns) {
   config.parallel = 4;
   config.ctx_size = 4096;
   ServerProcess server(config);
   const std::string log = server.log();
   ASSERT_NE(log.find("in device memory"), std::string::npos) << log;
   ASSERT_NE(log.find("deterministic on a GPU: each sequence's rows in a call are padded"), std::string::npos) << log;
-  expect_answers_as_cold(run_sessions_at_once(server, 4, 3));
+  expect_answers_as_cold(run_sessions_at_once(server, sessions, turns));
   EXPECT_EQ(server.log().find("decode failed"), std::string::npos) << server.log();
+}
+
+TEST(GpuPathDeterministic, SessionsAtOnceAnswerAsColdOnesWithCallsPadded) {
+  if (gpu_tests_skipped()) GTEST_SKIP() << "PREFIXD_TEST_NO_GPU=1";
+  expect_padded_sessions_as_cold(gpu_server(PREFIXD_TINY_MODEL, {"--deterministic"}), 4, 3);
 }
 
 // The same on a sliding-window model, whose window layers keep every cell of a sequence's stream
@@ -250,15 +255,8 @@ TEST(GpuPathDeterministic, SlidingWindowSessionsAtOnceAnswerAsColdOnesWithCallsP
   // rule on this model in about 40 s so, 62 s at the default 512; far longer under the sanitizers).
   ServerConfig config =
       gpu_server(std::string(PREFIXD_TEST_MODELS_DIR) + "/gemma3-tiny.gguf", {"--deterministic", "--batch-size", "128"});
-  config.parallel = 4;
-  config.ctx_size = 4096;
   config.startup_seconds = 600;
-  ServerProcess server(config);
-  const std::string log = server.log();
-  ASSERT_NE(log.find("in device memory"), std::string::npos) << log;
-  ASSERT_NE(log.find("deterministic on a GPU: each sequence's rows in a call are padded"), std::string::npos) << log;
-  expect_answers_as_cold(run_sessions_at_once(server, 3, 2));
-  EXPECT_EQ(server.log().find("decode failed"), std::string::npos) << server.log();
+  expect_padded_sessions_as_cold(config, 3, 2);
 }
 
 // A 24-bit BMP whose pixels follow (x, y).

@@ -22,15 +22,25 @@ CommandResult prefixd(const std::string& args) {
                    " " + args + " 2>&1");
 }
 
+// Four sessions of three turns at once on --parallel 4 with --deterministic, each turn warm against
+// cold (sessions_at_once.h); the startup log holds each of `lines`. On failure, the log's end.
+void expect_sessions_as_cold(const std::string& model, const std::vector<std::string>& lines) {
+  ServerProcess server({.model = model, .extra_args = {"--deterministic", "--threads", "2"}, .parallel = 4, .ctx_size = 4096});
+  expect_answers_as_cold(run_sessions_at_once(server, 4, 3));
+  const std::string log = server.log();
+  for (const std::string& line : lines) EXPECT_NE(log.find(line), std::string::npos) << "the startup log does not say: " << line;
+  if (::testing::Test::HasFailure()) {
+    ADD_FAILURE() << "the server's log ends: " << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
+  }
+}
+
 // Four sessions at once on --parallel 4, each turn sent with the cache and without: every cached
 // answer (a hit on the turn before, computed while the other sessions decode beside it and after
 // their cells came and went) is its cold twin's. A request answered on the empty server first is
 // answered alike after all of that, cached or not. (With --kv-unified added, the same sessions
 // answered unlike their cold twins in one to three turns in each of 3 runs.)
 TEST(KvLayout, DeterministicSessionsAtOnceAnswerAsColdOnesOnADenseModel) {
-  ServerProcess server({.extra_args = {"--deterministic", "--threads", "2"}, .parallel = 4, .ctx_size = 4096});
-  expect_answers_as_cold(run_sessions_at_once(server, 4, 3));
-  EXPECT_NE(server.log().find("KV layout: a stream of"), std::string::npos) << "the server did not run a stream per sequence";
+  expect_sessions_as_cold(PREFIXD_TINY_MODEL, {"KV layout: a stream of"});
 }
 
 // The same on a sliding-window model: its window layers keep every cell of the sequence's stream,
@@ -38,17 +48,8 @@ TEST(KvLayout, DeterministicSessionsAtOnceAnswerAsColdOnesOnADenseModel) {
 // too, in 6 of 6 runs; ctest stream_invariance_deterministic_window_cpu shows the placement that
 // the pool gets wrong and streams do not.)
 TEST(KvLayout, DeterministicSessionsAtOnceAnswerAsColdOnesOnASlidingWindowModel) {
-  ServerProcess server({.model = std::string(PREFIXD_TEST_MODELS_DIR) + "/gemma3-tiny.gguf",
-                        .extra_args = {"--deterministic", "--threads", "2"},
-                        .parallel = 4,
-                        .ctx_size = 4096});
-  expect_answers_as_cold(run_sessions_at_once(server, 4, 3));
-  EXPECT_NE(server.log().find("KV layout: a stream of"), std::string::npos) << "the server did not run a stream per sequence";
-  EXPECT_NE(server.log().find("prefixes are reused at checkpoints"), std::string::npos);
-  if (::testing::Test::HasFailure()) {
-    const std::string log = server.log();
-    ADD_FAILURE() << "the server's log ends: " << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
-  }
+  expect_sessions_as_cold(std::string(PREFIXD_TEST_MODELS_DIR) + "/gemma3-tiny.gguf",
+                          {"KV layout: a stream of", "prefixes are reused at checkpoints"});
 }
 
 // And on a hybrid model, each of whose sequences has an empty partner stream that pads its lone
@@ -56,16 +57,8 @@ TEST(KvLayout, DeterministicSessionsAtOnceAnswerAsColdOnesOnASlidingWindowModel)
 // as cold in the pool too, in 3 of 3 runs; ctest stream_invariance_deterministic_hybrid_cpu shows
 // the placement that the pool gets wrong and streams do not.)
 TEST(KvLayout, DeterministicSessionsAtOnceAnswerAsColdOnesOnAHybridModel) {
-  ServerProcess server({.model = std::string(PREFIXD_TEST_MODELS_DIR) + "/qwen35-tiny.gguf",
-                        .extra_args = {"--deterministic", "--threads", "2"},
-                        .parallel = 4,
-                        .ctx_size = 4096});
-  expect_answers_as_cold(run_sessions_at_once(server, 4, 3));
-  EXPECT_NE(server.log().find("has an empty partner stream"), std::string::npos) << "the server did not run partner streams";
-  if (::testing::Test::HasFailure()) {
-    const std::string log = server.log();
-    ADD_FAILURE() << "the server's log ends: " << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
-  }
+  expect_sessions_as_cold(std::string(PREFIXD_TEST_MODELS_DIR) + "/qwen35-tiny.gguf",
+                          {"KV layout: a stream of", "has an empty partner stream"});
 }
 
 // --kv-unified keeps the pool under --deterministic; the startup log says nothing of streams.
