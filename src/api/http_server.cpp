@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/anthropic/anthropic_messages.h"
+#include "cache/family.h"
 #include "api/anthropic/messages_route.h"
 #include "api/auth/access.h"
 #include "api/cache_views.h"
@@ -86,7 +87,7 @@ class HttpServer::Impl {
                  engine.model().runtime_signature, PromptOptions{.allow_special_in_content = options_.allow_special_in_content,
                                .isolation = options_.cache_isolation,
                                .shared_prefix_text = options_.cache_shared_prefix,
-                               .turn_boundaries = scheduler.cache_reuse_mode() == cache::ReuseMode::checkpoints,
+                               .turn_boundaries = cache::Family::of(engine.model())->checkpoints_at_turns(),
                                .vision = engine.vision()}),
         control_(prompts_, scheduler_, control_parse_options(engine, options_, served_id_),
                  ControlOptions{.artifact_dir = options_.artifact_dir,

@@ -41,7 +41,7 @@ void BackingTiers::spill(const Digest& key, const HostSegment& segment) {
 
 void BackingTiers::write_behind(const Lineage& lineage, std::span<const engine::Token> tokens, engine::SeqId holder,
                                      const ScopeId& scope) {
-  if ((!disk_ && !remote_) || !family_.attention_cells || tokens.empty()) return;
+  if ((!disk_ && !remote_) || !family_.keeps_cells() || tokens.empty()) return;
   DiskStore::Job job;
   std::vector<RemoteTier::Write> shared;
   std::vector<Digest> keys;
@@ -114,7 +114,7 @@ BackingTiers::DiskExtension BackingTiers::disk_extension(const Lineage& lineage,
                                                         const HostTier::Plan& plan) const {
   DiskExtension out{{}, plan.length};
   const std::int32_t seg = host_.segment_tokens();
-  if (!disk_ || !family_.attention_cells || config_.host_capacity_bytes == 0) return out;
+  if (!disk_ || !family_.keeps_cells() || config_.host_capacity_bytes == 0) return out;
   // Where the host plan stops, walk the disk's index without reading anything: from the grid line
   // it stopped at, or where its last segment starts when that is a tail (a longer one, or the whole
   // grid segment, may be on disk: a wall segment ends at the fork, the session's own goes on).
@@ -250,7 +250,7 @@ std::shared_ptr<RemoteFetch> BackingTiers::fetch(const Lineage& lineage, std::sp
   const auto n = static_cast<std::int32_t>(query.size());
   const std::int32_t seg = host_.segment_tokens();
   const std::int32_t block = hasher_.block_size();
-  const bool attention = family_.attention_cells && config_.host_capacity_bytes > 0;
+  const bool attention = family_.keeps_cells() && config_.host_capacity_bytes > 0;
   const std::vector<Digest> chain = hasher_.chain(lineage, query);
 
   RemoteFetchPlan plan;

@@ -68,7 +68,7 @@ void DeviceBudget::save_to_host(const DeviceEntry& e) {
   const std::int32_t keep = tiers_.device.tree(e.lineage.ns)->keep_length(e.id);
   HostStore::Evicted evicted;
   bool saved = false;
-  if (tiers_.family.attention_cells) {
+  if (tiers_.family.keeps_cells()) {
     saved = tiers_.host.save(e.lineage, e.tokens, keep, e.holder, evicted, e.scope, e.prompt_length);
   } else {
     saved = e.state_at_end;  // the state alone is the entry: kept as a checkpoint at its end

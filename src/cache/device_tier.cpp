@@ -86,7 +86,7 @@ void DeviceTier::drop(DeviceEntry& e) {
 void DeviceTier::cut_back(DeviceEntry& e, std::int32_t at_least) {
   RadixTree& t = trees_.at(e.lineage.ns);
   const std::int32_t keep = std::max(at_least, t.keep_length(e.id));
-  if (keep == 0 || t.shared_with_another(e.id, keep) || !family_.attention_cells) {
+  if (keep == 0 || t.shared_with_another(e.id, keep) || !family_.keeps_cells()) {
     drop(e);
     return;
   }
@@ -120,7 +120,7 @@ void DeviceTier::cut_path(const std::string& ns, std::span<const engine::Token> 
     const std::int32_t others = t.keep_length(id);  // what other entries and running requests use
     if (t.locked_length(id) > target) report.locked_entries += 1;
     // A state without attention cells cannot be cut back: an entry running requests use stays.
-    if (!family_.attention_cells && others > 0 && !t.shared_with_another(id, others)) continue;
+    if (!family_.keeps_cells() && others > 0 && !t.shared_with_another(id, others)) continue;
     cut_back(e, target);
     const DeviceEntry* kept = find(id);
     if (kept == nullptr || static_cast<std::int32_t>(kept->tokens.size()) < length) report.entries += 1;
@@ -163,7 +163,7 @@ DeviceEntry* DeviceTier::least_recently_used(const std::function<bool(const Devi
     if (keep >= static_cast<std::int32_t>(e.tokens.size())) continue;  // frees nothing
     // A state without attention cells cannot be cut back, only dropped: not while a running
     // request's lock covers part of it alone (the tree keeps every locked node on an entry).
-    if (!family_.attention_cells && keep > 0 && !t.shared_with_another(id, keep)) continue;
+    if (!family_.keeps_cells() && keep > 0 && !t.shared_with_another(id, keep)) continue;
     if (evicts_before(e, victim)) victim = &e;
   }
   return victim;
@@ -188,14 +188,14 @@ bool DeviceTier::evicts_before(const DeviceEntry& e, const DeviceEntry* victim) 
 }
 
 std::int64_t DeviceTier::cells() const {
-  if (!family_.attention_cells) return 0;  // holders keep states, not cells
+  if (!family_.keeps_cells()) return 0;  // holders keep states, not cells
   std::int64_t total = 0;
   for (const auto& [ns, t] : trees_) total += t.unique_tokens();
   return total;
 }
 
 std::int64_t DeviceTier::locked_cells() const {
-  if (!family_.attention_cells) return 0;
+  if (!family_.keeps_cells()) return 0;
   std::int64_t total = 0;
   for (const auto& [ns, t] : trees_) total += t.locked_tokens();
   return total;
@@ -212,7 +212,7 @@ std::int64_t DeviceTier::budgeted_idle_cells() const {
 
 std::int64_t DeviceTier::cells_of(const std::string& ns) const {
   const RadixTree* t = tree(ns);
-  return family_.attention_cells && t != nullptr ? t->unique_tokens() : 0;
+  return family_.keeps_cells() && t != nullptr ? t->unique_tokens() : 0;
 }
 
 DeviceTier::Compacted DeviceTier::compact() {
@@ -286,7 +286,7 @@ std::string DeviceTier::verify(bool against_engine) const {
   }
   // Window-only models: a holder keeps no window cell below its last window (keep_only_window),
   // else running requests that adopt it share cells the window cache cannot spare.
-  if (against_engine && family_.window_only) {
+  if (against_engine && family_.keeps_only_window()) {
     for (const auto& [id, e] : entries_) {
       const engine::PosRange window = engine_.sequence_positions(e.holder);
       const engine::Pos from = kept_window_from(static_cast<engine::Pos>(e.tokens.size()));
@@ -316,39 +316,39 @@ std::string DeviceTier::verify(bool against_engine) const {
 
 std::vector<EntryId> DeviceTier::refresh_windows() {
   std::vector<EntryId> broken;
-  if (!family_.sliding) return broken;
+  if (family_.window() == 0) return broken;
   for (auto& [id, e] : entries_) {
-    if (family_.trimmable()) {
+    if (family_.may_lose_start()) {
       if (!holds_its_start(e.holder, static_cast<std::int32_t>(e.tokens.size()))) broken.push_back(id);
       continue;
     }
     e.window_from = window_run(e.holder, e.window_from);
     const auto n = static_cast<engine::Pos>(e.tokens.size());
-    if (e.window_from > n - family_.sliding_window + 1) e.state_at_end = false;
+    if (!family_.window_intact(e.window_from, n)) e.state_at_end = false;
   }
   return broken;
 }
 
 bool DeviceTier::holds_its_start(engine::SeqId seq, std::int32_t length) const {
-  if (!family_.sliding || !family_.trimmable()) return true;
+  if (!family_.may_lose_start()) return true;
   const engine::PosRange cells = engine_.sequence_positions(seq);
   if (cells.empty()) return length <= 0;
   return cells.min == 0 && (length < 0 || cells.max == length - 1);
 }
 
 engine::Pos DeviceTier::window_run(engine::SeqId seq, engine::Pos tracked) const {
-  if (!family_.window_only) return 0;
+  if (!family_.keeps_only_window()) return 0;
   return std::max(tracked, engine_.sequence_positions(seq).min);
 }
 
 engine::Pos DeviceTier::kept_window_from(engine::Pos end) const {
-  return std::max<engine::Pos>(0, end - family_.sliding_window);
+  return family_.window_start(end);
 }
 
 void DeviceTier::keep_only_window(engine::SeqId holder, engine::Pos end) {
   const engine::Pos from = kept_window_from(end);
   // A stream of its own keeps the holder's cells whatever it lets go of: nothing to win there.
-  if (!family_.window_only || !family_.shares_cells || from <= 0 || engine_.sequence_positions(holder).min >= from) return;
+  if (!family_.keeps_only_window() || !family_.shares_cells() || from <= 0 || engine_.sequence_positions(holder).min >= from) return;
   // The scratch sequence keeps the attention cells below `from` while the holder lets go of them,
   // then gives up its own window cells (drop_checkpoint_state touches only those), so copying
   // back returns the attention cells alone to the holder. REQUIRES: the scratch sequence is empty

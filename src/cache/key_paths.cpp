@@ -32,7 +32,7 @@ KeyPaths::KeyPaths(const Tiers& tiers) : tiers_(tiers) {}
 KeyPaths::Rebuild KeyPaths::rebuildable(const RequestKey& key, const Lineage& lineage,
                                                          std::span<const Token> tokens, Tier deepest) const {
   Rebuild out;
-  if (!tiers_.family.attention_cells || tokens.empty()) return out;
+  if (!tiers_.family.keeps_cells() || tokens.empty()) return out;
   out.device = tiers_.device.match(lineage.ns, tokens, session_id(key), reach_of(key));
   const std::int32_t on_device = out.device.length;
   for (const HostTier::Cut& cut : tiers_.host.cuts(lineage, tokens, 0)) {
@@ -133,7 +133,7 @@ KeyPaths::KeptState KeyPaths::kept_state(const RequestKey& key, const Lineage& l
 HeldPrefix KeyPaths::held(const RequestKey& key, const Lineage& lineage, std::span<const engine::Token> tokens) const {
   HeldPrefix out;
   if (tokens.empty()) return out;
-  const bool attention = tiers_.family.attention_cells;
+  const bool attention = tiers_.family.keeps_cells();
   if (attention) {
     out.device = rebuildable(key, lineage, tokens, Tier::device).reach();
     out.host = rebuildable(key, lineage, tokens, Tier::host).reach();
@@ -154,7 +154,7 @@ HeldPrefix KeyPaths::held(const RequestKey& key, const Lineage& lineage, std::sp
 std::vector<Record> KeyPaths::gather_segments(const RequestKey& key, const Lineage& lineage,
                                                        std::span<const Token> tokens) {
   std::vector<Record> out;
-  if (!tiers_.family.attention_cells || tokens.empty()) return out;
+  if (!tiers_.family.keeps_cells() || tokens.empty()) return out;
   const Rebuild rebuild = rebuildable(key, lineage, tokens, Tier::disk);
   const SeqId holder = rebuild.device.length > 0 ? tiers_.device.entry(rebuild.device.entry).holder : -1;
   const Digest ns_digest = digest_from(lineage.ns);
@@ -204,7 +204,7 @@ Artifact KeyPaths::build_artifact(const RequestKey& key, const Lineage& lineage,
     return ArtifactError(ArtifactError::Kind::nothing_cached,
                          "no prefix of at least " + std::to_string(tiers_.config.min_prefix) + " tokens of it is cached");
   };
-  const bool attention = tiers_.family.attention_cells;
+  const bool attention = tiers_.family.keeps_cells();
   Artifact artifact{tiers_.backing.model_key(), digest_from(key.namespace_digest), key.scope, lineage.fork, lineage.salt};
   artifact.manifest = manifest;
   // The longest prefix the tiers rebuild exactly (held()); for checkpoint families, cut to the

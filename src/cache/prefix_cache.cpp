@@ -140,7 +140,7 @@ void PrefixCache::Impl::repin(const std::string& ns) {
   // own until it ends (they are committed to it, not counted as the cache's).
   if (!trimmable()) return;
   // With a stream per sequence no cells are shared: a duplicate freed here would be a copy made.
-  if (!family_.shares_cells) return;
+  if (!family_.shares_cells()) return;
   for (auto& [seq, lease] : leases_) {
     if (lease.lineage.ns != ns || lease.computed <= lease.locked) continue;
     const auto held = std::span<const Token>(lease.prompt).first(static_cast<size_t>(lease.computed));

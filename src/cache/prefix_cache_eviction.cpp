@@ -22,7 +22,7 @@ std::int64_t PrefixCache::Impl::spare_cells(std::int64_t running) const {
 bool PrefixCache::Impl::make_room(std::int64_t running, std::int64_t need) {
   // A memory without attention cells (recurrent) keeps one state per sequence id: running
   // positions take no room that dropping an entry could give.
-  if (!family_.attention_cells) return true;
+  if (!family_.keeps_cells()) return true;
   // A running sequence's cells that are the tree's (locked) are counted in device_cells() already.
   const std::int64_t shared = leased_cells();
   const auto in_use = [&] { return device_.cells() + running - shared + need; };

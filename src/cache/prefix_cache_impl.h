@@ -69,7 +69,7 @@ inline CacheConfig resolve(CacheConfig config, const engine::Engine& engine) {
   // round trip over the bus. So automatic means never; `idle` remains an explicit choice.
   if (config.compaction == Compaction::automatic) config.compaction = Compaction::never;
   config.block_size = std::max(1, config.block_size);
-  if (!Family::of(engine.model()).compactable()) config.compaction = Compaction::never;
+  if (!Family::of(engine.model())->compactable()) config.compaction = Compaction::never;
   config.checkpoint_every = std::max(0, config.checkpoint_every);
   // A stream per sequence copies a sequence's cells only from its first position on
   // (Engine::copy_sequence): a host segment holds a whole sequence, so a restore never appends a
@@ -84,7 +84,7 @@ inline CacheConfig resolve(CacheConfig config, const engine::Engine& engine) {
 class PrefixCache::Impl {
  public:
   Impl(engine::Engine& engine, const CacheConfig& config, std::vector<SeqId> holders, SeqId scratch, SeqId pin)
-      : engine_(engine), config_(resolve(config, engine)), family_(Family::of(engine.model())),
+      : engine_(engine), config_(resolve(config, engine)), family_owner_(Family::of(engine.model())), family_(*family_owner_),
         hasher_(config_.hash, config_.block_size),
         host_(engine, hasher_, config_.host_segment_tokens, config_.host_capacity_bytes,
               std::max<std::int64_t>(0, config_.host_max_segments), scratch),
@@ -113,7 +113,7 @@ class PrefixCache::Impl {
 
   const CacheConfig& config() const { return config_; }
   bool can_reuse() const { return config_.enabled; }  // enabled (any model family)
-  ReuseMode reuse_mode() const { return family_.mode; }
+  ReuseMode reuse_mode() const { return family_.mode(); }
 
   // A request's life (prefix_cache.cpp); the public contract is in request_life.h and
   // prefix_cache.h. Tickets and admission (request_life.cpp): admit() judges the ticket's lookup,
@@ -247,7 +247,8 @@ class PrefixCache::Impl {
 
   engine::Engine& engine_;
   const CacheConfig config_;
-  const Family family_;  // how the loaded model's prompts are resumed (family.h)
+  const std::unique_ptr<const Family> family_owner_;
+  const Family& family_;  // how the loaded model's prompts are resumed (family.h)
   BlockHasher hasher_;
   HostTier host_;
   CheckpointStore checkpoints_;

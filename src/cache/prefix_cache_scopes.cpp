@@ -38,7 +38,7 @@ std::map<ScopeId, ScopeStats> PrefixCache::Impl::scope_snapshot() const {
     out[e.scope].device_entries += 1;
     tree_scope.emplace(e.lineage.ns, e.scope);
   }
-  if (family_.attention_cells) {
+  if (family_.keeps_cells()) {
     for (const auto& [ns, scope] : tree_scope) {
       ScopeStats& scoped = out[scope];
       scoped.device_cells += device_.cells_of(ns);
@@ -58,7 +58,7 @@ ResetReport PrefixCache::Impl::reset_scope(const ScopeId& scope) {
   for (const auto& [id, e] : device_.entries()) {
     if (e.scope == scope) namespaces.insert(e.lineage.ns);
   }
-  const bool cells = family_.attention_cells;
+  const bool cells = family_.keeps_cells();
   for (const std::string& ns : namespaces) {
     if (cells) report.bytes += static_cast<std::uint64_t>(device_.cells_of(ns)) * engine_.model().kv_bytes_per_token;
     report.entries += device_.drop_namespace(ns);

@@ -92,7 +92,7 @@ void PrefixCache::Impl::publish() {
   s.host_bytes = host_.store().bytes();
   s.host_capacity_bytes = config_.host_capacity_bytes;
   s.device_states = trimmable() ? 0 : std::ranges::count_if(device_.entries(), [](const auto& kv) { return kv.second.state_at_end; });
-  s.reuse_mode = reuse_mode_name(family_.mode);
+  s.reuse_mode = reuse_mode_name(family_.mode());
   s.checkpoints = static_cast<std::int64_t>(checkpoints_.size());
   s.checkpoint_bytes = checkpoints_.bytes();
   s.checkpoint_capacity_bytes = checkpoints_.capacity();

@@ -36,7 +36,7 @@ SequenceKeeper::Kept SequenceKeeper::keep_cells(Lease& lease, SeqId seq, std::sp
   // Shared in the tree means shared in the KV: the prefix this sequence has in common with the
   // tree takes the tree's cells (unless they already are the tree's: locked when adopted). With a
   // stream per sequence no cells are shared: the sequence keeps its own.
-  if (longest.length > canonical && tiers_.family.shares_cells) {
+  if (longest.length > canonical && tiers_.family.shares_cells()) {
     tiers_.engine.remove_sequence(seq, 0, longest.length);
     tiers_.engine.copy_sequence(tiers_.device.entry(longest.entry).holder, seq, 0, longest.length);
   }
@@ -81,7 +81,7 @@ SequenceKeeper::Kept SequenceKeeper::keep_state(Lease& lease, SeqId seq, std::sp
     tiers_.engine.remove_sequence(seq, 0, -1);
     return {};
   }
-  const bool attention = tiers_.family.attention_cells;
+  const bool attention = tiers_.family.keeps_cells();
   EntryId superseded = 0;
   if (const RadixTree::Match w = tiers_.device.match_whole(ns, tokens, lease.session, lease.reach);
       w.length > 0 && w.in_session) {
@@ -113,12 +113,12 @@ SequenceKeeper::Kept SequenceKeeper::keep_state(Lease& lease, SeqId seq, std::sp
   // run starts below it. Without the window before its end, the entry keeps the attention cells
   // only and its end state becomes a checkpoint.
   engine::Pos holder_from = seq_from;
-  if (tiers_.family.window_only && shared > 0 && seq_from <= shared) {
+  if (tiers_.family.keeps_only_window() && shared > 0 && seq_from <= shared) {
     const engine::Pos tree_from = tiers_.device.entry(longest.entry).window_from;
     holder_from = tree_from < shared ? tree_from : shared;
   }
   // (A token at position p attends to positions p - window + 1 to p.)
-  const bool state_at_end = !tiers_.family.window_only || holder_from <= n - tiers_.family.sliding_window + 1;
+  const bool state_at_end = tiers_.family.window_intact(holder_from, n);
   if (!state_at_end) {
     tiers_.backing.keep_checkpoint(lineage, tokens, tiers_.hasher.chain(lineage, tokens), tiers_.engine.save_checkpoint(seq), lease.session,
                     CheckpointKind::sequence_end, seq_from, lease.key.scope);
@@ -134,7 +134,7 @@ SequenceKeeper::Kept SequenceKeeper::keep_state(Lease& lease, SeqId seq, std::sp
   // The holder now owns every window cell the sequence computed (and the tree's, for the shared
   // prefix): far more than the window cache has room for once requests share them. It keeps the
   // window at its end only (DeviceTier::keep_only_window says why).
-  if (tiers_.family.window_only) {
+  if (tiers_.family.keeps_only_window()) {
     tiers_.device.keep_only_window(holder, n);
     holder_from = std::max(holder_from, tiers_.device.kept_window_from(n));
   }

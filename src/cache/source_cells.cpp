@@ -114,13 +114,13 @@ SourceOffer WindowRuns::offer(const ReuseQuery& query) const {
   const Lease& lease = query.lease;
   SourceOffer out;
   out.source = Source::window;
-  if (!family_.window_only) return out;
+  if (!family_.keeps_only_window()) return out;
   const RadixTree::Match match = device_.match(lease.lineage.ns, query.tokens, lease.session, lease.reach);
   if (match.length == 0 || outside_unbroken(lease.key.unbroken, match.length) != match.length) return out;
   // The window is known unbroken from the entry's window_from up; it must cover the window the
   // next position attends to.
   const DeviceEntry& entry = device_.entry(match.entry);
-  if (device_.window_run(entry.holder, entry.window_from) > match.length - family_.sliding_window + 1) return out;
+  if (!family_.window_intact(device_.window_run(entry.holder, entry.window_from), match.length)) return out;
   out.entry = match;
   out.reach = out.copied = match.length;
   return out;

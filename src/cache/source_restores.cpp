@@ -95,7 +95,7 @@ SourceOffer Checkpoints::offer(const ReuseQuery& query) const {
   // another running request (its cells before what it computed are final), or the host tier.
   out.entry = device_.match(lineage.ns, query.tokens, lease.session, lease.reach);
   auto limit = static_cast<std::int32_t>(query.tokens.size());
-  if (family_.attention_cells) {
+  if (family_.keeps_cells()) {
     const SourceOffer running = running_.offer(query);
     out.running = running.running;
     out.running_common = running.running_common;
@@ -114,8 +114,8 @@ SourceOffer Checkpoints::offer(const ReuseQuery& query) const {
   }
   out.reach = std::max(out.checkpoint.position, out.disk_checkpoint);
   out.state = true;
-  out.copied = family_.attention_cells ? std::min({out.reach, std::max(out.entry.length, out.running_computed)}) : 0;
-  out.restored = family_.attention_cells ? out.reach - out.copied : 0;
+  out.copied = family_.keeps_cells() ? std::min({out.reach, std::max(out.entry.length, out.running_computed)}) : 0;
+  out.restored = family_.keeps_cells() ? out.reach - out.copied : 0;
   out.from_disk = out.disk_checkpoint > out.checkpoint.position
                       ? out.reach
                       : std::max(0, std::min(out.reach, out.disk.reach) - std::max(out.host.length, out.copied));
@@ -126,7 +126,7 @@ std::optional<Acquisition> Checkpoints::adopt(Lease& lease, const SourceOffer& o
   const auto n = static_cast<std::int32_t>(lease.prompt.size());
   const auto query = guarded(lease);
   const Lineage& lineage = lease.lineage;
-  const bool attention = family_.attention_cells;
+  const bool attention = family_.keeps_cells();
   // What the offer counted on from disk goes into the host tier and the checkpoint store first.
   if (!offer.disk.files.empty()) {
     HostStore::Evicted evicted;

@@ -13,6 +13,7 @@
 
 #include "api/server.h"
 #include "cache/block_hash.h"
+#include "cache/family.h"
 #include "cli/commands.h"
 #include "cli/config_option.h"
 #include "cli/disk_location.h"
@@ -271,16 +272,14 @@ int run_serve(ServeOptions& o) {
   if (cache.shift_reuse_min > 0) {
     if (!cache_on) throw std::runtime_error("--cache-reuse needs the prompt cache: drop --no-cache-prompt");
     if (!model->can_shift()) {
-      const bool window = model->model().family == engine::ModelFamily::sliding_window;
       if (!model->model().cells_shared) {
         throw std::runtime_error("--cache-reuse copies moved chunks into a sequence that holds other cells, which a "
                                  "KV stream per sequence (--no-kv-unified) cannot do: drop one of the two");
       }
-      throw std::runtime_error(std::format(
-          "--cache-reuse moves cached K/V to other positions, which this model ({} memory) cannot do{}",
-          engine::family_name(model->model().family),
-          window ? ": its window cache drops the cells a chunk may need; add --swa-full on to keep them"
-                 : ": its memory is recurrent, hybrid or M-RoPE; run it without --cache-reuse"));
+      throw std::runtime_error(std::format("--cache-reuse moves cached K/V to other positions, which this model ({} "
+                                           "memory) cannot do: {}",
+                                           engine::family_name(model->model().family),
+                                           cache::Family::of(model->model())->shift_remedy()));
     }
     spdlog::info("cache: reuse by shifting chunks of {} tokens or more (--cache-reuse): answers from moved K/V are "
                  "not those of a cold run",
@@ -308,7 +307,7 @@ int run_serve(ServeOptions& o) {
   const auto kv_events = start_kv_events(o.kv_events, cache.block_size, o.scheduler, o.server);
   scheduler::Scheduler scheduler(*model, o.scheduler, drafter.get());
   const cache::CacheConfig& resolved = scheduler.cache_config();
-  const bool trimmable = scheduler.cache_reuse_mode() == cache::ReuseMode::trim;
+  const bool trimmable = cache::Family::of(model->model())->trimmable();
   if (cache_on && !model->model().partial_copy_supported) {
     spdlog::warn("prompt cache: off for architecture {}: libllama cannot copy part of its sequences",
                  model->model().architecture);

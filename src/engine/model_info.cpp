@@ -99,6 +99,8 @@ ModelInfo describe_model(const llama_model* model, const std::string& path, cons
   // libllama 0.7.0 aborts on a partial llama_memory_seq_cp for these (a GGML_ASSERT, not an error).
   static constexpr std::string_view kWholeCopyOnly[] = {"deepseek4", "qwen4exp", "glm5-next"};
   info.partial_copy_supported = std::ranges::find(kWholeCopyOnly, info.architecture) == std::end(kWholeCopyOnly);
+  info.recurrence_in_chunks =
+      info.architecture.starts_with("qwen35") || info.architecture == "qwen3next" || info.architecture == "kimi-linear";
   if (llama_model_is_hybrid(model)) {
     info.family = ModelFamily::hybrid;
   } else if (llama_model_is_recurrent(model)) {

@@ -54,6 +54,10 @@ struct ModelInfo {
   // False for architectures whose memory aborts the process on a copy of part of a sequence
   // (libllama asserts instead of returning an error): the prompt cache stays off for them.
   bool partial_copy_supported = true;
+  // Gated delta-net layers (qwen35, qwen3next, kimi-linear) compute several tokens of a sequence
+  // with a chunked algorithm and a lone token with the recurrence itself: the same tokens give
+  // other bits in one call than decoded one by one (a verified draft is not a decoded one).
+  bool recurrence_in_chunks = false;
   // Set when the context is created. True: one pool of cells that every sequence shares, and a
   // copy between sequences shares cells at no cost. False: a KV stream per sequence
   // (ContextOptions::kv_layout), where a copy duplicates the source's cells and its

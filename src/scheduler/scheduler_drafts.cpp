@@ -15,6 +15,8 @@
 // needs (RequestLife::spare_cells): they never push a cached prefix out.
 #include "scheduler/scheduler_impl.h"
 
+#include "cache/family.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <format>
@@ -29,24 +31,14 @@ namespace {
 
 std::string owner_key(const cache::ScopeId& scope) { return std::string(scope.begin(), scope.end()); }
 
-// Gated delta-net layers compute several tokens of a sequence with a chunked algorithm, a lone token
-// with the recurrence itself: the same tokens give other bits in a verify call than decoded alone.
-bool computes_recurrence_in_chunks(const engine::ModelInfo& model) {
-  return model.architecture.starts_with("qwen35") || model.architecture == "qwen3next" ||
-         model.architecture == "kimi-linear";
-}
-
 // A draft model's guesses repeat no matched text; their prior chance is even (match / (match + 2)
 // in DraftRecord::acceptance) until the request's own verifications say otherwise.
 constexpr std::int32_t kModelDraftPriorMatch = 2;
 
 }  // namespace
 
-// Drafts are rolled back by cutting their cells from the sequence's end. Attention cells allow
-// that, sliding-window ones too: libllama lets a decode take over a cell of another position only
-// once that cell lies outside its owner's window as of the owner's last position before the
-// call, so the rows of a draft never take a cell that the positions before it still attend to.
-// A recurrent state has consumed the draft and cannot lose it.
+// How a rejected draft leaves a sequence is the model family's (cache::Family::draft_rollback):
+// cut from the sequence's end, or the state before it restored.
 void Scheduler::Impl::set_up_speculation(engine::Engine* drafter) {
   const SpeculationOptions& o = options_.speculation;
   if (o.type == SpeculationOptions::Type::none) {
@@ -54,9 +46,8 @@ void Scheduler::Impl::set_up_speculation(engine::Engine* drafter) {
     return;
   }
   const engine::ModelInfo& model = engine_.model();
-  rollback_by_checkpoint_ =
-      model.family != engine::ModelFamily::dense && model.family != engine::ModelFamily::sliding_window;
-  if (rollback_by_checkpoint_ && computes_recurrence_in_chunks(model)) {
+  rollback_by_checkpoint_ = cache::Family::of(model)->draft_rollback() == cache::DraftRollback::checkpoint;
+  if (rollback_by_checkpoint_ && model.recurrence_in_chunks) {
     spdlog::warn("speculation: off for this {} model: its recurrent layers compute a call's tokens as one chunk, "
                  "so a verified draft would not be computed as the same tokens decoded one by one",
                  model.architecture);
@@ -67,7 +58,7 @@ void Scheduler::Impl::set_up_speculation(engine::Engine* drafter) {
     if (drafter == nullptr) throw std::invalid_argument("speculation by a draft model needs the draft model's engine");
     // The drafter's lanes are cut back after each verification like the target's sequences, and
     // its cache needs sequences of its own beside them.
-    if (drafter->model().family != engine::ModelFamily::dense) {
+    if (!cache::Family::of(drafter->model())->can_draft()) {
       throw std::invalid_argument(std::format("the draft model must be a dense attention model, not {}",
                                               engine::family_name(drafter->model().family)));
     }

@@ -4,13 +4,29 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <memory>
 
 #include "cache/reuse_plan.h"
 
 namespace prefixd::cache {
 namespace {
 
-std::span<const Source> sources(ReuseMode mode) { return Family{.mode = mode}.sources(); }
+// A family of each mode: dense (trim) and a window-only sliding-window model in one pool
+// (checkpoints, with the window source).
+std::unique_ptr<const Family> family_of(ReuseMode mode) {
+  engine::ModelInfo model;
+  if (mode == ReuseMode::checkpoints) {
+    model.family = engine::ModelFamily::sliding_window;
+    model.sliding_window = 8;
+  }
+  return Family::of(model);
+}
+
+std::span<const Source> sources(ReuseMode mode) {
+  static const std::unique_ptr<const Family> trim = family_of(ReuseMode::trim);
+  static const std::unique_ptr<const Family> checkpoints = family_of(ReuseMode::checkpoints);
+  return mode == ReuseMode::trim ? trim->sources() : checkpoints->sources();
+}
 
 std::optional<Source> chosen(ReuseMode mode, std::initializer_list<Offer> offers, std::int32_t min_prefix = 4) {
   const std::optional<Offer> got =
