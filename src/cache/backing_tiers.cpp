@@ -127,39 +127,28 @@ BackingTiers::DiskExtension BackingTiers::disk_extension(const Lineage& lineage,
   while (pos < n) {
     if (pos + seg <= n) {
       const Digest key = chain[static_cast<size_t>((pos + seg) / block) - 1];
-      if (const auto meta = disk_->meta(key); meta && meta->begin == pos) {
+      if (disk_->begins_at(key, pos)) {
         files.push_back(DiskSegment{key, hasher_.parent(lineage, chain, pos, pos + seg), pos, seg});
         pos += seg;
         continue;
       }
     }
-    // A tail: the sibling sharing the most tokens with the rest of the query (see HostTier::plan
-    // for the parent of a span that may cover the fork).
-    const auto rest = query.subspan(static_cast<size_t>(pos));
-    const Digest parent = hasher_.parent(lineage, chain, pos, n);
-    DiskSegment best{{}, parent, pos, 0};
-    for (const Digest& key : disk_->children(parent, rest.front())) {
-      const std::optional<RecordMeta> meta = disk_->meta(key);
-      if (!meta || meta->begin != pos) continue;
-      const std::int32_t common = common_prefix(meta->tokens, rest);
-      if (common > best.take) best = DiskSegment{key, parent, pos, common};
+    // A tail: the file sharing the most tokens with the rest of the query.
+    if (const Tail best = best_tail(*disk_, hasher_, lineage, chain, query, pos); best.take > 0) {
+      files.push_back(DiskSegment{best.key, best.parent, pos, best.take});
     }
-    // Before the fork, the namespace's own files there too, up to the fork (HostTier::plan).
-    if (lineage.forks_within(pos + 1, n)) {
-      const Digest unforked = hasher_.parent(lineage, chain, pos, pos + 1);
-      for (const Digest& key : disk_->children(unforked, rest.front())) {
-        const std::optional<RecordMeta> meta = disk_->meta(key);
-        if (!meta || meta->begin != pos) continue;
-        const std::int32_t common = std::min(lineage.fork - pos, common_prefix(meta->tokens, rest));
-        if (common > best.take) best = DiskSegment{key, unforked, pos, common};
-      }
-    }
-    if (best.take > 0) files.push_back(best);
     break;
   }
   if (!files.empty()) out.reach = files.back().begin + files.back().take;
   // Files worth reading take the plan further, to a prefix long enough to reuse.
   if (out.reach <= plan.length || out.reach < config_.min_prefix) return DiskExtension{{}, plan.length};
+  return out;
+}
+
+BackingTiers::RestorePlan BackingTiers::plan_restore(const Lineage& lineage, std::span<const engine::Token> query,
+                                                     std::int32_t on_device, bool with_disk) const {
+  RestorePlan out{host_.plan(lineage, query, on_device), {}};
+  if (with_disk) out.disk = disk_extension(lineage, query, out.host);
   return out;
 }
 

@@ -70,6 +70,15 @@ class BackingTiers {
   // min_prefix tokens.
   DiskExtension disk_extension(const Lineage& lineage, std::span<const engine::Token> query,
                                const HostTier::Plan& plan) const;
+  // A restore's whole plan: the host tier's segments of `query` from the last grid line at or
+  // before `on_device` (the cells a device source gives), then, `with_disk`, the disk's files
+  // that take it further (what every restoring source offers).
+  struct RestorePlan {
+    HostTier::Plan host;
+    DiskExtension disk;
+  };
+  RestorePlan plan_restore(const Lineage& lineage, std::span<const engine::Token> query, std::int32_t on_device,
+                           bool with_disk) const;
   // Reads, verifies and adopts `extension`'s files into the host tier, in position order, up to
   // the first that fails; returns the host tier's plan of `query` afterwards. `evicted`: what the
   // promotions pushed out of the host tier.

@@ -178,6 +178,15 @@ std::optional<RecordMeta> DiskStore::meta(const Digest& key) const {
   return it->second.meta;
 }
 
+std::optional<SegmentIndex::Compared> DiskStore::compare(const Digest& key, std::span<const engine::Token> rest) const {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return std::nullopt;
+  const std::vector<engine::Token>& tokens = it->second.meta.tokens;
+  const auto common = std::ranges::mismatch(tokens, rest).in1 - tokens.begin();
+  return Compared{it->second.meta.begin, static_cast<std::int32_t>(tokens.size()), static_cast<std::int32_t>(common)};
+}
+
 std::vector<Digest> DiskStore::children(const Digest& parent, engine::Token first) const {
   std::lock_guard lock(mutex_);
   std::vector<Digest> out;

@@ -34,10 +34,11 @@
 #include "cache/changed_keys.h"
 #include "cache/disk_format.h"
 #include "cache/disk_stats.h"
+#include "cache/segment_index.h"
 
 namespace prefixd::cache {
 
-class DiskStore {
+class DiskStore final : public SegmentIndex {
  public:
   struct Options {
     std::filesystem::path dir;
@@ -66,7 +67,8 @@ class DiskStore {
   bool has(const Digest& key) const;
   std::optional<RecordMeta> meta(const Digest& key) const;  // indexed files only
   // Segments whose parent is `parent` and whose first token is `first`.
-  std::vector<Digest> children(const Digest& parent, engine::Token first) const;
+  std::vector<Digest> children(const Digest& parent, engine::Token first) const override;
+  std::optional<Compared> compare(const Digest& key, std::span<const engine::Token> rest) const override;
   // Segments whose parent is `parent`, whatever their first token.
   std::vector<Digest> children(const Digest& parent) const;
   // Positions at which a checkpoint of namespace `ns` is indexed.

@@ -21,6 +21,13 @@ std::vector<std::pair<Digest, Digest>> HostStore::parent_links() const {
   return out;
 }
 
+std::optional<SegmentIndex::Compared> HostStore::compare(const Digest& key, std::span<const engine::Token> rest) const {
+  const HostSegment* segment = peek(key);
+  if (segment == nullptr) return std::nullopt;
+  const auto common = std::ranges::mismatch(segment->token_ids, rest).in1 - segment->token_ids.begin();
+  return Compared{segment->begin, static_cast<std::int32_t>(segment->token_ids.size()), static_cast<std::int32_t>(common)};
+}
+
 const HostSegment* HostStore::peek(const Digest& key) const {
   auto it = segments_.find(key);
   return it == segments_.end() ? nullptr : &it->second.segment;

@@ -25,6 +25,7 @@
 #include "cache/block_hash.h"
 #include "cache/changed_keys.h"
 #include "cache/scope.h"
+#include "cache/segment_index.h"
 #include "engine/types.h"
 
 namespace prefixd::cache {
@@ -43,7 +44,7 @@ struct HostSegment {
 
 enum class EvictReason { lru, ttl, capacity };
 
-class HostStore {
+class HostStore final : public SegmentIndex {
  public:
   struct Evicted {
     std::int64_t lru = 0, ttl = 0, capacity = 0;
@@ -55,7 +56,8 @@ class HostStore {
   bool contains(const Digest& key) const { return segments_.contains(key); }
   // Keys of the segments whose parent is `parent` and whose first token is `first`: a lookup
   // compares only the branches that can match, however many conversations share the parent.
-  std::vector<Digest> children(const Digest& parent, engine::Token first) const;
+  std::vector<Digest> children(const Digest& parent, engine::Token first) const override;
+  std::optional<Compared> compare(const Digest& key, std::span<const engine::Token> rest) const override;
   // (parent, key) of every segment (for rare operations that walk the store by parent).
   std::vector<std::pair<Digest, Digest>> parent_links() const;
   const HostSegment* peek(const Digest& key) const;  // does not count as a use

@@ -31,43 +31,12 @@ HostTier::Plan HostTier::plan(const Lineage& lineage, std::span<const Token> que
   }
   plan.length = static_cast<std::int32_t>(covered) * hasher_.block_size();
   plan.last_take = plan.keys.empty() ? 0 : segment_tokens_;
-  const auto rest = query.subspan(static_cast<size_t>(plan.length));
-  // The segments compared here start where the walk stopped and reach past it, up to the query's
-  // end: forked when they may cover the fork.
-  const Digest parent = hasher_.parent(lineage, chain, plan.length, static_cast<std::int32_t>(query.size()));
-  std::int32_t best = 0;
-  Digest best_key{};
-  if (rest.empty()) return plan;
-  for (const Digest& key : store_.children(parent, rest.front())) {
-    const HostSegment* segment = store_.peek(key);
-    if (segment == nullptr || segment->begin != plan.length) continue;
-    const auto common = static_cast<std::int32_t>(
-        std::ranges::mismatch(segment->token_ids, rest).in1 - segment->token_ids.begin());
-    if (common > best) {
-      best = common;
-      best_key = key;
-    }
-  }
-  // Before the fork, the namespace's own segments there hold the shared prefix too (a wall
-  // segment, or another key's): any session may take them up to the fork, never past it.
-  if (lineage.forks_within(plan.length + 1, static_cast<std::int32_t>(query.size()))) {
-    const Digest unforked = hasher_.parent(lineage, chain, plan.length, plan.length + 1);
-    const std::int32_t cap = lineage.fork - plan.length;
-    for (const Digest& key : store_.children(unforked, rest.front())) {
-      const HostSegment* segment = store_.peek(key);
-      if (segment == nullptr || segment->begin != plan.length) continue;
-      const auto common = std::min(cap, static_cast<std::int32_t>(
-          std::ranges::mismatch(segment->token_ids, rest).in1 - segment->token_ids.begin()));
-      if (common > best) {
-        best = common;
-        best_key = key;
-      }
-    }
-  }
-  if (best > 0) {
-    plan.keys.push_back(best_key);
-    plan.last_take = best;
-    plan.length += best;
+  // Where the grid walk stopped, the stored segment sharing the most tokens with the rest.
+  const Tail tail = best_tail(store_, hasher_, lineage, chain, query, plan.length);
+  if (tail.take > 0) {
+    plan.keys.push_back(tail.key);
+    plan.last_take = tail.take;
+    plan.length += tail.take;
   }
   return plan;
 }

@@ -35,9 +35,10 @@ KeyPaths::Rebuild KeyPaths::rebuildable(const RequestKey& key, const Lineage& li
   if (!tiers_.family.keeps_cells() || tokens.empty()) return out;
   out.device = tiers_.device.match(lineage.ns, tokens, session_id(key), reach_of(key));
   const std::int32_t on_device = out.device.length;
+  const HostStore& host = tiers_.host.store();
+  const DiskStore* disk = deepest >= Tier::disk ? tiers_.backing.disk() : nullptr;
   for (const HostTier::Cut& cut : tiers_.host.cuts(lineage, tokens, 0)) {
-    const HostSegment* segment = deepest >= Tier::host ? tiers_.host.store().peek(cut.key) : nullptr;
-    if (segment != nullptr && segment->begin == cut.begin) {
+    if (deepest >= Tier::host && host.begins_at(cut.key, cut.begin)) {
       out.pieces.push_back({cut, PieceFrom::host});
       continue;
     }
@@ -45,57 +46,37 @@ KeyPaths::Rebuild KeyPaths::rebuildable(const RequestKey& key, const Lineage& li
       out.pieces.push_back({cut, PieceFrom::device});
       continue;
     }
-    // A tail whose tokens begin a longer stored sibling: a lookup finds it there (token comparison).
-    if (deepest >= Tier::host && cut.stop - cut.begin < tiers_.host.segment_tokens()) {
-      const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
-      const HostStore& store = tiers_.host.store();
-      const std::vector<Digest> siblings = store.children(cut.parent, part.front());
-      const auto covering = std::ranges::find_if(siblings, [&](const Digest& k) {
-        const HostSegment* s = store.peek(k);
-        return s != nullptr && s->begin == cut.begin && s->token_ids.size() > part.size() &&
-               std::ranges::equal(part, std::span<const Token>(s->token_ids).first(part.size()));
-      });
-      if (covering != siblings.end()) {
-        out.pieces.push_back({cut, PieceFrom::host_covering, *covering});
-        break;  // a tail ends the path
+    // A tail whose tokens begin a longer stored sibling: a lookup finds it there (token comparison,
+    // as a restore's walk does), and a tail ends the path.
+    const bool tail = cut.stop - cut.begin < tiers_.host.segment_tokens();
+    const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
+    if (deepest >= Tier::host && tail) {
+      if (const std::optional<Digest> longer = covering(host, cut.parent, cut.begin, part)) {
+        out.pieces.push_back({cut, PieceFrom::host_covering, *longer});
+        break;
       }
     }
-    if (deepest >= Tier::disk && tiers_.backing.disk() != nullptr) {
-      if (const std::optional<RecordMeta> meta = tiers_.backing.disk()->meta(cut.key); meta && meta->begin == cut.begin) {
+    if (disk != nullptr) {
+      if (disk->begins_at(cut.key, cut.begin)) {
         out.pieces.push_back({cut, PieceFrom::disk});
         continue;
       }
-      // The same for a tail on disk: a longer file whose tokens begin with it (what a restore's
-      // disk walk takes, BackingTiers::disk_extension).
-      if (cut.stop - cut.begin < tiers_.host.segment_tokens()) {
-        const DiskStore& disk = *tiers_.backing.disk();
-        const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
-        const std::vector<Digest> siblings = disk.children(cut.parent, part.front());
-        const auto covering = std::ranges::find_if(siblings, [&](const Digest& k) {
-          const std::optional<RecordMeta> meta = disk.meta(k);
-          return meta && meta->begin == cut.begin && meta->tokens.size() > part.size() &&
-                 std::ranges::equal(part, std::span<const Token>(meta->tokens).first(part.size()));
-        });
-        if (covering != siblings.end()) {
-          out.pieces.push_back({cut, PieceFrom::disk_covering, *covering});
-          break;  // a tail ends the path
-        }
+      if (const std::optional<Digest> longer = tail ? covering(*disk, cut.parent, cut.begin, part) : std::nullopt) {
+        out.pieces.push_back({cut, PieceFrom::disk_covering, *longer});
+        break;
       }
     }
     // Nothing holds the whole segment. Where it straddles the session wall, the wall segment
     // holds its part before the wall (HostTier::wall_cut), unless the device's cells reach as far.
     if (const std::optional<HostTier::Cut> wall = tiers_.host.wall_cut(lineage, tokens);
         wall && wall->begin == cut.begin && on_device < wall->stop) {
-      const HostSegment* segment = deepest >= Tier::host ? tiers_.host.store().peek(wall->key) : nullptr;
-      if (segment != nullptr && segment->begin == wall->begin) {
+      if (deepest >= Tier::host && host.begins_at(wall->key, wall->begin)) {
         out.pieces.push_back({*wall, PieceFrom::host});
         break;
       }
-      if (deepest >= Tier::disk && tiers_.backing.disk() != nullptr) {
-        if (const std::optional<RecordMeta> meta = tiers_.backing.disk()->meta(wall->key); meta && meta->begin == wall->begin) {
-          out.pieces.push_back({*wall, PieceFrom::disk});
-          break;
-        }
+      if (disk != nullptr && disk->begins_at(wall->key, wall->begin)) {
+        out.pieces.push_back({*wall, PieceFrom::disk});
+        break;
       }
     }
     // The device's cells may hold its start (a shorter tail).

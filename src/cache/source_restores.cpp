@@ -35,9 +35,10 @@ SourceOffer HostSegments::offer(const ReuseQuery& query) const {
   // the last grid line at or before it.
   out.entry = entries_.offer(query).entry;
   const std::int32_t on_device = out.entry.length;
-  out.host = host_.plan(lease.lineage, query.tokens, on_device);
+  BackingTiers::RestorePlan plan = backing_.plan_restore(lease.lineage, query.tokens, on_device, query.with_disk);
+  out.host = std::move(plan.host);
+  out.disk = std::move(plan.disk);
   out.host_only = out.host.length;
-  if (query.with_disk) out.disk = backing_.disk_extension(lease.lineage, query.tokens, out.host);
   const std::int32_t reach = std::max(out.host.length, out.disk.reach);
   const std::int32_t cut = outside_unbroken(lease.key.unbroken, reach);
   out.reach = cut >= reach ? reach : cut > on_device ? cut : 0;
@@ -100,9 +101,10 @@ SourceOffer Checkpoints::offer(const ReuseQuery& query) const {
     out.running = running.running;
     out.running_common = running.running_common;
     out.running_computed = running.reach;
-    out.host = host_.plan(lineage, query.tokens, out.entry.length);
+    BackingTiers::RestorePlan plan = backing_.plan_restore(lineage, query.tokens, out.entry.length, query.with_disk);
+    out.host = std::move(plan.host);
+    out.disk = std::move(plan.disk);
     out.host_only = out.host.length;
-    if (query.with_disk) out.disk = backing_.disk_extension(lineage, query.tokens, out.host);
     limit = std::max({out.entry.length, out.running_computed, out.host.length, out.disk.reach});
   }
   out.checkpoint = checkpoints_.find(lineage, query.tokens, lease.chain, limit);
