@@ -18,11 +18,11 @@
 #include <utility>
 #include <vector>
 
+#include "cache/cache_types.h"
 #include "cache/checkpoint_store.h"
 #include "cache/disk_store.h"
 #include "cache/family.h"
 #include "cache/host_tier.h"
-#include "cache/prefix_cache.h"
 #include "cache/remote_tier.h"
 #include "cache/request_key.h"
 

@@ -18,10 +18,11 @@
 #include <vector>
 
 #include "cache/block_hash.h"
+#include "cache/cache_types.h"
 #include "cache/family.h"
-#include "cache/prefix_cache.h"
 #include "cache/radix_tree.h"
 #include "cache/request_key.h"
+#include "engine/engine.h"
 
 namespace prefixd::cache {
 

@@ -7,7 +7,7 @@
 // prefix_cache_eviction.cpp (budgets, demotion, eviction, compaction, reset), prefix_cache_stats.cpp
 // (the published snapshot, self-check), prefix_cache_scopes.cpp (lineages under session isolation,
 // holdings per scope, a scope's reset), prefix_cache_paths.cpp, prefix_cache_remote.cpp (the
-// shared-tier lookup plan), request_life.cpp (tickets, admission) and prefix_cache_artifacts.cpp.
+// shared-tier lookup plan), prefix_cache_tickets.cpp (tickets, admission) and prefix_cache_artifacts.cpp.
 // Nothing outside src/cache includes this file.
 #pragma once
 
@@ -40,6 +40,7 @@
 #include "cache/retention.h"
 #include "cache/reuse_planner.h"
 #include "cache/sequence_keeper.h"
+#include "cache/ticket_state.h"
 #include "cache/trace.h"
 #include "cache/prefix_cache.h"
 #include "cache/radix_tree.h"
@@ -48,9 +49,6 @@
 #include "util/hex.h"
 
 namespace prefixd::cache {
-
-// Host segments queued requests will restore, each with how many of them wait for it.
-using AwaitedSegments = std::unordered_map<Digest, std::int32_t, DigestHash>;
 
 using Clock = std::chrono::steady_clock;
 using engine::SeqId;
@@ -116,7 +114,7 @@ class PrefixCache::Impl {
   ReuseMode reuse_mode() const { return family_.mode(); }
 
   // A request's life (prefix_cache.cpp); the public contract is in request_life.h and
-  // prefix_cache.h. Tickets and admission (request_life.cpp): admit() judges the ticket's lookup,
+  // prefix_cache.h. Tickets and admission (prefix_cache_tickets.cpp): admit() judges the ticket's lookup,
   // makes room, then acquires.
   Ticket open(const RequestKey& key, std::span<const Token> prompt, double seconds_per_token,
               std::function<void()> on_lookup_done);

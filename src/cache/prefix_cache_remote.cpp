@@ -1,5 +1,5 @@
 // prefixd cache — the shared tier's lookup plan. When a request is queued its ticket (open(),
-// request_life.cpp) plans the lookup (the values that could take the prompt past what the device,
+// prefix_cache_tickets.cpp) plans the lookup (the values that could take the prompt past what the device,
 // host and disk tiers rebuild) and has it run on the tier's reader thread; once it completed by its
 // deadline (otherwise without it, abandoned) admit() acquires the request and
 // BackingTiers::adopt_fetched adopts the verified values into the host tier and the checkpoint

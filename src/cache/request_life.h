@@ -44,7 +44,7 @@ namespace prefixd::cache {
 // cache.
 class Ticket {
  public:
-  struct State;  // the cache's alone (request_life.cpp)
+  struct State;  // the cache's alone (ticket_state.h)
   explicit Ticket(std::unique_ptr<State> state);
   Ticket(Ticket&&) noexcept;
   Ticket& operator=(Ticket&&) noexcept;

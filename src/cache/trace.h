@@ -4,7 +4,7 @@
 #include <utility>
 #include <spdlog/spdlog.h>
 
-#include "cache/prefix_cache.h"
+#include "cache/cache_types.h"
 
 namespace prefixd::cache {
 
