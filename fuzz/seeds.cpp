@@ -33,6 +33,7 @@
 #include "bench/request.h"
 #include "bench/workload.h"
 #include "cache/prefix_cache.h"
+#include "cache/prefix_cache_probe.h"
 #include "events/kv_event_wire.h"
 #include "support/fake_engine.h"
 
@@ -281,7 +282,7 @@ class CacheBench {
 
   // Serves `prompt` on sequence 0 and donates it.
   void serve(const std::string& ns, const std::vector<engine::Token>& prompt) {
-    const cache::Acquisition got = cache_->acquire({ns, "seed", {}}, prompt, 0);
+    const cache::Acquisition got = cache::PrefixCacheProbe(*cache_).acquire({ns, "seed", {}}, prompt, 0);
     std::int32_t computed = got.reused;
     while (computed < static_cast<std::int32_t>(prompt.size())) {
       const std::int32_t stop = cache_->next_stop(0);
@@ -297,7 +298,7 @@ class CacheBench {
       cache_->advance(0, computed);
     }
     cache_->donate(0, prompt);
-    cache_->flush_disk();
+    cache::PrefixCacheProbe(*cache_).flush_disk();
   }
   cache::PrefixCache& cache() { return *cache_; }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cache/prefix_cache.h"
+#include "cache/prefix_cache_probe.h"
 #include "support/fake_engine.h"
 #include "micro_util.h"
 
@@ -110,7 +111,7 @@ class PopulatedCache {
   Timings run_request(const std::vector<Token>& prompt, bool donate) {
     Timings t;
     const auto a0 = Clock::now();
-    t.got = cache_->acquire(kKey, prompt, kSlot);
+    t.got = cache::PrefixCacheProbe(*cache_).acquire(kKey, prompt, kSlot);
     const auto a1 = Clock::now();
     if (t.got.waiting) throw std::logic_error("a lone request never waits");
     compute(engine_, kSlot, prompt, t.got.reused);

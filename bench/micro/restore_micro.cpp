@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cache/prefix_cache.h"
+#include "cache/prefix_cache_probe.h"
 #include "engine/engine.h"
 #include "micro_util.h"
 
@@ -76,7 +77,7 @@ void BM_HostRestore(benchmark::State& state) {
   // Store the prompt's K/V in the host tier only.
   std::vector<Token> prompt = synthetic_prompt(*e, n + 1);
   const auto stored = std::span<const Token>(prompt).first(static_cast<std::size_t>(n));
-  if (cache.acquire(kKey, stored, kSlot).reused != 0) throw std::logic_error("a fresh cache has nothing to reuse");
+  if (cache::PrefixCacheProbe(cache).acquire(kKey, stored, kSlot).reused != 0) throw std::logic_error("a fresh cache has nothing to reuse");
   compute(*e, kSlot, stored, 0);
   cache.advance(kSlot, n);
   const engine::Bytes whole = e->save_sequence(kSlot);  // the same K/V as one blob, for the engine-only timing
@@ -89,7 +90,7 @@ void BM_HostRestore(benchmark::State& state) {
   Samples restore;
   for (auto _ : state) {
     const auto t0 = Clock::now();
-    const cache::Acquisition got = cache.acquire(kKey, prompt, kSlot);
+    const cache::Acquisition got = cache::PrefixCacheProbe(cache).acquire(kKey, prompt, kSlot);
     const auto t1 = Clock::now();
     if (got.outcome != cache::Outcome::hit_restore || got.reused != n) {
       state.SkipWithError("the acquire did not restore the whole prompt from the host tier");

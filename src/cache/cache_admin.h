@@ -1,8 +1,9 @@
 // prefixd cache — the admin face of the prompt cache: what the control plane, the cache views and
 // the web UI may ask of it (held, forget, artifacts, summary, tree, chain). The request life
-// (acquire, advance, donate, release) is the scheduler's alone and is not part of this face; the
-// scheduler hands this face, never the cache itself, to whoever asks (Scheduler::ask_cache), and
-// runs each question on its thread between batches.
+// (request_life.h) is the scheduler's alone and is not part of this face, nor are what only the
+// cache's owner does (cache_operations.h: reset, stats, KV events); the scheduler hands this face,
+// never the cache itself, to whoever asks (Scheduler::ask_cache), and runs each question on its
+// thread between batches.
 #pragma once
 
 #include <cstdint>

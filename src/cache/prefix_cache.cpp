@@ -1,4 +1,5 @@
 #include "cache/prefix_cache_impl.h"
+#include "cache/prefix_cache_probe.h"
 
 namespace prefixd::cache {
 
@@ -177,10 +178,6 @@ void PrefixCache::abandon(Ticket& ticket) {
   impl_->abandon(ticket.state());
 }
 std::int32_t PrefixCache::reusable(Ticket& ticket) const { return impl_->reusable(ticket.state()); }
-Acquisition PrefixCache::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq) {
-  const VerifiedAfter verified(*impl_, "acquire");
-  return impl_->acquire(key, prompt, seq, nullptr);
-}
 void PrefixCache::advance(SeqId seq, std::int32_t computed) {
   const VerifiedAfter verified(*impl_, "advance");
   impl_->advance(seq, computed);
@@ -197,18 +194,9 @@ void PrefixCache::release(SeqId seq) {
   const VerifiedAfter verified(*impl_, "release");
   impl_->release(seq);
 }
-std::int32_t PrefixCache::locked_by(SeqId seq) const { return impl_->locked_by(seq); }
-std::int64_t PrefixCache::device_cells() const { return impl_->device_cells(); }
-std::int64_t PrefixCache::idle_cells() const { return impl_->idle_cells(); }
-std::int64_t PrefixCache::budgeted_idle_cells() const { return impl_->budgeted_idle_cells(); }
-std::string PrefixCache::verify() const { return impl_->verify(); }
 std::int64_t PrefixCache::release_device_cells(std::int64_t cells) {
   const VerifiedAfter verified(*impl_, "release_device_cells");
   return impl_->release_device_cells(cells);
-}
-bool PrefixCache::make_room(std::int64_t running, std::int64_t need) {
-  const VerifiedAfter verified(*impl_, "make_room");
-  return impl_->make_room(running, need);
 }
 void PrefixCache::make_room_for_step(std::int64_t running) {
   const VerifiedAfter verified(*impl_, "make_room_for_step");
@@ -230,7 +218,6 @@ ResetReport PrefixCache::reset_scope(const ScopeId& scope) {
   const VerifiedAfter verified(*impl_, "reset_scope");
   return impl_->reset_scope(scope);
 }
-void PrefixCache::flush_disk() { impl_->flush_disk(); }
 ArtifactInfo PrefixCache::save_artifact(const RequestKey& key, std::span<const Token> tokens,
                                         const std::filesystem::path& path, const std::string& manifest) {
   const VerifiedAfter verified(*impl_, "save_artifact");
@@ -260,5 +247,21 @@ std::vector<KvEvent> PrefixCache::take_kv_events() { return impl_->take_kv_event
 std::vector<Digest> PrefixCache::chain_of(const RequestKey& key, std::span<const engine::Token> prompt) const {
   return impl_->chain_of(key, prompt);
 }
+
+// The probe (prefix_cache_probe.h): tests' and benchmarks' look inside, checked as the faces are.
+Acquisition PrefixCacheProbe::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq) {
+  const VerifiedAfter verified(*cache_.impl_, "acquire");
+  return cache_.impl_->acquire(key, prompt, seq, nullptr);
+}
+bool PrefixCacheProbe::make_room(std::int64_t running, std::int64_t need) {
+  const VerifiedAfter verified(*cache_.impl_, "make_room");
+  return cache_.impl_->make_room(running, need);
+}
+std::int32_t PrefixCacheProbe::locked_by(SeqId seq) const { return cache_.impl_->locked_by(seq); }
+std::int64_t PrefixCacheProbe::device_cells() const { return cache_.impl_->device_cells(); }
+std::int64_t PrefixCacheProbe::idle_cells() const { return cache_.impl_->idle_cells(); }
+std::int64_t PrefixCacheProbe::budgeted_idle_cells() const { return cache_.impl_->budgeted_idle_cells(); }
+std::string PrefixCacheProbe::verify() const { return cache_.impl_->verify(); }
+void PrefixCacheProbe::flush_disk() { cache_.impl_->flush_disk(); }
 
 }  // namespace prefixd::cache

@@ -1,7 +1,9 @@
 // prefixd cache — the prompt-prefix KV cache: the coordinator of its tiers. Its words
-// (configuration, keys, reports) are in cache_types.h; its two faces are the request life the
-// scheduler drives (request_life.h) and what the control plane and the views may ask (the admin
-// face, cache_admin.h).
+// (configuration, keys, reports) are in cache_types.h. It is used only through its three faces:
+// the request life the scheduler drives (request_life.h), what the control plane and the views may
+// ask (the admin face, cache_admin.h), and what its owner does besides — configuration, stats,
+// reset, KV events (cache_operations.h). Tests and benchmarks look inside through
+// PrefixCacheProbe (prefix_cache_probe.h); nothing else does.
 //
 // Owns: which token prefixes have K/V kept, where (device tier: cells still in the llama context,
 // held by "holder" sequence ids; host tier: serialized segments in RAM), the running requests'
@@ -22,10 +24,11 @@
 //
 // Invariants (tests check each against the engine's cell count after every operation):
 // - Shared in the tree means shared in the KV: entries of one namespace that share a prefix share
-//   its cells, so device_cells() is exactly the number of cells the holders keep.
+//   its cells, so the device cells (PrefixCacheProbe::device_cells()) are exactly the number of
+//   cells the holders keep.
 // - A running request that adopted cells from an entry locks them; locked cells are never given
-//   up, and idle_cells() (= device_cells() - locked) is exactly what release_device_cells() could
-//   free now.
+//   up, and the idle cells (PrefixCacheProbe::idle_cells(): device cells - locked) are exactly
+//   what release_device_cells() could free now.
 // - Each tier stays within its own budget: idle device cells <= device_cells (besides the most
 //   recently donated entry while no request runs; once one is admitted, that entry's cells the
 //   request does not use count too), device entries <= holders, host bytes and segments <= theirs.
@@ -54,6 +57,7 @@
 
 #include "cache/artifact.h"
 #include "cache/cache_admin.h"
+#include "cache/cache_operations.h"
 #include "cache/cache_tree.h"
 #include "cache/cache_types.h"
 #include "cache/kv_events.h"
@@ -62,7 +66,7 @@
 
 namespace prefixd::cache {
 
-class PrefixCache final : public CacheAdmin, public RequestLife {
+class PrefixCache final : public CacheAdmin, public CacheOperations, public RequestLife {
  public:
   // `holders` are sequence ids the cache may keep entries in; `scratch` is one more id it uses
   // to save and restore segments. Neither may be used by anyone else.
@@ -74,9 +78,14 @@ class PrefixCache final : public CacheAdmin, public RequestLife {
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
 
-  // The configuration with every default resolved for this engine.
-  const CacheConfig& config() const;
-  ReuseMode reuse_mode() const;
+  // The owner's face (cache_operations.h).
+  const CacheConfig& config() const override;
+  ReuseMode reuse_mode() const override;
+  CacheStats stats() const override;  // thread-safe
+  ResetReport reset() override;
+  ResetReport reset_scope(const ScopeId& scope) override;
+  void record_kv_events(KvEventScopes scopes) override;
+  std::vector<KvEvent> take_kv_events() override;
 
   // The request life (request_life.h).
   Ticket open(const RequestKey& key, std::span<const engine::Token> prompt, double seconds_per_token,
@@ -95,37 +104,6 @@ class PrefixCache final : public CacheAdmin, public RequestLife {
   std::int64_t release_device_cells(std::int64_t cells) override;
   std::int64_t tick(bool nothing_running) override;
 
-  // admit()'s two steps on their own, for tests and benchmarks that drive the cache directly.
-  // acquire(): step 3 without a shared-tier lookup — registers `seq` as running `prompt` and puts
-  // the longest reusable prefix, at most prompt.size() - 1 tokens, into it; with `waiting` set,
-  // `seq` stays empty until take_resolved() names it. REQUIRES: `seq` is empty and not registered.
-  Acquisition acquire(const RequestKey& key, std::span<const engine::Token> prompt, engine::SeqId seq);
-  // make_room(): step 2 — whether a prompt that needs `need` cells fits in the context beside the
-  // cells the cache holds and `running` (Room::running); frees idle cells first when it would not.
-  bool make_room(std::int64_t running, std::int64_t need);
-
-  // Cells held by `seq` that the cache accounts (adopted from an entry and locked).
-  std::int32_t locked_by(engine::SeqId seq) const;
-  std::int64_t device_cells() const;  // cells the holders keep
-  std::int64_t idle_cells() const;    // of which no running sequence uses: what could be freed
-  // Idle cells that count against the device budget: all but those on the newest entry's path.
-  std::int64_t budgeted_idle_cells() const;
-  // Checks the cache's internal invariants (tree counts, locks, host LRU order: a segment is never
-  // more recently used than the prefix it extends); returns what is violated, empty when none.
-  std::string verify() const;
-  ResetReport reset();          // empties every tier; running sequences keep their cells
-  // Removes every entry of `scope` from every tier (device, host, checkpoints, disk); other
-  // scopes' entries and running sequences' cells stay.
-  ResetReport reset_scope(const ScopeId& scope);
-  // Blocks until the disk tier's write-behind queue is written (no-op without one).
-  void flush_disk();
-  // KV events (kv_events.h): from now on the changes of the blocks of the scopes `scopes` accepts
-  // are recorded, starting with everything held now; an empty function stops recording.
-  // take_kv_events() looks at the tiers and returns what changed since its last call. A reset()
-  // is one AllBlocksCleared.
-  void record_kv_events(KvEventScopes scopes);
-  std::vector<KvEvent> take_kv_events();
-
   // The admin face (cache_admin.h).
   CacheTree tree(const TreeQuery& query) const override;
   HeldPrefix held(const RequestKey& key, std::span<const engine::Token> tokens) const override;
@@ -138,10 +116,8 @@ class PrefixCache final : public CacheAdmin, public RequestLife {
                        const std::optional<ScopeId>& scope = std::nullopt) override;
   std::vector<Digest> chain_of(const RequestKey& key, std::span<const engine::Token> prompt) const override;
 
-  // Thread-safe: a snapshot published after every mutating call.
-  CacheStats stats() const;
-
  private:
+  friend class PrefixCacheProbe;  // tests' and benchmarks' look inside (prefix_cache_probe.h)
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,7 +1,8 @@
 // prefixd cache — the request-life face of the prompt cache: what the scheduler does with it for a
 // request, from queued to ended, and the cache's idle work. PrefixCache implements it
-// (prefix_cache.h); the scheduler drives a request's life through this face alone, and hands others
-// the admin face (cache_admin.h).
+// (prefix_cache.h); the scheduler and the draft model drive a request's life through this face
+// alone, keep the owner's face (cache_operations.h: stats, reset, KV events) to themselves, and the
+// scheduler hands others the admin face (cache_admin.h).
 //
 // A request's life:
 //   open()          as it is queued: its ticket. The shared-tier lookup of its prompt starts now,

@@ -1,5 +1,7 @@
 #include "scheduler/model_drafter.h"
 
+#include "cache/prefix_cache.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -42,9 +44,14 @@ ModelDrafter::ModelDrafter(engine::Engine& drafter, cache::CacheConfig config, s
   config.enabled = config.enabled && holders > 0;
   cache_ = std::make_unique<cache::PrefixCache>(engine_, config, holder_ids(lanes, holders),
                                                 config.enabled ? lanes + holders : -1);
+  cache_enabled_ = cache().config().enabled;
 }
 
 ModelDrafter::~ModelDrafter() = default;
+
+cache::CacheOperations& ModelDrafter::cache() { return *cache_; }
+const cache::CacheOperations& ModelDrafter::cache() const { return *cache_; }
+cache::RequestLife& ModelDrafter::life() { return *cache_; }
 
 std::int64_t ModelDrafter::running_cells() const {
   std::int64_t cells = 0;
@@ -60,7 +67,7 @@ DecodeStatus ModelDrafter::decode(std::span<const BatchToken> batch) {
     bool made_room = false;
     {
       const StepClock::Scope in_cache = clock_.enter(StepPhase::cache);
-      made_room = cache_->release_device_cells(static_cast<std::int64_t>(batch.size())) > 0;
+      made_room = life().release_device_cells(static_cast<std::int64_t>(batch.size())) > 0;
     }
     if (made_room) status = engine_.decode(batch);
   }
@@ -69,14 +76,14 @@ DecodeStatus ModelDrafter::decode(std::span<const BatchToken> batch) {
 
 bool ModelDrafter::open(Lane& lane, SeqId id, const Job& job) {
   lane = Lane{};
-  lane.uses_cache = job.key != nullptr && cache_->config().enabled;
-  cache::Ticket ticket = lane.uses_cache ? cache_->open(*job.key, job.context, 0, {})
-                                         : cache_->open_bypass(job.key != nullptr ? job.key->scope : cache::ScopeId{});
+  lane.uses_cache = job.key != nullptr && cache_enabled_;
+  cache::Ticket ticket = lane.uses_cache ? life().open(*job.key, job.context, 0, {})
+                                         : life().open_bypass(job.key != nullptr ? job.key->scope : cache::ScopeId{});
   const cache::Room room{.running = running_cells(),
                          .need = static_cast<std::int64_t>(job.context.size()) + job.most + 1,
                          .nothing_running = std::ranges::none_of(lanes_, &Lane::open)};
-  const cache::Admission got = cache_->admit(ticket, id, room);
-  if (got.kind == cache::Admission::Kind::lookup_pending) cache_->abandon(ticket);  // no shared tier: not reached
+  const cache::Admission got = life().admit(ticket, id, room);
+  if (got.kind == cache::Admission::Kind::lookup_pending) life().abandon(ticket);  // no shared tier: not reached
   if (got.kind != cache::Admission::Kind::ready && got.kind != cache::Admission::Kind::waits_for_prefix) {
     lane.refused = true;
     return false;
@@ -96,7 +103,7 @@ bool ModelDrafter::open(Lane& lane, SeqId id, const Job& job) {
 }
 
 void ModelDrafter::take_resolved() {
-  for (const cache::Resolved& r : cache_->take_resolved()) {
+  for (const cache::Resolved& r : life().take_resolved()) {
     Lane& lane = lanes_[static_cast<std::size_t>(r.seq)];
     // The cache put the first `reused` tokens of what the lane was admitted with there.
     const std::size_t reused = std::min(lane.admitted.size(), static_cast<std::size_t>(r.acquisition.reused));
@@ -119,7 +126,7 @@ bool ModelDrafter::settle(Lane& lane, SeqId id, std::span<const Token> context) 
     lane.held.resize(keep);
   }
   lane.confirmed = keep;
-  if (lane.uses_cache) cache_->advance(id, static_cast<std::int32_t>(keep));
+  if (lane.uses_cache) life().advance(id, static_cast<std::int32_t>(keep));
   return true;
 }
 
@@ -144,7 +151,7 @@ void ModelDrafter::draft(std::span<Job> jobs) {
   if (drafting.empty()) return;
   {
     const StepClock::Scope in_cache = clock_.enter(StepPhase::cache);
-    cache_->make_room_for_step(std::max(wanted, running_cells()));
+    life().make_room_for_step(std::max(wanted, running_cells()));
   }
 
   // Catch-up: each lane's unread context, in one call of at most a batch; a lane that reads its
@@ -178,7 +185,7 @@ void ModelDrafter::draft(std::span<Job> jobs) {
   }
   for (Drafting& d : drafting) {
     d.lane->confirmed = d.lane->held.size();
-    if (d.lane->uses_cache) cache_->advance(d.job->lane, static_cast<std::int32_t>(d.lane->held.size()));
+    if (d.lane->uses_cache) life().advance(d.job->lane, static_cast<std::int32_t>(d.lane->held.size()));
   }
   std::erase_if(drafting, [](const Drafting& d) { return d.row < 0; });
 
@@ -218,10 +225,10 @@ void ModelDrafter::end(SeqId lane_id, std::span<const Token> tokens, bool keep) 
       std::size_t verified = lane.confirmed;
       while (verified < lane.held.size() && verified < tokens.size() && lane.held[verified] == tokens[verified]) ++verified;
       if (verified < lane.held.size()) engine_.remove_sequence(lane_id, static_cast<engine::Pos>(verified), -1);
-      cache_->advance(lane_id, static_cast<std::int32_t>(verified));
-      cache_->donate(lane_id, tokens.first(verified));
+      life().advance(lane_id, static_cast<std::int32_t>(verified));
+      life().donate(lane_id, tokens.first(verified));
     } else {
-      cache_->release(lane_id);
+      life().release(lane_id);
     }
   }
   lane = Lane{};
@@ -229,6 +236,6 @@ void ModelDrafter::end(SeqId lane_id, std::span<const Token> tokens, bool keep) 
 
 ModelDrafter::LaneReport ModelDrafter::report(SeqId lane) const { return lanes_[static_cast<std::size_t>(lane)].report; }
 
-void ModelDrafter::tick() { cache_->tick(std::ranges::none_of(lanes_, &Lane::open)); }
+void ModelDrafter::tick() { life().tick(std::ranges::none_of(lanes_, &Lane::open)); }
 
 }  // namespace prefixd::scheduler

@@ -24,9 +24,14 @@
 #include <span>
 #include <vector>
 
-#include "cache/prefix_cache.h"
+#include "cache/cache_operations.h"
+#include "cache/request_life.h"
 #include "engine/engine.h"
 #include "scheduler/step_clock.h"
+
+namespace prefixd::cache {
+class PrefixCache;  // owned here, used only through its faces: its header is model_drafter.cpp's alone
+}  // namespace prefixd::cache
 
 namespace prefixd::scheduler {
 
@@ -72,8 +77,10 @@ class ModelDrafter {
   // The time one guess costs (a drafter call of one row per lane, averaged), seconds; 0 until
   // measured.
   double seconds_per_guess() const { return seconds_per_guess_; }
-  cache::PrefixCache& cache() { return *cache_; }
-  const cache::PrefixCache& cache() const { return *cache_; }
+  // The drafter's cache as its owner's face (cache_operations.h): its stats and resets, which the
+  // scheduler reports and runs beside its own; the lanes drive its request life themselves.
+  cache::CacheOperations& cache();
+  const cache::CacheOperations& cache() const;
   // The idle work of the drafter's cache (RequestLife::tick).
   void tick();
 
@@ -101,7 +108,10 @@ class ModelDrafter {
   engine::Engine& engine_;
   engine::Token token_limit_;
   StepClock& clock_;
+  // Owned, and used only through its faces: the lanes' request life through life().
   std::unique_ptr<cache::PrefixCache> cache_;
+  cache::RequestLife& life();
+  bool cache_enabled_ = false;  // the cache's resolved configuration's, fixed for its life
   std::vector<Lane> lanes_;
   std::vector<engine::BatchToken> batch_;
   double seconds_per_guess_ = 0;

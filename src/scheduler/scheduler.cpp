@@ -1,5 +1,6 @@
 #include "scheduler/scheduler_impl.h"
 
+#include "cache/prefix_cache.h"
 #include "cache/request_key.h"
 
 #include <algorithm>
@@ -44,7 +45,7 @@ Scheduler::Impl::Impl(engine::Engine& engine, SchedulerOptions options, engine::
   set_up_speculation(drafter);
   cache_ = std::make_unique<cache::PrefixCache>(engine_, options_.cache, std::move(holders), scratch,
                                                 options_.cache.enabled ? pin : -1);
-  if (options_.kv_events.sink) cache_->record_kv_events(options_.kv_events.scopes);
+  if (options_.kv_events.sink) operations().record_kv_events(options_.kv_events.scopes);
   draws_ = std::make_unique<MaskedDraws>([this] {
     {
       std::lock_guard lock(mutex_);
@@ -58,6 +59,12 @@ Scheduler::Impl::Impl(engine::Engine& engine, SchedulerOptions options, engine::
   stats_.kv_cells_total = engine_.context_size();
   thread_ = std::thread([this] { run(); });
 }
+
+cache::RequestLife& Scheduler::Impl::life() { return *cache_; }
+const cache::RequestLife& Scheduler::Impl::life() const { return *cache_; }
+cache::CacheAdmin& Scheduler::Impl::admin() { return *cache_; }
+cache::CacheOperations& Scheduler::Impl::operations() { return *cache_; }
+const cache::CacheOperations& Scheduler::Impl::operations() const { return *cache_; }
 
 Scheduler::Impl::~Impl() {
   {
@@ -134,7 +141,7 @@ bool Scheduler::Impl::run_on_thread(const std::function<void()>& job) {
 cache::ResetReport Scheduler::Impl::reset_cache(const std::optional<cache::ScopeId>& scope) {
   cache::ResetReport report;
   run_on_thread([&] {
-    report = scope ? cache_->reset_scope(*scope) : cache_->reset();
+    report = scope ? operations().reset_scope(*scope) : operations().reset();
     if (drafter_ && scope) drafter_->cache().reset_scope(*scope);
     if (drafter_ && !scope) drafter_->cache().reset();
     sessions_.forget_kept(scope);
@@ -147,7 +154,7 @@ cache::ResetReport Scheduler::Impl::reset_cache(const std::optional<cache::Scope
 }
 
 bool Scheduler::Impl::ask_cache(const std::function<void(cache::CacheAdmin&)>& operation) {
-  return run_on_thread([&] { operation(*cache_); });
+  return run_on_thread([&] { operation(admin()); });
 }
 
 std::expected<std::optional<SessionPrompt>, SubmitError> Scheduler::Impl::session_prompt(const cache::ScopeId& scope, const std::string& session) {
@@ -199,7 +206,7 @@ std::expected<std::int32_t, SubmitError> Scheduler::Impl::erase_slot(std::int32_
       if (other == id || !theirs || theirs->key.namespace_digest != kept->key.namespace_digest) continue;
       shared = std::max(shared, cache::common_prefix(theirs->tokens, kept->tokens));
     }
-    cache_->forget(kept->key, kept->tokens, shared);
+    admin().forget(kept->key, kept->tokens, shared);
     erased = static_cast<std::int32_t>(kept->tokens.size());
     kept.reset();
   });
@@ -297,7 +304,7 @@ void Scheduler::Impl::publish_kv_events() {
   const StepClock::Scope in_cache = step_clock_.enter(StepPhase::cache);
   last_kv_events_ = now;
   kv_events_dirty_ = false;
-  std::vector<cache::KvEvent> events = cache_->take_kv_events();
+  std::vector<cache::KvEvent> events = operations().take_kv_events();
   if (!events.empty()) options_.kv_events.sink(std::move(events));
 }
 

@@ -18,7 +18,9 @@
 #include <utility>
 #include <vector>
 
-#include "cache/prefix_cache.h"
+#include "cache/cache_admin.h"
+#include "cache/cache_operations.h"
+#include "cache/request_life.h"
 #include "scheduler/image_embeddings.h"
 #include "scheduler/masked_draws.h"
 #include "scheduler/model_drafter.h"
@@ -27,6 +29,10 @@
 #include "scheduler/session_memory.h"
 #include "speculative/ngram_drafter.h"
 #include "speculative/output_pool.h"
+
+namespace prefixd::cache {
+class PrefixCache;  // owned here, used only through its faces: its header is scheduler.cpp's alone
+}  // namespace prefixd::cache
 
 namespace prefixd::scheduler {
 
@@ -44,12 +50,12 @@ class Scheduler::Impl {
 
   std::expected<std::shared_ptr<RequestStream>, SubmitError> submit(GenerationRequest request);
   SchedulerStats stats() const;
-  cache::CacheStats cache_stats() const { return cache_->stats(); }
+  cache::CacheStats cache_stats() const { return operations().stats(); }
   std::optional<cache::CacheStats> draft_cache_stats() const {
     return drafter_ ? std::optional(drafter_->cache().stats()) : std::nullopt;
   }
-  const cache::CacheConfig& cache_config() const { return cache_->config(); }
-  cache::ReuseMode cache_reuse_mode() const { return cache_->reuse_mode(); }
+  const cache::CacheConfig& cache_config() const { return operations().config(); }
+  cache::ReuseMode cache_reuse_mode() const { return operations().reuse_mode(); }
   cache::ResetReport reset_cache(const std::optional<cache::ScopeId>& scope);
   bool ask_cache(const std::function<void(cache::CacheAdmin&)>& operation);
   std::expected<std::optional<SessionPrompt>, SubmitError> session_prompt(const cache::ScopeId& scope, const std::string& session);
@@ -152,13 +158,18 @@ class Scheduler::Impl {
   StepClock step_clock_;
   bool turn_sampled_ = false;  // a request drew a token in the open turn (SchedulerStats::decode_steps_total)
 
-  // Owned by the scheduler thread. The request life goes through life() alone; cache_ itself
-  // serves the admin face (ask_cache), resets and the stats and configuration reads.
+  // Owned by the scheduler thread, and used only through its faces (defined in scheduler.cpp, the
+  // one file that sees the concrete class): the request life through life() alone, the admin face
+  // (ask_cache, erase_slot) through admin(), and resets, KV events and the stats and configuration
+  // reads (any thread: stats() is thread-safe, the configuration fixed) through operations().
   std::unique_ptr<cache::PrefixCache> cache_;
   Clock::time_point last_kv_events_{};
   bool kv_events_dirty_ = false;  // the loop turned since the cache's events were last taken
-  cache::RequestLife& life() { return *cache_; }
-  const cache::RequestLife& life() const { return *cache_; }
+  cache::RequestLife& life();
+  const cache::RequestLife& life() const;
+  cache::CacheAdmin& admin();
+  cache::CacheOperations& operations();
+  const cache::CacheOperations& operations() const;
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<engine::BatchToken> batch_;
   PrefillPacking packing_ = PrefillPacking::off;  // which prompts share a completing batch (see step())

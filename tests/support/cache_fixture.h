@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cache/prefix_cache.h"
+#include "cache/prefix_cache_probe.h"
 #include "support/fake_engine.h"
 
 namespace prefixd::testing {
@@ -65,7 +66,7 @@ struct CacheFixture : ::testing::Test {
 
   cache::Acquisition serve(cache::PrefixCache& cache, const cache::RequestKey& key,
                            const std::vector<engine::Token>& prompt, engine::SeqId seq = 0) {
-    const cache::Acquisition got = cache.acquire(key, prompt, seq);
+    const cache::Acquisition got = cache::PrefixCacheProbe(cache).acquire(key, prompt, seq);
     std::int32_t computed = got.reused;
     const auto n = static_cast<std::int32_t>(prompt.size());
     while (computed < n) {

@@ -42,7 +42,7 @@ TEST_F(CacheArtifacts, ASavedArtifactCarriesItsManifestAndTokens) {
   EXPECT_EQ(loaded.manifest, manifest);
   EXPECT_EQ(loaded.token_ids, prompt);
   EXPECT_EQ(cache->held(key, prompt).host, 44);
-  EXPECT_EQ(cache->verify(), "");
+  EXPECT_EQ(PrefixCacheProbe(*cache).verify(), "");
 }
 
 TEST_F(CacheArtifacts, AThrowingAdmitLeavesEveryTierUnchanged) {
@@ -51,7 +51,7 @@ TEST_F(CacheArtifacts, AThrowingAdmitLeavesEveryTierUnchanged) {
   serve(*cache, key, prompt);
   cache->save_artifact(key, prompt, artifact(), manifest);
   cache->reset();
-  cache->flush_disk();
+  PrefixCacheProbe(*cache).flush_disk();
   const CacheStats before = cache->stats();
   const std::int64_t files = files_on_disk();
   bool called = false;
@@ -63,7 +63,7 @@ TEST_F(CacheArtifacts, AThrowingAdmitLeavesEveryTierUnchanged) {
                                     }),
                std::runtime_error);
   EXPECT_TRUE(called);
-  cache->flush_disk();
+  PrefixCacheProbe(*cache).flush_disk();
   const CacheStats after = cache->stats();
   EXPECT_EQ(after.host_entries, before.host_entries);
   EXPECT_EQ(after.host_bytes, before.host_bytes);
@@ -103,7 +103,7 @@ TEST_F(CacheArtifacts, ACheckpointFamilyArtifactEndsAtAKeptState) {
   EXPECT_EQ(loaded.manifest, manifest);
   EXPECT_EQ(cache->held(turn, prompt).tokens, 44);
   EXPECT_EQ(cache->held(turn, prompt).checkpoint, 44);
-  EXPECT_EQ(cache->verify(), "");
+  EXPECT_EQ(PrefixCacheProbe(*cache).verify(), "");
 }
 
 TEST_F(CacheArtifacts, AnotherModelsArtifactIsRefusedWithoutADiskOrSharedTier) {

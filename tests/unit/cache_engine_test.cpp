@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "cache/prefix_cache.h"
+#include "cache/prefix_cache_probe.h"
 #include "engine/engine.h"
 
 namespace prefixd::cache {
@@ -83,11 +84,11 @@ TEST(CacheOnTinyModel, WarmDeviceHitMatchesColdLogits) {
   ASSERT_GT(n, 100);
   const RequestKey key{"ns", "s"};
 
-  ASSERT_EQ(cache.acquire(key, prompt, kSlot).reused, 0);
+  ASSERT_EQ(PrefixCacheProbe(cache).acquire(key, prompt, kSlot).reused, 0);
   const auto cold = feed(*e, kSlot, prompt, 0, n);
   cache.donate(kSlot, prompt);
 
-  const Acquisition warm_hit = cache.acquire(key, prompt, kOtherSlot);
+  const Acquisition warm_hit = PrefixCacheProbe(cache).acquire(key, prompt, kOtherSlot);
   ASSERT_EQ(warm_hit.outcome, Outcome::hit_extend);
   ASSERT_EQ(warm_hit.reused, n - 1);
   const auto warm = feed(*e, kOtherSlot, prompt, n - 1, n);
@@ -105,10 +106,10 @@ TEST(CacheOnTinyModel, WarmDeviceHitMatchesColdLogitsWithFlashAttention) {
   const auto prompt = long_prompt(*e);
   const int n = static_cast<int>(prompt.size());
   const RequestKey key{"ns", "s"};
-  ASSERT_EQ(cache.acquire(key, prompt, kSlot).reused, 0);
+  ASSERT_EQ(PrefixCacheProbe(cache).acquire(key, prompt, kSlot).reused, 0);
   const auto cold = feed(*e, kSlot, prompt, 0, n);
   cache.donate(kSlot, prompt);
-  ASSERT_EQ(cache.acquire(key, prompt, kOtherSlot).reused, n - 1);
+  ASSERT_EQ(PrefixCacheProbe(cache).acquire(key, prompt, kOtherSlot).reused, n - 1);
   const auto warm = feed(*e, kOtherSlot, prompt, n - 1, n);
   const float diff = max_abs_diff(cold, warm);
   std::printf("flash attention: warm (device) vs cold first-token logits: max abs diff %.3g\n", diff);
@@ -127,13 +128,13 @@ TEST(CacheOnTinyModel, CompactedEntryGivesTheSameLogitsAsBefore) {
   // Occupy the low cells first so the entry sits high in the context, then free them.
   const auto filler = long_prompt(*e);
   feed(*e, kOtherSlot, filler, 0, static_cast<int>(filler.size()));
-  ASSERT_EQ(cache.acquire(key, prompt, kSlot).reused, 0);
+  ASSERT_EQ(PrefixCacheProbe(cache).acquire(key, prompt, kSlot).reused, 0);
   const auto cold = feed(*e, kSlot, prompt, 0, n);
   e->remove_sequence(kOtherSlot, 0, -1);
   cache.donate(kSlot, prompt);
   ASSERT_GT(cache.tick(/*nothing_running=*/true), 0);
 
-  ASSERT_EQ(cache.acquire(key, prompt, kSlot).reused, n - 1);
+  ASSERT_EQ(PrefixCacheProbe(cache).acquire(key, prompt, kSlot).reused, n - 1);
   const auto warm = feed(*e, kSlot, prompt, n - 1, n);
   const float diff = max_abs_diff(cold, warm);
   std::printf("compacted (device) vs cold first-token logits: max abs diff %.3g\n", diff);
@@ -158,14 +159,14 @@ TEST(CacheOnTinyModel, PrefixRestoredIntoAnEmptyContextAtTheChunkBoundaryIsBitId
   const int m = (n - 1) / 64 * 64;
   ASSERT_GT(m, 0);
   const auto prefix = std::span<const Token>(prompt).first(static_cast<size_t>(m));
-  ASSERT_EQ(cache.acquire(key, prefix, kSlot).reused, 0);
+  ASSERT_EQ(PrefixCacheProbe(cache).acquire(key, prefix, kSlot).reused, 0);
   feed(*e, kSlot, prompt, 0, m);
   cache.donate(kSlot, prefix);
   ASSERT_GT(cache.release_device_cells(m), 0);
   ASSERT_EQ(cache.stats().device_entries, 0);
   for (engine::SeqId s = 0; s < 7; ++s) ASSERT_TRUE(e->sequence_positions(s).empty());
 
-  const Acquisition restored = cache.acquire(key, prompt, kSlot);
+  const Acquisition restored = PrefixCacheProbe(cache).acquire(key, prompt, kSlot);
   ASSERT_EQ(restored.outcome, Outcome::hit_restore);
   ASSERT_EQ(restored.reused, m) << "the whole stored prefix comes back";
   const auto warm = feed(*e, kSlot, prompt, restored.reused, n);
@@ -180,7 +181,7 @@ TEST(CacheOnTinyModel, ConcurrentSlotsSharingOnePrefixStayCorrect) {
   const RequestKey key{"ns", "s"};
   const auto prompt = long_prompt(*e);
   const int n = static_cast<int>(prompt.size());
-  ASSERT_EQ(cache.acquire(key, prompt, kSlot).reused, 0);
+  ASSERT_EQ(PrefixCacheProbe(cache).acquire(key, prompt, kSlot).reused, 0);
   feed(*e, kSlot, prompt, 0, n);
   cache.donate(kSlot, prompt);
   // Two requests adopt the same cells and then diverge; each must match its own cold run.
@@ -188,8 +189,8 @@ TEST(CacheOnTinyModel, ConcurrentSlotsSharingOnePrefixStayCorrect) {
   auto b = prompt;
   a.push_back(e->vocab().tokenize(" rivers", false, false)[0]);
   b.push_back(e->vocab().tokenize(" maps", false, false)[0]);
-  ASSERT_EQ(cache.acquire(key, a, kSlot).reused, n);
-  ASSERT_EQ(cache.acquire(key, b, kOtherSlot).reused, n);
+  ASSERT_EQ(PrefixCacheProbe(cache).acquire(key, a, kSlot).reused, n);
+  ASSERT_EQ(PrefixCacheProbe(cache).acquire(key, b, kOtherSlot).reused, n);
   const auto warm_a = feed(*e, kSlot, a, n, n + 1);
   const auto warm_b = feed(*e, kOtherSlot, b, n, n + 1);
   auto fresh = tiny_engine();

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "cache/prefix_cache.h"
+#include "cache/prefix_cache_probe.h"
 #include "support/fake_engine.h"
 
 namespace prefixd::cache {
@@ -64,21 +65,21 @@ struct Harness {
     const auto any_holder = [](const std::set<SeqId>& o) { return std::ranges::any_of(o, is_holder); };
     const auto any_slot = [](const std::set<SeqId>& o) { return std::ranges::any_of(o, is_slot); };
     const CacheStats s = cache->stats();
-    ASSERT_EQ(engine.count_cells(any_holder), cache->device_cells()) << where;
-    ASSERT_EQ(s.device_cells, cache->device_cells()) << where << ": the published stats agree";
+    ASSERT_EQ(engine.count_cells(any_holder), PrefixCacheProbe(*cache).device_cells()) << where;
+    ASSERT_EQ(s.device_cells, PrefixCacheProbe(*cache).device_cells()) << where << ": the published stats agree";
     ASSERT_EQ(engine.count_cells([&](const auto& o) { return any_holder(o) && any_slot(o); }), s.device_locked_cells)
         << where << ": locked cells are exactly the cells running requests share with entries";
-    ASSERT_EQ(engine.count_cells([&](const auto& o) { return any_holder(o) && !any_slot(o); }), cache->idle_cells())
+    ASSERT_EQ(engine.count_cells([&](const auto& o) { return any_holder(o) && !any_slot(o); }), PrefixCacheProbe(*cache).idle_cells())
         << where << ": idle cells are exactly the holders' cells nobody running uses";
-    ASSERT_EQ(engine.used_cells(), cache->device_cells() + engine.count_cells([&](const auto& o) { return !any_holder(o); }))
+    ASSERT_EQ(engine.used_cells(), PrefixCacheProbe(*cache).device_cells() + engine.count_cells([&](const auto& o) { return !any_holder(o); }))
         << where;
     ASSERT_EQ(engine.count_cells([](const auto& o) { return o.contains(kScratch); }), 0) << where << ": scratch is empty";
     for (SeqId slot = 0; slot < kSlots; ++slot) {
       ASSERT_EQ(engine.count_cells([&](const auto& o) { return o.contains(slot) && any_holder(o); }),
-                cache->locked_by(slot))
+                PrefixCacheProbe(*cache).locked_by(slot))
           << where << ": slot " << slot << " locks exactly the entry cells it uses";
     }
-    ASSERT_EQ(cache->verify(), "") << where;
+    ASSERT_EQ(PrefixCacheProbe(*cache).verify(), "") << where;
   }
 };
 
@@ -96,13 +97,13 @@ TEST(CacheCells, PromptsSharingOnlyTheirFirstTokenShareItsCell) {
   auto b = a;
   for (size_t i = 1; i < b.size(); ++i) b[i] = 200 + static_cast<Token>(i % 40);
   for (const auto& prompt : {a, b}) {
-    ASSERT_EQ(h.cache->acquire(key, prompt, 0).reused, 0);
+    ASSERT_EQ(PrefixCacheProbe(*h.cache).acquire(key, prompt, 0).reused, 0);
     ASSERT_TRUE(h.feed(0, prompt, 0, static_cast<int>(prompt.size())));
     h.cache->donate(0, prompt);
     h.check_cells("after a donation");
   }
   EXPECT_EQ(h.engine.used_cells(), 49);
-  EXPECT_EQ(h.cache->device_cells(), 49);
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).device_cells(), 49);
 }
 
 TEST(CacheCells, HostRestoreBesideADeviceEntryTakesTheSharedPrefixFromIt) {
@@ -113,19 +114,19 @@ TEST(CacheCells, HostRestoreBesideADeviceEntryTakesTheSharedPrefixFromIt) {
   const auto a = concat(system, tokens_from(100, 60));
   const auto b = concat(system, tokens_from(170, 30));
   for (const auto& prompt : {a, b}) {
-    h.cache->acquire({"ns", "x"}, prompt, 0);
-    ASSERT_TRUE(h.feed(0, prompt, h.cache->locked_by(0), static_cast<int>(prompt.size())));
+    PrefixCacheProbe(*h.cache).acquire({"ns", "x"}, prompt, 0);
+    ASSERT_TRUE(h.feed(0, prompt, PrefixCacheProbe(*h.cache).locked_by(0), static_cast<int>(prompt.size())));
     h.cache->donate(0, prompt);
   }
   // Budget 0 on this backend: `a` went to the host tier when `b` arrived; `b` stays resident.
   ASSERT_EQ(h.cache->stats().device_entries, 1);
   ASSERT_EQ(h.cache->stats().demotions, 1);
   const auto again = concat(a, tokens_from(20, 5));
-  const Acquisition got = h.cache->acquire({"ns", "x"}, again, 1);
+  const Acquisition got = PrefixCacheProbe(*h.cache).acquire({"ns", "x"}, again, 1);
   EXPECT_EQ(got.outcome, Outcome::hit_restore);
   EXPECT_EQ(got.reused, 80);
   EXPECT_EQ(h.engine.sequence_tokens(1), a);
-  EXPECT_EQ(h.cache->locked_by(1), 20) << "the system prompt's cells come from the resident entry";
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).locked_by(1), 20) << "the system prompt's cells come from the resident entry";
   h.check_cells("after the restore");
   EXPECT_EQ(h.engine.used_cells(), 20 + 60) << "the resident entry's own 30 cells went to the host tier first";
   EXPECT_EQ(h.cache->stats().demotions, 2);
@@ -135,11 +136,11 @@ TEST(CacheCells, HostRestoreBesideADeviceEntryTakesTheSharedPrefixFromIt) {
 // 20-token continuation of its own (60 positions, 40 of them locked). Returns that request's prompt.
 std::vector<Token> running_beside_an_entry(Harness& h) {
   const auto a = tokens_from(0, 50);
-  h.cache->acquire({"ns", ""}, a, 0);
+  PrefixCacheProbe(*h.cache).acquire({"ns", ""}, a, 0);
   EXPECT_TRUE(h.feed(0, a, 0, 50));
   h.cache->donate(0, a);
   const auto b = concat(tokens_from(0, 40), tokens_from(150, 20));
-  EXPECT_EQ(h.cache->acquire({"ns", ""}, b, 1).reused, 40);
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).acquire({"ns", ""}, b, 1).reused, 40);
   EXPECT_TRUE(h.feed(1, b, 40, 60));
   return b;
 }
@@ -151,14 +152,14 @@ TEST(CacheLocks, LockedCellsAreNeverReleasedAndReleaseCountsOnlyWhatItFrees) {
   const auto b = running_beside_an_entry(h);
   if (::testing::Test::HasFatalFailure()) return;
   h.check_cells("while running");
-  EXPECT_EQ(h.cache->idle_cells(), 10);
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).idle_cells(), 10);
   EXPECT_EQ(h.cache->release_device_cells(1000), 10) << "only the unlocked tail can be freed";
-  EXPECT_EQ(h.cache->device_cells(), 40) << "the locked prefix stays an entry";
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).device_cells(), 40) << "the locked prefix stays an entry";
   h.check_cells("after the release");
   EXPECT_EQ(h.cache->release_device_cells(1000), 0);
   h.cache->donate(1, b);
   h.check_cells("after the donation");
-  EXPECT_EQ(h.cache->device_cells(), 60);
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).device_cells(), 60);
 }
 
 TEST(CacheAdmission, MakeRoomCountsSharedCellsOnceAndFreesOnlyWhatThePromptNeeds) {
@@ -169,16 +170,16 @@ TEST(CacheAdmission, MakeRoomCountsSharedCellsOnceAndFreesOnlyWhatThePromptNeeds
   if (::testing::Test::HasFatalFailure()) return;
   const std::int64_t running = 60 + 1;  // its tokens and one for the next
   // In use: 50 entry cells + 20 of b's own + 1 = 71 of 128; the shared 40 are counted once.
-  EXPECT_TRUE(h.cache->make_room(running, 57));
-  EXPECT_EQ(h.cache->device_cells(), 50) << "a prompt that fits frees nothing";
+  EXPECT_TRUE(PrefixCacheProbe(*h.cache).make_room(running, 57));
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).device_cells(), 50) << "a prompt that fits frees nothing";
   // 71 + 62 = 133: five cells short; only the entry's idle tail (10 cells) can be freed.
-  EXPECT_TRUE(h.cache->make_room(running, 62));
-  EXPECT_EQ(h.cache->device_cells(), 40) << "the idle tail went; the locked prefix stays";
+  EXPECT_TRUE(PrefixCacheProbe(*h.cache).make_room(running, 62));
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).device_cells(), 40) << "the idle tail went; the locked prefix stays";
   h.check_cells("after making room");
   EXPECT_EQ(h.engine.used_cells() + 62, 122);
   // Nothing idle is left: a prompt beyond the free cells does not fit.
-  EXPECT_FALSE(h.cache->make_room(running, 68));
-  EXPECT_EQ(h.cache->device_cells(), 40);
+  EXPECT_FALSE(PrefixCacheProbe(*h.cache).make_room(running, 68));
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).device_cells(), 40);
   h.cache->release(1);
 }
 
@@ -187,8 +188,8 @@ TEST(CacheInflight, ASecondRequestWaitsForThePrefixTheFirstIsComputingAndCountsA
   const auto system = tokens_from(0, 64);
   const auto a = concat(system, tokens_from(100, 5));
   const auto b = concat(system, tokens_from(120, 7));
-  EXPECT_EQ(h.cache->acquire({"ns", "a"}, a, 0).outcome, Outcome::cold);
-  const Acquisition wait = h.cache->acquire({"ns", "b"}, b, 1);
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).acquire({"ns", "a"}, a, 0).outcome, Outcome::cold);
+  const Acquisition wait = PrefixCacheProbe(*h.cache).acquire({"ns", "b"}, b, 1);
   ASSERT_TRUE(wait.waiting);
   EXPECT_EQ(h.cache->stats().waiting, 1);
   ASSERT_TRUE(h.feed(0, a, 0, 32));
@@ -207,7 +208,7 @@ TEST(CacheInflight, ASecondRequestWaitsForThePrefixTheFirstIsComputingAndCountsA
   EXPECT_EQ(s.outcomes[static_cast<size_t>(Outcome::hit_extend)] + s.outcomes[static_cast<size_t>(Outcome::partial)], 1);
   // When the first request finishes, the second one's shared cells become the entry's, locked.
   h.cache->donate(0, a);
-  EXPECT_EQ(h.cache->locked_by(1), 64);
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).locked_by(1), 64);
   h.check_cells("after the first donation");
   ASSERT_TRUE(h.feed(1, b, 64, static_cast<int>(b.size())));
   h.cache->donate(1, b);
@@ -218,8 +219,8 @@ TEST(CacheInflight, ASecondRequestWaitsForThePrefixTheFirstIsComputingAndCountsA
 TEST(CacheInflight, AWaiterWhoseSourceFailsStartsOverOnItsOwn) {
   Harness h(1024, small_config());
   const auto a = tokens_from(0, 70);
-  h.cache->acquire({"ns", ""}, a, 0);
-  ASSERT_TRUE(h.cache->acquire({"ns", ""}, concat(tokens_from(0, 60), tokens_from(200, 3)), 1).waiting);
+  PrefixCacheProbe(*h.cache).acquire({"ns", ""}, a, 0);
+  ASSERT_TRUE(PrefixCacheProbe(*h.cache).acquire({"ns", ""}, concat(tokens_from(0, 60), tokens_from(200, 3)), 1).waiting);
   h.cache->release(0);
   const std::vector<Resolved> ready = h.cache->take_resolved();
   ASSERT_EQ(ready.size(), 1u);
@@ -236,7 +237,7 @@ TEST(CacheHost, SegmentsHaveTheirOwnBudgetAndDoNotPushDeviceEntriesOut) {
   // Fill the host tier through demotions, then keep donating: device entries stay.
   for (int i = 0; i < 12; ++i) {
     const auto p = tokens_from(i * 20, 30);
-    h.cache->acquire({"ns", std::to_string(i)}, p, 0);
+    PrefixCacheProbe(*h.cache).acquire({"ns", std::to_string(i)}, p, 0);
     ASSERT_TRUE(h.feed(0, p, 0, 30));
     h.cache->donate(0, p);
     if (i == 3) h.cache->release_device_cells(1000);
@@ -252,27 +253,27 @@ TEST(CacheHost, AHostHitKeepsTheChainsRootTheMostRecentlyUsed) {
   CacheConfig config = small_config();
   Harness h(1024, config);
   const auto a = tokens_from(0, 32);  // four 8-token segments
-  h.cache->acquire({"ns", ""}, a, 0);
+  PrefixCacheProbe(*h.cache).acquire({"ns", ""}, a, 0);
   ASSERT_TRUE(h.feed(0, a, 0, 32));
   h.cache->donate(0, a);
   ASSERT_EQ(h.cache->release_device_cells(1000), 32);
   const std::uint64_t per_segment = h.cache->stats().host_bytes / 4;
   // A host hit, then an unrelated demotion that evicts exactly one segment.
-  ASSERT_EQ(h.cache->acquire({"ns", ""}, a, 1).reused, 31);
+  ASSERT_EQ(PrefixCacheProbe(*h.cache).acquire({"ns", ""}, a, 1).reused, 31);
   h.cache->release(1);
-  ASSERT_EQ(h.cache->verify(), "");
+  ASSERT_EQ(PrefixCacheProbe(*h.cache).verify(), "");
   config.host_capacity_bytes = per_segment * 4;
   Harness tight(1024, config);
   for (const auto& p : {a, tokens_from(100, 8)}) {
-    tight.cache->acquire({"ns", ""}, p, 0);
+    PrefixCacheProbe(*tight.cache).acquire({"ns", ""}, p, 0);
     ASSERT_TRUE(tight.feed(0, p, 0, static_cast<int>(p.size())));
     tight.cache->donate(0, p);
-    ASSERT_EQ(tight.cache->acquire({"ns", ""}, a, 1).reused, 31);
+    ASSERT_EQ(PrefixCacheProbe(*tight.cache).acquire({"ns", ""}, a, 1).reused, 31);
     tight.cache->release(1);
     tight.cache->release_device_cells(1000);
   }
   EXPECT_EQ(tight.cache->stats().evictions_capacity, 1);
-  EXPECT_EQ(tight.cache->acquire({"ns", ""}, a, 1).reused, 24) << "the leaf went, not the root";
+  EXPECT_EQ(PrefixCacheProbe(*tight.cache).acquire({"ns", ""}, a, 1).reused, 24) << "the leaf went, not the root";
   tight.check_cells("end");
 }
 
@@ -282,8 +283,8 @@ TEST(CacheHost, AGrowingConversationKeepsOneTailSegmentNotOnePerTurn) {
   Harness h(1024, config);
   auto conversation = tokens_from(0, 11);  // one 8-token segment and a tail
   for (int turn = 0; turn < 5; ++turn) {
-    h.cache->acquire({"ns", "a"}, conversation, 0);
-    ASSERT_TRUE(h.feed(0, conversation, h.cache->locked_by(0), static_cast<int>(conversation.size())));
+    PrefixCacheProbe(*h.cache).acquire({"ns", "a"}, conversation, 0);
+    ASSERT_TRUE(h.feed(0, conversation, PrefixCacheProbe(*h.cache).locked_by(0), static_cast<int>(conversation.size())));
     h.cache->donate(0, conversation);
     h.cache->release_device_cells(1000);  // the whole conversation goes to the host tier
     for (Token t : tokens_from(100 + turn, 1)) conversation.push_back(t);
@@ -292,7 +293,7 @@ TEST(CacheHost, AGrowingConversationKeepsOneTailSegmentNotOnePerTurn) {
   // earlier turns were covered by it and are gone.
   EXPECT_EQ(h.cache->stats().host_entries, 2);
   const auto earlier = std::vector<Token>(conversation.begin(), conversation.begin() + 13);
-  EXPECT_EQ(h.cache->acquire({"ns", "a"}, concat(earlier, tokens_from(200, 1)), 1).reused, 13)
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).acquire({"ns", "a"}, concat(earlier, tokens_from(200, 1)), 1).reused, 13)
       << "an earlier turn is still restored token for token from the newer tail";
   h.check_cells("end");
 }
@@ -307,29 +308,29 @@ TEST(CacheHost, ATailWhoseReplyTheConversationRewroteLeavesWithTheNextTurn) {
   Harness h(1024, config);
   auto prompt = tokens_from(0, 11);  // one 8-token segment and a tail
   for (int turn = 0; turn < 3; ++turn) {
-    h.cache->acquire({"ns", "a"}, prompt, 0);
+    PrefixCacheProbe(*h.cache).acquire({"ns", "a"}, prompt, 0);
     const auto sequence = concat(prompt, tokens_from(300 + 10 * turn, 2));  // the server's own reply
-    ASSERT_TRUE(h.feed(0, sequence, h.cache->locked_by(0), static_cast<int>(sequence.size())));
+    ASSERT_TRUE(h.feed(0, sequence, PrefixCacheProbe(*h.cache).locked_by(0), static_cast<int>(sequence.size())));
     h.cache->donate(0, sequence);
     h.cache->release_device_cells(1000);
     for (Token t : tokens_from(100 + turn, 1)) prompt.push_back(t);  // the reply rewritten, then the next turn
   }
   EXPECT_EQ(h.cache->stats().host_entries, 2) << "the grid segment and the last turn's tail";
   const auto last_prompt = std::vector<Token>(prompt.begin(), prompt.end() - 1);
-  EXPECT_EQ(h.cache->acquire({"ns", "a"}, concat(last_prompt, tokens_from(200, 1)), 1).reused,
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).acquire({"ns", "a"}, concat(last_prompt, tokens_from(200, 1)), 1).reused,
             static_cast<std::int32_t>(last_prompt.size()))
       << "the last turn's prompt is restored token for token";
   h.cache->release(1);
   // Another conversation with the same first 9 tokens: its tail's first token is the same, but its
   // prompt goes elsewhere after it, so neither tail covers the other's prompt.
   const auto other = concat(std::vector<Token>(prompt.begin(), prompt.begin() + 9), tokens_from(500, 3));
-  h.cache->acquire({"ns", "b"}, other, 0);
+  PrefixCacheProbe(*h.cache).acquire({"ns", "b"}, other, 0);
   const auto other_sequence = concat(other, tokens_from(600, 2));
-  ASSERT_TRUE(h.feed(0, other_sequence, h.cache->locked_by(0), static_cast<int>(other_sequence.size())));
+  ASSERT_TRUE(h.feed(0, other_sequence, PrefixCacheProbe(*h.cache).locked_by(0), static_cast<int>(other_sequence.size())));
   h.cache->donate(0, other_sequence);
   h.cache->release_device_cells(1000);
   EXPECT_EQ(h.cache->stats().host_entries, 3);
-  EXPECT_EQ(h.cache->acquire({"ns", "a"}, concat(last_prompt, tokens_from(200, 1)), 1).reused,
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).acquire({"ns", "a"}, concat(last_prompt, tokens_from(200, 1)), 1).reused,
             static_cast<std::int32_t>(last_prompt.size()));
   h.cache->release(1);
   h.check_cells("end");
@@ -371,7 +372,7 @@ TEST(CacheInvariants, RandomConcurrentStreamsKeepEveryInvariant) {
         if (rng() % 3 == 0) prompt[rng() % prompt.size()] = static_cast<Token>(rng() % 250);
         for (int extra = static_cast<int>(rng() % 12); extra > 0; --extra) prompt.push_back(static_cast<Token>(rng() % 250));
         const RequestKey key{rng() % 5 == 0 ? "other" : "ns", "s" + std::to_string(rng() % 3)};
-        const Acquisition got = h.cache->acquire(key, prompt, slot);
+        const Acquisition got = PrefixCacheProbe(*h.cache).acquire(key, prompt, slot);
         waits += got.waiting ? 1 : 0;
         ASSERT_EQ(h.engine.sequence_tokens(slot), std::vector<Token>(prompt.begin(), prompt.begin() + got.reused))
             << "reused cells hold exactly the request's own tokens";
@@ -402,8 +403,8 @@ TEST(CacheInvariants, RandomConcurrentStreamsKeepEveryInvariant) {
           h.cache->release(it->first);
         } else {
           h.cache->donate(it->first, std::span<const Token>(r.prompt).first(static_cast<size_t>(r.fed)));
-          budget_peaks += h.cache->budgeted_idle_cells() == *h.cache->config().device_cells ? 1 : 0;
-          ASSERT_LE(h.cache->budgeted_idle_cells(), *h.cache->config().device_cells)
+          budget_peaks += PrefixCacheProbe(*h.cache).budgeted_idle_cells() == *h.cache->config().device_cells ? 1 : 0;
+          ASSERT_LE(PrefixCacheProbe(*h.cache).budgeted_idle_cells(), *h.cache->config().device_cells)
               << "idle cells besides the newest entry stay within the device budget";
         }
         running.erase(it);

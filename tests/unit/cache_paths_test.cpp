@@ -16,16 +16,16 @@ struct CachePaths : prefixd::testing::CacheFixture {
   const std::vector<engine::Token> b = joined(shared, token_run(150, 50));  // 114 tokens
   const RequestKey key{"ns", "s"};
 
-  void check(const PrefixCache& cache, const std::string& where) {
-    EXPECT_EQ(holder_cells(), cache.device_cells()) << where;
-    EXPECT_EQ(cache.verify(), "") << where;
+  void check(PrefixCache& cache, const std::string& where) {
+    EXPECT_EQ(holder_cells(), PrefixCacheProbe(cache).device_cells()) << where;
+    EXPECT_EQ(PrefixCacheProbe(cache).verify(), "") << where;
   }
 };
 
 TEST_F(CachePaths, HeldSaysWhereEachTierReachesAndChangesNothing) {
   auto cache = make();
   serve(*cache, key, a);
-  cache->flush_disk();
+  PrefixCacheProbe(*cache).flush_disk();
   const CacheStats before = cache->stats();
   const HeldPrefix held = cache->held(key, a);
   EXPECT_EQ(held.tokens, 104) << "the whole prefix, not one token short";
@@ -68,14 +68,14 @@ TEST_F(CachePaths, ForgettingOneOfTwoForkedKeysKeepsTheSharedPrefixAndTheOther) 
   auto cache = make();
   serve(*cache, key, a);
   serve(*cache, key, b);
-  cache->flush_disk();
-  ASSERT_EQ(cache->device_cells(), 64 + 40 + 50);
+  PrefixCacheProbe(*cache).flush_disk();
+  ASSERT_EQ(PrefixCacheProbe(*cache).device_cells(), 64 + 40 + 50);
   const CacheStats before = cache->stats();
 
   const ResetReport report = cache->forget(key, a, 64);
   check(*cache, "after forgetting a past 64");
   const CacheStats after = cache->stats();
-  EXPECT_EQ(cache->device_cells(), 64 + 50) << "exactly a's own cells";
+  EXPECT_EQ(PrefixCacheProbe(*cache).device_cells(), 64 + 50) << "exactly a's own cells";
   EXPECT_EQ(before.device_bytes - after.device_bytes, 40 * engine->model().kv_bytes_per_token);
   EXPECT_EQ(after.disk.segments, before.disk.segments - 5) << "a's five files past 64";
   EXPECT_EQ(report.bytes, held_bytes(before) - held_bytes(after)) << "the report is exact";
@@ -88,7 +88,7 @@ TEST_F(CachePaths, ForgettingOneOfTwoForkedKeysKeepsTheSharedPrefixAndTheOther) 
   const ResetReport all = cache->forget(key, b, 0);
   check(*cache, "after forgetting b");
   EXPECT_EQ(cache->held(key, b).tokens, 0);
-  EXPECT_EQ(cache->device_cells(), 0);
+  EXPECT_EQ(PrefixCacheProbe(*cache).device_cells(), 0);
   EXPECT_EQ(cache->stats().disk.files, 0);
   EXPECT_EQ(files_on_disk(), 0);
   EXPECT_EQ(all.bytes, held_bytes(after));
@@ -100,7 +100,7 @@ TEST_F(CachePaths, ForgetCutsADeviceEntryBackToKeep) {
   const ResetReport report = cache->forget(key, a, 70);
   check(*cache, "after forgetting past 70");
   EXPECT_EQ(report.entries, 1);
-  EXPECT_EQ(cache->device_cells(), 70);
+  EXPECT_EQ(PrefixCacheProbe(*cache).device_cells(), 70);
   EXPECT_EQ(report.bytes, 34 * engine->model().kv_bytes_per_token);
   EXPECT_EQ(cache->held(key, a).tokens, 70);
 }
@@ -111,7 +111,7 @@ TEST_F(CachePaths, ForgetRemovesADemotedPathFromTheHostTier) {
   serve(*cache, key, joined(token_run(10, 20), token_run(40, 20)));  // another path stays
   cache->release_device_cells(1 << 20);
   const CacheStats before = cache->stats();
-  ASSERT_EQ(cache->device_cells(), 0);
+  ASSERT_EQ(PrefixCacheProbe(*cache).device_cells(), 0);
   ASSERT_EQ(cache->held(key, a).host, 104);
 
   // Keep 20 lies inside the segment [16, 24): it holds positions below keep and stays; every
@@ -147,22 +147,22 @@ TEST_F(CachePaths, ForgetRemovesTheFilesOfAPathThatIsOnlyOnDisk) {
   cache->forget(key, a, 0);
   EXPECT_EQ(cache->held(key, b).tokens, 0) << "b's prefix [0, 64) was a's too";
   EXPECT_EQ(files_on_disk(), 0) << "b's files past 64 extended a's path: nothing could reach them any more";
-  EXPECT_EQ(cache->verify(), "");
+  EXPECT_EQ(PrefixCacheProbe(*cache).verify(), "");
 }
 
 TEST_F(CachePaths, ForgetKeepsTheCellsARunningRequestUses) {
   auto cache = make(false);
   serve(*cache, key, a);
   const auto longer = joined(a, token_run(220, 10));
-  ASSERT_EQ(cache->acquire(key, longer, 0).reused, 104);
+  ASSERT_EQ(PrefixCacheProbe(*cache).acquire(key, longer, 0).reused, 104);
   const ResetReport report = cache->forget(key, a, 0);
   EXPECT_EQ(report.locked_entries, 1);
   EXPECT_EQ(report.entries, 0);
-  EXPECT_EQ(cache->device_cells(), 104) << "locked cells are never given up";
+  EXPECT_EQ(PrefixCacheProbe(*cache).device_cells(), 104) << "locked cells are never given up";
   check(*cache, "while the request runs");
   cache->release(0);
   cache->forget(key, a, 0);
-  EXPECT_EQ(cache->device_cells(), 0);
+  EXPECT_EQ(PrefixCacheProbe(*cache).device_cells(), 0);
   check(*cache, "after it ended");
 }
 
@@ -205,7 +205,7 @@ TEST_F(CachePaths, ForgetKeepsTheSegmentThatHoldsPositionsBelowKeep) {
   serve(*cache, key, module);
   serve(*cache, key, path);
   cache->release_device_cells(1 << 20);
-  cache->flush_disk();
+  PrefixCacheProbe(*cache).flush_disk();
   check(*cache, "after demotion");
   ASSERT_EQ(cache->held(key, module).host, 60);
   const CacheStats before = cache->stats();
@@ -214,7 +214,7 @@ TEST_F(CachePaths, ForgetKeepsTheSegmentThatHoldsPositionsBelowKeep) {
   const ResetReport report = cache->forget(key, path, 60);
   check(*cache, "after forgetting past 60");
   EXPECT_EQ(cache->held(key, module).host, 60) << "the segment [56, 64) holds the module's tail";
-  EXPECT_EQ(cache->acquire(key, joined(module, token_run(200, 2)), 0).reused, 60);
+  EXPECT_EQ(PrefixCacheProbe(*cache).acquire(key, joined(module, token_run(200, 2)), 0).reused, 60);
   cache->release(0);
   check(*cache, "after the module's reuse");
   EXPECT_EQ(cache->held(key, path).tokens, 64);
@@ -240,7 +240,7 @@ TEST_F(CachePaths, ATailInsideALongerFileIsHeldOnDisk) {
   auto cache = make();
   serve(*cache, key, path);  // only the longer path: its segment [56, 64) holds the module's tail
   cache->release_device_cells(1 << 20);
-  cache->flush_disk();
+  PrefixCacheProbe(*cache).flush_disk();
   EXPECT_EQ(cache->held(key, module).host, 60);
   cache.reset();
   engine->clear();
@@ -248,7 +248,7 @@ TEST_F(CachePaths, ATailInsideALongerFileIsHeldOnDisk) {
   const HeldPrefix held = cache->held(key, module);
   EXPECT_EQ(held.host, 0);
   EXPECT_EQ(held.disk, 60) << "the tail [56, 60) lies in the file of [56, 64)";
-  EXPECT_EQ(cache->acquire(key, joined(module, token_run(200, 2)), 0).reused, 60) << "and a request restores it";
+  EXPECT_EQ(PrefixCacheProbe(*cache).acquire(key, joined(module, token_run(200, 2)), 0).reused, 60) << "and a request restores it";
   cache->release(0);
   check(*cache, "after the restore");
 }

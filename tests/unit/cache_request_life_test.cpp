@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache/prefix_cache.h"
+#include "cache/prefix_cache_probe.h"
 #include "support/fake_engine.h"
 
 namespace prefixd::cache {
@@ -73,14 +74,14 @@ TEST(RequestLife, AdmissionMakesRoomFirstAndUsesNothingWhenThePromptDoesNotFit) 
   Life l(128);
   const auto a = tokens_from(0, 50);
   l.serve({"ns", ""}, a);
-  ASSERT_EQ(l.cache.device_cells(), 50);
+  ASSERT_EQ(PrefixCacheProbe(l.cache).device_cells(), 50);
   const auto b = tokens_from(100, 100);
   Ticket ticket = l.life().open({"ns", ""}, b, 0, [] {});
   // 50 idle entry cells + 101 needed: more than 128, but the idle entry can give way.
   const Admission fits = l.life().admit(ticket, 0, Room{.need = 101});
   ASSERT_EQ(fits.kind, Admission::Kind::ready);
   EXPECT_EQ(fits.acquisition.outcome, Outcome::cold);
-  EXPECT_LE(l.cache.device_cells() + 101, 128) << "idle entry cells gave way";
+  EXPECT_LE(PrefixCacheProbe(l.cache).device_cells() + 101, 128) << "idle entry cells gave way";
   EXPECT_EQ(l.cache.stats().running, 1);
 
   // A second prompt beside the running one does not fit, and nothing is idle to free.
@@ -95,7 +96,7 @@ TEST(RequestLife, AdmissionMakesRoomFirstAndUsesNothingWhenThePromptDoesNotFit) 
   EXPECT_THROW(l.life().admit(second, 1, Room{}), std::logic_error) << "a spent ticket";
   l.life().release(0);
   l.life().release(1);
-  EXPECT_EQ(l.cache.verify(), "");
+  EXPECT_EQ(PrefixCacheProbe(l.cache).verify(), "");
 }
 
 TEST(RequestLife, ABypassTicketOnlyMakesRoomAndIsCounted) {
@@ -105,7 +106,7 @@ TEST(RequestLife, ABypassTicketOnlyMakesRoomAndIsCounted) {
   const Admission got = l.life().admit(ticket, 0, Room{.need = 101});
   ASSERT_EQ(got.kind, Admission::Kind::ready);
   EXPECT_EQ(got.acquisition.outcome, Outcome::bypass);
-  EXPECT_LE(l.cache.device_cells() + 101, 128) << "room was made for it";
+  EXPECT_LE(PrefixCacheProbe(l.cache).device_cells() + 101, 128) << "room was made for it";
   EXPECT_EQ(l.cache.stats().running, 0) << "nothing registered";
   EXPECT_EQ(l.cache.stats().outcomes[static_cast<size_t>(Outcome::bypass)], 1);
 }
@@ -133,7 +134,7 @@ TEST(RequestLife, AWaitingSequenceIsHandedItsPrefixOnceItIsComputed) {
   EXPECT_TRUE(l.life().take_resolved().empty()) << "each is returned once";
   l.life().donate(0, a);
   l.life().release(1);
-  EXPECT_EQ(l.cache.verify(), "");
+  EXPECT_EQ(PrefixCacheProbe(l.cache).verify(), "");
 }
 
 TEST(RequestLife, AbandoningATicketWithoutALookupChangesNothing) {
@@ -174,12 +175,12 @@ TEST(RequestLife, TheTickCompactsOnlyWhenNothingRuns) {
 TEST(RequestLife, RoomForAStepFreesIdleCellsForOneMoreCell) {
   Life l(64);
   l.serve({"ns", ""}, tokens_from(0, 40));
-  ASSERT_EQ(l.cache.device_cells(), 40);
+  ASSERT_EQ(PrefixCacheProbe(l.cache).device_cells(), 40);
   l.life().make_room_for_step(20);
-  EXPECT_EQ(l.cache.device_cells(), 40) << "61 cells fit in 64";
+  EXPECT_EQ(PrefixCacheProbe(l.cache).device_cells(), 40) << "61 cells fit in 64";
   l.life().make_room_for_step(30);
-  EXPECT_LT(l.cache.device_cells(), 40) << "71 do not: idle cells gave way";
-  EXPECT_LE(l.cache.device_cells() + 30 + 1, 64);
+  EXPECT_LT(PrefixCacheProbe(l.cache).device_cells(), 40) << "71 do not: idle cells gave way";
+  EXPECT_LE(PrefixCacheProbe(l.cache).device_cells() + 30 + 1, 64);
 }
 
 // Many conversations, few slots: the request already queued for a conversation needs its history
@@ -214,7 +215,7 @@ TEST(RequestLife, AQueuedRequestsHistoryOutlastsNewerSegmentsWhileItWaits) {
     const Admission got = l.life().admit(*waiting, 0, Room{.need = static_cast<std::int64_t>(a_next.size()) + 1});
     ASSERT_EQ(got.kind, Admission::Kind::ready);
     EXPECT_EQ(got.acquisition.reused, queued_first ? 16 : 0);
-    EXPECT_EQ(l.cache.verify(), "");
+    EXPECT_EQ(PrefixCacheProbe(l.cache).verify(), "");
   }
 }
 

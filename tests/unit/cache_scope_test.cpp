@@ -9,6 +9,7 @@
 
 #include "cache/block_hash.h"
 #include "cache/prefix_cache.h"
+#include "cache/prefix_cache_probe.h"
 #include "cache/radix_tree.h"
 #include "support/fake_engine.h"
 
@@ -60,12 +61,12 @@ struct ScopeFixture : ::testing::Test {
     return std::make_unique<PrefixCache>(engine, config, std::vector<engine::SeqId>{2, 3, 4, 5, 6}, 7);
   }
   Acquisition serve(PrefixCache& cache, const RequestKey& key, const std::vector<Token>& prompt) {
-    const Acquisition got = cache.acquire(key, prompt, 0);
+    const Acquisition got = PrefixCacheProbe(cache).acquire(key, prompt, 0);
     EXPECT_EQ(engine.sequence_tokens(0), std::vector<Token>(prompt.begin(), prompt.begin() + got.reused));
     feed(engine, 0, prompt, got.reused, static_cast<int>(prompt.size()));
     cache.advance(0, static_cast<std::int32_t>(prompt.size()));
     cache.donate(0, prompt);
-    EXPECT_EQ(cache.verify(), "");
+    EXPECT_EQ(PrefixCacheProbe(cache).verify(), "");
     return got;
   }
 };
@@ -153,7 +154,7 @@ TEST_F(ScopeFixture, AScopeResetEmptiesThatScopeInEveryTierAndNoOther) {
   // Alpha's first entry goes to the host tier; a second one stays on the device.
   cache->release_device_cells(1000);
   serve(*cache, alpha, other);
-  cache->flush_disk();
+  PrefixCacheProbe(*cache).flush_disk();
   CacheStats before = cache->stats();
   ASSERT_GT(before.scopes.at(kAlpha).host.entries, 0);
   ASSERT_GT(before.scopes.at(kBeta).host.entries, 0);
@@ -174,7 +175,7 @@ TEST_F(ScopeFixture, AScopeResetEmptiesThatScopeInEveryTierAndNoOther) {
   EXPECT_EQ(b.host.entries, beta_before.host.entries);
   EXPECT_EQ(b.disk.entries, beta_before.disk.entries);
   EXPECT_EQ(b.disk.bytes, beta_before.disk.bytes);
-  EXPECT_EQ(cache->verify(), "");
+  EXPECT_EQ(PrefixCacheProbe(*cache).verify(), "");
 
   EXPECT_EQ(serve(*cache, alpha, prompt).outcome, Outcome::cold);
   EXPECT_EQ(serve(*cache, alpha, other).outcome, Outcome::cold);
@@ -218,16 +219,16 @@ TEST_F(SessionFixture, WithoutAWallSessionsAreOnlyAPreference) {
 
 TEST_F(SessionFixture, InFlightAnotherSessionSharesOnlyTheSharedPrefix) {
   auto cache = make();
-  ASSERT_EQ(cache->acquire(alice, prompt, 0).reused, 0);
+  ASSERT_EQ(PrefixCacheProbe(*cache).acquire(alice, prompt, 0).reused, 0);
   feed(engine, 0, prompt, 0, static_cast<int>(prompt.size()));
   cache->advance(0, static_cast<std::int32_t>(prompt.size()));
-  const Acquisition bobs = cache->acquire(bob, prompt, 1);
+  const Acquisition bobs = PrefixCacheProbe(*cache).acquire(bob, prompt, 1);
   EXPECT_FALSE(bobs.waiting);
   EXPECT_EQ(bobs.reused, kShared);
   EXPECT_EQ(engine.sequence_tokens(1), range_tokens(0, kShared));
   cache->release(1);
   cache->release(0);
-  EXPECT_EQ(cache->verify(), "");
+  EXPECT_EQ(PrefixCacheProbe(*cache).verify(), "");
 }
 
 TEST_F(SessionFixture, InTheHostTierAnotherSessionFindsOnlyTheSharedPrefix) {
@@ -253,7 +254,7 @@ TEST_F(SessionFixture, OnDiskAnotherSessionFindsOnlyTheSharedPrefix) {
   {
     auto cache = make();
     serve(*cache, alice, prompt);
-    cache->flush_disk();
+    PrefixCacheProbe(*cache).flush_disk();
   }
   // A new cache over the same directory each time: everything comes from disk.
   {

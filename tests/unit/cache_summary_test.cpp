@@ -34,7 +34,7 @@ TEST_F(CacheSummaryTest, ListsExactlyTheChainsOfWhatEveryTierHolds) {
   EXPECT_EQ(as_set(cache->summary().blocks), as_set(chain_a)) << "device entry (and its disk copy)";
 
   cache->release_device_cells(1 << 20);
-  ASSERT_EQ(cache->device_cells(), 0);
+  ASSERT_EQ(PrefixCacheProbe(*cache).device_cells(), 0);
   EXPECT_EQ(as_set(cache->summary().blocks), as_set(chain_a)) << "host segments";
 
   serve(*cache, key, b);
@@ -48,12 +48,12 @@ TEST_F(CacheSummaryTest, DiskFilesAloneAreListedAfterARestart) {
   {
     auto cache = make();
     serve(*cache, key, a);
-    cache->flush_disk();
+    PrefixCacheProbe(*cache).flush_disk();
     chain_a = cache->chain_of(key, a);
   }
   engine.reset();
   auto reopened = make();
-  ASSERT_EQ(reopened->device_cells(), 0);
+  ASSERT_EQ(PrefixCacheProbe(*reopened).device_cells(), 0);
   ASSERT_EQ(reopened->stats().host_entries, 0);
   EXPECT_EQ(as_set(reopened->summary().blocks), as_set(chain_a));
 }

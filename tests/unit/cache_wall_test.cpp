@@ -24,15 +24,15 @@ struct CacheWall : prefixd::testing::CacheFixture {
     config.host_segment_tokens = 256;
   }
 
-  void check(const PrefixCache& cache, const std::string& where) {
-    EXPECT_EQ(holder_cells(), cache.device_cells()) << where;
-    EXPECT_EQ(cache.verify(), "") << where;
+  void check(PrefixCache& cache, const std::string& where) {
+    EXPECT_EQ(holder_cells(), PrefixCacheProbe(cache).device_cells()) << where;
+    EXPECT_EQ(PrefixCacheProbe(cache).verify(), "") << where;
   }
 
   // Acquires `prompt` for `key` in slot 0, checks, and releases it; returns the acquisition.
   Acquisition probe(PrefixCache& cache, const RequestKey& key, const std::vector<engine::Token>& prompt,
                     const std::string& where) {
-    const Acquisition got = cache.acquire(key, prompt, 0);
+    const Acquisition got = PrefixCacheProbe(cache).acquire(key, prompt, 0);
     check(cache, where);
     cache.release(0);
     check(cache, where + " (released)");
@@ -46,7 +46,7 @@ TEST_F(CacheWall, AnotherSessionReusesTheWholeSharedPrefixFromTheHostTier) {
   check(*cache, "after alice");
   cache->release_device_cells(1 << 20);
   check(*cache, "after demotion");
-  ASSERT_EQ(cache->device_cells(), 0);
+  ASSERT_EQ(PrefixCacheProbe(*cache).device_cells(), 0);
   EXPECT_EQ(cache->held(alice, a).host, 400);
   EXPECT_EQ(cache->held(bob, b).host, kWall) << "the segment straddling the wall holds bob's prefix too";
 

@@ -11,6 +11,7 @@
 
 #include "cache/checkpoint_store.h"
 #include "cache/prefix_cache.h"
+#include "cache/prefix_cache_probe.h"
 #include "support/fake_engine.h"
 
 namespace prefixd::cache {
@@ -81,9 +82,9 @@ struct Harness {
 
   void check(const std::string& where) const {
     const auto any_holder = [](const std::set<SeqId>& o) { return std::ranges::any_of(o, is_holder); };
-    ASSERT_EQ(engine.count_cells(any_holder), cache->device_cells()) << where;
+    ASSERT_EQ(engine.count_cells(any_holder), PrefixCacheProbe(*cache).device_cells()) << where;
     ASSERT_EQ(engine.count_cells([](const auto& o) { return o.contains(kScratch); }), 0) << where;
-    ASSERT_EQ(cache->verify(), "") << where;
+    ASSERT_EQ(PrefixCacheProbe(*cache).verify(), "") << where;
   }
 };
 
@@ -104,13 +105,13 @@ TEST_P(Checkpoints, ResendNextTurnAndEditResumeExactlyWhereTheStateExists) {
   auto turn1 = system;
   for (Token t : tokens_from(100, 20)) turn1.push_back(t);
   RequestKey key{"ns", "alice", {30}};
-  ASSERT_EQ(h.cache->acquire(key, turn1, 0).reused, 0);
+  ASSERT_EQ(PrefixCacheProbe(*h.cache).acquire(key, turn1, 0).reused, 0);
   ASSERT_TRUE(h.feed(0, turn1, 0, 50));
   h.cache->donate(0, turn1);
   h.check("after turn 1");
 
   // An identical resend resumes before its last token.
-  Acquisition got = h.cache->acquire(key, turn1, 1);
+  Acquisition got = PrefixCacheProbe(*h.cache).acquire(key, turn1, 1);
   EXPECT_EQ(got.reused, 49);
   h.expect_exact(1, turn1, 49, "resend");
   h.cache->release(1);
@@ -118,7 +119,7 @@ TEST_P(Checkpoints, ResendNextTurnAndEditResumeExactlyWhereTheStateExists) {
   // The next turn extends the whole previous prompt.
   auto turn2 = turn1;
   for (Token t : tokens_from(160, 25)) turn2.push_back(t);
-  got = h.cache->acquire(key, turn2, 1);
+  got = PrefixCacheProbe(*h.cache).acquire(key, turn2, 1);
   EXPECT_EQ(got.reused, 50);
   h.expect_exact(1, turn2, 50, "next turn");
   ASSERT_TRUE(h.feed(1, turn2, 51, 75));
@@ -128,7 +129,7 @@ TEST_P(Checkpoints, ResendNextTurnAndEditResumeExactlyWhereTheStateExists) {
   // An edit inside the first user turn resumes at the boundary before it, not at the edit.
   auto edited = turn2;
   edited[40] = 249;
-  got = h.cache->acquire(key, edited, 2);
+  got = PrefixCacheProbe(*h.cache).acquire(key, edited, 2);
   EXPECT_EQ(got.reused, 30);
   h.expect_exact(2, edited, 30, "edit");
   h.cache->release(2);
@@ -136,13 +137,13 @@ TEST_P(Checkpoints, ResendNextTurnAndEditResumeExactlyWhereTheStateExists) {
   // Another session with the same system prompt resumes after it.
   auto other = system;
   for (Token t : tokens_from(200, 10)) other.push_back(t);
-  got = h.cache->acquire({"ns", "bob", {30}}, other, 2);
+  got = PrefixCacheProbe(*h.cache).acquire({"ns", "bob", {30}}, other, 2);
   EXPECT_EQ(got.reused, 30);
   h.expect_exact(2, other, 30, "second session");
   h.cache->release(2);
 
   // The same tokens under another namespace find nothing.
-  EXPECT_EQ(h.cache->acquire({"other", "alice", {30}}, turn2, 2).reused, 0);
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).acquire({"other", "alice", {30}}, turn2, 2).reused, 0);
   h.cache->release(2);
   h.check("end");
   const CacheStats s = h.cache->stats();
@@ -162,19 +163,19 @@ TEST_P(Checkpoints, AConversationCheckpointsWhereItLeavesAnotherAndTheNextResume
     return prompt;
   };
   const auto a = conversation(100);
-  ASSERT_EQ(h.cache->acquire({"ns", "a", {}}, a, 0).reused, 0);
+  ASSERT_EQ(PrefixCacheProbe(*h.cache).acquire({"ns", "a", {}}, a, 0).reused, 0);
   ASSERT_TRUE(h.feed(0, a, 0, 50));
   h.cache->donate(0, a);
 
   const auto b = conversation(150);
-  const Acquisition second = h.cache->acquire({"ns", "b", {}}, b, 0);
+  const Acquisition second = PrefixCacheProbe(*h.cache).acquire({"ns", "b", {}}, b, 0);
   EXPECT_EQ(h.cache->next_stop(0), second.reused < 30 ? 30 : 49) << "a stop where b leaves a";
   ASSERT_TRUE(h.feed(0, b, second.reused, 50));
   h.cache->donate(0, b);
   h.check("after b");
 
   const auto c = conversation(200);
-  const Acquisition third = h.cache->acquire({"ns", "c", {}}, c, 1);
+  const Acquisition third = PrefixCacheProbe(*h.cache).acquire({"ns", "c", {}}, c, 1);
   EXPECT_EQ(third.reused, 30);
   h.expect_exact(1, c, 30, "third conversation");
   h.cache->release(1);
@@ -184,13 +185,13 @@ TEST_P(Checkpoints, AConversationCheckpointsWhereItLeavesAnotherAndTheNextResume
 TEST_P(Checkpoints, ACheckpointPastADifferenceIsNeverRestored) {
   Harness h(GetParam(), 1024, small_config());
   const auto a = tokens_from(0, 60);
-  h.cache->acquire({"ns", "s", {20, 40}}, a, 0);
+  PrefixCacheProbe(*h.cache).acquire({"ns", "s", {20, 40}}, a, 0);
   ASSERT_TRUE(h.feed(0, a, 0, 60));
   h.cache->release(0);  // nothing on the device: only the checkpoints at 20, 40, 59 and 60
   for (int diff : {5, 25, 45, 58}) {
     auto b = a;
     b[static_cast<size_t>(diff)] = 249;
-    const Acquisition got = h.cache->acquire({"ns", "s", {}}, b, 1);
+    const Acquisition got = PrefixCacheProbe(*h.cache).acquire({"ns", "s", {}}, b, 1);
     EXPECT_LE(got.reused, diff) << "difference at " << diff;
     if (got.reused > 0) h.expect_exact(1, b, got.reused, "difference at " + std::to_string(diff));
     h.cache->release(1);
@@ -240,7 +241,7 @@ TEST_P(Checkpoints, RandomStreamsResumeExactlyAndKeepEveryInvariant) {
           if (b < static_cast<engine::Pos>(prompt.size())) boundaries.push_back(b);
         }
         const RequestKey key{rng() % 5 == 0 ? "other" : "ns", "s" + std::to_string(rng() % 3), boundaries};
-        const Acquisition got = h.cache->acquire(key, prompt, slot);
+        const Acquisition got = PrefixCacheProbe(*h.cache).acquire(key, prompt, slot);
         ASSERT_FALSE(got.waiting) << "checkpoint families do not wait for a running request";
         ASSERT_LT(got.reused, static_cast<std::int32_t>(prompt.size()));
         whole_entry_hits += got.outcome == Outcome::hit_extend ? 1 : 0;
@@ -311,7 +312,7 @@ TEST_P(Checkpoints, RoomAskedForWhileARequestUsesPartOfAnEntryKeepsItsLock) {
   Harness h(GetParam(), 256, small_config());
   const RequestKey key{"ns", "alice", {30}};
   const auto first = tokens_from(0, 40);
-  ASSERT_EQ(h.cache->acquire(key, first, 0).reused, 0);
+  ASSERT_EQ(PrefixCacheProbe(*h.cache).acquire(key, first, 0).reused, 0);
   ASSERT_TRUE(h.feed(0, first, 0, 40));
   h.cache->donate(0, first);
   // Two requests extend the entry at once; the first to finish leaves a longer entry, part of
@@ -319,8 +320,8 @@ TEST_P(Checkpoints, RoomAskedForWhileARequestUsesPartOfAnEntryKeepsItsLock) {
   auto one = first, two = first;
   for (Token t : tokens_from(90, 20)) one.push_back(t);
   for (Token t : tokens_from(150, 20)) two.push_back(t);
-  ASSERT_EQ(h.cache->acquire(key, one, 1).reused, 40);
-  ASSERT_EQ(h.cache->acquire(key, two, 2).reused, 40);
+  ASSERT_EQ(PrefixCacheProbe(*h.cache).acquire(key, one, 1).reused, 40);
+  ASSERT_EQ(PrefixCacheProbe(*h.cache).acquire(key, two, 2).reused, 40);
   ASSERT_TRUE(h.feed(1, one, 40, 60));
   ASSERT_TRUE(h.feed(2, two, 40, 60));
   h.cache->donate(1, one);
@@ -333,7 +334,7 @@ TEST_P(Checkpoints, RoomAskedForWhileARequestUsesPartOfAnEntryKeepsItsLock) {
   }
   h.cache->donate(2, two);
   h.check("after the second donation");
-  EXPECT_EQ(h.cache->acquire(key, two, 0).reused, 59);
+  EXPECT_EQ(PrefixCacheProbe(*h.cache).acquire(key, two, 0).reused, 59);
   h.cache->release(0);
   h.check("end");
 }

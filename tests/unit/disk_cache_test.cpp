@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "cache/prefix_cache.h"
+#include "cache/prefix_cache_probe.h"
 #include "support/fake_engine.h"
 
 namespace prefixd::cache {
@@ -63,7 +64,7 @@ struct DiskCacheFixture : ::testing::Test {
     }
   }
   Acquisition serve(PrefixCache& cache, const RequestKey& key, const std::vector<Token>& prompt) {
-    const Acquisition got = cache.acquire(key, prompt, 0);
+    const Acquisition got = PrefixCacheProbe(cache).acquire(key, prompt, 0);
     EXPECT_EQ(engine->sequence_tokens(0), std::vector<Token>(prompt.begin(), prompt.begin() + got.reused))
         << "reused cells hold exactly the request's own tokens";
     std::int32_t computed = got.reused;
@@ -86,7 +87,7 @@ TEST_F(DiskCacheFixture, ANewCacheOnTheSameDirectoryRestoresTokenExactlyFromDisk
   {
     auto cache = make();
     serve(*cache, {"ns", "a"}, a);
-    cache->flush_disk();
+    PrefixCacheProbe(*cache).flush_disk();
     const DiskStats disk = cache->stats().disk;
     EXPECT_EQ(disk.segments, 5) << "35 tokens: four 8-token segments and a 3-token tail";
     EXPECT_EQ(disk.tokens, 35);
@@ -95,7 +96,7 @@ TEST_F(DiskCacheFixture, ANewCacheOnTheSameDirectoryRestoresTokenExactlyFromDisk
   auto cache = make();
   auto longer = a;
   for (Token t : range_tokens(200, 10)) longer.push_back(t);
-  const Acquisition got = cache->acquire({"ns", "a"}, longer, 0);
+  const Acquisition got = PrefixCacheProbe(*cache).acquire({"ns", "a"}, longer, 0);
   EXPECT_EQ(got.outcome, Outcome::hit_restore);
   EXPECT_EQ(got.tier, Tier::disk);
   EXPECT_EQ(got.reused, 35);
@@ -105,19 +106,19 @@ TEST_F(DiskCacheFixture, ANewCacheOnTheSameDirectoryRestoresTokenExactlyFromDisk
   EXPECT_EQ(stats.disk.hits, 1);
   EXPECT_EQ(stats.disk.promoted_segments, 5);
   EXPECT_EQ(stats.disk.reads, 5);
-  EXPECT_EQ(cache->verify(), "");
+  EXPECT_EQ(PrefixCacheProbe(*cache).verify(), "");
 
   // An edit inside the third segment: everything before it comes back, from the host tier now.
   auto edited = a;
   edited[21] = 250;
-  const Acquisition edit = cache->acquire({"ns", "a"}, edited, 0);
+  const Acquisition edit = PrefixCacheProbe(*cache).acquire({"ns", "a"}, edited, 0);
   EXPECT_EQ(edit.reused, 21);
   EXPECT_EQ(edit.tier, Tier::host);
   EXPECT_EQ(engine->sequence_tokens(0), std::vector<Token>(a.begin(), a.begin() + 21));
   cache->release(0);
 
   // Another namespace never sees them.
-  EXPECT_EQ(cache->acquire({"other", "a"}, longer, 0).reused, 0);
+  EXPECT_EQ(PrefixCacheProbe(*cache).acquire({"other", "a"}, longer, 0).reused, 0);
   cache->release(0);
 }
 
@@ -127,7 +128,7 @@ TEST_F(DiskCacheFixture, HostEvictionsReachTheDiskWhenTheWriteBehindWasDropped) 
   {
     auto probe = make();
     serve(*probe, {"ns", "a"}, a);
-    probe->flush_disk();
+    PrefixCacheProbe(*probe).flush_disk();
     a_bytes = probe->stats().disk.bytes;
     probe->reset();
   }
@@ -138,11 +139,11 @@ TEST_F(DiskCacheFixture, HostEvictionsReachTheDiskWhenTheWriteBehindWasDropped) 
   serve(*cache, {"ns", "a"}, a);
   EXPECT_EQ(cache->stats().disk.writes_dropped, 1) << "the donation's job is larger than the queue";
   serve(*cache, {"ns", "b"}, range_tokens(120, 20));  // demotes `a` to the host tier; `b` is written
-  cache->flush_disk();
+  PrefixCacheProbe(*cache).flush_disk();
   ASSERT_EQ(cache->stats().disk.segments, 3) << "b: two 8-token segments and a 4-token tail";
   ASSERT_EQ(cache->stats().host_entries, 5);
   cache->tick(/*nothing_running=*/false);  // the first tick expires; a TTL of 0: every host segment is evicted, and goes to disk unless it is there
-  cache->flush_disk();
+  PrefixCacheProbe(*cache).flush_disk();
   const CacheStats stats = cache->stats();
   EXPECT_EQ(stats.evictions_ttl, 6) << "five host segments and the device entry";
   const std::int64_t spilled = stats.disk.segments - 3;
@@ -158,7 +159,7 @@ TEST_P(DiskCacheFamily, CheckpointFamiliesResumeFromDiskCheckpointsAfterARestart
   {
     auto cache = make();
     serve(*cache, {"ns", "a"}, a);
-    cache->flush_disk();
+    PrefixCacheProbe(*cache).flush_disk();
     EXPECT_GT(cache->stats().disk.checkpoints, 0);
     if (engine::has_attention_cells(engine->model())) {
       EXPECT_EQ(cache->stats().disk.tokens, 35) << "the tail and the checkpoint at its end are two files";
@@ -168,7 +169,7 @@ TEST_P(DiskCacheFamily, CheckpointFamiliesResumeFromDiskCheckpointsAfterARestart
   auto cache = make();
   auto longer = a;
   for (Token t : range_tokens(200, 10)) longer.push_back(t);
-  const Acquisition got = cache->acquire({"ns", "a"}, longer, 0);
+  const Acquisition got = PrefixCacheProbe(*cache).acquire({"ns", "a"}, longer, 0);
   EXPECT_EQ(got.tier, Tier::disk);
   EXPECT_EQ(got.reused, 35) << "the prompt's end was checkpointed";
   if (engine::has_attention_cells(engine->model())) {
@@ -185,7 +186,7 @@ TEST_F(DiskCacheFixture, AnotherModelsFilesAreForeign) {
   {
     auto cache = make();
     serve(*cache, {"ns", "a"}, range_tokens(0, 35));
-    cache->flush_disk();
+    PrefixCacheProbe(*cache).flush_disk();
   }
   engine = make_engine(engine::ModelFamily::hybrid);  // another fingerprint
   auto cache = make();

@@ -93,7 +93,7 @@ TEST_F(KvEventsTest, TheStreamRebuildsEveryTiersBlocks) {
   expect_in_step(*cache, "empty");
   EXPECT_EQ(rebuilt.cleared, 1) << "a subscriber starts over";
   serve(*cache, key, a);
-  cache->flush_disk();
+  PrefixCacheProbe(*cache).flush_disk();
   expect_in_step(*cache, "after a");
   EXPECT_EQ(rebuilt.blocks[0].size(), 26u);
   EXPECT_EQ(rebuilt.blocks[2].size(), 26u) << "its disk copy";
@@ -104,7 +104,7 @@ TEST_F(KvEventsTest, TheStreamRebuildsEveryTiersBlocks) {
   EXPECT_EQ(rebuilt.blocks[1].size(), 26u);
 
   serve(*cache, key, b);
-  cache->flush_disk();
+  PrefixCacheProbe(*cache).flush_disk();
   expect_in_step(*cache, "after b");
   serve(*cache, key, a);
   expect_in_step(*cache, "a again, a hit");
@@ -122,7 +122,7 @@ TEST_F(KvEventsTest, ARestartedCacheAnnouncesItsDiskFiles) {
   {
     auto cache = make();
     serve(*cache, key, a);
-    cache->flush_disk();
+    PrefixCacheProbe(*cache).flush_disk();
   }
   engine.reset();
   auto reopened = make();
@@ -142,7 +142,7 @@ TEST_F(KvEventsTest, AScopeTheFilterRefusesIsNeverAnnounced) {
   cache->record_kv_events([mine](const ScopeId& scope) { return scope == mine; });
   serve(*cache, other, b);
   serve(*cache, own, a);
-  cache->flush_disk();
+  PrefixCacheProbe(*cache).flush_disk();
   std::vector<KvEvent> events = cache->take_kv_events();
   const std::vector<Digest> others = cache->chain_of(other, b);
   const std::set<Digest> refused(others.begin(), others.end());

@@ -5,6 +5,7 @@
 
 #include "cache/block_hash.h"
 #include "cache/prefix_cache.h"
+#include "cache/prefix_cache_probe.h"
 #include "cache/radix_tree.h"
 #include "support/fake_engine.h"
 
@@ -109,7 +110,7 @@ struct CacheFixture : ::testing::Test {
   }
   // A request's life: acquire into slot, feed the rest of the prompt, donate.
   Acquisition serve(PrefixCache& cache, const RequestKey& key, const std::vector<Token>& prompt, engine::SeqId slot = 0) {
-    const Acquisition got = cache.acquire(key, prompt, slot);
+    const Acquisition got = PrefixCacheProbe(cache).acquire(key, prompt, slot);
     EXPECT_EQ(engine.sequence_tokens(slot), std::vector<Token>(prompt.begin(), prompt.begin() + got.reused))
         << "reused cells hold exactly the request's own tokens";
     feed(engine, slot, prompt, got.reused, static_cast<int>(prompt.size()));
@@ -170,7 +171,7 @@ TEST_F(CacheFixture, AReuseNeverEndsInsideAnUnbrokenSpan) {
   const Acquisition from_host = serve(*cache, key, again);
   EXPECT_EQ(from_host.tier, Tier::host);
   EXPECT_EQ(from_host.reused, 20);
-  EXPECT_EQ(cache->verify(), "");
+  EXPECT_EQ(PrefixCacheProbe(*cache).verify(), "");
 
   // Without the span the same prompt reuses up to where it diverges.
   ASSERT_GT(cache->release_device_cells(1 << 20), 0);
@@ -247,7 +248,7 @@ TEST_F(CacheFixture, DemotedTailShorterThanASegmentIsKeptAndRestored) {
   auto longer = a;
   for (Token t : range_tokens(200, 30)) longer.push_back(t);
   serve(*cache, {"ns", "b"}, range_tokens(120, 20));  // demotes `a` again (already stored)
-  const Acquisition next = cache->acquire({"ns", "a"}, longer, 0);
+  const Acquisition next = PrefixCacheProbe(*cache).acquire({"ns", "a"}, longer, 0);
   EXPECT_EQ(next.reused, 46);
   EXPECT_EQ(engine.sequence_tokens(0), a);
   cache->release(0);
@@ -260,7 +261,7 @@ TEST_F(CacheFixture, HostRestoreStopsAtTheTokenWhereThePromptDiverges) {
   serve(*cache, {"ns", "b"}, range_tokens(120, 20));
   auto edited = a;
   edited[21] = 250;  // inside the third 8-token segment, not on a block boundary
-  const Acquisition got = cache->acquire({"ns", "a"}, edited, 0);
+  const Acquisition got = PrefixCacheProbe(*cache).acquire({"ns", "a"}, edited, 0);
   EXPECT_EQ(got.outcome, Outcome::hit_restore);
   EXPECT_EQ(got.reused, 21);
   EXPECT_EQ(engine.sequence_tokens(0), std::vector<Token>(a.begin(), a.begin() + 21));
@@ -279,7 +280,7 @@ TEST_F(CacheFixture, HostEvictionTakesLeavesBeforeTheirPrefixes) {
   serve(*cache, {"ns", "a"}, a);
   serve(*cache, {"ns", "b"}, range_tokens(120, 16));
   EXPECT_EQ(cache->stats().host_entries, 3);
-  EXPECT_EQ(cache->acquire({"ns", "a"}, a, 0).reused, 24) << "the three segments kept are the first three";
+  EXPECT_EQ(PrefixCacheProbe(*cache).acquire({"ns", "a"}, a, 0).reused, 24) << "the three segments kept are the first three";
 }
 
 TEST_F(CacheFixture, SharedSystemPromptIsStoredOnce) {
@@ -303,7 +304,7 @@ TEST_F(CacheFixture, HostSegmentThatCannotBeRestoredIsDroppedAndTheRequestGoesCo
   serve(*cache, {"ns", "b"}, range_tokens(120, 35));
   ASSERT_EQ(cache->stats().host_entries, 5);
   feed(engine, 1, range_tokens(0, 4096 - engine.used_cells()), 0, 4096 - engine.used_cells());
-  const Acquisition got = cache->acquire({"ns", "a"}, a, 0);
+  const Acquisition got = PrefixCacheProbe(*cache).acquire({"ns", "a"}, a, 0);
   EXPECT_EQ(got.reused, 0);
   EXPECT_GE(cache->stats().failed_restores, 1);
   EXPECT_TRUE(engine.sequence_positions(0).empty());
@@ -341,7 +342,7 @@ TEST_F(CacheFixture, CompactionRewritesIdleEntriesKeepingTheirSharing) {
   EXPECT_EQ(cache->tick(true), 0) << "nothing was donated since";
   EXPECT_EQ(cache->stats().compactions, 1);
   // The entries still serve their prompts token for token.
-  EXPECT_EQ(cache->acquire({"ns", "a"}, a, 1).reused, static_cast<std::int32_t>(a.size()) - 1);
+  EXPECT_EQ(PrefixCacheProbe(*cache).acquire({"ns", "a"}, a, 1).reused, static_cast<std::int32_t>(a.size()) - 1);
   EXPECT_EQ(engine.sequence_tokens(1), std::vector<Token>(a.begin(), a.end() - 1));
   serve(*cache, {"ns", "c"}, range_tokens(200, 20));  // a donation: due again
   EXPECT_EQ(cache->tick(true), 0) << "never while one of the cache's sequences runs";
