@@ -190,7 +190,7 @@ void BM_AcquireDonate(benchmark::State& state) {
   end.report(state, variant == kHitRelease ? "release" : "donate");
   total.report(state, "total");
   state.counters["hit_rate"] = static_cast<double>(hits) / static_cast<double>(state.iterations());
-  state.counters["host_segments"] = static_cast<double>(stats.host_entries);
+  state.counters["host_segments"] = static_cast<double>(stats.host.entries);
   state.counters["setup_s"] = f.setup_seconds();
   state.SetLabel(std::string(shape == kConversationTree ? "tree 18^4" : "flat 10k") + ", " +
                  (variant == kMissDonate ? "miss+donate" : variant == kHitDonate ? "hit+donate" : "hit+release"));
@@ -233,7 +233,7 @@ void BM_KvEventsRefresh(benchmark::State& state) {
   }
   refresh.report(state, "refresh");
   state.counters["events_per_refresh"] = static_cast<double>(events) / static_cast<double>(state.iterations());
-  state.counters["host_segments"] = static_cast<double>(f.cache().stats().host_entries);
+  state.counters["host_segments"] = static_cast<double>(f.cache().stats().host.entries);
   state.SetLabel("tree 18^4, hit+donate, then the refresh");
 }
 

@@ -84,8 +84,8 @@ void BM_HostRestore(benchmark::State& state) {
   cache.donate(kSlot, stored);
   cache.release_device_cells(n);
   const cache::CacheStats before = cache.stats();
-  if (before.device_entries != 0 || before.host_bytes == 0) throw std::logic_error("the prompt did not reach the host tier");
-  const std::uint64_t bytes = before.host_bytes;
+  if (before.device.entries != 0 || before.host.bytes == 0) throw std::logic_error("the prompt did not reach the host tier");
+  const std::uint64_t bytes = before.host.bytes;
 
   Samples restore;
   for (auto _ : state) {
@@ -132,7 +132,7 @@ void BM_HostRestore(benchmark::State& state) {
   const double memcpy_gbps = static_cast<double>(bytes) / median_seconds(copy) / 1e9;
   state.counters["tokens"] = n;
   state.counters["host_bytes"] = static_cast<double>(bytes);
-  state.counters["host_segments"] = static_cast<double>(before.host_entries);
+  state.counters["host_segments"] = static_cast<double>(before.host.entries);
   state.counters["restore_GBps"] = restore_gbps;
   state.counters["memcpy_GBps"] = memcpy_gbps;
   state.counters["fraction_of_memcpy"] = restore_gbps / memcpy_gbps;

@@ -46,14 +46,14 @@ http::Response CacheViews::stats(const http::Request& req) const {
   // The draft model's own prompt cache (--model-draft), server-wide: its prefixes are the
   // target's, read by another model.
   if (const auto draft = scheduler_.draft_cache_stats(); draft && !*tenant) {
-    view["draft"] = {{"hits", draft->hits},
-                     {"misses", draft->misses},
-                     {"tokens_reused", draft->tokens_reused},
-                     {"prompt_tokens", draft->prompt_tokens},
-                     {"device_entries", draft->device_entries},
-                     {"device_cells", draft->device_cells},
-                     {"host_entries", draft->host_entries},
-                     {"host_bytes", draft->host_bytes},
+    view["draft"] = {{"hits", draft->requests.hits},
+                     {"misses", draft->requests.misses},
+                     {"tokens_reused", draft->requests.tokens_reused},
+                     {"prompt_tokens", draft->requests.prompt_tokens},
+                     {"device_entries", draft->device.entries},
+                     {"device_cells", draft->device.cells},
+                     {"host_entries", draft->host.entries},
+                     {"host_bytes", draft->host.bytes},
                      {"disk_files", draft->disk.files},
                      {"disk_bytes", draft->disk.bytes},
                      {"disk_queue_bytes", draft->disk.queue_bytes},

@@ -56,13 +56,13 @@ http::Response metrics_answer(const RouteContext& route, const http::Request& re
   if (const auto draft = scheduler.draft_cache_stats()) {
     // The draft model's own prompt cache (--model-draft): what /v1/cache/stats shows as `draft`.
     registry.counter("prefixd_draft_cache_hits_total", "Draft model lanes that reused a prefix from its own cache.",
-                     static_cast<double>(draft->hits));
+                     static_cast<double>(draft->requests.hits));
     registry.counter("prefixd_draft_cache_tokens_reused_total", "Tokens the draft model's cache gave its lanes.",
-                     static_cast<double>(draft->tokens_reused));
+                     static_cast<double>(draft->requests.tokens_reused));
     registry.counter("prefixd_draft_cache_prompt_tokens_total", "Tokens the draft model's lanes looked up in its cache.",
-                     static_cast<double>(draft->prompt_tokens));
+                     static_cast<double>(draft->requests.prompt_tokens));
     registry.gauge("prefixd_draft_cache_device_cells", "Cells the draft model's device tier holds.",
-                   static_cast<double>(draft->device_cells));
+                   static_cast<double>(draft->device.cells));
   }
   add_compute_metrics(registry, cache, model);
   add_tenant_metrics(registry, cache, TenantNames(route.keys));

@@ -177,9 +177,14 @@ struct ScopeStats {
   ScopeUsage disk;         // files (tokens: of the segment files)
 };
 
-struct CacheStats {
-  bool enabled = false;
-  bool apc_enabled = false;
+// A stats snapshot is composed of each part's own stats: the requests' counters (CacheCounters),
+// the device tier (DeviceTier, with the budgets and the counters the coordinator moves as it
+// demotes, evicts and compacts), the host tier (HostStore), the checkpoint store, the retentions,
+// the disk tier and the shared tier. Where a report names one figure for several tiers (an
+// eviction's TTL reason, the cache's entries and bytes), CacheStats sums them.
+
+// The requests' counters and the sequences running now.
+struct RequestStats {
   std::int64_t hits = 0;
   std::int64_t misses = 0;
   std::int64_t tokens_reused = 0;
@@ -191,60 +196,89 @@ struct CacheStats {
   // tokens_reused by the deepest tier that served part of each prefix (Acquisition::tier).
   std::array<std::int64_t, kTierCount> tokens_reused_by_tier{};
   std::array<std::int64_t, kOutcomeCount> outcomes{};  // by Outcome
-  std::int64_t inflight_shares = 0;    // hits taken from another running request
-  std::int64_t demotions = 0;          // device entries moved to the host tier
-  std::int64_t device_evictions = 0;   // device entries dropped or cut back without demotion
-  std::int64_t evictions_lru = 0;      // host segments evicted for the segment-count budget
-  std::int64_t evictions_ttl = 0;      // device entries and host segments unused for the TTL
-  std::int64_t evictions_capacity = 0; // host segments evicted for the byte budget
-  std::int64_t failed_restores = 0;
-  std::int64_t compactions = 0;        // device tier rewritten at the low end of the context
-  std::int64_t device_entries = 0;
-  std::int64_t device_holders = 0;     // device entry budget
-  std::int64_t device_cells = 0;       // cells held by device entries (exact)
-  std::int64_t device_locked_cells = 0;// of which running requests use too
-  std::uint64_t device_bytes = 0;
-  std::int64_t device_cells_budget = 0;
-  std::int64_t device_states = 0;      // entries whose holder keeps the state at its end (checkpoint families)
-  std::int64_t host_entries = 0;       // segments
-  std::int64_t host_max_segments = 0;
-  std::uint64_t host_bytes = 0;
-  std::uint64_t host_capacity_bytes = 0;
-  std::string reuse_mode;              // "trim" or "checkpoints"
-  std::int64_t checkpoints = 0;
-  std::uint64_t checkpoint_bytes = 0;
-  std::uint64_t checkpoint_capacity_bytes = 0;
-  std::int64_t checkpoint_max_entries = 0;
-  std::int64_t checkpoint_sessions = 0;
-  std::int64_t checkpoints_saved = 0;
-  std::int64_t checkpoints_restored = 0;
-  std::int64_t checkpoint_evictions_lru = 0;
-  std::int64_t checkpoint_evictions_ttl = 0;
-  std::int64_t checkpoint_evictions_capacity = 0;
-  std::int64_t checkpoints_superseded = 0;
-  std::int64_t checkpoint_refusals_diverged = 0;
-  std::int64_t checkpoint_refusals_evicted = 0;
-  std::int64_t checkpoint_refusals_namespace = 0;
-  std::int64_t retained_prefixes = 0;  // live retentions (retention.h)
-  std::int64_t retained_tokens = 0;    // the sum of their lengths
-  std::int64_t retain_tokens_budget = 0;  // per scope
-  std::int64_t retentions_added = 0;
-  std::int64_t retentions_renewed = 0;
-  std::int64_t retentions_refused = 0;
-  std::int64_t retentions_lifted = 0;
-  std::int64_t retentions_expired = 0;
-  std::int64_t running = 0;            // sequences registered by acquire()
-  std::int64_t waiting = 0;            // of which wait for another request's prefix
+  std::int64_t inflight_shares = 0;  // hits taken from another running request
+  std::int64_t running = 0;          // sequences registered by acquire()
+  std::int64_t waiting = 0;          // of which wait for another request's prefix
+};
+
+struct DeviceTierStats {
+  std::int64_t entries = 0;
+  std::int64_t holders = 0;       // entry budget
+  std::int64_t cells = 0;         // cells held by entries (exact)
+  std::int64_t locked_cells = 0;  // of which running requests use too
+  std::uint64_t bytes = 0;
+  std::int64_t cells_budget = 0;
+  std::int64_t states = 0;        // entries whose holder keeps the state at its end (checkpoint families)
+  std::int64_t demotions = 0;     // entries moved to the host tier
+  std::int64_t evictions = 0;     // entries dropped or cut back without demotion
+  std::int64_t evictions_ttl = 0; // entries unused for the TTL
+  std::int64_t compactions = 0;   // the tier rewritten at the low end of the context
+};
+
+struct HostTierStats {
+  std::int64_t entries = 0;  // segments
+  std::int64_t max_segments = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t capacity_bytes = 0;
+  std::int64_t evictions_lru = 0;       // segments evicted for the segment-count budget
+  std::int64_t evictions_ttl = 0;       // segments unused for the TTL
+  std::int64_t evictions_capacity = 0;  // segments evicted for the byte budget
+  std::int64_t failed_restores = 0;     // segments that could not be restored
+};
+
+struct CheckpointStats {
+  std::int64_t entries = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t capacity_bytes = 0;
+  std::int64_t max_entries = 0;
+  std::int64_t sessions = 0;
+  std::int64_t saved = 0;
+  std::int64_t restored = 0;
+  std::int64_t evictions_lru = 0;
+  std::int64_t evictions_ttl = 0;
+  std::int64_t evictions_capacity = 0;
+  std::int64_t superseded = 0;
+  std::int64_t refusals_diverged = 0;
+  std::int64_t refusals_evicted = 0;
+  std::int64_t refusals_namespace = 0;
+};
+
+struct RetentionStats {
+  std::int64_t prefixes = 0;                  // live retentions (retention.h)
+  std::int64_t tokens = 0;                    // the sum of their lengths
+  std::int64_t budget_tokens_per_scope = 0;
+  std::int64_t added = 0;
+  std::int64_t renewed = 0;
+  std::int64_t refused = 0;
+  std::int64_t lifted = 0;
+  std::int64_t expired = 0;
+};
+
+struct CacheStats {
+  bool enabled = false;
+  bool apc_enabled = false;
+  std::string reuse_mode;  // "trim" or "checkpoints"
+  std::int32_t block_size = 0;
+  std::string hash;
+  RequestStats requests;
+  DeviceTierStats device;
+  HostTierStats host;
+  CheckpointStats checkpoints;
+  RetentionStats retained;
+  DiskStats disk;
+  RemoteStats remote;
+  // Blocks across the device and host tiers.
   std::int64_t total_blocks_stored = 0;
   std::int64_t unique_block_hashes = 0;
   std::int64_t apc_active_entries = 0;
-  std::int32_t block_size = 0;
-  std::string hash;
-  DiskStats disk;
-  RemoteStats remote;
   // Per scope: every scope that has made a request or holds anything. The counters and holdings
   // above are the sums of these.
   std::map<ScopeId, ScopeStats> scopes;
+
+  // The sums a report names as one figure.
+  std::int64_t evictions_ttl() const { return device.evictions_ttl + host.evictions_ttl; }
+  std::int64_t entries() const { return device.entries + host.entries + checkpoints.entries; }
+  std::uint64_t bytes() const { return device.bytes + host.bytes + checkpoints.bytes; }
 };
 
 struct ResetReport {

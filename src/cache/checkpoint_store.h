@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cache/block_hash.h"
+#include "cache/cache_types.h"
 #include "cache/scope.h"
 #include "engine/types.h"
 
@@ -120,6 +121,23 @@ class CheckpointStore {
   std::int64_t max_entries() const { return max_entries_; }
   std::size_t sessions() const { return chains_.size(); }
   const Counters& counters() const { return counters_; }
+  // Its part of a stats snapshot: holdings, budgets and counters.
+  CheckpointStats stats() const {
+    return CheckpointStats{.entries = static_cast<std::int64_t>(size()),
+                           .bytes = bytes(),
+                           .capacity_bytes = capacity(),
+                           .max_entries = max_entries(),
+                           .sessions = static_cast<std::int64_t>(sessions()),
+                           .saved = counters_.saved,
+                           .restored = counters_.restored,
+                           .evictions_lru = counters_.evicted_lru,
+                           .evictions_ttl = counters_.evicted_ttl,
+                           .evictions_capacity = counters_.evicted_capacity,
+                           .superseded = counters_.superseded,
+                           .refusals_diverged = counters_.refusals[static_cast<size_t>(Refusal::diverged)],
+                           .refusals_evicted = counters_.refusals[static_cast<size_t>(Refusal::evicted)],
+                           .refusals_namespace = counters_.refusals[static_cast<size_t>(Refusal::ns)]};
+  }
   // "" when the byte and count totals, LRU list, position index and session counts agree.
   std::string verify() const;
 

@@ -47,7 +47,7 @@ bool DeviceBudget::expire(DeviceClock::time_point cutoff) {
   while (DeviceEntry* victim = tiers_.device.least_recently_used([&](const DeviceEntry& e) { return e.last_used < cutoff && !tiers_.device.retained(e); })) {
     const std::string ns = victim->lineage.ns;
     tiers_.device.cut_back(*victim);
-    counters_.totals.evictions_ttl += 1;
+    counters_.totals.device.evictions_ttl += 1;
     repin_(ns);
     changed = true;
   }
@@ -74,9 +74,9 @@ void DeviceBudget::save_to_host(const DeviceEntry& e) {
     saved = e.state_at_end;  // the state alone is the entry: kept as a checkpoint at its end
   }
   if (saved) {
-    counters_.totals.demotions += 1;
+    counters_.totals.device.demotions += 1;
   } else {
-    counters_.totals.device_evictions += 1;
+    counters_.totals.device.evictions += 1;
   }
   counters_.count_evictions(evicted);
 }

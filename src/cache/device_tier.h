@@ -119,6 +119,15 @@ class DeviceTier {
   // Idle cells, not counting the newest entry's own (see the idle budget in prefix_cache.h).
   std::int64_t budgeted_idle_cells() const;
   std::uint64_t bytes() const { return static_cast<std::uint64_t>(cells()) * kv_bytes_per_token_; }
+  // Its holdings for a stats snapshot; the budget, the states and the counters of demotions,
+  // evictions and compactions are the coordinator's to add (prefix_cache_stats.cpp).
+  DeviceTierStats stats() const {
+    return DeviceTierStats{.entries = static_cast<std::int64_t>(entries().size()),
+                           .holders = holder_count(),
+                           .cells = cells(),
+                           .locked_cells = locked_cells(),
+                           .bytes = bytes()};
+  }
   // Cells of each namespace's tree (0 without attention cells).
   std::int64_t cells_of(const std::string& ns) const;
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cache/block_hash.h"
+#include "cache/cache_types.h"
 #include "cache/changed_keys.h"
 #include "cache/scope.h"
 #include "cache/segment_index.h"
@@ -89,6 +90,9 @@ class HostStore final : public SegmentIndex {
   std::uint64_t bytes() const { return bytes_; }
   std::int64_t tokens() const { return tokens_; }  // sum of the segments' lengths
   std::size_t size() const { return segments_.size(); }
+  // Its holdings for a stats snapshot; the budgets as configured and the counters of evictions and
+  // failed restores are the coordinator's to add (prefix_cache_stats.cpp).
+  HostTierStats stats() const { return HostTierStats{.entries = static_cast<std::int64_t>(size()), .bytes = bytes()}; }
   std::uint64_t capacity() const { return capacity_bytes_; }
   // "" when every segment whose parent segment is stored is less recently used than that parent.
   std::string verify_lru_order() const;

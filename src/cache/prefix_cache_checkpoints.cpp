@@ -23,7 +23,7 @@ void PrefixCache::Impl::refresh_window_entries() {
     DeviceEntry& e = device_.entry(id);
     const std::string ns = e.lineage.ns;
     trace("entry {} lost the start of its window cells; dropped", id);
-    counters_.totals.device_evictions += 1;
+    counters_.totals.device.evictions += 1;
     // Running requests that locked its cells hold their own copies of them: unlock first.
     for (auto& [seq, lease] : leases_) {
       if (lease.lineage.ns == ns && lease.locked > 0) unlock(device_, lease);

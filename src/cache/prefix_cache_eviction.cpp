@@ -70,7 +70,7 @@ std::int64_t PrefixCache::Impl::compact() {
   if (!compaction_due()) return 0;
   const DeviceTier::Compacted done = device_.compact();
   if (done.lost > 0) spdlog::warn("cache: compaction lost {} entries", done.lost);
-  counters_.totals.compactions += 1;
+  counters_.totals.device.compactions += 1;
   trace("compact: {} entries, {} cells rewritten", device_.entries().size(), done.cells);
   publish();
   return done.cells;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cache/block_hash.h"
+#include "cache/cache_types.h"
 #include "cache/scope.h"
 #include "engine/types.h"
 
@@ -77,6 +78,17 @@ class Retentions {
     std::int64_t expired = 0;  // reached their deadline
   };
   const Counters& counters() const { return counters_; }
+  // Its part of a stats snapshot.
+  RetentionStats stats() const {
+    return RetentionStats{.prefixes = size(),
+                          .tokens = tokens(),
+                          .budget_tokens_per_scope = tokens_per_scope(),
+                          .added = counters_.added,
+                          .renewed = counters_.renewed,
+                          .refused = counters_.refused,
+                          .lifted = counters_.lifted,
+                          .expired = counters_.expired};
+  }
 
  private:
   using List = std::list<Retention>;

@@ -63,7 +63,7 @@ std::optional<Acquisition> HostSegments::adopt(Lease& lease, const SourceOffer& 
   // A restore also takes the device's part of the prefix from its cells.
   if (from > 0) copies_.from_entry(lease, offer.entry.entry, from);
   copies_.make_room();
-  std::int32_t held = host_.restore(plan, lease.seq, from, counters_.totals.failed_restores, pin_);
+  std::int32_t held = host_.restore(plan, lease.seq, from, counters_.totals.host.failed_restores, pin_);
   // A segment that failed may leave the prefix inside an unbroken span: cut it back to its start
   // (never below `from`, which is outside every span).
   if (const std::int32_t cut = outside_unbroken(lease.key.unbroken, held); cut < held) {
@@ -169,13 +169,13 @@ std::optional<Acquisition> Checkpoints::adopt(Lease& lease, const SourceOffer& o
     lock(device_, lease, k);
   }
   if (ok && attention && from_device < k) {
-    ok = host_.restore(host_.clip(host_plan, k), lease.seq, from_device, counters_.totals.failed_restores, pin_) >= k;
+    ok = host_.restore(host_.clip(host_plan, k), lease.seq, from_device, counters_.totals.host.failed_restores, pin_) >= k;
   }
   // The attention cells are in place; the checkpoint replaces the partial state they came with.
   ok = ok && engine_.restore_checkpoint(now.checkpoint->state, lease.seq);
   if (!ok) {
     if (k >= config_.min_prefix) {
-      counters_.totals.failed_restores += 1;
+      counters_.totals.host.failed_restores += 1;
       spdlog::warn("cache: the checkpoint at position {} could not be restored; the request runs cold", k);
       checkpoints_.erase(now.key);
     }

@@ -121,7 +121,7 @@ TEST_F(RequestLifeRemote, TheLookupStartsAtOpenAndAdmitAdoptsWhatItBrought) {
   EXPECT_EQ(b.cache->stats().remote.fetches, 1) << "the lookup started when the ticket opened";
   const Admission early = b.cache->admit(ticket, kSlot, kRoom);
   if (early.kind == Admission::Kind::lookup_pending) {
-    EXPECT_EQ(b.cache->stats().running, 0) << "a request waiting for its lookup holds no sequence";
+    EXPECT_EQ(b.cache->stats().requests.running, 0) << "a request waiting for its lookup holds no sequence";
     EXPECT_TRUE(b.engine.sequence_positions(kSlot).empty());
     for (const auto until = std::chrono::steady_clock::now() + 10s; done_calls == 0 && std::chrono::steady_clock::now() < until;) {
       std::this_thread::sleep_for(5ms);
@@ -145,13 +145,13 @@ TEST_F(RequestLifeRemote, AHungStoreKeepsTheRequestWaitingUntilItsDeadlineThenIt
   const Admission waiting = node.cache->admit(ticket, kSlot, kRoom);
   ASSERT_EQ(waiting.kind, Admission::Kind::lookup_pending);
   EXPECT_GT(waiting.deadline, std::chrono::steady_clock::now());
-  EXPECT_EQ(node.cache->stats().running, 0);
+  EXPECT_EQ(node.cache->stats().requests.running, 0);
   std::this_thread::sleep_until(waiting.deadline + 10ms);
   const Admission got = node.cache->admit(ticket, kSlot, kRoom);
   ASSERT_EQ(got.kind, Admission::Kind::ready);
   EXPECT_EQ(got.acquisition.outcome, Outcome::cold);
   EXPECT_EQ(node.cache->stats().remote.fetch_timeouts, 1);
-  EXPECT_EQ(node.cache->stats().running, 1);
+  EXPECT_EQ(node.cache->stats().requests.running, 1);
   node.cache->release(kSlot);
   valkey_->signal(SIGCONT);
 }

@@ -90,7 +90,7 @@ struct CacheFixture : ::testing::Test {
   }
   // Every byte the cache's stats say it holds, in all tiers.
   static std::uint64_t held_bytes(const cache::CacheStats& s) {
-    return s.device_bytes + s.host_bytes + s.checkpoint_bytes + s.disk.bytes;
+    return s.bytes() + s.disk.bytes;
   }
   std::int64_t files_on_disk() const {
     std::int64_t files = 0;

@@ -65,9 +65,9 @@ TEST_F(CacheArtifacts, AThrowingAdmitLeavesEveryTierUnchanged) {
   EXPECT_TRUE(called);
   PrefixCacheProbe(*cache).flush_disk();
   const CacheStats after = cache->stats();
-  EXPECT_EQ(after.host_entries, before.host_entries);
-  EXPECT_EQ(after.host_bytes, before.host_bytes);
-  EXPECT_EQ(after.checkpoints, before.checkpoints);
+  EXPECT_EQ(after.host.entries, before.host.entries);
+  EXPECT_EQ(after.host.bytes, before.host.bytes);
+  EXPECT_EQ(after.checkpoints.entries, before.checkpoints.entries);
   EXPECT_EQ(after.disk.files, before.disk.files);
   EXPECT_EQ(after.disk.writes, before.disk.writes);
   EXPECT_EQ(files_on_disk(), files);

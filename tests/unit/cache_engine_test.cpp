@@ -163,7 +163,7 @@ TEST(CacheOnTinyModel, PrefixRestoredIntoAnEmptyContextAtTheChunkBoundaryIsBitId
   feed(*e, kSlot, prompt, 0, m);
   cache.donate(kSlot, prefix);
   ASSERT_GT(cache.release_device_cells(m), 0);
-  ASSERT_EQ(cache.stats().device_entries, 0);
+  ASSERT_EQ(cache.stats().device.entries, 0);
   for (engine::SeqId s = 0; s < 7; ++s) ASSERT_TRUE(e->sequence_positions(s).empty());
 
   const Acquisition restored = PrefixCacheProbe(cache).acquire(key, prompt, kSlot);

@@ -66,8 +66,8 @@ struct Harness {
     const auto any_slot = [](const std::set<SeqId>& o) { return std::ranges::any_of(o, is_slot); };
     const CacheStats s = cache->stats();
     ASSERT_EQ(engine.count_cells(any_holder), PrefixCacheProbe(*cache).device_cells()) << where;
-    ASSERT_EQ(s.device_cells, PrefixCacheProbe(*cache).device_cells()) << where << ": the published stats agree";
-    ASSERT_EQ(engine.count_cells([&](const auto& o) { return any_holder(o) && any_slot(o); }), s.device_locked_cells)
+    ASSERT_EQ(s.device.cells, PrefixCacheProbe(*cache).device_cells()) << where << ": the published stats agree";
+    ASSERT_EQ(engine.count_cells([&](const auto& o) { return any_holder(o) && any_slot(o); }), s.device.locked_cells)
         << where << ": locked cells are exactly the cells running requests share with entries";
     ASSERT_EQ(engine.count_cells([&](const auto& o) { return any_holder(o) && !any_slot(o); }), PrefixCacheProbe(*cache).idle_cells())
         << where << ": idle cells are exactly the holders' cells nobody running uses";
@@ -119,8 +119,8 @@ TEST(CacheCells, HostRestoreBesideADeviceEntryTakesTheSharedPrefixFromIt) {
     h.cache->donate(0, prompt);
   }
   // Budget 0 on this backend: `a` went to the host tier when `b` arrived; `b` stays resident.
-  ASSERT_EQ(h.cache->stats().device_entries, 1);
-  ASSERT_EQ(h.cache->stats().demotions, 1);
+  ASSERT_EQ(h.cache->stats().device.entries, 1);
+  ASSERT_EQ(h.cache->stats().device.demotions, 1);
   const auto again = concat(a, tokens_from(20, 5));
   const Acquisition got = PrefixCacheProbe(*h.cache).acquire({"ns", "x"}, again, 1);
   EXPECT_EQ(got.outcome, Outcome::hit_restore);
@@ -129,7 +129,7 @@ TEST(CacheCells, HostRestoreBesideADeviceEntryTakesTheSharedPrefixFromIt) {
   EXPECT_EQ(PrefixCacheProbe(*h.cache).locked_by(1), 20) << "the system prompt's cells come from the resident entry";
   h.check_cells("after the restore");
   EXPECT_EQ(h.engine.used_cells(), 20 + 60) << "the resident entry's own 30 cells went to the host tier first";
-  EXPECT_EQ(h.cache->stats().demotions, 2);
+  EXPECT_EQ(h.cache->stats().device.demotions, 2);
 }
 
 // A 50-token entry, and a request in sequence 1 that adopted its first 40 tokens and computed a
@@ -191,7 +191,7 @@ TEST(CacheInflight, ASecondRequestWaitsForThePrefixTheFirstIsComputingAndCountsA
   EXPECT_EQ(PrefixCacheProbe(*h.cache).acquire({"ns", "a"}, a, 0).outcome, Outcome::cold);
   const Acquisition wait = PrefixCacheProbe(*h.cache).acquire({"ns", "b"}, b, 1);
   ASSERT_TRUE(wait.waiting);
-  EXPECT_EQ(h.cache->stats().waiting, 1);
+  EXPECT_EQ(h.cache->stats().requests.waiting, 1);
   ASSERT_TRUE(h.feed(0, a, 0, 32));
   EXPECT_TRUE(h.cache->take_resolved().empty()) << "half the prefix is not enough";
   ASSERT_TRUE(h.feed(0, a, 32, static_cast<int>(a.size())));
@@ -202,10 +202,10 @@ TEST(CacheInflight, ASecondRequestWaitsForThePrefixTheFirstIsComputingAndCountsA
   EXPECT_EQ(ready[0].acquisition.tier, Tier::device);
   EXPECT_EQ(h.engine.sequence_tokens(1), system);
   const CacheStats s = h.cache->stats();
-  EXPECT_EQ(s.hits, 1);
-  EXPECT_EQ(s.misses, 1);
-  EXPECT_EQ(s.inflight_shares, 1);
-  EXPECT_EQ(s.outcomes[static_cast<size_t>(Outcome::hit_extend)] + s.outcomes[static_cast<size_t>(Outcome::partial)], 1);
+  EXPECT_EQ(s.requests.hits, 1);
+  EXPECT_EQ(s.requests.misses, 1);
+  EXPECT_EQ(s.requests.inflight_shares, 1);
+  EXPECT_EQ(s.requests.outcomes[static_cast<size_t>(Outcome::hit_extend)] + s.requests.outcomes[static_cast<size_t>(Outcome::partial)], 1);
   // When the first request finishes, the second one's shared cells become the entry's, locked.
   h.cache->donate(0, a);
   EXPECT_EQ(PrefixCacheProbe(*h.cache).locked_by(1), 64);
@@ -225,7 +225,7 @@ TEST(CacheInflight, AWaiterWhoseSourceFailsStartsOverOnItsOwn) {
   const std::vector<Resolved> ready = h.cache->take_resolved();
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].acquisition.outcome, Outcome::cold);
-  EXPECT_EQ(h.cache->stats().misses, 2);
+  EXPECT_EQ(h.cache->stats().requests.misses, 2);
   h.check_cells("after the release");
 }
 
@@ -243,9 +243,9 @@ TEST(CacheHost, SegmentsHaveTheirOwnBudgetAndDoNotPushDeviceEntriesOut) {
     if (i == 3) h.cache->release_device_cells(1000);
   }
   const CacheStats s = h.cache->stats();
-  EXPECT_LE(s.host_entries, 6);
-  EXPECT_EQ(s.device_entries, kHolders) << "every holder keeps an entry although the host tier is full";
-  EXPECT_GT(s.evictions_lru, 0) << "the segment budget bound";
+  EXPECT_LE(s.host.entries, 6);
+  EXPECT_EQ(s.device.entries, kHolders) << "every holder keeps an entry although the host tier is full";
+  EXPECT_GT(s.host.evictions_lru, 0) << "the segment budget bound";
   h.check_cells("end");
 }
 
@@ -257,7 +257,7 @@ TEST(CacheHost, AHostHitKeepsTheChainsRootTheMostRecentlyUsed) {
   ASSERT_TRUE(h.feed(0, a, 0, 32));
   h.cache->donate(0, a);
   ASSERT_EQ(h.cache->release_device_cells(1000), 32);
-  const std::uint64_t per_segment = h.cache->stats().host_bytes / 4;
+  const std::uint64_t per_segment = h.cache->stats().host.bytes / 4;
   // A host hit, then an unrelated demotion that evicts exactly one segment.
   ASSERT_EQ(PrefixCacheProbe(*h.cache).acquire({"ns", ""}, a, 1).reused, 31);
   h.cache->release(1);
@@ -272,7 +272,7 @@ TEST(CacheHost, AHostHitKeepsTheChainsRootTheMostRecentlyUsed) {
     tight.cache->release(1);
     tight.cache->release_device_cells(1000);
   }
-  EXPECT_EQ(tight.cache->stats().evictions_capacity, 1);
+  EXPECT_EQ(tight.cache->stats().host.evictions_capacity, 1);
   EXPECT_EQ(PrefixCacheProbe(*tight.cache).acquire({"ns", ""}, a, 1).reused, 24) << "the leaf went, not the root";
   tight.check_cells("end");
 }
@@ -291,7 +291,7 @@ TEST(CacheHost, AGrowingConversationKeepsOneTailSegmentNotOnePerTurn) {
   }
   // 15 tokens at the end: one grid segment and one 7-token tail; the 3- to 6-token tails of the
   // earlier turns were covered by it and are gone.
-  EXPECT_EQ(h.cache->stats().host_entries, 2);
+  EXPECT_EQ(h.cache->stats().host.entries, 2);
   const auto earlier = std::vector<Token>(conversation.begin(), conversation.begin() + 13);
   EXPECT_EQ(PrefixCacheProbe(*h.cache).acquire({"ns", "a"}, concat(earlier, tokens_from(200, 1)), 1).reused, 13)
       << "an earlier turn is still restored token for token from the newer tail";
@@ -315,7 +315,7 @@ TEST(CacheHost, ATailWhoseReplyTheConversationRewroteLeavesWithTheNextTurn) {
     h.cache->release_device_cells(1000);
     for (Token t : tokens_from(100 + turn, 1)) prompt.push_back(t);  // the reply rewritten, then the next turn
   }
-  EXPECT_EQ(h.cache->stats().host_entries, 2) << "the grid segment and the last turn's tail";
+  EXPECT_EQ(h.cache->stats().host.entries, 2) << "the grid segment and the last turn's tail";
   const auto last_prompt = std::vector<Token>(prompt.begin(), prompt.end() - 1);
   EXPECT_EQ(PrefixCacheProbe(*h.cache).acquire({"ns", "a"}, concat(last_prompt, tokens_from(200, 1)), 1).reused,
             static_cast<std::int32_t>(last_prompt.size()))
@@ -329,7 +329,7 @@ TEST(CacheHost, ATailWhoseReplyTheConversationRewroteLeavesWithTheNextTurn) {
   ASSERT_TRUE(h.feed(0, other_sequence, PrefixCacheProbe(*h.cache).locked_by(0), static_cast<int>(other_sequence.size())));
   h.cache->donate(0, other_sequence);
   h.cache->release_device_cells(1000);
-  EXPECT_EQ(h.cache->stats().host_entries, 3);
+  EXPECT_EQ(h.cache->stats().host.entries, 3);
   EXPECT_EQ(PrefixCacheProbe(*h.cache).acquire({"ns", "a"}, concat(last_prompt, tokens_from(200, 1)), 1).reused,
             static_cast<std::int32_t>(last_prompt.size()));
   h.cache->release(1);
@@ -386,7 +386,7 @@ TEST(CacheInvariants, RandomConcurrentStreamsKeepEveryInvariant) {
           if (!h.feed(it->first, r.prompt, r.fed, to)) {
             // No room: what the cache frees must be real, else the request gives up.
             kv_full += 1;
-            const std::int64_t locked = h.cache->stats().device_locked_cells;
+            const std::int64_t locked = h.cache->stats().device.locked_cells;
             const std::int64_t freed = h.cache->release_device_cells(to - r.fed);
             if (freed > 0 && locked > 0) locked_during_release += 1;
             h.check_cells("after a release for room");
@@ -419,23 +419,23 @@ TEST(CacheInvariants, RandomConcurrentStreamsKeepEveryInvariant) {
       }
       h.check_cells("step " + std::to_string(step));
       const CacheStats s = h.cache->stats();
-      ASSERT_LE(s.host_bytes, config.host_capacity_bytes);
-      ASSERT_LE(s.host_entries, config.host_max_segments);
-      ASSERT_LE(s.device_entries, kHolders);
-      ASSERT_EQ(s.running, static_cast<std::int64_t>(running.size()));
+      ASSERT_LE(s.host.bytes, config.host_capacity_bytes);
+      ASSERT_LE(s.host.entries, config.host_max_segments);
+      ASSERT_LE(s.device.entries, kHolders);
+      ASSERT_EQ(s.requests.running, static_cast<std::int64_t>(running.size()));
     }
     // Every branch this test claims to exercise was reached.
     const CacheStats s = h.cache->stats();
     EXPECT_GT(waits, 0) << "in-flight waits";
-    EXPECT_GT(s.inflight_shares, 0);
-    EXPECT_GT(s.outcomes[static_cast<size_t>(Outcome::hit_extend)], 0);
-    EXPECT_GT(s.outcomes[static_cast<size_t>(Outcome::partial)], 0);
-    EXPECT_GT(s.outcomes[static_cast<size_t>(Outcome::hit_restore)], 0);
-    EXPECT_GT(s.demotions, 0) << "the device budget bound";
-    EXPECT_GT(s.evictions_capacity + s.evictions_lru, 0) << "a host budget bound";
+    EXPECT_GT(s.requests.inflight_shares, 0);
+    EXPECT_GT(s.requests.outcomes[static_cast<size_t>(Outcome::hit_extend)], 0);
+    EXPECT_GT(s.requests.outcomes[static_cast<size_t>(Outcome::partial)], 0);
+    EXPECT_GT(s.requests.outcomes[static_cast<size_t>(Outcome::hit_restore)], 0);
+    EXPECT_GT(s.device.demotions, 0) << "the device budget bound";
+    EXPECT_GT(s.host.evictions_capacity + s.host.evictions_lru, 0) << "a host budget bound";
     EXPECT_GT(kv_full, 0) << "the context filled up";
     EXPECT_GT(locked_during_release, 0) << "cells were released while others were locked";
-    EXPECT_GT(budget_peaks + s.demotions, 0);
+    EXPECT_GT(budget_peaks + s.device.demotions, 0);
   }
 }
 

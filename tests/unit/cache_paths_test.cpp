@@ -37,11 +37,11 @@ TEST_F(CachePaths, HeldSaysWhereEachTierReachesAndChangesNothing) {
   EXPECT_EQ(cache->held(key, std::vector<engine::Token>(a.begin(), a.begin() + 3)).tokens, 0) << "below min_prefix";
   EXPECT_EQ(cache->held(RequestKey{"other", "s"}, a).tokens, 0) << "another namespace";
   const CacheStats after = cache->stats();
-  EXPECT_EQ(after.hits, before.hits);
-  EXPECT_EQ(after.misses, before.misses);
+  EXPECT_EQ(after.requests.hits, before.requests.hits);
+  EXPECT_EQ(after.requests.misses, before.requests.misses);
   EXPECT_EQ(after.disk.reads, before.disk.reads);
-  EXPECT_EQ(after.host_entries, before.host_entries);
-  EXPECT_EQ(after.device_cells, before.device_cells);
+  EXPECT_EQ(after.host.entries, before.host.entries);
+  EXPECT_EQ(after.device.cells, before.device.cells);
 
   // Demoted: the host tier holds it; on disk it is held too.
   cache->release_device_cells(1 << 20);
@@ -49,7 +49,7 @@ TEST_F(CachePaths, HeldSaysWhereEachTierReachesAndChangesNothing) {
   EXPECT_EQ(demoted.device, 0);
   EXPECT_EQ(demoted.host, 104);
   EXPECT_EQ(demoted.tokens, 104);
-  EXPECT_EQ(cache->stats().host_entries, 13) << "held() promoted nothing";
+  EXPECT_EQ(cache->stats().host.entries, 13) << "held() promoted nothing";
 }
 
 TEST_F(CachePaths, HeldHonoursASessionWall) {
@@ -76,7 +76,7 @@ TEST_F(CachePaths, ForgettingOneOfTwoForkedKeysKeepsTheSharedPrefixAndTheOther) 
   check(*cache, "after forgetting a past 64");
   const CacheStats after = cache->stats();
   EXPECT_EQ(PrefixCacheProbe(*cache).device_cells(), 64 + 50) << "exactly a's own cells";
-  EXPECT_EQ(before.device_bytes - after.device_bytes, 40 * engine->model().kv_bytes_per_token);
+  EXPECT_EQ(before.device.bytes - after.device.bytes, 40 * engine->model().kv_bytes_per_token);
   EXPECT_EQ(after.disk.segments, before.disk.segments - 5) << "a's five files past 64";
   EXPECT_EQ(report.bytes, held_bytes(before) - held_bytes(after)) << "the report is exact";
   EXPECT_EQ(report.entries, 1 + 5);
@@ -119,13 +119,13 @@ TEST_F(CachePaths, ForgetRemovesADemotedPathFromTheHostTier) {
   const ResetReport report = cache->forget(key, a, 20);
   check(*cache, "after forgetting past 20");
   EXPECT_EQ(cache->held(key, a).tokens, 24);
-  EXPECT_EQ(cache->stats().host_entries, before.host_entries - 10);
-  EXPECT_EQ(report.bytes, before.host_bytes - cache->stats().host_bytes);
+  EXPECT_EQ(cache->stats().host.entries, before.host.entries - 10);
+  EXPECT_EQ(report.bytes, before.host.bytes - cache->stats().host.bytes);
   EXPECT_EQ(cache->held(key, joined(token_run(10, 20), token_run(40, 20))).tokens, 40);
 
   cache->forget(key, a, 0);
   EXPECT_EQ(cache->held(key, a).tokens, 0);
-  EXPECT_EQ(cache->stats().host_entries, 5) << "the other path's segments only";
+  EXPECT_EQ(cache->stats().host.entries, 5) << "the other path's segments only";
 }
 
 TEST_F(CachePaths, ForgetRemovesTheFilesOfAPathThatIsOnlyOnDisk) {
@@ -184,15 +184,15 @@ TEST_F(CachePaths, ACheckpointFamilyDropsItsEntryAndTheCheckpointsPastKeep) {
   const HeldPrefix held = cache->held(turn, prompt);
   EXPECT_EQ(held.checkpoint, 32);
   EXPECT_EQ(held.tokens, 32);
-  EXPECT_EQ(cache->stats().checkpoints, 1);
+  EXPECT_EQ(cache->stats().checkpoints.entries, 1);
   EXPECT_EQ(report.bytes, held_bytes(before) - held_bytes(cache->stats()));
 
   // A device entry of the path is dropped whole.
   serve(*cache, turn, prompt);
-  ASSERT_EQ(cache->stats().device_entries, 1);
+  ASSERT_EQ(cache->stats().device.entries, 1);
   cache->forget(turn, prompt, 32);
   check(*cache, "after forgetting the entry");
-  EXPECT_EQ(cache->stats().device_entries, 0);
+  EXPECT_EQ(cache->stats().device.entries, 0);
   EXPECT_EQ(cache->held(turn, prompt).tokens, 32);
 }
 
@@ -219,7 +219,7 @@ TEST_F(CachePaths, ForgetKeepsTheSegmentThatHoldsPositionsBelowKeep) {
   check(*cache, "after the module's reuse");
   EXPECT_EQ(cache->held(key, path).tokens, 64);
   const CacheStats after = cache->stats();
-  EXPECT_EQ(after.host_entries, before.host_entries - 5) << "[64, 72) ... [96, 100) only";
+  EXPECT_EQ(after.host.entries, before.host.entries - 5) << "[64, 72) ... [96, 100) only";
   EXPECT_EQ(files_on_disk(), files - 5);
   EXPECT_EQ(report.entries, 10);
   EXPECT_EQ(report.bytes, held_bytes(before) - held_bytes(after)) << "kept bytes are not counted as freed";

@@ -82,13 +82,13 @@ TEST(RequestLife, AdmissionMakesRoomFirstAndUsesNothingWhenThePromptDoesNotFit) 
   ASSERT_EQ(fits.kind, Admission::Kind::ready);
   EXPECT_EQ(fits.acquisition.outcome, Outcome::cold);
   EXPECT_LE(PrefixCacheProbe(l.cache).device_cells() + 101, 128) << "idle entry cells gave way";
-  EXPECT_EQ(l.cache.stats().running, 1);
+  EXPECT_EQ(l.cache.stats().requests.running, 1);
 
   // A second prompt beside the running one does not fit, and nothing is idle to free.
   Ticket second = l.life().open({"ns", ""}, a, 0, [] {});
   const Admission full = l.life().admit(second, 1, Room{.running = 101, .need = 51});
   EXPECT_EQ(full.kind, Admission::Kind::full);
-  EXPECT_EQ(l.cache.stats().running, 1) << "nothing registered";
+  EXPECT_EQ(l.cache.stats().requests.running, 1) << "nothing registered";
   EXPECT_TRUE(l.engine.sequence_positions(1).empty());
   // The same ticket with nothing running is admitted anyway (alone, it can only fail alone).
   EXPECT_EQ(l.life().admit(second, 1, Room{.running = 101, .need = 51, .nothing_running = true}).kind,
@@ -107,8 +107,8 @@ TEST(RequestLife, ABypassTicketOnlyMakesRoomAndIsCounted) {
   ASSERT_EQ(got.kind, Admission::Kind::ready);
   EXPECT_EQ(got.acquisition.outcome, Outcome::bypass);
   EXPECT_LE(PrefixCacheProbe(l.cache).device_cells() + 101, 128) << "room was made for it";
-  EXPECT_EQ(l.cache.stats().running, 0) << "nothing registered";
-  EXPECT_EQ(l.cache.stats().outcomes[static_cast<size_t>(Outcome::bypass)], 1);
+  EXPECT_EQ(l.cache.stats().requests.running, 0) << "nothing registered";
+  EXPECT_EQ(l.cache.stats().requests.outcomes[static_cast<size_t>(Outcome::bypass)], 1);
 }
 
 TEST(RequestLife, AWaitingSequenceIsHandedItsPrefixOnceItIsComputed) {
@@ -143,7 +143,7 @@ TEST(RequestLife, AbandoningATicketWithoutALookupChangesNothing) {
   Ticket ticket = l.life().open({"ns", ""}, tokens_from(0, 40), 0, [] {});
   l.life().abandon(ticket);
   EXPECT_EQ(l.cache.stats().remote.fetch_timeouts, before.remote.fetch_timeouts);
-  EXPECT_EQ(l.cache.stats().running, 0);
+  EXPECT_EQ(l.cache.stats().requests.running, 0);
   EXPECT_THROW(l.life().admit(ticket, 0, Room{}), std::logic_error) << "an abandoned ticket is spent";
 }
 
@@ -154,11 +154,11 @@ TEST(RequestLife, TheTickExpiresAtOnceAndThenAtMostOnceASecond) {
   l.serve({"ns", "a"}, tokens_from(0, 30));
   const auto first = std::chrono::steady_clock::now();
   EXPECT_EQ(l.life().tick(false), 0);
-  EXPECT_EQ(l.cache.stats().device_entries, 0) << "the first tick expires";
+  EXPECT_EQ(l.cache.stats().device.entries, 0) << "the first tick expires";
   l.serve({"ns", "b"}, tokens_from(100, 30));
   l.life().tick(false);
   if (std::chrono::steady_clock::now() - first < std::chrono::milliseconds(900)) {  // a stalled machine
-    EXPECT_EQ(l.cache.stats().device_entries, 1) << "not again within the second";
+    EXPECT_EQ(l.cache.stats().device.entries, 1) << "not again within the second";
   }
 }
 
@@ -169,7 +169,7 @@ TEST(RequestLife, TheTickCompactsOnlyWhenNothingRuns) {
   l.serve({"ns", "a"}, tokens_from(0, 30));
   EXPECT_EQ(l.life().tick(/*nothing_running=*/false), 0) << "others may hold cells the cache does not know of";
   EXPECT_EQ(l.life().tick(true), 30);
-  EXPECT_EQ(l.cache.stats().compactions, 1);
+  EXPECT_EQ(l.cache.stats().device.compactions, 1);
 }
 
 TEST(RequestLife, RoomForAStepFreesIdleCellsForOneMoreCell) {
@@ -194,7 +194,7 @@ TEST(RequestLife, AQueuedRequestsHistoryOutlastsNewerSegmentsWhileItWaits) {
     Life probe(256, config);
     probe.serve({"ns", "a"}, tokens_from(0, 16));
     probe.cache.release_device_cells(1000);
-    per_segment = probe.cache.stats().host_bytes / 2;
+    per_segment = probe.cache.stats().host.bytes / 2;
   }
   ASSERT_GT(per_segment, 0u);
   config.host_capacity_bytes = per_segment * 4;  // four 8-token segments: two conversations

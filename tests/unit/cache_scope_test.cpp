@@ -138,8 +138,8 @@ TEST_F(ScopeFixture, EachScopeIsCountedItsOwnRequestsAndHoldings) {
   EXPECT_EQ(b.device_entries, 1);
   EXPECT_EQ(a.device_cells, 40);
   EXPECT_EQ(b.device_cells, 40);
-  EXPECT_EQ(a.device_cells + b.device_cells, stats.device_cells);
-  EXPECT_EQ(a.hits + b.hits, stats.hits);
+  EXPECT_EQ(a.device_cells + b.device_cells, stats.device.cells);
+  EXPECT_EQ(a.hits + b.hits, stats.requests.hits);
 }
 
 TEST_F(ScopeFixture, AScopeResetEmptiesThatScopeInEveryTierAndNoOther) {
@@ -235,7 +235,7 @@ TEST_F(SessionFixture, InTheHostTierAnotherSessionFindsOnlyTheSharedPrefix) {
   auto cache = make();
   serve(*cache, alice, prompt);
   cache->release_device_cells(1000);
-  ASSERT_EQ(cache->stats().device_entries, 0);
+  ASSERT_EQ(cache->stats().device.entries, 0);
   // Segments of 8 tokens: [0,8) ends before the fork at 10 and is shared; [8,16) covers it and is
   // alice's, and the wall segment [8,10) holds the rest of the shared prefix for everyone.
   const Acquisition other = serve(*cache, bob, prompt);
@@ -273,8 +273,8 @@ TEST_F(SessionFixture, ARequestWithoutASessionKeepsOnlyTheSharedPrefix) {
   auto cache = make();
   serve(*cache, anonymous, prompt);
   const CacheStats stats = cache->stats();
-  EXPECT_EQ(stats.device_entries, 1);
-  EXPECT_EQ(stats.device_cells, kShared);
+  EXPECT_EQ(stats.device.entries, 1);
+  EXPECT_EQ(stats.device.cells, kShared);
   EXPECT_EQ(serve(*cache, bob, prompt).reused, kShared);
 }
 

@@ -54,7 +54,7 @@ TEST_F(CacheSummaryTest, DiskFilesAloneAreListedAfterARestart) {
   engine.reset();
   auto reopened = make();
   ASSERT_EQ(PrefixCacheProbe(*reopened).device_cells(), 0);
-  ASSERT_EQ(reopened->stats().host_entries, 0);
+  ASSERT_EQ(reopened->stats().host.entries, 0);
   EXPECT_EQ(as_set(reopened->summary().blocks), as_set(chain_a));
 }
 

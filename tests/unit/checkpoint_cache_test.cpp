@@ -148,8 +148,8 @@ TEST_P(Checkpoints, ResendNextTurnAndEditResumeExactlyWhereTheStateExists) {
   h.check("end");
   const CacheStats s = h.cache->stats();
   EXPECT_EQ(s.reuse_mode, "checkpoints");
-  EXPECT_GE(s.checkpoints_restored, 3);
-  EXPECT_GT(s.checkpoint_bytes, 0u);
+  EXPECT_GE(s.checkpoints.restored, 3);
+  EXPECT_GT(s.checkpoints.bytes, 0u);
 }
 
 // A system prompt that no turn boundary ends (templates that fold it into the first user turn):
@@ -196,7 +196,7 @@ TEST_P(Checkpoints, ACheckpointPastADifferenceIsNeverRestored) {
     if (got.reused > 0) h.expect_exact(1, b, got.reused, "difference at " + std::to_string(diff));
     h.cache->release(1);
   }
-  EXPECT_GT(h.cache->stats().checkpoint_refusals_diverged, 0) << "the session's longer checkpoints were refused";
+  EXPECT_GT(h.cache->stats().checkpoints.refusals_diverged, 0) << "the session's longer checkpoints were refused";
   h.check("end");
 }
 
@@ -286,15 +286,15 @@ TEST_P(Checkpoints, RandomStreamsResumeExactlyAndKeepEveryInvariant) {
       }
       h.check("step " + std::to_string(step));
       const CacheStats s = h.cache->stats();
-      ASSERT_LE(s.checkpoint_bytes, config.checkpoint_capacity_bytes);
-      ASSERT_LE(s.host_bytes, config.host_capacity_bytes);
-      ASSERT_LE(s.device_entries, kHolders);
+      ASSERT_LE(s.checkpoints.bytes, config.checkpoint_capacity_bytes);
+      ASSERT_LE(s.host.bytes, config.host_capacity_bytes);
+      ASSERT_LE(s.device.entries, kHolders);
     }
     const CacheStats s = h.cache->stats();
-    EXPECT_GT(s.checkpoints_restored, 0);
-    EXPECT_GT(s.checkpoint_evictions_capacity + s.checkpoints_superseded, 0) << "a checkpoint budget bound";
-    EXPECT_GT(s.checkpoint_refusals_diverged, 0);
-    EXPECT_GT(s.demotions, 0) << "the device budget bound";
+    EXPECT_GT(s.checkpoints.restored, 0);
+    EXPECT_GT(s.checkpoints.evictions_capacity + s.checkpoints.superseded, 0) << "a checkpoint budget bound";
+    EXPECT_GT(s.checkpoints.refusals_diverged, 0);
+    EXPECT_GT(s.device.demotions, 0) << "the device budget bound";
   }
   EXPECT_GT(whole_entry_hits, 0) << "a request extended a device entry with its state";
   EXPECT_GT(checkpoint_hits, 0);
@@ -330,7 +330,7 @@ TEST_P(Checkpoints, RoomAskedForWhileARequestUsesPartOfAnEntryKeepsItsLock) {
   h.cache->make_room_for_step(1000);
   h.check("after room was asked for");
   if (GetParam().family == ModelFamily::recurrent) {
-    EXPECT_EQ(h.cache->stats().demotions + h.cache->stats().device_evictions, 0) << "a recurrent model has no cells to free";
+    EXPECT_EQ(h.cache->stats().device.demotions + h.cache->stats().device.evictions, 0) << "a recurrent model has no cells to free";
   }
   h.cache->donate(2, two);
   h.check("after the second donation");

@@ -141,11 +141,11 @@ TEST_F(DiskCacheFixture, HostEvictionsReachTheDiskWhenTheWriteBehindWasDropped) 
   serve(*cache, {"ns", "b"}, range_tokens(120, 20));  // demotes `a` to the host tier; `b` is written
   PrefixCacheProbe(*cache).flush_disk();
   ASSERT_EQ(cache->stats().disk.segments, 3) << "b: two 8-token segments and a 4-token tail";
-  ASSERT_EQ(cache->stats().host_entries, 5);
+  ASSERT_EQ(cache->stats().host.entries, 5);
   cache->tick(/*nothing_running=*/false);  // the first tick expires; a TTL of 0: every host segment is evicted, and goes to disk unless it is there
   PrefixCacheProbe(*cache).flush_disk();
   const CacheStats stats = cache->stats();
-  EXPECT_EQ(stats.evictions_ttl, 6) << "five host segments and the device entry";
+  EXPECT_EQ(stats.evictions_ttl(), 6) << "five host segments and the device entry";
   const std::int64_t spilled = stats.disk.segments - 3;
   EXPECT_GE(spilled, 4);
   EXPECT_EQ(spilled + (stats.disk.writes_dropped - 1), 5) << "each evicted segment was written or counted dropped";

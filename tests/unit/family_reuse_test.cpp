@@ -220,9 +220,9 @@ TEST_P(FamilyReuse, EveryTurnResendEditAndSessionFeedsOnlyWhatIsNew) {
   const cache::CacheStats stats = warm_->cache_stats();
   EXPECT_EQ(stats.reuse_mode, GetParam().checkpoints ? "checkpoints" : "trim");
   if (GetParam().checkpoints) {
-    EXPECT_GT(stats.checkpoints, 0);
-    EXPECT_GT(stats.checkpoint_bytes, 0u);
-    EXPECT_GT(stats.checkpoints_restored, 0);
+    EXPECT_GT(stats.checkpoints.entries, 0);
+    EXPECT_GT(stats.checkpoints.bytes, 0u);
+    EXPECT_GT(stats.checkpoints.restored, 0);
   }
 }
 

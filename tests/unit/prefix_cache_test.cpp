@@ -130,8 +130,8 @@ TEST_F(CacheFixture, IdenticalResendReusesAllButTheLastToken) {
   EXPECT_EQ(warm.outcome, Outcome::hit_extend);
   EXPECT_EQ(warm.reused, 39) << "the one-token guard keeps the last prompt token to feed";
   EXPECT_EQ(warm.tier, Tier::device);
-  EXPECT_EQ(cache->stats().hits, 1);
-  EXPECT_EQ(cache->stats().misses, 1);
+  EXPECT_EQ(cache->stats().requests.hits, 1);
+  EXPECT_EQ(cache->stats().requests.misses, 1);
 }
 
 TEST_F(CacheFixture, GrowingConversationExtendsItsEntryInPlace) {
@@ -147,7 +147,7 @@ TEST_F(CacheFixture, GrowingConversationExtendsItsEntryInPlace) {
     EXPECT_EQ(got.outcome, Outcome::hit_extend);
     EXPECT_EQ(got.reused, static_cast<int>(previous));
   }
-  EXPECT_EQ(cache->stats().device_entries, 1) << "each turn supersedes the previous entry";
+  EXPECT_EQ(cache->stats().device.entries, 1) << "each turn supersedes the previous entry";
 }
 
 // An image's positions are computed in one piece: a reuse that would end inside one (an entry or
@@ -226,8 +226,8 @@ TEST_F(CacheFixture, EvictedEntryIsRestoredFromTheHostTier) {
   const auto b = range_tokens(120, 35);
   serve(*cache, {"ns", "a"}, a);
   serve(*cache, {"ns", "b"}, b);
-  EXPECT_EQ(cache->stats().demotions, 1);
-  EXPECT_EQ(cache->stats().host_entries, 5) << "35 tokens: four whole 8-token segments and a 3-token tail";
+  EXPECT_EQ(cache->stats().device.demotions, 1);
+  EXPECT_EQ(cache->stats().host.entries, 5) << "35 tokens: four whole 8-token segments and a 3-token tail";
   const Acquisition back = serve(*cache, {"ns", "a"}, a);
   EXPECT_EQ(back.outcome, Outcome::hit_restore);
   EXPECT_EQ(back.tier, Tier::host);
@@ -239,7 +239,7 @@ TEST_F(CacheFixture, DemotedTailShorterThanASegmentIsKeptAndRestored) {
   const auto a = range_tokens(0, 46);  // five 8-token grid segments and a 6-token tail
   serve(*cache, {"ns", "a"}, a);
   serve(*cache, {"ns", "b"}, range_tokens(120, 20));
-  EXPECT_EQ(cache->stats().host_entries, 6);
+  EXPECT_EQ(cache->stats().host.entries, 6);
   const Acquisition back = serve(*cache, {"ns", "a"}, a);
   EXPECT_EQ(back.outcome, Outcome::hit_restore);
   EXPECT_EQ(back.reused, 45) << "all but the one-token guard comes back, the partial last block included";
@@ -272,14 +272,14 @@ TEST_F(CacheFixture, HostEvictionTakesLeavesBeforeTheirPrefixes) {
   const auto a = range_tokens(0, 32);  // exactly four 8-token segments
   serve(*cache, {"ns", "a"}, a);
   serve(*cache, {"ns", "b"}, range_tokens(120, 16));
-  ASSERT_EQ(cache->stats().host_entries, 4);
-  const std::uint64_t per_segment = cache->stats().host_bytes / 4;
+  ASSERT_EQ(cache->stats().host.entries, 4);
+  const std::uint64_t per_segment = cache->stats().host.bytes / 4;
   // Room for three and a half segments: storing the fourth must not evict the first.
   config.host_capacity_bytes = per_segment * 3 + per_segment / 2;
   cache = make(1);
   serve(*cache, {"ns", "a"}, a);
   serve(*cache, {"ns", "b"}, range_tokens(120, 16));
-  EXPECT_EQ(cache->stats().host_entries, 3);
+  EXPECT_EQ(cache->stats().host.entries, 3);
   EXPECT_EQ(PrefixCacheProbe(*cache).acquire({"ns", "a"}, a, 0).reused, 24) << "the three segments kept are the first three";
 }
 
@@ -292,7 +292,7 @@ TEST_F(CacheFixture, SharedSystemPromptIsStoredOnce) {
     prompt.insert(prompt.end(), question.begin(), question.end());
     serve(*cache, {"ns", "session-" + std::to_string(s)}, prompt);
   }
-  EXPECT_EQ(cache->stats().device_cells, 64 + 5 * 8);
+  EXPECT_EQ(cache->stats().device.cells, 64 + 5 * 8);
   EXPECT_EQ(engine.used_cells(), 64 + 5 * 8) << "holders share the system prompt's cells";
 }
 
@@ -302,11 +302,11 @@ TEST_F(CacheFixture, HostSegmentThatCannotBeRestoredIsDroppedAndTheRequestGoesCo
   const auto a = range_tokens(0, 35);
   serve(*cache, {"ns", "a"}, a);
   serve(*cache, {"ns", "b"}, range_tokens(120, 35));
-  ASSERT_EQ(cache->stats().host_entries, 5);
+  ASSERT_EQ(cache->stats().host.entries, 5);
   feed(engine, 1, range_tokens(0, 4096 - engine.used_cells()), 0, 4096 - engine.used_cells());
   const Acquisition got = PrefixCacheProbe(*cache).acquire({"ns", "a"}, a, 0);
   EXPECT_EQ(got.reused, 0);
-  EXPECT_GE(cache->stats().failed_restores, 1);
+  EXPECT_GE(cache->stats().host.failed_restores, 1);
   EXPECT_TRUE(engine.sequence_positions(0).empty());
 }
 
@@ -317,8 +317,8 @@ TEST_F(CacheFixture, ResetEmptiesEveryTier) {
   const ResetReport report = cache->reset();
   EXPECT_EQ(report.entries, 1 + 5);
   EXPECT_GT(report.bytes, 0u);
-  EXPECT_EQ(cache->stats().device_entries, 0);
-  EXPECT_EQ(cache->stats().host_entries, 0);
+  EXPECT_EQ(cache->stats().device.entries, 0);
+  EXPECT_EQ(cache->stats().host.entries, 0);
   EXPECT_EQ(engine.used_cells(), 0);
 }
 
@@ -338,9 +338,9 @@ TEST_F(CacheFixture, CompactionRewritesIdleEntriesKeepingTheirSharing) {
 
   EXPECT_EQ(cache->tick(true), 40 + 9 + 13) << "each cell is rewritten once";
   EXPECT_EQ(engine.used_cells(), cells_before) << "shared cells stay shared";
-  EXPECT_EQ(cache->stats().compactions, 1);
+  EXPECT_EQ(cache->stats().device.compactions, 1);
   EXPECT_EQ(cache->tick(true), 0) << "nothing was donated since";
-  EXPECT_EQ(cache->stats().compactions, 1);
+  EXPECT_EQ(cache->stats().device.compactions, 1);
   // The entries still serve their prompts token for token.
   EXPECT_EQ(PrefixCacheProbe(*cache).acquire({"ns", "a"}, a, 1).reused, static_cast<std::int32_t>(a.size()) - 1);
   EXPECT_EQ(engine.sequence_tokens(1), std::vector<Token>(a.begin(), a.end() - 1));
@@ -348,7 +348,7 @@ TEST_F(CacheFixture, CompactionRewritesIdleEntriesKeepingTheirSharing) {
   EXPECT_EQ(cache->tick(true), 0) << "never while one of the cache's sequences runs";
   cache->release(1);
   EXPECT_GT(cache->tick(true), 0) << "due once nothing runs";
-  EXPECT_EQ(cache->stats().compactions, 2);
+  EXPECT_EQ(cache->stats().device.compactions, 2);
 }
 
 TEST_F(CacheFixture, CompactionCanBeTurnedOff) {
@@ -356,7 +356,7 @@ TEST_F(CacheFixture, CompactionCanBeTurnedOff) {
   auto cache = make();
   serve(*cache, {"ns", "a"}, range_tokens(0, 40));
   EXPECT_EQ(cache->tick(/*nothing_running=*/true), 0);
-  EXPECT_EQ(cache->stats().compactions, 0);
+  EXPECT_EQ(cache->stats().device.compactions, 0);
 }
 
 TEST_F(CacheFixture, ExpiredEntriesAreEvictedForTtl) {
@@ -364,8 +364,8 @@ TEST_F(CacheFixture, ExpiredEntriesAreEvictedForTtl) {
   auto cache = make();
   serve(*cache, {"ns", "a"}, range_tokens(0, 35));
   cache->tick(/*nothing_running=*/false);  // the first tick expires
-  EXPECT_EQ(cache->stats().device_entries, 0);
-  EXPECT_GE(cache->stats().evictions_ttl, 1);
+  EXPECT_EQ(cache->stats().device.entries, 0);
+  EXPECT_GE(cache->stats().evictions_ttl(), 1);
 }
 
 }  // namespace

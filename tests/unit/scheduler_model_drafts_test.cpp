@@ -94,15 +94,15 @@ TEST(ModelDrafts, AnAgreeingDrafterIsAcceptedWholeAndChangesNoToken) {
   EXPECT_EQ(second.done.cache.draft->fed_tokens, 0);
   const auto stats = scheduler.draft_cache_stats();
   ASSERT_TRUE(stats);
-  EXPECT_EQ(stats->tokens_reused, static_cast<int>(prompt.size()));
-  EXPECT_EQ(stats->hits, 1);
+  EXPECT_EQ(stats->requests.tokens_reused, static_cast<int>(prompt.size()));
+  EXPECT_EQ(stats->requests.hits, 1);
   // The drafter's device entry holds the cells its lanes left: count them in the engine.
   std::int64_t cells = 0;
   for (engine::SeqId s = 2; s < 6; ++s) {
     const engine::PosRange held = drafter.sequence_positions(s);
     if (!held.empty()) cells += held.max - held.min + 1;
   }
-  EXPECT_EQ(stats->device_cells, cells);
+  EXPECT_EQ(stats->device.cells, cells);
   EXPECT_GT(cells, 0);
   EXPECT_FALSE(plain.draft_cache_stats());
 }

@@ -475,7 +475,7 @@ TEST(SchedulerCache, PrefillOnlyRequestFeedsThePromptSamplesNothingAndLeavesItCa
   EXPECT_EQ(warmed.text, "");
   EXPECT_EQ(warmed.done.cache.fed_tokens, 200);
   EXPECT_EQ(engine.tokens_decoded(), 200) << "no decode step after the prompt";
-  EXPECT_EQ(scheduler.cache_stats().device_cells, 200) << "all 200 prompt tokens are cached, the last one too";
+  EXPECT_EQ(scheduler.cache_stats().device.cells, 200) << "all 200 prompt tokens are cached, the last one too";
   Collected next = collect(**scheduler.submit(cached(prompt, 4)));
   EXPECT_EQ(next.done.usage.cached_tokens, 199);
   EXPECT_EQ(next.done.cache.fed_tokens, 1);
@@ -491,7 +491,7 @@ TEST(SchedulerCache, DisabledRequestBypassesTheCache) {
   Collected c = collect(**scheduler.submit(std::move(off)));
   EXPECT_EQ(c.done.cache.outcome, cache::Outcome::bypass);
   EXPECT_EQ(c.done.cache.fed_tokens, 100);
-  EXPECT_EQ(scheduler.cache_stats().device_entries, 1) << "a bypassing request donates nothing";
+  EXPECT_EQ(scheduler.cache_stats().device.entries, 1) << "a bypassing request donates nothing";
 }
 
 TEST(SchedulerCache, BurstWithACommonPrefixComputesItOnce) {
@@ -521,10 +521,10 @@ TEST(SchedulerCache, ResetEmptiesTheCache) {
   engine::FakeEngine engine({.n_ctx = 2048, .n_batch = 32, .n_seq = 8, .n_vocab = 256});
   Scheduler scheduler(engine, {.n_slots = 2, .cache_holders = 4});
   collect(**scheduler.submit(cached(tokens_from(4, 100), 2)));
-  EXPECT_EQ(scheduler.cache_stats().device_entries, 1);
+  EXPECT_EQ(scheduler.cache_stats().device.entries, 1);
   const cache::ResetReport report = scheduler.reset_cache();
   EXPECT_EQ(report.entries, 1);
-  EXPECT_EQ(scheduler.cache_stats().device_entries, 0);
+  EXPECT_EQ(scheduler.cache_stats().device.entries, 0);
   EXPECT_EQ(engine.used_cells(), 0);
 }
 
@@ -555,10 +555,10 @@ TEST(SchedulerCache, KvFullPathsFinishEveryRequestAndKeepTheCacheExact) {
   }
   EXPECT_GT(ended_by_length, 0);
   const cache::CacheStats stats = scheduler.cache_stats();
-  EXPECT_EQ(stats.outcomes, outcomes) << "responses and the cache's counters agree";
-  EXPECT_GT(stats.demotions + stats.device_evictions, 0) << "the context ran full";
-  EXPECT_EQ(stats.running, 0);
-  EXPECT_EQ(engine.used_cells(), stats.device_cells);
+  EXPECT_EQ(stats.requests.outcomes, outcomes) << "responses and the cache's counters agree";
+  EXPECT_GT(stats.device.demotions + stats.device.evictions, 0) << "the context ran full";
+  EXPECT_EQ(stats.requests.running, 0);
+  EXPECT_EQ(engine.used_cells(), stats.device.cells);
 }
 
 TEST(SchedulerCache, ACacheWithoutRoomForAScratchSequenceIsOff) {

@@ -15,24 +15,24 @@ namespace {
 nlohmann::ordered_json outcomes_json(const cache::CacheStats& s) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (int i = 0; i < cache::kOutcomeCount; ++i) {
-    out[cache::outcome_name(static_cast<cache::Outcome>(i))] = s.outcomes[static_cast<size_t>(i)];
+    out[cache::outcome_name(static_cast<cache::Outcome>(i))] = s.requests.outcomes[static_cast<size_t>(i)];
   }
   return out;
 }
 
 nlohmann::ordered_json snapshots_json(const cache::CacheStats& s) {
   return {
-      {"entries", s.checkpoints},
-      {"max_entries", s.checkpoint_max_entries},
-      {"bytes", s.checkpoint_bytes},
-      {"capacity_bytes", s.checkpoint_capacity_bytes},
-      {"sessions", s.checkpoint_sessions},
-      {"saved", s.checkpoints_saved},
-      {"restores", s.checkpoints_restored},
-      {"evictions", {{"lru", s.checkpoint_evictions_lru}, {"ttl", s.checkpoint_evictions_ttl},
-                     {"capacity", s.checkpoint_evictions_capacity}, {"superseded", s.checkpoints_superseded}}},
-      {"refusals", {{"diverged", s.checkpoint_refusals_diverged}, {"evicted", s.checkpoint_refusals_evicted},
-                    {"namespace", s.checkpoint_refusals_namespace}}},
+      {"entries", s.checkpoints.entries},
+      {"max_entries", s.checkpoints.max_entries},
+      {"bytes", s.checkpoints.bytes},
+      {"capacity_bytes", s.checkpoints.capacity_bytes},
+      {"sessions", s.checkpoints.sessions},
+      {"saved", s.checkpoints.saved},
+      {"restores", s.checkpoints.restored},
+      {"evictions", {{"lru", s.checkpoints.evictions_lru}, {"ttl", s.checkpoints.evictions_ttl},
+                     {"capacity", s.checkpoints.evictions_capacity}, {"superseded", s.checkpoints.superseded}}},
+      {"refusals", {{"diverged", s.checkpoints.refusals_diverged}, {"evicted", s.checkpoints.refusals_evicted},
+                    {"namespace", s.checkpoints.refusals_namespace}}},
   };
 }
 
@@ -121,41 +121,41 @@ nlohmann::ordered_json cache_stats_json(const cache::CacheStats& s, const engine
       {"sliding_window", model.sliding_window},
       {"swa_full", model.swa_full},
       {"apc_enabled", s.apc_enabled},
-      {"hits", s.hits},
-      {"misses", s.misses},
-      {"tokens_reused", s.tokens_reused},
-      {"prompt_tokens", s.prompt_tokens},
-      {"shifted", {{"tokens", s.tokens_shifted}, {"requests", s.shifted_requests}}},
+      {"hits", s.requests.hits},
+      {"misses", s.requests.misses},
+      {"tokens_reused", s.requests.tokens_reused},
+      {"prompt_tokens", s.requests.prompt_tokens},
+      {"shifted", {{"tokens", s.requests.tokens_shifted}, {"requests", s.requests.shifted_requests}}},
       {"outcomes", outcomes_json(s)},
-      {"inflight_shares", s.inflight_shares},
-      {"evictions", {{"lru", s.evictions_lru}, {"ttl", s.evictions_ttl}, {"capacity", s.evictions_capacity},
-                     {"device", s.device_evictions}}},
-      {"demotions", s.demotions},
-      {"failed_restores", s.failed_restores},
-      {"compactions", s.compactions},
+      {"inflight_shares", s.requests.inflight_shares},
+      {"evictions", {{"lru", s.host.evictions_lru}, {"ttl", s.evictions_ttl()}, {"capacity", s.host.evictions_capacity},
+                     {"device", s.device.evictions}}},
+      {"demotions", s.device.demotions},
+      {"failed_restores", s.host.failed_restores},
+      {"compactions", s.device.compactions},
       {"compute", compute_json(model)},
       {"tiers",
-       {{"device", {{"entries", s.device_entries}, {"max_entries", s.device_holders}, {"cells", s.device_cells},
-                    {"locked_cells", s.device_locked_cells}, {"bytes", s.device_bytes},
-                    {"budget_cells", s.device_cells_budget}, {"states", s.device_states},
-                    {"gpu_bytes", gpu_share(s.device_bytes, model)}}},
-        {"host", {{"entries", s.host_entries}, {"max_entries", s.host_max_segments}, {"bytes", s.host_bytes},
-                  {"capacity_bytes", s.host_capacity_bytes}}},
+       {{"device", {{"entries", s.device.entries}, {"max_entries", s.device.holders}, {"cells", s.device.cells},
+                    {"locked_cells", s.device.locked_cells}, {"bytes", s.device.bytes},
+                    {"budget_cells", s.device.cells_budget}, {"states", s.device.states},
+                    {"gpu_bytes", gpu_share(s.device.bytes, model)}}},
+        {"host", {{"entries", s.host.entries}, {"max_entries", s.host.max_segments}, {"bytes", s.host.bytes},
+                  {"capacity_bytes", s.host.capacity_bytes}}},
         {"disk", disk_json(s.disk)},
         {"remote", remote_json(s.remote)}}},
       {"snapshots", snapshots_json(s)},
-      {"retained", {{"prefixes", s.retained_prefixes},
-                    {"tokens", s.retained_tokens},
-                    {"budget_tokens_per_tenant", s.retain_tokens_budget},
-                    {"added", s.retentions_added},
-                    {"renewed", s.retentions_renewed},
-                    {"refused", s.retentions_refused},
-                    {"lifted", s.retentions_lifted},
-                    {"expired", s.retentions_expired}}},
-      {"running", s.running},
-      {"waiting", s.waiting},
-      {"entries", s.device_entries + s.host_entries + s.checkpoints},
-      {"bytes", s.device_bytes + s.host_bytes + s.checkpoint_bytes},
+      {"retained", {{"prefixes", s.retained.prefixes},
+                    {"tokens", s.retained.tokens},
+                    {"budget_tokens_per_tenant", s.retained.budget_tokens_per_scope},
+                    {"added", s.retained.added},
+                    {"renewed", s.retained.renewed},
+                    {"refused", s.retained.refused},
+                    {"lifted", s.retained.lifted},
+                    {"expired", s.retained.expired}}},
+      {"running", s.requests.running},
+      {"waiting", s.requests.waiting},
+      {"entries", s.entries()},
+      {"bytes", s.bytes()},
       {"kv_bytes_per_token", kv_bytes_per_token},
       {"block_size", s.block_size},
       {"hash", s.hash},
@@ -191,73 +191,73 @@ void labeled(metrics::Registry& r, metrics::Type type, std::string_view name, st
 void add_cache_metrics(metrics::Registry& m, const cache::CacheStats& s) {
   using Count = std::pair<std::string_view, std::int64_t>;
   using Size = std::pair<std::string_view, std::uint64_t>;
-  m.counter("prefixd_prompt_cache_hits_total", "Requests that reused a cached prefix.", s.hits);
+  m.counter("prefixd_prompt_cache_hits_total", "Requests that reused a cached prefix.", s.requests.hits);
   m.counter("prefixd_prompt_cache_misses_total", "Cache-enabled requests that found no reusable prefix.",
-           s.misses);
-  m.counter("prefixd_prompt_cache_prefix_tokens_reused_total", "Prompt tokens taken from the cache instead of computed.", s.tokens_reused);
+           s.requests.misses);
+  m.counter("prefixd_prompt_cache_prefix_tokens_reused_total", "Prompt tokens taken from the cache instead of computed.", s.requests.tokens_reused);
   m.counter("prefixd_prompt_cache_shifted_tokens_total",
             "Prompt tokens moved from later positions of a cached sequence (--cache-reuse), not computed; apart from "
             "the exact prefix tokens reused.",
-            s.tokens_shifted);
+            s.requests.tokens_shifted);
   m.counter("prefixd_prompt_cache_shifted_requests_total", "Requests that took tokens by shifting (--cache-reuse).",
-            s.shifted_requests);
+            s.requests.shifted_requests);
   // The prefix cache in the units the field's servers report it in: tokens queried and hit.
   m.counter("prefixd_prefix_cache_queries_total",
-            "Prompt tokens of requests that looked up the prefix cache (the field's prefix_cache_queries).", s.prompt_tokens);
+            "Prompt tokens of requests that looked up the prefix cache (the field's prefix_cache_queries).", s.requests.prompt_tokens);
   m.counter("prefixd_prefix_cache_hits_total",
             "Prompt tokens the prefix cache served instead of computing (the field's prefix_cache_hits).",
-            s.tokens_reused);
+            s.requests.tokens_reused);
   for (int t = 1; t < cache::kTierCount; ++t) {
     m.counter("prefixd_prefix_cache_hit_tokens_total", "Prompt tokens the prefix cache served, by the deepest tier used.",
-              s.tokens_reused_by_tier[static_cast<size_t>(t)], {{"tier", cache::tier_name(static_cast<cache::Tier>(t))}});
+              s.requests.tokens_reused_by_tier[static_cast<size_t>(t)], {{"tier", cache::tier_name(static_cast<cache::Tier>(t))}});
   }
   std::vector<Count> outcomes;
   for (int i = 0; i < cache::kOutcomeCount; ++i) {
-    outcomes.emplace_back(cache::outcome_name(static_cast<cache::Outcome>(i)), s.outcomes[static_cast<size_t>(i)]);
+    outcomes.emplace_back(cache::outcome_name(static_cast<cache::Outcome>(i)), s.requests.outcomes[static_cast<size_t>(i)]);
   }
   labeled<std::int64_t>(m, metrics::Type::counter, "prefixd_prompt_cache_requests_total",
                           "Requests by what the prompt cache did for them.", "outcome", outcomes);
   m.counter("prefixd_prompt_cache_inflight_shares_total", "Hits taken from another running request's cells.",
-           s.inflight_shares);
+           s.requests.inflight_shares);
   labeled<std::int64_t>(m, metrics::Type::counter, "prefixd_prompt_cache_evictions_total",
                           "Cached entries or segments dropped, by reason.", "reason",
-                          std::array{Count{"lru", s.evictions_lru}, Count{"ttl", s.evictions_ttl},
-                           Count{"capacity", s.evictions_capacity}, Count{"device", s.device_evictions}});
-  m.counter("prefixd_prompt_cache_demotions_total", "Device-tier entries moved to the host tier.", s.demotions);
+                          std::array{Count{"lru", s.host.evictions_lru}, Count{"ttl", s.evictions_ttl()},
+                           Count{"capacity", s.host.evictions_capacity}, Count{"device", s.device.evictions}});
+  m.counter("prefixd_prompt_cache_demotions_total", "Device-tier entries moved to the host tier.", s.device.demotions);
   m.counter("prefixd_prompt_cache_failed_restores_total", "Host segments that could not be restored.",
-           s.failed_restores);
-  m.counter("prefixd_prompt_cache_compactions_total", "Times idle device entries were rewritten at the low end of the context.", s.compactions);
+           s.host.failed_restores);
+  m.counter("prefixd_prompt_cache_compactions_total", "Times idle device entries were rewritten at the low end of the context.", s.device.compactions);
   labeled<std::uint64_t>(m, metrics::Type::gauge, "prefixd_prompt_cache_bytes", "Bytes of K/V held, by tier.", "tier",
-                           std::array{Size{"device", s.device_bytes}, Size{"host", s.host_bytes}});
+                           std::array{Size{"device", s.device.bytes}, Size{"host", s.host.bytes}});
   labeled<std::int64_t>(m, metrics::Type::gauge, "prefixd_prompt_cache_entries", "Entries held, by tier (host: segments).", "tier",
-                          std::array{Count{"device", s.device_entries}, Count{"host", s.host_entries}});
+                          std::array{Count{"device", s.device.entries}, Count{"host", s.host.entries}});
   labeled<std::int64_t>(m, metrics::Type::gauge, "prefixd_prompt_cache_device_cells",
                           "KV cells held by device-tier entries, and of those the ones running requests use.", "state",
-                          std::array{Count{"held", s.device_cells}, Count{"locked", s.device_locked_cells}});
-  m.gauge("prefixd_prompt_cache_capacity_bytes", "Host-tier byte budget.", s.host_capacity_bytes);
+                          std::array{Count{"held", s.device.cells}, Count{"locked", s.device.locked_cells}});
+  m.gauge("prefixd_prompt_cache_capacity_bytes", "Host-tier byte budget.", s.host.capacity_bytes);
   m.gauge("prefixd_prompt_cache_snapshots", "Checkpoints held (recurrent state or window cells after a prefix).",
-           s.checkpoints);
-  m.gauge("prefixd_prompt_cache_snapshot_bytes", "Bytes of checkpoints held.", s.checkpoint_bytes);
-  m.counter("prefixd_prompt_cache_snapshots_saved_total", "Checkpoints taken.", s.checkpoints_saved);
+           s.checkpoints.entries);
+  m.gauge("prefixd_prompt_cache_snapshot_bytes", "Bytes of checkpoints held.", s.checkpoints.bytes);
+  m.counter("prefixd_prompt_cache_snapshots_saved_total", "Checkpoints taken.", s.checkpoints.saved);
   m.counter("prefixd_prompt_cache_snapshot_restores_total", "Requests resumed from a checkpoint.",
-           s.checkpoints_restored);
+           s.checkpoints.restored);
   labeled<std::int64_t>(m, metrics::Type::counter, "prefixd_prompt_cache_snapshot_evictions_total", "Checkpoints dropped, by reason.",
                           "reason",
-                          std::array{Count{"lru", s.checkpoint_evictions_lru}, Count{"ttl", s.checkpoint_evictions_ttl},
-                           Count{"capacity", s.checkpoint_evictions_capacity},
-                           Count{"superseded", s.checkpoints_superseded}});
+                          std::array{Count{"lru", s.checkpoints.evictions_lru}, Count{"ttl", s.checkpoints.evictions_ttl},
+                           Count{"capacity", s.checkpoints.evictions_capacity},
+                           Count{"superseded", s.checkpoints.superseded}});
   labeled<std::int64_t>(m, metrics::Type::counter, "prefixd_prompt_cache_snapshot_refusals_total",
                           "Requests a session's longer checkpoint could not serve, by cause.", "cause",
-                          std::array{Count{"diverged", s.checkpoint_refusals_diverged},
-                           Count{"evicted", s.checkpoint_refusals_evicted},
-                           Count{"namespace", s.checkpoint_refusals_namespace}});
-  m.gauge("prefixd_prompt_cache_retained_prefixes", "Prefixes kept ahead of LRU eviction until their deadline (cache_control TTLs).", s.retained_prefixes);
-  m.gauge("prefixd_prompt_cache_retained_tokens", "Tokens of the retained prefixes.", s.retained_tokens);
+                          std::array{Count{"diverged", s.checkpoints.refusals_diverged},
+                           Count{"evicted", s.checkpoints.refusals_evicted},
+                           Count{"namespace", s.checkpoints.refusals_namespace}});
+  m.gauge("prefixd_prompt_cache_retained_prefixes", "Prefixes kept ahead of LRU eviction until their deadline (cache_control TTLs).", s.retained.prefixes);
+  m.gauge("prefixd_prompt_cache_retained_tokens", "Tokens of the retained prefixes.", s.retained.tokens);
   labeled<std::int64_t>(m, metrics::Type::counter, "prefixd_prompt_cache_retentions_total",
                           "Retention asks, by what became of them.", "result",
-                          std::array{Count{"added", s.retentions_added}, Count{"renewed", s.retentions_renewed},
-                           Count{"refused", s.retentions_refused}, Count{"lifted", s.retentions_lifted},
-                           Count{"expired", s.retentions_expired}});
+                          std::array{Count{"added", s.retained.added}, Count{"renewed", s.retained.renewed},
+                           Count{"refused", s.retained.refused}, Count{"lifted", s.retained.lifted},
+                           Count{"expired", s.retained.expired}});
   const cache::DiskStats& d = s.disk;
   m.gauge("prefixd_prompt_cache_disk_files", "Files in the disk tier (segments and checkpoints).", d.files);
   m.gauge("prefixd_prompt_cache_disk_bytes", "Bytes of the disk tier's files.", d.bytes);
@@ -318,7 +318,7 @@ void add_compute_metrics(metrics::Registry& m, const cache::CacheStats& s, const
   m.gauge("prefixd_gpu_layers", "The model's repeating layers offloaded to GPU devices (--gpu-layers).", p.layers_offloaded);
   m.gauge("prefixd_gpu_kv_bytes", "Bytes of the context's K/V in GPU memory (the offloaded layers' cells).", p.kv_device_bytes);
   m.gauge("prefixd_prompt_cache_gpu_bytes", "Bytes of the device tier's K/V in GPU memory (part of prefixd_prompt_cache_bytes{tier=\"device\"}).",
-          gpu_share(s.device_bytes, model));
+          gpu_share(s.device.bytes, model));
 }
 
 }  // namespace prefixd::api
