@@ -335,7 +335,6 @@ const cache::CacheConfig& Scheduler::cache_config() const { return impl_->cache_
 cache::ResetReport Scheduler::reset_cache(const std::optional<cache::ScopeId>& scope) {
   return impl_->reset_cache(scope);
 }
-cache::ReuseMode Scheduler::cache_reuse_mode() const { return impl_->cache_reuse_mode(); }
 bool Scheduler::ask_cache(const std::function<void(cache::CacheAdmin&)>& operation) { return impl_->ask_cache(operation); }
 std::expected<std::optional<SessionPrompt>, SubmitError> Scheduler::session_prompt(const cache::ScopeId& scope, const std::string& session) {
   return impl_->session_prompt(scope, session);

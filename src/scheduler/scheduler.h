@@ -185,9 +185,6 @@ class Scheduler {
 
   // The cache's configuration with its defaults resolved for the engine.
   const cache::CacheConfig& cache_config() const;
-  // How the cache reuses the loaded model's prompts (decided from its memory at load): under
-  // checkpoints, prompts should name their turn boundaries (CacheOptions::boundaries).
-  cache::ReuseMode cache_reuse_mode() const;
   // Thread-safe snapshot of the prompt cache's counters and sizes.
   cache::CacheStats cache_stats() const;
   // The same of the draft model's own prompt cache; nullopt without a draft model.

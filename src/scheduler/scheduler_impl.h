@@ -55,7 +55,6 @@ class Scheduler::Impl {
     return drafter_ ? std::optional(drafter_->cache().stats()) : std::nullopt;
   }
   const cache::CacheConfig& cache_config() const { return operations().config(); }
-  cache::ReuseMode cache_reuse_mode() const { return operations().reuse_mode(); }
   cache::ResetReport reset_cache(const std::optional<cache::ScopeId>& scope);
   bool ask_cache(const std::function<void(cache::CacheAdmin&)>& operation);
   std::expected<std::optional<SessionPrompt>, SubmitError> session_prompt(const cache::ScopeId& scope, const std::string& session);
