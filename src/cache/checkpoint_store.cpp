@@ -50,7 +50,7 @@ bool CheckpointStore::save(const Lineage& lineage, std::span<const Token> prefix
   bytes_ += slot.checkpoint.state.size();
   by_scope_[scope].add(slot.checkpoint.state.size(), 0);
   positions_[ns][position] += 1;
-  counters_.saved += 1;
+  counted_.saved += 1;
   keep_in_chain(session, key, lineage, position, kind, prefix, chain);
   return true;
 }
@@ -58,9 +58,9 @@ bool CheckpointStore::save(const Lineage& lineage, std::span<const Token> prefix
 void CheckpointStore::evict_lru_for(std::uint64_t incoming) {
   while (!lru_.empty() && (bytes_ + incoming > capacity_bytes_ || static_cast<std::int64_t>(entries_.size()) >= max_entries_)) {
     if (bytes_ + incoming > capacity_bytes_) {
-      counters_.evicted_capacity += 1;
+      counted_.evictions_capacity += 1;
     } else {
-      counters_.evicted_lru += 1;
+      counted_.evictions_lru += 1;
     }
     remove(Digest(victim()));
   }
@@ -90,7 +90,7 @@ CheckpointStore::Found CheckpointStore::find(const Lineage& lineage, std::span<c
 
 void CheckpointStore::used(const Digest& key, const std::string& session) {
   if (!entries_.contains(key)) return;
-  counters_.restored += 1;
+  counted_.restored += 1;
   touch(key);
   const Checkpoint& c = entries_.at(key).checkpoint;
   keep_in_chain(session, key, Lineage{c.ns}, c.position, CheckpointKind::boundary);
@@ -139,7 +139,7 @@ void CheckpointStore::unlink(const Digest& key) {
   if (--link->second > 0) return;
   links_.erase(link);
   if (entries_.contains(key) && !(retained_ && retained_(key))) {
-    counters_.superseded += 1;
+    counted_.superseded += 1;
     remove(key);
   }
 }
@@ -183,7 +183,13 @@ std::optional<Refusal> CheckpointStore::classify_refusal(const std::string& sess
     best = link.position;
     cause = why;
   }
-  if (cause) counters_.refusals.at(static_cast<size_t>(*cause)) += 1;
+  if (cause) {
+    switch (*cause) {
+      case Refusal::diverged: counted_.refusals_diverged += 1; break;
+      case Refusal::evicted: counted_.refusals_evicted += 1; break;
+      case Refusal::ns: counted_.refusals_namespace += 1; break;
+    }
+  }
   return cause;
 }
 
@@ -197,7 +203,7 @@ void CheckpointStore::expire(std::chrono::steady_clock::time_point older_than) {
       it = older;
       continue;
     }
-    counters_.evicted_ttl += 1;
+    counted_.evictions_ttl += 1;
     remove(Digest(*older));  // `it` stays valid: only `older` leaves the list
   }
   // A chain none of whose checkpoints exists any more can explain no refusal worth keeping.

@@ -62,15 +62,6 @@ class CheckpointStore {
     engine::Pos position = 0;  // 0: nothing found
     const Checkpoint* checkpoint = nullptr;
   };
-  struct Counters {
-    std::int64_t saved = 0;
-    std::int64_t restored = 0;
-    std::int64_t evicted_lru = 0;
-    std::int64_t evicted_ttl = 0;
-    std::int64_t evicted_capacity = 0;
-    std::int64_t superseded = 0;  // dropped from a session's chain past its bound
-    std::array<std::int64_t, kRefusalCount> refusals{};
-  };
 
   CheckpointStore(const BlockHasher& hasher, std::uint64_t capacity_bytes, std::int64_t max_entries,
                   std::int32_t per_session);
@@ -120,23 +111,15 @@ class CheckpointStore {
   std::uint64_t capacity() const { return capacity_bytes_; }
   std::int64_t max_entries() const { return max_entries_; }
   std::size_t sessions() const { return chains_.size(); }
-  const Counters& counters() const { return counters_; }
-  // Its part of a stats snapshot: holdings, budgets and counters.
+  // Its part of a stats snapshot: the counters it keeps, with its holdings and budgets now.
   CheckpointStats stats() const {
-    return CheckpointStats{.entries = static_cast<std::int64_t>(size()),
-                           .bytes = bytes(),
-                           .capacity_bytes = capacity(),
-                           .max_entries = max_entries(),
-                           .sessions = static_cast<std::int64_t>(sessions()),
-                           .saved = counters_.saved,
-                           .restored = counters_.restored,
-                           .evictions_lru = counters_.evicted_lru,
-                           .evictions_ttl = counters_.evicted_ttl,
-                           .evictions_capacity = counters_.evicted_capacity,
-                           .superseded = counters_.superseded,
-                           .refusals_diverged = counters_.refusals[static_cast<size_t>(Refusal::diverged)],
-                           .refusals_evicted = counters_.refusals[static_cast<size_t>(Refusal::evicted)],
-                           .refusals_namespace = counters_.refusals[static_cast<size_t>(Refusal::ns)]};
+    CheckpointStats out = counted_;
+    out.entries = static_cast<std::int64_t>(size());
+    out.bytes = bytes();
+    out.capacity_bytes = capacity();
+    out.max_entries = max_entries();
+    out.sessions = static_cast<std::int64_t>(sessions());
+    return out;
   }
   // "" when the byte and count totals, LRU list, position index and session counts agree.
   std::string verify() const;
@@ -184,7 +167,7 @@ class CheckpointStore {
   std::unordered_map<std::string, std::map<engine::Pos, std::int32_t>> positions_;
   std::unordered_map<std::string, Chain> chains_;  // by session ("" for anonymous requests)
   std::unordered_map<Digest, std::int32_t, DigestHash> links_;  // chain links naming each key
-  Counters counters_;
+  CheckpointStats counted_;  // the counters only; stats() adds the holdings and budgets
   UsageByScope by_scope_;
 };
 

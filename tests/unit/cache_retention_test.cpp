@@ -144,7 +144,7 @@ TEST(RetainedCheckpoints, OutliveTheirSessionChainAndTheLruWhileOthersCanGo) {
   ASSERT_TRUE(store.save(Lineage{"ns"}, std::span<const Token>(a).first(12), chain, engine::Bytes(100, 2), "s",
                          CheckpointKind::boundary));
   EXPECT_EQ(store.find(Lineage{"ns"}, a, chain, 8).position, 8);
-  EXPECT_EQ(store.counters().superseded, 0);
+  EXPECT_EQ(store.stats().superseded, 0);
   // Capacity: the oldest is retained, so the next oldest goes.
   ASSERT_TRUE(store.save(Lineage{"ns"}, std::span<const Token>(a).first(16), chain, engine::Bytes(100, 3), "",
                          CheckpointKind::boundary));

@@ -362,7 +362,7 @@ TEST(CheckpointStore, KeysNameTheWholePrefixAndChainsStayBounded) {
   ASSERT_TRUE(store.save(Lineage{"ns"}, std::span<const Token>(a).first(14), chain_a, engine::Bytes(100, 2), "s", CheckpointKind::boundary));
   ASSERT_TRUE(store.save(Lineage{"ns"}, std::span<const Token>(a).first(18), chain_a, engine::Bytes(100, 3), "s", CheckpointKind::boundary));
   EXPECT_EQ(store.size(), 2u);
-  EXPECT_EQ(store.counters().superseded, 1);
+  EXPECT_EQ(store.stats().superseded, 1);
   EXPECT_EQ(store.find(Lineage{"ns"}, a, chain_a, 13).position, 0);
   // Refusal causes: b does not have the session's prefixes.
   EXPECT_EQ(store.classify_refusal("s", Lineage{"ns"}, b, chain_b, 0), Refusal::diverged);
@@ -376,7 +376,7 @@ TEST(CheckpointStore, KeysNameTheWholePrefixAndChainsStayBounded) {
     ASSERT_TRUE(store.save(Lineage{"ns"}, p, hasher.chain("ns", p), engine::Bytes(100, 4), "", CheckpointKind::boundary));
   }
   EXPECT_LE(store.bytes(), 1000u);
-  EXPECT_GT(store.counters().evicted_capacity + store.counters().evicted_lru, 0);
+  EXPECT_GT(store.stats().evictions_capacity + store.stats().evictions_lru, 0);
   EXPECT_EQ(store.verify(), "");
 }
 
@@ -392,7 +392,7 @@ TEST(CheckpointStore, ATailLeavesTheChainOnceTheSessionMovesPastItButATurnBounda
   EXPECT_EQ(store.size(), 3u);
   // The next turn extends the prompt: its own tail supersedes both tails, not the boundary.
   ASSERT_TRUE(store.save(Lineage{"ns"}, prefix(35), chain, engine::Bytes(50, 4), "s", CheckpointKind::prompt_end));
-  EXPECT_EQ(store.counters().superseded, 2);
+  EXPECT_EQ(store.stats().superseded, 2);
   EXPECT_EQ(store.find(Lineage{"ns"}, a, chain, 34).position, 10);
   EXPECT_EQ(store.find(Lineage{"ns"}, a, chain, 40).position, 35);
   // Another session's tail on a different continuation is not touched.
