@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cache/path_walk.h"
 #include "cache/trace.h"
 
 namespace prefixd::cache {
@@ -110,45 +111,29 @@ void BackingTiers::checkpoint_behind(const std::string& ns, const Digest& key, e
   if (to_disk) disk_->enqueue(DiskStore::Job{{std::move(record)}, {}});
 }
 
-BackingTiers::DiskExtension BackingTiers::disk_extension(const Lineage& lineage, std::span<const engine::Token> query,
-                                                        const HostTier::Plan& plan) const {
-  DiskExtension out{{}, plan.length};
-  const std::int32_t seg = host_.segment_tokens();
-  if (!disk_ || !family_.keeps_cells() || config_.host_capacity_bytes == 0) return out;
-  // Where the host plan stops, walk the disk's index without reading anything: from the grid line
-  // it stopped at, or where its last segment starts when that is a tail (a longer one, or the whole
-  // grid segment, may be on disk: a wall segment ends at the fork, the session's own goes on).
-  const bool tail = !plan.keys.empty() && plan.last_take != seg;
-  const auto n = static_cast<std::int32_t>(query.size());
-  const std::vector<Digest> chain = hasher_.chain(lineage, query);
-  const std::int32_t block = hasher_.block_size();
-  std::vector<DiskSegment>& files = out.files;
-  std::int32_t pos = tail ? plan.length - plan.last_take : plan.length;
-  while (pos < n) {
-    if (pos + seg <= n) {
-      const Digest key = chain[static_cast<size_t>((pos + seg) / block) - 1];
-      if (disk_->begins_at(key, pos)) {
-        files.push_back(DiskSegment{key, hasher_.parent(lineage, chain, pos, pos + seg), pos, seg});
-        pos += seg;
-        continue;
-      }
-    }
-    // A tail: the file sharing the most tokens with the rest of the query.
-    if (const Tail best = best_tail(*disk_, hasher_, lineage, chain, query, pos); best.take > 0) {
-      files.push_back(DiskSegment{best.key, best.parent, pos, best.take});
-    }
-    break;
-  }
-  if (!files.empty()) out.reach = files.back().begin + files.back().take;
-  // Files worth reading take the plan further, to a prefix long enough to reuse.
-  if (out.reach <= plan.length || out.reach < config_.min_prefix) return DiskExtension{{}, plan.length};
-  return out;
-}
-
 BackingTiers::RestorePlan BackingTiers::plan_restore(const Lineage& lineage, std::span<const engine::Token> query,
                                                      std::int32_t on_device, bool with_disk) const {
-  RestorePlan out{host_.plan(lineage, query, on_device), {}};
-  if (with_disk) out.disk = disk_extension(lineage, query, out.host);
+  // One walk over the host tier and the disk's index (nothing is read): the host's leading
+  // segments are the host plan, the disk's files the ones to read and promote.
+  const bool disk = with_disk && disk_ && family_.keeps_cells() && config_.host_capacity_bytes > 0;
+  const WalkTiers tiers{.device = on_device,
+                        .host = host_.store().size() > 0 ? &host_.store() : nullptr,
+                        .disk = disk ? disk_.get() : nullptr,
+                        .after_device_part = true};
+  const PathWalk walk = walk_path(host_, hasher_, tiers, lineage, query);
+  RestorePlan out{as_host_plan(host_, hasher_, walk), {{}, 0}};
+  out.disk.reach = out.host.length;
+  for (const PathPiece& piece : walk.pieces) {
+    if (piece.from == PieceFrom::disk) {
+      out.disk.files.push_back(DiskSegment{piece.stored, piece.cut.parent, piece.cut.begin, piece.length()});
+    }
+  }
+  // Files worth reading take the plan further, to a prefix long enough to reuse.
+  if (!out.disk.files.empty() && walk.reach() > out.host.length && walk.reach() >= config_.min_prefix) {
+    out.disk.reach = walk.reach();
+  } else {
+    out.disk.files.clear();
+  }
   return out;
 }
 

@@ -62,17 +62,13 @@ class BackingTiers {
     std::int32_t begin = 0, take = 0;  // of the file's tokens, the first `take` serve the query
   };
   struct DiskExtension {
-    std::vector<DiskSegment> files;  // in position order, after the plan's last segment
-    std::int32_t reach = 0;          // positions [0, reach) with the plan's own part
+    std::vector<DiskSegment> files;  // in position order, past the host plan's leading segments
+    std::int32_t reach = 0;          // positions [0, reach) with the host tier's segments
   };
-  // What the disk's files add to the host tier's `plan` of `query`, from the disk's index alone:
-  // nothing is read and no tier changes. No files unless they take the plan further, to at least
-  // min_prefix tokens.
-  DiskExtension disk_extension(const Lineage& lineage, std::span<const engine::Token> query,
-                               const HostTier::Plan& plan) const;
-  // A restore's whole plan: the host tier's segments of `query` from the last grid line at or
-  // before `on_device` (the cells a device source gives), then, `with_disk`, the disk's files
-  // that take it further (what every restoring source offers).
+  // A restore's whole plan, from one walk (walk_path) of the host tier and, `with_disk`, the disk's
+  // index: the host tier's segments of `query` from the last grid line at or before `on_device`
+  // (the cells a device source gives), and the disk's files among and after them that take it
+  // further, to at least min_prefix tokens (what every restoring source offers).
   struct RestorePlan {
     HostTier::Plan host;
     DiskExtension disk;

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cache/cell_pin.h"
+#include "cache/path_walk.h"
 
 namespace prefixd::cache {
 
@@ -16,29 +17,9 @@ HostTier::HostTier(engine::Engine& engine, const BlockHasher& hasher, std::int32
       scratch_(scratch), store_(capacity_bytes, max_segments) {}
 
 HostTier::Plan HostTier::plan(const Lineage& lineage, std::span<const Token> query, std::int32_t on_device) const {
-  Plan plan;
-  if (store_.size() == 0) return plan;
-  const std::vector<Digest> chain = hasher_.chain(lineage, query);
-  const auto per = static_cast<size_t>(segment_tokens_ / hasher_.block_size());
-  size_t covered = std::min(static_cast<size_t>(on_device / segment_tokens_) * per, chain.size() / per * per);  // blocks
-  plan.start = static_cast<std::int32_t>(covered) * hasher_.block_size();
-  for (size_t end = covered; end >= per; end -= per) {
-    if (store_.contains(chain[end - 1])) plan.ancestors.push_back(chain[end - 1]);
-  }
-  for (size_t end = covered + per; end <= chain.size() && store_.contains(chain[end - 1]); end += per) {
-    plan.keys.push_back(chain[end - 1]);
-    covered = end;
-  }
-  plan.length = static_cast<std::int32_t>(covered) * hasher_.block_size();
-  plan.last_take = plan.keys.empty() ? 0 : segment_tokens_;
-  // Where the grid walk stopped, the stored segment sharing the most tokens with the rest.
-  const Tail tail = best_tail(store_, hasher_, lineage, chain, query, plan.length);
-  if (tail.take > 0) {
-    plan.keys.push_back(tail.key);
-    plan.last_take = tail.take;
-    plan.length += tail.take;
-  }
-  return plan;
+  if (store_.size() == 0) return {};
+  const WalkTiers tiers{.device = on_device, .host = &store_, .after_device_part = true};
+  return as_host_plan(*this, hasher_, walk_path(*this, hasher_, tiers, lineage, query));
 }
 
 HostTier::Plan HostTier::clip(const Plan& plan, std::int32_t length) const {
@@ -116,10 +97,14 @@ void HostTier::drop_covered_siblings(const Digest& key, const Digest& parent, st
 }
 
 std::vector<HostTier::Cut> HostTier::cuts(const Lineage& lineage, std::span<const Token> tokens, std::int32_t from) const {
+  return cuts(lineage, tokens, hasher_.chain(lineage, tokens), from);
+}
+
+std::vector<HostTier::Cut> HostTier::cuts(const Lineage& lineage, std::span<const Token> tokens,
+                                          std::span<const Digest> blocks, std::int32_t from) const {
   std::vector<Cut> out;
   const auto n = static_cast<std::int32_t>(tokens.size());
   const std::int32_t block = hasher_.block_size();
-  const std::vector<Digest> blocks = hasher_.chain(lineage, tokens);
   for (std::int32_t begin = std::max(0, from) / segment_tokens_ * segment_tokens_; begin < n; begin += segment_tokens_) {
     const std::int32_t stop = std::min(begin + segment_tokens_, n);
     const Digest parent = hasher_.parent(lineage, blocks, begin, stop);

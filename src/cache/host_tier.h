@@ -46,7 +46,8 @@ class HostTier {
            std::uint64_t capacity_bytes, std::int64_t max_segments, engine::SeqId scratch);
 
   // `on_device`: positions [0, on_device) of the query are available from the device tier, so the
-  // walk starts at the last grid line at or before it instead of at the root.
+  // walk starts at the last grid line at or before it instead of at the root (walk_path, the
+  // host tier alone).
   Plan plan(const Lineage& lineage, std::span<const engine::Token> query, std::int32_t on_device = 0) const;
   // The plan cut to positions [0, length): later segments dropped, the last one taken in part.
   Plan clip(const Plan& plan, std::int32_t length) const;
@@ -76,6 +77,9 @@ class HostTier {
   };
   // The segments that cover positions [from, tokens.size()) (the one containing `from` whole).
   std::vector<Cut> cuts(const Lineage& lineage, std::span<const engine::Token> tokens, std::int32_t from) const;
+  // The same, given `tokens`' chain in `lineage`.
+  std::vector<Cut> cuts(const Lineage& lineage, std::span<const engine::Token> tokens, std::span<const Digest> chain,
+                        std::int32_t from) const;
   // The wall segment of `tokens`: positions [g, fork) under the unforked parent, where g is the
   // grid line before a fork that lies inside a grid segment and before the end of `tokens`.
   // nullopt when the fork is on the grid or not before the end (the cuts are unforked up to it).

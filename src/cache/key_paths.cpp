@@ -29,86 +29,22 @@ class UniqueKeys {
 
 KeyPaths::KeyPaths(const Tiers& tiers) : tiers_(tiers) {}
 
-KeyPaths::Rebuild KeyPaths::rebuildable(const RequestKey& key, const Lineage& lineage,
-                                                         std::span<const Token> tokens, Tier deepest) const {
+KeyPaths::Rebuild KeyPaths::rebuildable(const RequestKey& key, const Lineage& lineage, std::span<const Token> tokens,
+                                        Tier deepest) const {
   Rebuild out;
   if (!tiers_.family.keeps_cells() || tokens.empty()) return out;
   out.device = tiers_.device.match(lineage.ns, tokens, session_id(key), reach_of(key));
-  const std::int32_t on_device = out.device.length;
-  const HostStore& host = tiers_.host.store();
-  const DiskStore* disk = deepest >= Tier::disk ? tiers_.backing.disk() : nullptr;
-  for (const HostTier::Cut& cut : tiers_.host.cuts(lineage, tokens, 0)) {
-    if (deepest >= Tier::host && host.begins_at(cut.key, cut.begin)) {
-      out.pieces.push_back({cut, PieceFrom::host});
-      continue;
-    }
-    if (on_device >= cut.stop) {
-      out.pieces.push_back({cut, PieceFrom::device});
-      continue;
-    }
-    // A tail whose tokens begin a longer stored sibling: a lookup finds it there (token comparison,
-    // as a restore's walk does), and a tail ends the path.
-    const bool tail = cut.stop - cut.begin < tiers_.host.segment_tokens();
-    const auto part = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(cut.stop - cut.begin));
-    if (deepest >= Tier::host && tail) {
-      if (const std::optional<Digest> longer = covering(host, cut.parent, cut.begin, part)) {
-        out.pieces.push_back({cut, PieceFrom::host_covering, *longer});
-        break;
-      }
-    }
-    if (disk != nullptr) {
-      if (disk->begins_at(cut.key, cut.begin)) {
-        out.pieces.push_back({cut, PieceFrom::disk});
-        continue;
-      }
-      if (const std::optional<Digest> longer = tail ? covering(*disk, cut.parent, cut.begin, part) : std::nullopt) {
-        out.pieces.push_back({cut, PieceFrom::disk_covering, *longer});
-        break;
-      }
-    }
-    // Nothing holds the whole segment. Where it straddles the session wall, the wall segment
-    // holds its part before the wall (HostTier::wall_cut), unless the device's cells reach as far.
-    if (const std::optional<HostTier::Cut> wall = tiers_.host.wall_cut(lineage, tokens);
-        wall && wall->begin == cut.begin && on_device < wall->stop) {
-      if (deepest >= Tier::host && host.begins_at(wall->key, wall->begin)) {
-        out.pieces.push_back({*wall, PieceFrom::host});
-        break;
-      }
-      if (disk != nullptr && disk->begins_at(wall->key, wall->begin)) {
-        out.pieces.push_back({*wall, PieceFrom::disk});
-        break;
-      }
-    }
-    // The device's cells may hold its start (a shorter tail).
-    if (on_device > cut.begin) {
-      const auto head = tokens.subspan(static_cast<size_t>(cut.begin), static_cast<size_t>(on_device - cut.begin));
-      out.pieces.push_back({HostTier::Cut{cut.begin, on_device, cut.parent, tiers_.hasher.next(cut.parent, head)},
-                            PieceFrom::device_head});
-    }
-    break;
-  }
+  const WalkTiers walk{.device = out.device.length,
+                       .host = deepest >= Tier::host ? &tiers_.host.store() : nullptr,
+                       .disk = deepest >= Tier::disk ? tiers_.backing.disk() : nullptr};
+  out.pieces = walk_path(tiers_.host, tiers_.hasher, walk, lineage, tokens).pieces;
   return out;
 }
 
-KeyPaths::KeptState KeyPaths::kept_state(const RequestKey& key, const Lineage& lineage,
-                                                           std::span<const Token> tokens, std::span<const Digest> chain,
-                                                           std::int32_t limit, bool with_disk) const {
-  KeptState out;
-  limit = std::min(limit, static_cast<std::int32_t>(tokens.size()));
-  if (limit <= 0) return out;
-  const RadixTree::Match whole =
-      tiers_.device.match_whole(lineage.ns, tokens.first(static_cast<size_t>(limit)), session_id(key), reach_of(key));
-  if (whole.length > 0 && tiers_.device.entry(whole.entry).state_at_end) {
-    out.entry_end = whole.length;
-    out.entry = whole.entry;
-  }
-  out.memory = tiers_.checkpoints.find(lineage, tokens, chain, limit);
-  if (with_disk) {
-    const std::vector<engine::Pos> on_disk =
-        tiers_.backing.disk_checkpoints(lineage, tokens, chain, std::max(out.entry_end, out.memory.position), limit);
-    if (!on_disk.empty()) out.disk = on_disk.front();
-  }
-  return out;
+KeptState KeyPaths::kept_state(const RequestKey& key, const Lineage& lineage, std::span<const Token> tokens,
+                               std::span<const Digest> chain, std::int32_t limit, bool with_disk) const {
+  return find_kept_state(tiers_.device, tiers_.checkpoints, tiers_.backing, lineage, session_id(key), reach_of(key),
+                         tokens, chain, limit, with_disk);
 }
 
 HeldPrefix KeyPaths::held(const RequestKey& key, const Lineage& lineage, std::span<const engine::Token> tokens) const {
@@ -148,28 +84,26 @@ std::vector<Record> KeyPaths::gather_segments(const RequestKey& key, const Linea
     r.payload = std::move(payload);
     return r;
   };
-  for (const Piece& piece : rebuild.pieces) {
+  // Only the cut's positions of a longer stored segment: restored aside, cut back, saved again.
+  const auto cut_back = [&](const engine::Bytes& state, engine::Pos stop) {
+    engine::Bytes out;
+    if (tiers_.engine.restore_sequence(state, tiers_.device.scratch())) {
+      tiers_.engine.remove_sequence(tiers_.device.scratch(), stop, -1);
+      out = tiers_.engine.save_sequence(tiers_.device.scratch());
+    }
+    tiers_.engine.remove_sequence(tiers_.device.scratch(), 0, -1);
+    return out;
+  };
+  for (const PathPiece& piece : rebuild.pieces) {
     const HostTier::Cut& cut = piece.cut;
     engine::Bytes payload;
-    if (piece.source == PieceFrom::host) {
-      payload = tiers_.host.store().peek(cut.key)->state;
-    } else if (piece.source == PieceFrom::host_covering) {
-      // Only the cut's positions of the longer segment: restored aside, cut back, saved again.
-      if (tiers_.engine.restore_sequence(tiers_.host.store().peek(piece.stored)->state, tiers_.device.scratch())) {
-        tiers_.engine.remove_sequence(tiers_.device.scratch(), cut.stop, -1);
-        payload = tiers_.engine.save_sequence(tiers_.device.scratch());
+    if (piece.from == PieceFrom::host) {
+      const engine::Bytes& state = tiers_.host.store().peek(piece.stored)->state;
+      payload = piece.part ? cut_back(state, cut.stop) : state;
+    } else if (piece.from == PieceFrom::disk) {
+      if (std::optional<Record> r = tiers_.backing.disk()->read(piece.stored); r && r->meta.begin == cut.begin) {
+        payload = piece.part ? cut_back(r->payload, cut.stop) : std::move(r->payload);
       }
-      tiers_.engine.remove_sequence(tiers_.device.scratch(), 0, -1);
-    } else if (piece.source == PieceFrom::disk) {
-      if (std::optional<Record> r = tiers_.backing.disk()->read(cut.key); r && r->meta.begin == cut.begin) payload = std::move(r->payload);
-    } else if (piece.source == PieceFrom::disk_covering) {
-      // As host_covering, from the longer file.
-      const std::optional<Record> r = tiers_.backing.disk()->read(piece.stored);
-      if (r && r->meta.begin == cut.begin && tiers_.engine.restore_sequence(r->payload, tiers_.device.scratch())) {
-        tiers_.engine.remove_sequence(tiers_.device.scratch(), cut.stop, -1);
-        payload = tiers_.engine.save_sequence(tiers_.device.scratch());
-      }
-      tiers_.engine.remove_sequence(tiers_.device.scratch(), 0, -1);
     } else {
       payload = tiers_.host.serialize(holder, cut.begin, cut.stop);
     }

@@ -1,8 +1,8 @@
 // prefixd cache — a key's path through the tiers: where the records that rebuild a prefix of a
 // token sequence lie, keyed exactly as the host tier, a disk file or a shared value keys them on
-// the block grid (a request's restore, sources.h, may also use part of a longer tail, which no
-// record carries), what each tier holds of it, the artifact that carries it, and removing what the
-// stores hold of it past a position.
+// the block grid (the one walk a restore takes too, path_walk.h; a part of a longer stored segment
+// is carried cut back, as a record of exactly its tokens), what each tier holds of it, the artifact
+// that carries it, and removing what the stores hold of it past a position.
 //
 // A path's holdings are found by content, as a lookup finds them: the device tree's entries that
 // share its tokens, the host segments and disk files addressed by its block-hash chain (forked
@@ -22,6 +22,8 @@
 #include "cache/checkpoint_store.h"
 #include "cache/device_tier.h"
 #include "cache/host_tier.h"
+#include "cache/kept_state.h"
+#include "cache/path_walk.h"
 #include "cache/tiers.h"
 
 namespace prefixd::cache {
@@ -31,33 +33,18 @@ class KeyPaths {
   explicit KeyPaths(const Tiers& tiers);
 
   // Where the segments that rebuild the longest prefix of `tokens` exactly lie, on the host tier's
-  // grid, using the tiers down to `deepest`.
-  // host_covering: a longer host segment at the same place starts with the cut's tokens (a tail
-  // that a later save of a longer path covered, HostTier::drop_covered_siblings); `stored` is its key.
-  enum class PieceFrom { host, device, disk, device_head, host_covering, disk_covering };
-  struct Piece {
-    HostTier::Cut cut;
-    PieceFrom source;
-    Digest stored{};
-  };
+  // grid, using the tiers down to `deepest`: the one walk (walk_path) from position 0, so what a
+  // key holds is what a restore reaches.
   struct Rebuild {
-    std::vector<Piece> pieces;  // in position order; they tile [0, reach())
-    RadixTree::Match device;    // the device tree's match (`key`'s reach)
+    std::vector<PathPiece> pieces;  // in position order; they tile [0, reach())
+    RadixTree::Match device;        // the device tree's match (`key`'s reach)
     std::int32_t reach() const { return pieces.empty() ? 0 : pieces.back().cut.stop; }
   };
   Rebuild rebuildable(const RequestKey& key, const Lineage& lineage, std::span<const engine::Token> tokens,
                       Tier deepest) const;
 
   // Checkpoint families: where the state after a prefix of `tokens` no longer than `limit` is
-  // kept — at a device entry's end, in the checkpoint store, on disk (disk only with `with_disk`).
-  struct KeptState {
-    std::int32_t entry_end = 0;
-    EntryId entry = 0;
-    CheckpointStore::Found memory;
-    std::int32_t disk = 0;
-    std::int32_t best() const { return std::max({entry_end, memory.position, disk}); }
-    std::int32_t checkpoint() const { return std::max(memory.position, disk); }
-  };
+  // kept (find_kept_state, for `key`).
   KeptState kept_state(const RequestKey& key, const Lineage& lineage, std::span<const engine::Token> tokens,
                        std::span<const Digest> chain, std::int32_t limit, bool with_disk) const;
 

@@ -154,9 +154,8 @@ std::optional<ShiftDonor> PrefixCache::Impl::reserve_shift_donor(const Lease& le
   bool from_disk = false;
   if (disk) {
     HostStore::Evicted evicted;
-    const HostTier::Plan plan = host_.plan(lease.lineage, disk->tokens);
-    const HostTier::Plan promoted = backing_.promote(lease.lineage, disk->tokens, 0, plan,
-                                                     backing_.disk_extension(lease.lineage, disk->tokens, plan), evicted);
+    const BackingTiers::RestorePlan plan = backing_.plan_restore(lease.lineage, disk->tokens, 0, true);
+    const HostTier::Plan promoted = backing_.promote(lease.lineage, disk->tokens, 0, plan.host, plan.disk, evicted);
     counters_.count_evictions(evicted);
     if (promoted.start == 0 && promoted.length > 0) {
       std::vector<engine::Token> tokens(disk->tokens.begin(), disk->tokens.begin() + promoted.length);

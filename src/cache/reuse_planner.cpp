@@ -21,7 +21,7 @@ ReusePlanner::ReusePlanner(const CacheConfig& config, const Family& family, engi
       running_(family, device, leases, copies_),
       host_segments_(config, engine, entries_, device, host, backing, counters, copies_, pin),
       states_(device, copies_),
-      saved_states_(config, family, engine, device, host, checkpoints, backing, counters, states_, running_, copies_, pin),
+      saved_states_(config, family, engine, device, host, checkpoints, backing, counters, running_, copies_, pin),
       windows_(family, device, copies_) {}
 
 ReuseSource& ReusePlanner::source(Source kind) {

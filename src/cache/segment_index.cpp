@@ -30,15 +30,4 @@ Tail best_tail(const SegmentIndex& index, const BlockHasher& hasher, const Linea
   return best;
 }
 
-std::optional<Digest> covering(const SegmentIndex& index, const Digest& parent, engine::Pos begin,
-                               std::span<const engine::Token> part) {
-  if (part.empty()) return std::nullopt;
-  const auto size = static_cast<std::int32_t>(part.size());
-  for (const Digest& key : index.children(parent, part.front())) {
-    const std::optional<SegmentIndex::Compared> stored = index.compare(key, part);
-    if (stored && stored->begin == begin && stored->length > size && stored->common == size) return key;
-  }
-  return std::nullopt;
-}
-
 }  // namespace prefixd::cache

@@ -1,9 +1,8 @@
 // prefixd cache — what the host store and the disk store have in common as indexes of a key's
 // path: what is stored under a segment key (where it begins, how its tokens compare with a
-// prompt's), and the keys stored under a parent key that begin with a token. The walks over a
-// path that find a restore's segments (HostTier::plan, BackingTiers::disk_extension) and what the
-// tiers can rebuild (KeyPaths::rebuildable) take this interface, so the search for a tail and the
-// session fork's rule for it are written once, here.
+// prompt's), and the keys stored under a parent key that begin with a token. The one walk over a
+// path (walk_path, path_walk.h) takes this interface, so the search for a tail and the session
+// fork's rule for it are written once, here.
 #pragma once
 
 #include <cstdint>
@@ -51,10 +50,5 @@ struct Tail {
 // past it. `chain` is `query`'s chain in `lineage`. take == 0: none.
 Tail best_tail(const SegmentIndex& index, const BlockHasher& hasher, const Lineage& lineage,
                std::span<const Digest> chain, std::span<const engine::Token> query, engine::Pos pos);
-
-// A stored segment under `parent` beginning at `begin` whose tokens start with all of `part` and
-// go on past it: a tail that a later save of a longer path covered. nullopt: none.
-std::optional<Digest> covering(const SegmentIndex& index, const Digest& parent, engine::Pos begin,
-                               std::span<const engine::Token> part);
 
 }  // namespace prefixd::cache

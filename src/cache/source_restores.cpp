@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cache/kept_state.h"
+
 namespace prefixd::cache {
 
 namespace {
@@ -82,10 +84,10 @@ std::optional<Acquisition> HostSegments::adopt(Lease& lease, const SourceOffer& 
 
 Checkpoints::Checkpoints(const CacheConfig& config, const Family& family, engine::Engine& engine,
                          DeviceTier& device, HostTier& host, CheckpointStore& checkpoints, BackingTiers& backing,
-                         CacheCounters& counters, const EntryStates& states, const RunningRequests& running,
-                         CellCopies& copies, engine::SeqId pin)
+                         CacheCounters& counters, const RunningRequests& running, CellCopies& copies,
+                         engine::SeqId pin)
     : config_(config), family_(family), engine_(engine), device_(device), host_(host), checkpoints_(checkpoints),
-      backing_(backing), counters_(counters), states_(states), running_(running), copies_(copies), pin_(pin) {}
+      backing_(backing), counters_(counters), running_(running), copies_(copies), pin_(pin) {}
 
 SourceOffer Checkpoints::offer(const ReuseQuery& query) const {
   const Lease& lease = query.lease;
@@ -107,13 +109,11 @@ SourceOffer Checkpoints::offer(const ReuseQuery& query) const {
     out.host_only = out.host.length;
     limit = std::max({out.entry.length, out.running_computed, out.host.length, out.disk.reach});
   }
-  out.checkpoint = checkpoints_.find(lineage, query.tokens, lease.chain, limit);
-  out.in_memory = std::max(states_.offer(query).reach, out.checkpoint.position);
-  if (query.with_disk) {
-    const std::vector<engine::Pos> on_disk =
-        backing_.disk_checkpoints(lineage, query.tokens, lease.chain, out.in_memory, limit);
-    if (!on_disk.empty()) out.disk_checkpoint = on_disk.front();
-  }
+  const KeptState kept = find_kept_state(device_, checkpoints_, backing_, lineage, lease.session, lease.reach,
+                                         query.tokens, lease.chain, limit, query.with_disk);
+  out.checkpoint = kept.memory;
+  out.in_memory = kept.in_memory();
+  out.disk_checkpoint = kept.disk;
   out.reach = std::max(out.checkpoint.position, out.disk_checkpoint);
   out.state = true;
   out.copied = family_.keeps_cells() ? std::min({out.reach, std::max(out.entry.length, out.running_computed)}) : 0;

@@ -92,7 +92,7 @@ class Checkpoints final : public ReuseSource {
  public:
   Checkpoints(const CacheConfig& config, const Family& family, engine::Engine& engine, DeviceTier& device,
               HostTier& host, CheckpointStore& checkpoints, BackingTiers& backing, CacheCounters& counters,
-              const EntryStates& states, const RunningRequests& running, CellCopies& copies, engine::SeqId pin);
+              const RunningRequests& running, CellCopies& copies, engine::SeqId pin);
   Source kind() const override { return Source::checkpoint; }
   SourceOffer offer(const ReuseQuery& query) const override;
   std::optional<Acquisition> adopt(Lease& lease, const SourceOffer& offer) override;
@@ -106,7 +106,6 @@ class Checkpoints final : public ReuseSource {
   CheckpointStore& checkpoints_;
   BackingTiers& backing_;
   CacheCounters& counters_;
-  const EntryStates& states_;
   const RunningRequests& running_;
   CellCopies& copies_;
   engine::SeqId pin_;

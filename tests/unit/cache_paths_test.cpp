@@ -253,5 +253,54 @@ TEST_F(CachePaths, ATailInsideALongerFileIsHeldOnDisk) {
   check(*cache, "after the restore");
 }
 
+// What a key is said to hold is exactly what a restore reaches, on every tier: a prompt that leaves
+// a stored path inside a grid segment is held up to where it leaves it, as far as a restore takes
+// the stored segment there (held() stopped at the grid line, 80, while a restore reached 84).
+TEST_F(CachePaths, HeldIsWhatARestoreReachesWhereAPromptLeavesAStoredSegment) {
+  const RequestKey key{std::string(32, 'n'), "s"};  // artifacts name a namespace by its digest
+  const auto query = joined(joined(shared, token_run(100, 20)), token_run(200, 9));  // leaves a at 84
+  auto cache = make();
+  serve(*cache, key, a);
+  cache->release_device_cells(1 << 20);
+  PrefixCacheProbe(*cache).flush_disk();
+  const HeldPrefix held = cache->held(key, query);
+  EXPECT_EQ(held.device, 0);
+  EXPECT_EQ(held.host, 84) << "the first 4 tokens of a's segment [80, 88)";
+  EXPECT_EQ(held.tokens, 84);
+  const Acquisition from_host = PrefixCacheProbe(*cache).acquire(key, query, 0);
+  EXPECT_EQ(from_host.reused, held.tokens) << "a restore from the host tier reaches what held() said";
+  EXPECT_EQ(from_host.tier, Tier::host);
+  cache->release(0);
+  check(*cache, "after the host restore");
+
+  // Only the disk holds it after a restart: the same, from the disk's files.
+  cache.reset();
+  engine->clear();
+  cache = make();
+  const HeldPrefix on_disk = cache->held(key, query);
+  EXPECT_EQ(on_disk.host, 0);
+  EXPECT_EQ(on_disk.disk, 84);
+  const Acquisition from_disk = PrefixCacheProbe(*cache).acquire(key, query, 0);
+  EXPECT_EQ(from_disk.reused, on_disk.tokens) << "a restore from disk reaches what held() said";
+  cache->release(0);
+  check(*cache, "after the disk restore");
+
+  // An artifact of the query carries exactly that prefix, its last record cut back to the 4 tokens,
+  // and another server loads it and restores the whole of it.
+  const std::filesystem::path file = dir / "query.prefixd";
+  const ArtifactInfo saved = cache->save_artifact(key, query, file);
+  EXPECT_EQ(saved.tokens, 84);
+  EXPECT_EQ(saved.segments, 11) << "ten grid segments and the 4-token part";
+  cache.reset();
+  engine->clear();
+  std::filesystem::remove_all(dir / "disk");
+  cache = make(false);
+  EXPECT_EQ(cache->load_artifact(file).tokens, 84);
+  EXPECT_EQ(cache->held(key, query).host, 84);
+  EXPECT_EQ(PrefixCacheProbe(*cache).acquire(key, query, 0).reused, 84);
+  cache->release(0);
+  check(*cache, "after the artifact's restore");
+}
+
 }  // namespace
 }  // namespace prefixd::cache

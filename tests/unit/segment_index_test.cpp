@@ -1,5 +1,5 @@
 // The walks the host and disk stores share (cache/segment_index.h): the tail where a grid walk
-// stops, under the session fork's rule, and a tail inside a longer stored segment. An index of a
+// stops, under the session fork's rule, and what an index says is stored where. An index of a
 // few segments in memory stands in for a store: the rules are the index's, not a store's.
 #include <gtest/gtest.h>
 
@@ -103,21 +103,10 @@ TEST_F(SegmentIndexTest, BeforeTheForkTheNamespacesSegmentsServeEverySessionUpTo
   EXPECT_EQ(best_tail(index, hasher_, lineage, late, query_, 8).take, 0);
 }
 
-TEST_F(SegmentIndexTest, ACoveringSegmentBeginsWithTheWholeTailAndGoesOn) {
+TEST_F(SegmentIndexTest, BeginsAtNamesAStoredKeyAndItsStart) {
   const Digest parent = key_named(7);
   SegmentsInMemory index;
-  index.add(key_named(1), parent, 8, rest_at(8, 3));  // as long as the tail: not covering
-  const std::vector<Token> part = rest_at(8, 3);
-  EXPECT_EQ(covering(index, parent, 8, part), std::nullopt);
-  std::vector<Token> other = rest_at(8, 2);
-  other.push_back(1);
-  other.push_back(2);
-  index.add(key_named(2), parent, 8, other);  // longer but differs inside the tail
-  EXPECT_EQ(covering(index, parent, 8, part), std::nullopt);
-  index.add(key_named(3), parent, 4, rest_at(8, 6));  // begins elsewhere
-  EXPECT_EQ(covering(index, parent, 8, part), std::nullopt);
   index.add(key_named(4), parent, 8, rest_at(8, 6));
-  EXPECT_EQ(covering(index, parent, 8, part), key_named(4));
   EXPECT_TRUE(index.begins_at(key_named(4), 8));
   EXPECT_FALSE(index.begins_at(key_named(4), 4));
   EXPECT_FALSE(index.begins_at(key_named(5), 8));
