@@ -67,6 +67,10 @@ ParseOptions control_parse_options(const engine::Engine& engine, const ServerOpt
   out.max_json_nodes = options.max_json_nodes;
   out.images = options.images;
   if (engine.vision() == nullptr) out.images.max_images = 0;
+  if (engine.vision() != nullptr) {
+    out.images.images = engine.vision()->info().images;
+    out.images.audio = engine.vision()->info().audio;
+  }
   return out;
 }
 
@@ -110,8 +114,7 @@ class HttpServer::Impl {
     parse_options_.shift_reuse = options_.cache_prompt_default && engine.can_shift();
     parse_options_.default_seed = options_.default_seed;
     parse_options_.max_json_nodes = options_.max_json_nodes;
-    parse_options_.images = options_.images;
-    if (engine.vision() == nullptr) parse_options_.images.max_images = 0;
+    parse_options_.images = control_parse_options(engine, options_, served_id_).images;
     if (site_) spdlog::info("web UI at / (files {})", site_->origin());
   }
 

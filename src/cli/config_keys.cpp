@@ -55,6 +55,7 @@ constexpr std::array kKeys{
     ConfigKey{"max-images", model},
     ConfigKey{"max-image-bytes", model},
     ConfigKey{"max-image-pixels", model},
+    ConfigKey{"max-audio-seconds", model},
     ConfigKey{"image-embedding-bytes", model},
     ConfigKey{"ctx-size", model},
     ConfigKey{"parallel", model},

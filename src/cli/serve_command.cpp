@@ -395,6 +395,9 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
   cmd->add_option("--max-image-pixels", o->context.max_image_pixels,
                   "Largest image, in pixels (width x height), read from its header before it is decoded (0: 33554432)")
       ->capture_default_str()->envname("PREFIXD_MAX_IMAGE_PIXELS");
+  cmd->add_option("--max-audio-seconds", o->context.max_audio_seconds,
+                  "Longest audio clip a request may carry, in seconds of decoded sound (with an audio projector; 0: 600)")
+      ->capture_default_str()->envname("PREFIXD_MAX_AUDIO_SECONDS")->check(CLI::Range(0.0, 86400.0));
   cmd->add_option("--image-embedding-bytes", o->scheduler.image_embedding_bytes,
                   "Memory for image embeddings kept by digest, so a recomputed image is not encoded again")
       ->capture_default_str()->envname("PREFIXD_IMAGE_EMBEDDING_BYTES");

@@ -913,7 +913,8 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
                                                             .use_gpu = info.on_accelerator,
                                                             .flash_attention = options.flash_attention,
                                                             .n_batch = options.n_batch,
-                                                            .max_pixels = options.max_image_pixels});
+                                                            .max_pixels = options.max_image_pixels,
+                                                            .max_audio_seconds = options.max_audio_seconds});
   }
   if (streams) {
     spdlog::info("KV layout: a stream of {} cells per sequence ({} streams, {:.0f} MiB of K/V in all): a sequence's cells lie "

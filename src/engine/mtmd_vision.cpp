@@ -1,5 +1,5 @@
-// Images through libmtmd: the projector's own preprocessing and tokenization (what text goes
-// around an image, how many positions it takes) and its encoder.
+// Images and audio through libmtmd: the projector's own preprocessing and tokenization (what text
+// goes around an image or a clip, how many positions it takes) and its encoders.
 #include "engine/mtmd_vision.h"
 
 #include <cstring>
@@ -53,7 +53,7 @@ std::string projector_type(const std::string& path) {
 
 class MtmdImage final : public PreparedImage {
  public:
-  ChunkPtr chunk;  // the image chunk, as mtmd_encode_chunk takes it
+  std::vector<ChunkPtr> chunks;  // the image's chunk, or an audio clip's windows, as mtmd_encode_chunk takes them
 };
 
 ImageDigest digest_of(const mtmd_bitmap* bitmap) {
@@ -83,70 +83,117 @@ class MtmdVision final : public Vision {
   const VisionInfo& info() const override { return info_; }
 
   std::shared_ptr<const PreparedImage> prepare(std::span<const std::uint8_t> file) const override {
+    if (!audio_format_of(file).empty()) return prepare_audio(file);
+    if (!info_.images) throw ImageError("the model's projector has no vision encoder: it takes audio only");
     const ImageSize size = read_image_size(file);
     if (size.width == 0 || size.height == 0) throw ImageError("the image has no pixels");
     if (static_cast<std::uint64_t>(size.width) * size.height > info_.max_pixels) {
       throw ImageError(std::format("the image is {}x{} pixels, more than the {} this server decodes (--max-image-pixels)",
                                    size.width, size.height, info_.max_pixels));
     }
-    const mtmd_helper_bitmap_wrapper wrapper =
-        mtmd_helper_bitmap_init_from_buf(ctx_.get(), file.data(), file.size(), false, mtmd_helper_init_opt_default());
-    BitmapPtr bitmap(wrapper.bitmap);
-    if (wrapper.video_ctx != nullptr) mtmd_helper_video_free(wrapper.video_ctx);
-    if (!bitmap) throw ImageError("the image decoder cannot read it (a damaged or unsupported file)");
+    BitmapPtr bitmap = decode(file, "the image decoder cannot read it (a damaged or unsupported file)");
     if (mtmd_bitmap_is_audio(bitmap.get())) throw ImageError("it is audio, not an image");
-
     auto image = std::make_shared<MtmdImage>();
     image->digest = digest_of(bitmap.get());
     image->width = static_cast<std::int32_t>(mtmd_bitmap_get_nx(bitmap.get()));
     image->height = static_cast<std::int32_t>(mtmd_bitmap_get_ny(bitmap.get()));
-    // The projector decides the text around the image and its positions: tokenize its marker alone.
+    cut(*image, bitmap.get(), MTMD_INPUT_CHUNK_TYPE_IMAGE);
+    return image;
+  }
+
+  std::vector<float> encode(const PreparedImage& image) override {
+    const auto& media = dynamic_cast<const MtmdImage&>(image);
+    const char* encoder = media.audio ? "the audio encoder" : "the vision encoder";
+    std::vector<float> out;
+    out.reserve(static_cast<size_t>(image.n_tokens) * static_cast<size_t>(info_.n_embd));
+    for (const ChunkPtr& chunk : media.chunks) {
+      if (mtmd_encode_chunk(ctx_.get(), chunk.get()) != 0) throw ImageError(std::string(encoder) + " failed");
+      const float* embd = mtmd_get_output_embd(ctx_.get());
+      if (embd == nullptr) throw ImageError(std::string(encoder) + " returned nothing");
+      const size_t n = mtmd_input_chunk_get_n_tokens(chunk.get()) * static_cast<size_t>(info_.n_embd);
+      out.insert(out.end(), embd, embd + n);
+    }
+    return out;
+  }
+
+ private:
+  // An audio file (WAV, MP3, FLAC), decoded to mono samples at the encoder's rate.
+  std::shared_ptr<const PreparedImage> prepare_audio(std::span<const std::uint8_t> file) const {
+    if (!info_.audio) throw ImageError("the model's projector has no audio encoder");
+    BitmapPtr bitmap = decode(file, "the audio decoder cannot read it (a damaged or unsupported " + audio_format_of(file) + " file)");
+    if (!mtmd_bitmap_is_audio(bitmap.get())) throw ImageError("it is not audio");
+    const std::uint32_t samples = mtmd_bitmap_get_nx(bitmap.get());
+    if (samples == 0) throw ImageError("the audio has no samples");
+    const double seconds = static_cast<double>(samples) / info_.sample_rate;
+    if (seconds > info_.max_audio_seconds) {
+      throw ImageError(std::format("the audio lasts {:.1f} s, more than the {:.0f} s this server takes (--max-audio-seconds)",
+                                   seconds, info_.max_audio_seconds));
+    }
+    auto clip = std::make_shared<MtmdImage>();
+    clip->audio = true;
+    clip->digest = digest_of(bitmap.get());  // of the decoded samples: the same sound in another container matches
+    clip->width = static_cast<std::int32_t>(samples);
+    clip->height = 1;
+    cut(*clip, bitmap.get(), MTMD_INPUT_CHUNK_TYPE_AUDIO);
+    return clip;
+  }
+
+  BitmapPtr decode(std::span<const std::uint8_t> file, const std::string& unreadable) const {
+    const mtmd_helper_bitmap_wrapper wrapper =
+        mtmd_helper_bitmap_init_from_buf(ctx_.get(), file.data(), file.size(), false, mtmd_helper_init_opt_default());
+    BitmapPtr bitmap(wrapper.bitmap);
+    if (wrapper.video_ctx != nullptr) mtmd_helper_video_free(wrapper.video_ctx);
+    if (!bitmap) throw ImageError(unreadable);
+    return bitmap;
+  }
+
+  // The projector decides the text around the media and its positions: its marker tokenized alone
+  // gives the text before, the media's chunks (one image; an audio clip's windows, back to back),
+  // and the text after.
+  void cut(MtmdImage& media, const mtmd_bitmap* bitmap, mtmd_input_chunk_type kind) const {
+    const char* what = kind == MTMD_INPUT_CHUNK_TYPE_AUDIO ? "audio" : "image";
     ChunksPtr chunks(mtmd_input_chunks_init());
     const char* marker = mtmd_default_marker();
     const mtmd_input_text text{marker, std::strlen(marker), /*add_special=*/false, /*parse_special=*/true};
-    const mtmd_bitmap* bitmaps[] = {bitmap.get()};
+    const mtmd_bitmap* bitmaps[] = {bitmap};
     if (const int32_t rc = mtmd_tokenize(ctx_.get(), chunks.get(), &text, bitmaps, 1); rc != 0) {
       throw ImageError(rc == 2 ? "the projector could not preprocess it" : "the projector could not place it");
     }
-    bool seen_image = false;
+    bool seen_media = false;
+    bool after = false;
     for (size_t i = 0; i < mtmd_input_chunks_size(chunks.get()); ++i) {
       const mtmd_input_chunk* chunk = mtmd_input_chunks_get(chunks.get(), i);
       if (mtmd_input_chunk_get_type(chunk) == MTMD_INPUT_CHUNK_TYPE_TEXT) {
         size_t n = 0;
         const llama_token* tokens = mtmd_input_chunk_get_tokens_text(chunk, &n);
-        auto& side = seen_image ? image->after : image->before;
+        auto& side = seen_media ? media.after : media.before;
         side.insert(side.end(), tokens, tokens + n);
+        after = seen_media;
         continue;
       }
-      if (mtmd_input_chunk_get_type(chunk) != MTMD_INPUT_CHUNK_TYPE_IMAGE || seen_image) {
-        throw ImageError("the projector turned it into something other than one image");
+      // One image chunk; an audio clip's windows follow each other with no text between.
+      if (mtmd_input_chunk_get_type(chunk) != kind || after ||
+          (seen_media && kind == MTMD_INPUT_CHUNK_TYPE_IMAGE)) {
+        throw ImageError(std::format("the projector turned it into something other than one {}", what));
       }
-      seen_image = true;
-      image->n_tokens = static_cast<std::int32_t>(mtmd_input_chunk_get_n_tokens(chunk));
-      if (mtmd_input_chunk_get_n_pos(chunk) != image->n_tokens) {
+      seen_media = true;
+      const auto n_tokens = static_cast<std::int32_t>(mtmd_input_chunk_get_n_tokens(chunk));
+      if (static_cast<std::int32_t>(mtmd_input_chunk_get_n_pos(chunk)) != n_tokens) {
         throw ImageError("the projector places its tokens at fewer positions than it has tokens");
       }
-      image->non_causal = mtmd_decode_use_non_causal(ctx_.get(), chunk);
-      image->chunk.reset(mtmd_input_chunk_copy(chunk));
+      media.n_tokens += n_tokens;
+      media.non_causal = mtmd_decode_use_non_causal(ctx_.get(), chunk);
+      media.chunks.emplace_back(mtmd_input_chunk_copy(chunk));
     }
-    if (!seen_image || image->n_tokens <= 0) throw ImageError("the projector produced no image tokens for it");
-    if (image->n_tokens > n_batch_) {
-      throw ImageError(std::format("it takes {} positions, more than one batch of {} (--batch-size)", image->n_tokens,
+    if (!seen_media || media.n_tokens <= 0) throw ImageError(std::format("the projector produced no {} tokens for it", what));
+    // Positions that attend to each other both ways are decoded in one batch; causal ones in as
+    // many as they take.
+    if (media.non_causal && media.n_tokens > n_batch_) {
+      throw ImageError(std::format("it takes {} positions, more than one batch of {} (--batch-size)", media.n_tokens,
                                    n_batch_));
     }
-    return image;
   }
 
-  std::vector<float> encode(const PreparedImage& image) override {
-    const auto& mtmd_image = dynamic_cast<const MtmdImage&>(image);
-    if (mtmd_encode_chunk(ctx_.get(), mtmd_image.chunk.get()) != 0) throw ImageError("the vision encoder failed");
-    const float* embd = mtmd_get_output_embd(ctx_.get());
-    if (embd == nullptr) throw ImageError("the vision encoder returned nothing");
-    const size_t n = static_cast<size_t>(image.n_tokens) * static_cast<size_t>(info_.n_embd);
-    return std::vector<float>(embd, embd + n);
-  }
-
- private:
   MtmdContextPtr ctx_;
   VisionInfo info_;
   std::int32_t n_batch_;
@@ -165,7 +212,9 @@ std::unique_ptr<Vision> load_mtmd_vision(const std::string& path, const llama_mo
   params.warmup = false;
   MtmdContextPtr ctx(mtmd_init_from_file(path.c_str(), model, params));
   if (!ctx) throw std::runtime_error("cannot load the vision projector '" + path + "' (see the log above)");
-  if (!mtmd_support_vision(ctx.get())) throw std::runtime_error("'" + path + "' is not a vision projector");
+  if (!mtmd_support_vision(ctx.get()) && !mtmd_support_audio(ctx.get())) {
+    throw std::runtime_error("'" + path + "' is neither a vision nor an audio projector");
+  }
   if (mtmd_decode_use_mrope(ctx.get())) {
     throw std::runtime_error("'" + path + "' places image tokens with M-RoPE positions, which prefixd does not serve yet");
   }
@@ -174,10 +223,21 @@ std::unique_ptr<Vision> load_mtmd_vision(const std::string& path, const llama_mo
   info.n_embd = llama_model_n_embd_inp(model);
   info.max_pixels = options.max_pixels > 0 ? options.max_pixels : kDefaultMaxImagePixels;
   info.projector = projector_type(path);
+  info.images = mtmd_support_vision(ctx.get());
+  info.audio = mtmd_support_audio(ctx.get());
+  info.sample_rate = info.audio ? mtmd_get_audio_sample_rate(ctx.get()) : 0;
+  info.max_audio_seconds = options.max_audio_seconds > 0 ? options.max_audio_seconds : kDefaultMaxAudioSeconds;
+  if (info.audio && info.sample_rate <= 0) throw std::runtime_error("'" + path + "' names no audio sample rate");
   // The projector follows the model: on a GPU device when layers were offloaded there.
-  spdlog::info("vision projector {} ({}) loaded: images of at most {:.1f} megapixels, the image encoder on the {}", path,
-               info.projector.empty() ? "type not named" : info.projector, static_cast<double>(info.max_pixels) / 1e6,
-               options.use_gpu ? "GPU" : "CPU");
+  std::string takes;
+  if (info.images) takes = std::format("images of at most {:.1f} megapixels", static_cast<double>(info.max_pixels) / 1e6);
+  if (info.audio) {
+    takes += std::format("{}audio of at most {:.0f} s at {} Hz", takes.empty() ? "" : " and ", info.max_audio_seconds,
+                         info.sample_rate);
+  }
+  const char* encoders = !info.audio ? "the image encoder" : info.images ? "the image and audio encoders" : "the audio encoder";
+  spdlog::info("projector {} ({}) loaded: {}, {} on the {}", path, info.projector.empty() ? "type not named" : info.projector,
+               takes, encoders, options.use_gpu ? "GPU" : "CPU");
   return std::make_unique<MtmdVision>(std::move(ctx), std::move(info), options.n_batch);
 }
 

@@ -139,6 +139,7 @@ struct ContextOptions {
   // text only.
   std::string mmproj_path;
   std::uint64_t max_image_pixels = 0;  // width × height an image may have; 0: the default (mtmd_vision.h)
+  double max_audio_seconds = 0;        // the longest audio clip; 0: the default (mtmd_vision.h)
   // Text file remembering model file digests across restarts (model_fingerprint.h); empty: the
   // file is hashed at every load.
   std::string fingerprint_cache;

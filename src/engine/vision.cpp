@@ -52,6 +52,15 @@ ImageSize jpeg_size(std::span<const std::uint8_t> file) {
 
 std::string digest_hex(const ImageDigest& digest) { return util::to_hex(digest); }
 
+std::string audio_format_of(std::span<const std::uint8_t> file) {
+  if (file.size() < 12) return {};
+  if (starts_with(file, "RIFF") && starts_with(file.subspan(8), "WAVE")) return "wav";
+  if (starts_with(file, "fLaC")) return "flac";
+  // An ID3 tag, or an MPEG audio frame's sync word (eleven set bits).
+  if (starts_with(file, "ID3") || (file[0] == 0xFF && (file[1] & 0xE0) == 0xE0)) return "mp3";
+  return {};
+}
+
 std::vector<Token> image_token_ids(const ImageDigest& digest, std::int32_t n_tokens) {
   std::vector<Token> ids(static_cast<size_t>(std::max(n_tokens, 0)));
   for (size_t i = 0; i < ids.size(); ++i) {

@@ -38,14 +38,18 @@ std::string digest_hex(const ImageDigest& digest);
 std::vector<Token> image_token_ids(const ImageDigest& digest, std::int32_t n_tokens);
 inline bool is_image_token(Token token) { return token < 0; }
 
-// One image decoded and cut into the model's image tokens. Immutable; shared by the requests that
-// hold it. What the projector needs to encode it later is kept by the implementation.
+// One image (or audio clip) decoded and cut into the model's tokens. Immutable; shared by the
+// requests that hold it. What the projector needs to encode it later is kept by the implementation.
+// An audio clip is media like an image: its positions hold stand-ins of the digest of its decoded
+// samples, filled with the audio encoder's embeddings, one position per token (libmtmd cuts it
+// into 30-second windows; their tokens follow each other with nothing between).
 class PreparedImage {
  public:
   virtual ~PreparedImage() = default;
   ImageDigest digest{};
-  std::int32_t width = 0;
-  std::int32_t height = 0;
+  std::int32_t width = 0;   // audio: samples at the projector's sample rate
+  std::int32_t height = 0;  // audio: 1
+  bool audio = false;
   std::vector<Token> before;  // text tokens that open the image (e.g. Gemma 3's <start_of_image>)
   std::int32_t n_tokens = 0;  // positions its embeddings fill
   std::vector<Token> after;   // text tokens that close it
@@ -68,14 +72,23 @@ struct VisionInfo {
   std::string projector;       // its projector type (clip.projector_type)
   std::int32_t n_embd = 0;     // width of one embedding row: the text model's input width
   std::uint64_t max_pixels = 0;  // larger images are refused (width × height)
+  bool images = true;          // it has a vision encoder
+  bool audio = false;          // it has an audio encoder
+  std::int32_t sample_rate = 0;       // audio: the samples per second it encodes
+  double max_audio_seconds = 0;       // longer audio is refused
 };
+
+// The container an audio file's first bytes name ("wav", "mp3", "flac"), as libmtmd's decoder
+// recognises them; empty for anything else.
+std::string audio_format_of(std::span<const std::uint8_t> file);
 
 class Vision {
  public:
   virtual ~Vision() = default;
   virtual const VisionInfo& info() const = 0;
-  // Decodes an image file (PNG, JPEG, GIF, BMP, ... what the projector's loader reads) and cuts it
-  // into image tokens. Thread-safe. Throws ImageError with the reason for bytes it cannot read.
+  // Decodes an image file (PNG, JPEG, GIF, BMP, ... what the projector's loader reads) or an
+  // audio file (audio_format_of: WAV, MP3, FLAC, resampled to the encoder's rate) and cuts it into
+  // tokens. Thread-safe. Throws ImageError with the reason for bytes it cannot read or use.
   virtual std::shared_ptr<const PreparedImage> prepare(std::span<const std::uint8_t> file) const = 0;
   // The image's embeddings: n_tokens rows of info().n_embd floats. Costly (the vision encoder);
   // called on the engine's thread. Throws ImageError when the encoder fails.

@@ -1,6 +1,6 @@
-// Vision projector presets: GGUF files in the layout libmtmd loads ("clip" files, as llama.cpp's
-// converter writes them with --mmproj), with random weights. Shapes follow the vision towers they
-// are named after; the projection's output width is the paired text model's n_embd.
+// Projector presets: GGUF files in the layout libmtmd loads ("clip" files, as llama.cpp's converter
+// writes them with --mmproj), with random weights. Shapes follow the vision towers and audio
+// encoders they are named after; the projection's output width is the paired text model's n_embd.
 #include <cmath>
 #include <format>
 #include <string_view>
@@ -149,6 +149,78 @@ ModelSpec qwen3vl_2b_mmproj() {
                            {.n_embd = 1024, .n_ff = 4096, .n_layer = 24, .n_head = 16, .grid = 48, .text_embd = 2048});
 }
 
+// Qwen2-Audio's encoder (Whisper's) and projector: 128 log-mel bins of 16 kHz audio, two 1-D
+// convolutions (the second of stride 2), a learned position per frame (1500 per 30-second window),
+// pre-norm blocks (no bias on K, as Whisper), an average pool over pairs of frames, a final norm
+// and one linear map into the text width. libmtmd cuts audio into 30-second windows of 750 tokens
+// each, one position per token, causal.
+struct Qwen2AudioShape {
+  std::uint32_t n_embd, n_ff, n_layer, n_head, text_embd;
+};
+
+ModelSpec qwen2a_projector(std::string preset, std::string display, const Qwen2AudioShape& s) {
+  constexpr std::uint32_t mel_bins = 128;
+  constexpr std::int64_t frames = 1500;  // encoder positions per window
+  ModelSpec spec{.preset = std::move(preset), .architecture = "clip", .display_name = std::move(display),
+                 .default_weight_type = "f16", .vocab = {.size = 0, .n_regular = 0}};
+  spec.file_kind = "mmproj";
+  spec.hparams = {
+      {"projector_type", std::string("qwen2a")},
+      {"has_audio_encoder", true},
+      {"audio.embedding_length", s.n_embd},
+      {"audio.feed_forward_length", s.n_ff},
+      {"audio.block_count", s.n_layer},
+      {"audio.attention.head_count", s.n_head},
+      {"audio.attention.layer_norm_epsilon", 1e-5f},
+      {"audio.projection_dim", s.text_embd},
+      {"audio.num_mel_bins", mel_bins},
+  };
+  const std::int64_t n = s.n_embd;
+  auto& t = spec.tensors;
+  // The convolutions' biases are [1, n]: they broadcast over the frames of the [frames, n] output.
+  t.push_back(f32_matrix("a.conv1d.1.weight", {3, mel_bins, n}, 1.0f / std::sqrt(3.0f * mel_bins)));
+  t.push_back(f32_matrix("a.conv1d.1.bias", {1, n}, 0.02f));
+  t.push_back(f32_matrix("a.conv1d.2.weight", {3, n, n}, 1.0f / std::sqrt(3.0f * static_cast<float>(n))));
+  t.push_back(f32_matrix("a.conv1d.2.bias", {1, n}, 0.02f));
+  t.push_back(f32_matrix("a.position_embd.weight", {n, frames}, 0.02f));
+  for (int il = 0; il < static_cast<int>(s.n_layer); ++il) {
+    const auto ablk = [il](std::string_view what) { return std::format("a.blk.{}.{}", il, what); };
+    t.push_back(ones(ablk("ln1.weight"), n));
+    t.push_back(small(ablk("ln1.bias"), n));
+    t.push_back(matrix(ablk("attn_q.weight"), n, n));
+    t.push_back(small(ablk("attn_q.bias"), n));
+    t.push_back(matrix(ablk("attn_k.weight"), n, n));  // no bias: the encoder asserts there is none
+    t.push_back(matrix(ablk("attn_v.weight"), n, n));
+    t.push_back(small(ablk("attn_v.bias"), n));
+    t.push_back(matrix(ablk("attn_out.weight"), n, n));
+    t.push_back(small(ablk("attn_out.bias"), n));
+    t.push_back(ones(ablk("ln2.weight"), n));
+    t.push_back(small(ablk("ln2.bias"), n));
+    t.push_back(matrix(ablk("ffn_up.weight"), n, s.n_ff));
+    t.push_back(small(ablk("ffn_up.bias"), s.n_ff));
+    t.push_back(matrix(ablk("ffn_down.weight"), s.n_ff, n));
+    t.push_back(small(ablk("ffn_down.bias"), n));
+  }
+  t.push_back(ones("a.post_ln.weight", n));
+  t.push_back(small("a.post_ln.bias", n));
+  t.push_back(matrix("mm.a.fc.weight", n, s.text_embd));
+  t.push_back(small("mm.a.fc.bias", s.text_embd));
+  return spec;
+}
+
+// A one-block encoder for the dense `tiny` model (64 wide).
+ModelSpec tiny_qwen2a_mmproj() {
+  return qwen2a_projector("tiny-qwen2a-mmproj", "prefixd tiny Qwen2-Audio projector (random)",
+                          {.n_embd = 64, .n_ff = 128, .n_layer = 1, .n_head = 4, .text_embd = 64});
+}
+
+// Qwen2-Audio-7B's encoder (Whisper large-v3: 1280 wide, 32 blocks, 20 heads) into its 4096-wide
+// text model: the real shapes, random weights (~640 M parameters).
+ModelSpec qwen2_audio_7b_mmproj() {
+  return qwen2a_projector("qwen2-audio-7b-mmproj", "prefixd qwen2-audio-7b projector (random)",
+                          {.n_embd = 1280, .n_ff = 5120, .n_layer = 32, .n_head = 20, .text_embd = 4096});
+}
+
 // 64×64-pixel images in 4-pixel patches, pooled 4×4: 16 tokens per image.
 ModelSpec gemma3_tiny_mmproj() {
   return gemma3_projector("gemma3-tiny-mmproj", "prefixd gemma3-tiny projector (random)",
@@ -189,6 +261,8 @@ const std::vector<ProjectorPreset>& projector_presets() {
       {"tiny-qwen3vl-mmproj", "Qwen3-VL-style projector for tiny (64 wide): tokens by image size, (W/32)x(H/32)", tiny_qwen3vl_mmproj},
       {"qwen3vl-2b-mmproj", "Qwen3-VL 2B's vision tower and merger shapes into 2048 wide, f16 (~830 MB)", qwen3vl_2b_mmproj},
       {"gemma3-4b-mmproj", "Gemma 3 4B's SigLIP-So400m projector shapes into 2560 wide, f16 (~840 MB)", gemma3_4b_mmproj},
+      {"tiny-qwen2a-mmproj", "Qwen2-Audio (Whisper) audio projector for tiny (64 wide): 750 tokens per 30 s of audio", tiny_qwen2a_mmproj},
+      {"qwen2-audio-7b-mmproj", "Qwen2-Audio 7B's audio encoder and projector shapes into 4096 wide, f16 (~1.3 GB)", qwen2_audio_7b_mmproj},
   };
   return table;
 }

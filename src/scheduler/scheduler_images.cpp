@@ -53,9 +53,12 @@ bool Scheduler::Impl::prefill_image(size_t index, const PromptImage& image) {
     stats_.image_embedding_bytes = image_embeddings_.bytes();
   }
   // A prompt resumed inside an image (possible only where its rows attend causally, else the cache
-  // never stops there) computes the rest of it.
+  // never stops there) computes the rest of it. Causal media longer than a batch (an audio clip's
+  // windows) take a batch per step, resuming inside it the next; rows that attend both ways are
+  // decoded whole (the projector refused media that do not fit a batch).
   const std::int32_t offset = a.n_past - image.begin;
-  const std::int32_t rows = image.image->n_tokens - offset;
+  const std::int32_t left = image.image->n_tokens - offset;
+  const std::int32_t rows = image.image->non_causal ? left : std::min(left, engine_.batch_size());
   const auto n_embd = static_cast<size_t>(vision->info().n_embd);
   if (got.rows->size() != static_cast<size_t>(image.image->n_tokens) * n_embd) {
     finish(index, FinishReason::error, "the vision encoder returned embeddings of an unexpected size");

@@ -136,7 +136,7 @@ TEST(ApiRequestParser, UnknownRolesNamesAndPartsAreRefusedWithTheirPath) {
   EXPECT_EQ(param(json::array({{{"role", "function"}, {"content", "x"}}})), "messages[0].role");
   EXPECT_EQ(param(json::array({{{"role", "User"}, {"content", "x"}}})), "messages[0].role");
   EXPECT_EQ(param(json::array({{{"role", "user"}, {"content", "x"}, {"name", json::array()}}})), "messages[0].name");
-  const json parts = json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "input_audio"}}});
+  const json parts = json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "input_video"}}});
   EXPECT_EQ(param(json::array({{{"role", "user"}, {"content", parts}}})), "messages[0].content[1].type");
   EXPECT_EQ(param(json::array({{{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", 1}}})}}})),
             "messages[0].content[0].text");

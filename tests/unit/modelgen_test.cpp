@@ -153,6 +153,7 @@ TEST(ModelgenPresets, ListsEachPresetWithItsArchitecture) {
       {"mamba2-tiny", "mamba2"}, {"qwen35-tiny", "qwen35"},   {"qwen35-0.8b", "qwen35"},
       {"tiny-mmproj", "clip"},   {"gemma3-tiny-mmproj", "clip"}, {"tiny256-mmproj", "clip"},
       {"gemma3-4b-mmproj", "clip"},  {"tiny-qwen3vl-mmproj", "clip"}, {"qwen3vl-2b-mmproj", "clip"},
+      {"tiny-qwen2a-mmproj", "clip"}, {"qwen2-audio-7b-mmproj", "clip"},
   };
   EXPECT_EQ(listed, expected);
 }
@@ -186,6 +187,35 @@ TEST(ModelgenPresets, ProjectorsProjectIntoTheirTextModelAndHaveAPositionPerPatc
     EXPECT_EQ(tensor(c.output).ne.at(static_cast<size_t>(c.output_dim)), c.text_embd) << c.projector;
     EXPECT_EQ(tensor("v.position_embd.weight").ne.at(1), c.patches) << c.projector;
     EXPECT_EQ(tensor("v.position_embd.weight").storage, prefixd::modelgen::StorageClass::f32) << c.projector;
+  }
+}
+
+// An audio projector's shapes as libmtmd's Whisper encoder asserts them: convolution biases that
+// broadcast over frames ([1, n]), 1500 positions per 30-second window, no bias on K, and a
+// projection into the text model's width.
+TEST(ModelgenPresets, AudioProjectorsHaveTheShapesTheWhisperEncoderAsserts) {
+  const struct {
+    const char* projector;
+    std::int64_t n_embd;
+    std::int64_t text_embd;
+  } cases[] = {{"tiny-qwen2a-mmproj", 64, 64}, {"qwen2-audio-7b-mmproj", 1280, 4096}};
+  for (const auto& c : cases) {
+    const auto spec = prefixd::modelgen::make_spec(c.projector);
+    EXPECT_EQ(spec.file_kind, "mmproj");
+    const auto find = [&](const std::string& name) -> const prefixd::modelgen::TensorSpec* {
+      for (const auto& t : spec.tensors) {
+        if (t.name == name) return &t;
+      }
+      return nullptr;
+    };
+    ASSERT_NE(find("a.conv1d.1.bias"), nullptr) << c.projector;
+    EXPECT_EQ(find("a.conv1d.1.bias")->ne, (std::vector<std::int64_t>{1, c.n_embd})) << c.projector;
+    EXPECT_EQ(find("a.conv1d.1.weight")->ne, (std::vector<std::int64_t>{3, 128, c.n_embd})) << c.projector;
+    EXPECT_EQ(find("a.position_embd.weight")->ne, (std::vector<std::int64_t>{c.n_embd, 1500})) << c.projector;
+    EXPECT_NE(find("a.blk.0.attn_q.bias"), nullptr) << c.projector;
+    EXPECT_EQ(find("a.blk.0.attn_k.bias"), nullptr) << c.projector << ": the encoder asserts K has no bias";
+    ASSERT_NE(find("mm.a.fc.weight"), nullptr) << c.projector;
+    EXPECT_EQ(find("mm.a.fc.weight")->ne.at(1), c.text_embd) << c.projector;
   }
 }
 

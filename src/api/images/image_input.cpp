@@ -4,6 +4,7 @@
 #include <format>
 
 #include "api/body/field_reader.h"
+#include "engine/vision.h"
 
 namespace prefixd::api {
 namespace {
@@ -123,6 +124,39 @@ void require_projector(const std::string& param, const ImageLimits& limits) {
     fields::reject(param, std::format("'{}' is an image and this server has no vision projector (start it with --mmproj)",
                                       param));
   }
+  if (!limits.images) {
+    fields::reject(param, std::format("'{}' is an image and this server's projector has no vision encoder (it takes "
+                                      "audio only)",
+                                      param));
+  }
+}
+
+std::string audio_bytes(std::string_view data, std::string_view format, const std::string& param,
+                        const ImageLimits& limits) {
+  if (limits.max_images == 0 || !limits.audio) {
+    fields::reject(param, std::format("'{}' is audio and this server has no audio encoder (start it with --mmproj and "
+                                      "an audio projector)",
+                                      param));
+  }
+  if (format != "wav" && format != "mp3" && format != "flac") {
+    fields::reject(param + ".input_audio.format",
+                   std::format("'{}.input_audio.format' must be \"wav\", \"mp3\" or \"flac\"", param));
+  }
+  std::string bytes = image_bytes_from_base64(data, param + ".input_audio.data", limits);
+  const auto* first = reinterpret_cast<const std::uint8_t*>(bytes.data());
+  if (engine::audio_format_of(std::span<const std::uint8_t>(first, bytes.size())) != format) {
+    fields::reject(param + ".input_audio.data",
+                   std::format("'{}.input_audio.data' is not a {} file", param, format));
+  }
+  return bytes;
+}
+
+void add_audio(std::vector<ImageInput>& images, std::string bytes, std::string param, const ImageLimits& limits) {
+  if (images.size() >= limits.max_images) {
+    fields::reject(param, std::format("a request may carry at most {} images and audio clips (--max-images)",
+                                      limits.max_images));
+  }
+  images.push_back(ImageInput{std::move(bytes), std::move(param), true});
 }
 
 void add_image(std::vector<ImageInput>& images, std::string bytes, std::string param, const ImageLimits& limits) {

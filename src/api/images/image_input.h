@@ -22,13 +22,16 @@ namespace prefixd::api {
 inline constexpr std::string_view kImageMarker = "<__media__>";
 
 struct ImageLimits {
-  std::size_t max_images = 0;           // per request; 0: no vision projector, every image refused
-  std::size_t max_bytes = 20u << 20;    // one image file, decoded from base64
+  std::size_t max_images = 0;           // images and audio clips per request; 0: no projector, all refused
+  std::size_t max_bytes = 20u << 20;    // one image or audio file, decoded from base64
+  bool images = true;                   // the projector has a vision encoder
+  bool audio = false;                   // the projector has an audio encoder
 };
 
 struct ImageInput {
-  std::string bytes;  // the image file as sent (PNG, JPEG, ...)
+  std::string bytes;  // the image file as sent (PNG, JPEG, ...), or an audio file (WAV, MP3, FLAC)
   std::string param;  // the field that carried it, for errors: "messages[1].content[0]"
+  bool audio = false;
 };
 
 // The bytes of standard base64 (padding optional, no whitespace or other characters), or nullopt.
@@ -52,6 +55,16 @@ void require_projector(const std::string& param, const ImageLimits& limits);
 // Appends an image to `images`, refusing it past the per-request limit (or on a server without a
 // projector); throws as above.
 void add_image(std::vector<ImageInput>& images, std::string bytes, std::string param, const ImageLimits& limits);
+
+// An audio part's bytes: `data` is base64 of a file in `format` ("wav", "mp3" or "flac", checked
+// against the file's own first bytes). Refuses (naming `param`'s fields) on a server whose
+// projector has no audio encoder, an unknown format, bad base64, a file over the byte limit, or
+// bytes that are not the format named; throws as above.
+std::string audio_bytes(std::string_view data, std::string_view format, const std::string& param,
+                        const ImageLimits& limits);
+
+// Appends an audio clip to `images` (media in prompt order), under the same per-request limit.
+void add_audio(std::vector<ImageInput>& images, std::string bytes, std::string param, const ImageLimits& limits);
 
 // Checks that the messages' text (chat template input, string contents) holds exactly `images`
 // markers; throws the parser's rejection (param "messages") when client text spells the marker.

@@ -13,8 +13,9 @@ std::expected<std::vector<std::shared_ptr<const engine::PreparedImage>>, ApiErro
       const auto* data = reinterpret_cast<const std::uint8_t*>(input.bytes.data());
       prepared.push_back(vision.prepare(std::span<const std::uint8_t>(data, input.bytes.size())));
     } catch (const engine::ImageError& e) {
-      ApiError error = invalid_param(input.param, std::format("the image in '{}' cannot be used: {}", input.param, e.what()));
-      error.code = "invalid_image";
+      const char* what = input.audio ? "audio" : "image";
+      ApiError error = invalid_param(input.param, std::format("the {} in '{}' cannot be used: {}", what, input.param, e.what()));
+      error.code = input.audio ? "invalid_audio" : "invalid_image";
       return std::unexpected(std::move(error));
     }
   }
