@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Images, prefixd beside llama-server: a three-turn chat whose first turn carries one image, on each
-model family, each server with its own defaults (one slot, 2 threads, same context); the assistant
+"""Images and audio, prefixd beside llama-server: a three-turn chat whose first turn carries one
+image (or, with an audio projector, a 10-second audio clip as an input_audio part), on each model
+family, each server with its own defaults (one slot, 2 threads, same context); the assistant
 turns sent back are fixed text, so both servers get identical conversations. Per turn it
 records the prompt tokens, the tokens each server evaluated, and how many times its vision
 encoder ran (prefixd: the response's prompt_cache.images.encoded; llama-server: its
@@ -13,6 +14,7 @@ Prints one markdown table (docs/benchmarks.md, "Images").
 """
 import argparse
 import base64
+import math
 import os
 import struct
 import sys
@@ -22,6 +24,7 @@ import time
 from bench_server import Server, free_port, post
 
 FAMILIES = [
+    ("dense (Qwen2-Audio projector, audio)", "tiny.gguf", "tiny-qwen2a-mmproj.gguf"),
     ("dense (Gemma 3 projector)", "tiny.gguf", "tiny-mmproj.gguf"),
     ("dense (Qwen3-VL projector)", "tiny.gguf", "tiny-qwen3vl-mmproj.gguf"),
     ("sliding window (gemma3)", "gemma3-tiny.gguf", "gemma3-tiny-mmproj.gguf"),
@@ -43,21 +46,28 @@ def bmp(width, height, shade):
     return header + bytes(pixels)
 
 
+def wav(seconds, hertz, rate=16000):
+    n = int(seconds * rate)
+    data = b"".join(struct.pack("<h", int(round(0.5 * math.sin(2 * math.pi * hertz * i / rate) * 32767)))
+                    for i in range(n))
+    return (b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVEfmt " +
+            struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16) + b"data" + struct.pack("<I", len(data)) + data)
+
+
 QUESTIONS = ["What does this picture show?", "Which colour covers most of it?", "Describe its shapes in one line."]
 # The assistant turns both servers are sent back: fixed text, so both get identical conversations
 # (their own greedy replies differ in the last digits of random-weight logits).
 ANSWERS = ["A pattern of coloured stripes and gradients.", "Mostly a dark green, fading to blue at the top."]
 
 
-def conversation(image_url):
+def conversation(media):
     system = {"role": "system", "content": "You are a careful assistant who looks at pictures and answers briefly."}
-    first = {"role": "user", "content": [{"type": "text", "text": QUESTIONS[0]},
-                                         {"type": "image_url", "image_url": {"url": image_url}}]}
+    first = {"role": "user", "content": [{"type": "text", "text": QUESTIONS[0]}, media]}
     return [system, first]
 
 
-def run_turns(server, is_prefixd, image_url):
-    messages = conversation(image_url)
+def run_turns(server, is_prefixd, media):
+    messages = conversation(media)
     turns = []
     replies = []
     for turn in range(3):
@@ -88,13 +98,16 @@ def main():
     parser.add_argument("--models", default="build/models")
     parser.add_argument("--threads", default="2")
     args = parser.parse_args()
-    image_url = "data:image/bmp;base64," + base64.b64encode(bmp(40, 30, 3)).decode()
+    image = {"type": "image_url",
+             "image_url": {"url": "data:image/bmp;base64," + base64.b64encode(bmp(40, 30, 3)).decode()}}
+    audio = {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav(10.0, 440)).decode(), "format": "wav"}}
     logs = tempfile.mkdtemp(prefix="prefixd-images-")
     rows = []
     for name, model, projector in FAMILIES:
         model_path = os.path.join(args.models, model)
         projector_path = os.path.join(args.models, projector)
         results = {}
+        media = audio if "audio" in name else image
         for target in ("prefixd", "llama-server"):
             port = free_port()
             if target == "prefixd":
@@ -106,11 +119,11 @@ def main():
                         "--port", str(port), "-c", "4096", "-np", "1", "-t", args.threads, "--no-webui", "-lv", "4"]
             server = Server(argv, port, os.path.join(logs, f"{target}-{model.replace('/', '-')}-{projector}.log"))
             try:
-                turns, replies = run_turns(server, target == "prefixd", image_url)
+                turns, replies = run_turns(server, target == "prefixd", media)
                 cold_equal = None
                 if target == "prefixd":
                     # The first turn again with nothing cached: greedy output must not depend on the cache.
-                    cold = post(port, "/v1/chat/completions", {"messages": conversation(image_url), "max_tokens": 8,
+                    cold = post(port, "/v1/chat/completions", {"messages": conversation(media), "max_tokens": 8,
                                                                "temperature": 0, "cache_prompt": False})
                     cold_equal = cold["choices"][0]["message"]["content"] == replies[0]
                 results[target] = (turns, cold_equal)
