@@ -214,6 +214,12 @@ ModelSpec tiny_qwen2a_mmproj() {
                           {.n_embd = 64, .n_ff = 128, .n_layer = 1, .n_head = 4, .text_embd = 64});
 }
 
+// The same encoder into 128 wide: gemma3-tiny and mamba2-tiny.
+ModelSpec tiny128_qwen2a_mmproj() {
+  return qwen2a_projector("tiny128-qwen2a-mmproj", "prefixd 128-wide tiny Qwen2-Audio projector (random)",
+                          {.n_embd = 64, .n_ff = 128, .n_layer = 1, .n_head = 4, .text_embd = 128});
+}
+
 // Qwen2-Audio-7B's encoder (Whisper large-v3: 1280 wide, 32 blocks, 20 heads) into its 4096-wide
 // text model: the real shapes, random weights (~640 M parameters).
 ModelSpec qwen2_audio_7b_mmproj() {
@@ -262,6 +268,7 @@ const std::vector<ProjectorPreset>& projector_presets() {
       {"qwen3vl-2b-mmproj", "Qwen3-VL 2B's vision tower and merger shapes into 2048 wide, f16 (~830 MB)", qwen3vl_2b_mmproj},
       {"gemma3-4b-mmproj", "Gemma 3 4B's SigLIP-So400m projector shapes into 2560 wide, f16 (~840 MB)", gemma3_4b_mmproj},
       {"tiny-qwen2a-mmproj", "Qwen2-Audio (Whisper) audio projector for tiny (64 wide): 750 tokens per 30 s of audio", tiny_qwen2a_mmproj},
+      {"tiny128-qwen2a-mmproj", "Qwen2-Audio audio projector into 128 wide (gemma3-tiny, mamba2-tiny): 750 tokens per 30 s", tiny128_qwen2a_mmproj},
       {"qwen2-audio-7b-mmproj", "Qwen2-Audio 7B's audio encoder and projector shapes into 4096 wide, f16 (~1.3 GB)", qwen2_audio_7b_mmproj},
   };
   return table;

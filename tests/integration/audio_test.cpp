@@ -1,5 +1,5 @@
-// Audio through the real server (--mmproj with a generated Qwen2-Audio projector on the tiny
-// model): an input_audio part is keyed by its decoded sound, so the same clip reuses everything up
+// Audio through the real server (--mmproj with a generated Qwen2-Audio projector, on a dense, a
+// sliding-window and a recurrent model): an input_audio part is keyed by its decoded sound, so the same clip reuses everything up
 // to and past it, warm = cold, and another clip shares nothing past its first position; a second
 // turn resumes after the clip without encoding it again; every malformed audio part is a 400
 // naming its field, and a server without an audio encoder says so.
@@ -84,8 +84,18 @@ std::pair<int, int> clip_place(httplib::Client& client, const json& request) {
   return {begin, count};
 }
 
-TEST(Audio, AClipIsKeyedByItsSoundAndAnsweredAlikeWarmAndCold) {
-  ServerProcess server({.extra_args = {"--mmproj", kAudioProjector}, .ctx_size = 4096});
+struct AudioModel {
+  std::string name;
+  std::string model;
+  std::string projector;
+};
+
+class AudioReuse : public ::testing::TestWithParam<AudioModel> {};
+
+TEST_P(AudioReuse, AClipIsKeyedByItsSoundAndAnsweredAlikeWarmAndCold) {
+  const AudioModel& m = GetParam();
+  ServerProcess server({.model = kModels + "/" + m.model, .extra_args = {"--mmproj", kModels + "/" + m.projector},
+                        .ctx_size = 4096});
   auto client = server.client();
   const json a = audio_chat(audio_part(wav(1.0, 440)));
   const auto [begin, tokens] = clip_place(*client, a);
@@ -124,6 +134,14 @@ TEST(Audio, AClipIsKeyedByItsSoundAndAnsweredAlikeWarmAndCold) {
   follow_cold["cache_prompt"] = false;
   EXPECT_EQ(content(chat(*client, follow_cold)), content(second_turn)) << "warm = cold on the second turn";
 }
+
+// A dense model, and the families that resume only where a state is kept (checkpoints at a clip's
+// edges): a sliding-window model and a recurrent one.
+INSTANTIATE_TEST_SUITE_P(EveryFamily, AudioReuse,
+                         ::testing::Values(AudioModel{"dense", "tiny.gguf", "tiny-qwen2a-mmproj.gguf"},
+                                           AudioModel{"sliding_window", "gemma3-tiny.gguf", "tiny128-qwen2a-mmproj.gguf"},
+                                           AudioModel{"recurrent", "mamba2-tiny.gguf", "tiny128-qwen2a-mmproj.gguf"}),
+                         [](const ::testing::TestParamInfo<AudioModel>& info) { return info.param.name; });
 
 TEST(Audio, EveryBadAudioPartIsA400NamingItsField) {
   ServerProcess server({.extra_args = {"--mmproj", kAudioProjector, "--max-audio-seconds", "2"}, .ctx_size = 4096});

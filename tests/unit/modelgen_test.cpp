@@ -153,7 +153,7 @@ TEST(ModelgenPresets, ListsEachPresetWithItsArchitecture) {
       {"mamba2-tiny", "mamba2"}, {"qwen35-tiny", "qwen35"},   {"qwen35-0.8b", "qwen35"},
       {"tiny-mmproj", "clip"},   {"gemma3-tiny-mmproj", "clip"}, {"tiny256-mmproj", "clip"},
       {"gemma3-4b-mmproj", "clip"},  {"tiny-qwen3vl-mmproj", "clip"}, {"qwen3vl-2b-mmproj", "clip"},
-      {"tiny-qwen2a-mmproj", "clip"}, {"qwen2-audio-7b-mmproj", "clip"},
+      {"tiny-qwen2a-mmproj", "clip"}, {"tiny128-qwen2a-mmproj", "clip"}, {"qwen2-audio-7b-mmproj", "clip"},
   };
   EXPECT_EQ(listed, expected);
 }
@@ -198,7 +198,7 @@ TEST(ModelgenPresets, AudioProjectorsHaveTheShapesTheWhisperEncoderAsserts) {
     const char* projector;
     std::int64_t n_embd;
     std::int64_t text_embd;
-  } cases[] = {{"tiny-qwen2a-mmproj", 64, 64}, {"qwen2-audio-7b-mmproj", 1280, 4096}};
+  } cases[] = {{"tiny-qwen2a-mmproj", 64, 64}, {"tiny128-qwen2a-mmproj", 64, 128}, {"qwen2-audio-7b-mmproj", 1280, 4096}};
   for (const auto& c : cases) {
     const auto spec = prefixd::modelgen::make_spec(c.projector);
     EXPECT_EQ(spec.file_kind, "mmproj");
