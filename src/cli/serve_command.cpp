@@ -388,7 +388,7 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
   cmd->add_option("--mmproj", o->context.mmproj_path,
                   "A vision projector GGUF for the model (libmtmd's format): chat messages may then carry images")
       ->envname("PREFIXD_MMPROJ")->check(CLI::ExistingFile);
-  cmd->add_option("--max-images", o->server.images.max_images, "Images one request may carry (with --mmproj)")
+  cmd->add_option("--max-images", o->server.images.max_images, "Images and audio clips one request may carry (with --mmproj)")
       ->capture_default_str()->envname("PREFIXD_MAX_IMAGES")->check(CLI::Range(1, 1024));
   cmd->add_option("--max-image-bytes", o->server.images.max_bytes, "Largest image file a request may carry, in bytes")
       ->capture_default_str()->envname("PREFIXD_MAX_IMAGE_BYTES")->check(CLI::Range(1, 1 << 30));
