@@ -133,10 +133,13 @@ class Engine {
   virtual Vision* vision() const { return nullptr; }
   // Runs the model over embedding rows instead of tokens (an image's, from Vision::encode):
   // `embeddings` holds `rows` rows of model().n_embd floats for positions [pos, pos + rows) of
-  // `seq`, at most batch_size() rows; no logits are produced. With `non_causal` the rows attend to
-  // each other both ways (VisionInfo::non_causal). On failure the KV cache holds nothing of it.
+  // `seq`, at most batch_size() rows, which are rows [pos - begin, ..) of `media`, the image or
+  // clip whose first token is at `begin`; no logits are produced. Rows of a non_causal image attend
+  // to each other both ways. With M-RoPE an image's rows go to its grid's positions (engine.h's
+  // positions stay token indices: the engine maps them, rope_layout.h). On failure the KV cache
+  // holds nothing of it.
   virtual DecodeStatus decode_embeddings(std::span<const float> /*embeddings*/, std::int32_t /*rows*/, Pos /*pos*/,
-                                         SeqId /*seq*/, bool /*non_causal*/) {
+                                         SeqId /*seq*/, const PreparedImage& /*media*/, Pos /*begin*/) {
     return DecodeStatus::error;
   }
   // Throws std::invalid_argument for a grammar check_grammar refuses. Safe from any thread, also
@@ -147,6 +150,9 @@ class Engine {
   virtual std::optional<std::string> check_grammar(const Grammar& grammar) const = 0;
 
   // Sequence operations on the KV cache. Ranges are [p0, p1); p1 < 0 means "to the end".
+  // Positions here are token indices in the prompt. With M-RoPE an image's cells share one
+  // position in libllama, so a range holds an image whole or not at all: the image goes with the
+  // range that holds its last token (callers never cut inside an image: UnbrokenSpan).
   // copy_sequence: dst then holds src's tokens in [p0, p1) too. In the unified pool
   // (ModelInfo::cells_shared) the cells are shared (metadata only). With a stream per sequence
   // they are copied, and dst's stream is rebuilt from src's: REQUIRES dst empty, or holding an

@@ -22,6 +22,7 @@
 #include "engine/model_fingerprint.h"
 #include "engine/model_info_internal.h"
 #include "engine/mtmd_vision.h"
+#include "engine/rope_layout.h"
 #include "engine/window_states.h"
 
 namespace prefixd::engine {
@@ -144,6 +145,12 @@ using detail::WindowStates;
 // kernels and is summed over its own cells one by one, in cell order.
 constexpr std::int32_t kRowwiseRows = 63;
 
+// Whether the text model rotates by M-RoPE's several position components (Qwen2-VL and later).
+bool uses_mrope(const llama_model* model) {
+  const llama_rope_type rope = llama_model_rope_type(model);
+  return rope == LLAMA_ROPE_TYPE_MROPE || rope == LLAMA_ROPE_TYPE_IMROPE;
+}
+
 class LlamaEngine final : public Engine {
  public:
   LlamaEngine(ModelPtr model, ContextPtr ctx, ModelInfo info, std::unique_ptr<Vision> vision, SeqId pad_seq,
@@ -161,12 +168,14 @@ class LlamaEngine final : public Engine {
         stream_cells_(stream_cells),
         padding_(padding),
         id_stride_(id_stride),
+        mrope_(uses_mrope(model_.get())),
+        layouts_(mrope_ ? llama_n_seq_max(ctx_.get()) : 0),
         logits_(*this) {
     if (guard_seq >= 0 && pad_seq >= 0) {
       window_states_.emplace(ctx_.get(), pad_seq, guard_seq, info_.sliding_window);
     }
     // Every sequence is empty now: sequence 0's partial state is the empty one.
-    empty_checkpoint_ = save_checkpoint(0);
+    empty_checkpoint_ = raw_checkpoint(0);
     if (info_.family == ModelFamily::sliding_window && !memory_is_trimmable(info_)) window_drop_ = one_window_cell_state();
   }
 
@@ -201,7 +210,7 @@ class LlamaEngine final : public Engine {
     batch.n_tokens = static_cast<int32_t>(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) {
       batch.token[i] = tokens[i].token;
-      batch.pos[i] = tokens[i].pos;
+      batch.pos[i] = rope_pos(id(tokens[i].seq), tokens[i].pos);
       batch.n_seq_id[i] = 1;
       batch.seq_id[i][0] = id(tokens[i].seq);
       batch.logits[i] = tokens[i].logits ? 1 : 0;
@@ -264,7 +273,7 @@ class LlamaEngine final : public Engine {
     copied_logits_.clear();
     std::vector<SeqId> done;  // sequences whose rows earlier calls wrote
     const auto undo = [&](std::span<const SeqId> seqs) {
-      for (const SeqId seq : seqs) llama_memory_seq_rm(memory(), id(seq), tokens[rows_of[seq].front()].pos, -1);
+      for (const SeqId seq : seqs) seq_rm(id(seq), tokens[rows_of[seq].front()].pos, -1);
     };
     llama_batch& batch = batch_.get();
     // At most one micro-batch a call (n_ubatch is the batch size): libllama would split a larger
@@ -280,7 +289,7 @@ class LlamaEngine final : public Engine {
         const auto add = [&](const BatchToken& t, llama_seq_id seq, bool logits) {
           const int32_t k = batch.n_tokens++;
           batch.token[k] = t.token;
-          batch.pos[k] = t.pos;
+          batch.pos[k] = rope_pos(seq, t.pos);
           batch.n_seq_id[k] = 1;
           batch.seq_id[k][0] = seq;
           batch.logits[k] = logits ? 1 : 0;
@@ -313,7 +322,7 @@ class LlamaEngine final : public Engine {
           pads.emplace_back(id(seq), next);
         }
         const int32_t rc = llama_decode(ctx_.get(), batch);
-        for (const auto& [seq, pos] : pads) llama_memory_seq_rm(memory(), seq, pos, -1);
+        for (const auto& [seq, pos] : pads) seq_rm(seq, pos, -1);
         if (rc != 0) {
           undo(done);  // libllama undid this call's rows itself
           return status_of(rc);
@@ -334,13 +343,15 @@ class LlamaEngine final : public Engine {
   Vision* vision() const override { return vision_.get(); }
 
   DecodeStatus decode_embeddings(std::span<const float> embeddings, std::int32_t rows, Pos pos, SeqId seq,
-                                 bool non_causal) override {
+                                 const PreparedImage& media, Pos begin) override {
     const auto width = static_cast<size_t>(llama_model_n_embd_inp(model_.get()));
-    if (rows <= 0 || rows > batch_.capacity() || embeddings.size() != static_cast<size_t>(rows) * width) {
+    const Pos offset = pos - begin;
+    if (rows <= 0 || rows > batch_.capacity() || embeddings.size() != static_cast<size_t>(rows) * width || offset < 0 ||
+        offset + rows > media.n_tokens) {
       return DecodeStatus::error;
     }
     if (!embedding_batch_) embedding_batch_ = std::make_unique<detail::OwnedBatch>(batch_.capacity(), static_cast<int>(width));
-    llama_batch& batch = embedding_batch_->get();
+    llama_batch batch = embedding_batch_->get();
     batch.n_tokens = rows;
     std::memcpy(batch.embd, embeddings.data(), embeddings.size() * sizeof(float));
     for (std::int32_t i = 0; i < rows; ++i) {
@@ -349,15 +360,31 @@ class LlamaEngine final : public Engine {
       batch.seq_id[i][0] = id(seq);
       batch.logits[i] = 0;
     }
-    if (non_causal) llama_set_causal_attn(ctx_.get(), false);
-    const int32_t rc = llama_decode(ctx_.get(), batch);
-    if (non_causal) llama_set_causal_attn(ctx_.get(), true);
-    switch (rc) {
-      case 0: return DecodeStatus::ok;
-      case 1: return DecodeStatus::no_kv_space;
-      case 2: return DecodeStatus::aborted;
-      default: return DecodeStatus::error;
+    // M-RoPE: four positions a row, section-major (t, row, column, unused). An image's rows share
+    // the t of its first token, each at its grid place; a clip's rows take one position each.
+    std::optional<detail::RopeImage> placed;
+    if (mrope_) {
+      const Pos t0 = layouts_[static_cast<size_t>(id(seq))].t_of(begin);
+      const bool grid = !media.grid.empty();
+      if (grid && media.grid.size() != static_cast<size_t>(media.n_tokens)) return DecodeStatus::error;
+      rope_positions_.assign(static_cast<size_t>(rows) * 4, 0);
+      for (std::int32_t i = 0; i < rows; ++i) {
+        const auto r = static_cast<size_t>(i);
+        const auto n = static_cast<size_t>(rows);
+        const Pos t = grid ? t0 : t0 + offset + i;
+        const PreparedImage::GridPlace place = grid ? media.grid[static_cast<size_t>(offset + i)] : PreparedImage::GridPlace{};
+        rope_positions_[r] = t;
+        rope_positions_[n + r] = t + place.row;
+        rope_positions_[2 * n + r] = t + place.column;
+      }
+      batch.pos = rope_positions_.data();
+      if (grid) placed = detail::RopeImage{begin, media.n_tokens, media.n_pos, offset + rows};
     }
+    if (media.non_causal) llama_set_causal_attn(ctx_.get(), false);
+    const int32_t rc = llama_decode(ctx_.get(), batch);
+    if (media.non_causal) llama_set_causal_attn(ctx_.get(), true);
+    if (rc == 0 && placed) layouts_[static_cast<size_t>(id(seq))].place(*placed);
+    return status_of(rc);
   }
 
   std::span<const float> logits(std::int32_t row) const override {
@@ -385,7 +412,8 @@ class LlamaEngine final : public Engine {
 
   void copy_sequence(SeqId src, SeqId dst, Pos p0, Pos p1) override {
     if (info_.cells_shared) {
-      llama_memory_seq_cp(memory(), id(src), id(dst), p0, p1);
+      llama_memory_seq_cp(memory(), id(src), id(dst), rope_pos(id(src), p0), rope_pos(id(src), p1));
+      if (mrope_ && src != dst) layouts_[static_cast<size_t>(id(dst))].copy_from(layouts_[static_cast<size_t>(id(src))], p1);
       return;
     }
     copy_stream(src, dst, std::max<Pos>(p0, 0), p1);
@@ -415,8 +443,8 @@ class LlamaEngine final : public Engine {
     }
     const Bytes state = save_sequence(src);
     if (!restore_sequence(state, dst)) throw std::runtime_error("engine: a copy between streams could not be restored");
-    llama_memory_seq_rm(memory(), id(dst), stop, -1);
-    if (low > from.min) llama_memory_seq_rm(memory(), id(dst), from.min, low);
+    seq_rm(id(dst), stop, -1);
+    if (low > from.min) seq_rm(id(dst), from.min, low);
   }
 
   // A sliding-window or hybrid model: libllama gives a sequence's positions as its window layers
@@ -429,12 +457,12 @@ class LlamaEngine final : public Engine {
   void copy_stream_to(SeqId src, SeqId dst, Pos p1) {
     const Bytes state = save_sequence(src);
     if (!restore_sequence(state, dst)) throw std::runtime_error("engine: a copy between streams could not be restored");
-    if (p1 < 0 || llama_memory_seq_rm(memory(), id(dst), p1, -1)) return;
+    if (p1 < 0 || seq_rm(id(dst), p1, -1)) return;
     drop_checkpoint_state(dst);
-    if (!llama_memory_seq_rm(memory(), id(dst), p1, -1)) throw std::runtime_error("engine: a copy between streams could not be cut");
+    if (!seq_rm(id(dst), p1, -1)) throw std::runtime_error("engine: a copy between streams could not be cut");
   }
 
-  bool remove_sequence(SeqId seq, Pos p0, Pos p1) override { return llama_memory_seq_rm(memory(), id(seq), p0, p1); }
+  bool remove_sequence(SeqId seq, Pos p0, Pos p1) override { return seq_rm(id(seq), p0, p1); }
 
   // libllama says a recurrent state can shift (its positions are only counted), and does not
   // refuse M-RoPE everywhere: a cell that moves must be attention K/V with one rotary position,
@@ -454,12 +482,25 @@ class LlamaEngine final : public Engine {
   }
 
   PosRange sequence_positions(SeqId seq) const override {
-    return {llama_memory_seq_pos_min(memory(), id(seq)), llama_memory_seq_pos_max(memory(), id(seq))};
+    const Pos first = llama_memory_seq_pos_min(memory(), id(seq));
+    const Pos last = llama_memory_seq_pos_max(memory(), id(seq));
+    if (!mrope_) return {first, last};
+    const detail::RopeLayout& layout = layouts_[static_cast<size_t>(id(seq))];
+    return {layout.index_of(first, false), layout.index_of(last, true)};
   }
 
-  void clear() override { llama_memory_clear(memory(), true); }
+  void clear() override {
+    llama_memory_clear(memory(), true);
+    for (detail::RopeLayout& layout : layouts_) layout.clear();
+  }
 
   Bytes save_sequence(SeqId seq) const override {
+    Bytes out = raw_sequence(seq);
+    if (mrope_) layouts_[static_cast<size_t>(id(seq))].append_to(out);
+    return out;
+  }
+
+  Bytes raw_sequence(SeqId seq) const {
     if (window_states_) {
       if (Bytes pieces = window_states_->save(seq); !pieces.empty()) return pieces;
     }
@@ -473,6 +514,13 @@ class LlamaEngine final : public Engine {
 
   Bytes save_checkpoint(SeqId seq) const override {
     if (memory_is_trimmable(info_)) return {};
+    Bytes out = raw_checkpoint(seq);
+    if (mrope_ && !out.empty()) layouts_[static_cast<size_t>(id(seq))].append_to(out);
+    return out;
+  }
+
+  Bytes raw_checkpoint(SeqId seq) const {
+    if (memory_is_trimmable(info_)) return {};
     const size_t size = llama_state_seq_get_size_ext(ctx_.get(), id(seq), LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
     Bytes out(size);
     const size_t written =
@@ -483,8 +531,18 @@ class LlamaEngine final : public Engine {
 
   bool restore_checkpoint(std::span<const std::uint8_t> state, SeqId dst) override {
     if (state.empty()) return false;
-    return llama_state_seq_set_data_ext(ctx_.get(), state.data(), state.size(), id(dst),
-                                        LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) != 0;
+    std::optional<detail::RopeLayout::Read> layout;
+    if (mrope_) {
+      layout = detail::RopeLayout::read_from(state);
+      if (!layout) return false;
+      state = state.first(layout->inner_size);
+    }
+    if (llama_state_seq_set_data_ext(ctx_.get(), state.data(), state.size(), id(dst), LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) == 0) {
+      return false;
+    }
+    // The checkpoint's sequence is this one's up to its position: the images before it.
+    if (layout) layouts_[static_cast<size_t>(id(dst))].assign(std::move(layout->images));
+    return true;
   }
 
   // Loading the partial state of an empty sequence empties the partial state of `seq` (libllama
@@ -504,12 +562,24 @@ class LlamaEngine final : public Engine {
   }
 
   bool restore_sequence(std::span<const std::uint8_t> state, SeqId dst) override {
+    if (!mrope_) return restore_raw(state, dst);
+    std::optional<detail::RopeLayout::Read> layout = detail::RopeLayout::read_from(state);
+    if (!layout) {
+      seq_rm(id(dst), -1, -1);
+      return false;
+    }
+    if (!restore_raw(state.first(layout->inner_size), dst)) return false;
+    layouts_[static_cast<size_t>(id(dst))].assign(std::move(layout->images));
+    return true;
+  }
+
+  bool restore_raw(std::span<const std::uint8_t> state, SeqId dst) {
     if (state.empty()) return false;
     if (WindowStates::is_pieces(state)) return window_states_ && window_states_->restore(state, dst);
     const size_t read =
         llama_state_seq_set_data_ext(ctx_.get(), state.data(), state.size(), id(dst), LLAMA_STATE_SEQ_FLAGS_NONE);
     if (read == 0) {
-      llama_memory_seq_rm(memory(), id(dst), -1, -1);
+      seq_rm(id(dst), -1, -1);
       return false;
     }
     return true;
@@ -521,6 +591,30 @@ class LlamaEngine final : public Engine {
   // libllama's id of a sequence: with a stream per sequence of a hybrid model, every sequence has
   // an empty partner stream after its own (run_rowwise_streams), so ids go two by two.
   llama_seq_id id(SeqId seq) const { return seq < 0 ? seq : seq * id_stride_; }
+
+  // The position libllama keys the cell of token `index` of its sequence `seq` by (rope_layout.h);
+  // the index itself without M-RoPE. Negative positions ("from the start", "to the end") stay.
+  Pos rope_pos(llama_seq_id seq, Pos index) const {
+    if (!mrope_ || seq < 0 || index < 0) return index;
+    return layouts_[static_cast<size_t>(seq)].t_of(index);
+  }
+
+  // Removes the cells of token indices [p0, p1) from libllama's sequence `seq` (every sequence when
+  // negative), and the images that went with them from its layout.
+  bool seq_rm(llama_seq_id seq, Pos p0, Pos p1) {
+    const bool removed = llama_memory_seq_rm(memory(), seq, rope_pos(seq, p0), rope_pos(seq, p1));
+    if (mrope_ && removed && p1 < 0) {
+      for (size_t s = 0; s < layouts_.size(); ++s) {
+        if (seq >= 0 && s != static_cast<size_t>(seq)) continue;
+        if (p0 <= 0) {
+          layouts_[s].clear();
+        } else {
+          layouts_[s].cut(p0);
+        }
+      }
+    }
+    return removed;
+  }
 
   // A position past every one a request can reach (a sequence holds fewer than n_ctx tokens).
   Pos unreached_pos() const { return static_cast<Pos>(llama_n_ctx(ctx_.get())); }
@@ -536,7 +630,7 @@ class LlamaEngine final : public Engine {
     batch.seq_id[0][0] = 0;
     batch.logits[0] = 1;
     Bytes state;
-    if (llama_decode(ctx_.get(), batch) == 0) state = save_checkpoint(0);
+    if (llama_decode(ctx_.get(), batch) == 0) state = raw_checkpoint(0);
     llama_memory_clear(memory(), true);
     if (state.empty()) spdlog::warn("engine: cannot make a one-cell window state; dropped window cells stay until taken over");
     return state;
@@ -564,6 +658,11 @@ class LlamaEngine final : public Engine {
   bool logits_copied_ = false;
   std::vector<std::int32_t> copied_rows_;  // row of the decode → row of copied_logits_; -1: none
   std::vector<float> copied_logits_;       // n_vocab floats a row
+  // M-RoPE (Qwen2-VL and later): the text model places an image's tokens at its grid, so a token's
+  // index is not its position; each libllama sequence's layout maps the two (rope_layout.h).
+  bool mrope_ = false;
+  std::vector<detail::RopeLayout> layouts_;  // by libllama's sequence id; empty without M-RoPE
+  std::vector<llama_pos> rope_positions_;    // an embedding batch's four sections (decode_embeddings)
 
   class EngineRowLogits final : public detail::RowLogits {
    public:
@@ -894,7 +993,9 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
   }
   info.runtime_signature = detail::runtime_signature(model.get(), ctx.get(), params) +
                            (options.deterministic ? "deterministic=on;" : "") +
-                           (guard_seq >= 0 ? "window_states=pieces;" : "") + std::format("compute={};", compute);
+                           (guard_seq >= 0 ? "window_states=pieces;" : "") +
+                           // A saved state carries its images' places after libllama's bytes.
+                           (uses_mrope(model.get()) ? "rope_layout=1;" : "") + std::format("compute={};", compute);
   spdlog::debug("runtime signature: {}", info.runtime_signature);
   if (info.family == ModelFamily::hybrid) {
     if (const std::size_t measured = measure_attention_bytes_per_token(ctx.get()); measured > 0) {

@@ -78,7 +78,7 @@ ImageDigest digest_of(const mtmd_bitmap* bitmap) {
 class MtmdVision final : public Vision {
  public:
   MtmdVision(MtmdContextPtr ctx, VisionInfo info, std::int32_t n_batch)
-      : ctx_(std::move(ctx)), info_(std::move(info)), n_batch_(n_batch) {}
+      : ctx_(std::move(ctx)), info_(std::move(info)), n_batch_(n_batch), mrope_(mtmd_decode_use_mrope(ctx_.get())) {}
 
   const VisionInfo& info() const override { return info_; }
 
@@ -178,10 +178,14 @@ class MtmdVision final : public Vision {
       }
       seen_media = true;
       const auto n_tokens = static_cast<std::int32_t>(mtmd_input_chunk_get_n_tokens(chunk));
-      if (static_cast<std::int32_t>(mtmd_input_chunk_get_n_pos(chunk)) != n_tokens) {
+      const auto n_pos = static_cast<std::int32_t>(mtmd_input_chunk_get_n_pos(chunk));
+      if (kind == MTMD_INPUT_CHUNK_TYPE_IMAGE && mrope_) {
+        place_on_grid(media, chunk, n_tokens);
+      } else if (n_pos != n_tokens) {
         throw ImageError("the projector places its tokens at fewer positions than it has tokens");
       }
       media.n_tokens += n_tokens;
+      media.n_pos += n_pos;
       media.non_causal = mtmd_decode_use_non_causal(ctx_.get(), chunk);
       media.chunks.emplace_back(mtmd_input_chunk_copy(chunk));
     }
@@ -194,9 +198,22 @@ class MtmdVision final : public Vision {
     }
   }
 
+  // M-RoPE: every token of the image at the temporal position of its first, at its row and column.
+  static void place_on_grid(MtmdImage& image, const mtmd_input_chunk* chunk, std::int32_t n_tokens) {
+    const mtmd_image_tokens* tokens = mtmd_input_chunk_get_tokens_image(chunk);
+    if (tokens == nullptr) throw ImageError("the projector gave no image grid");
+    image.grid.reserve(static_cast<size_t>(n_tokens));
+    for (std::int32_t i = 0; i < n_tokens; ++i) {
+      const mtmd_decoder_pos place = mtmd_image_tokens_get_decoder_pos(tokens, 0, static_cast<size_t>(i));
+      if (place.t != 0) throw ImageError("the projector spreads the image over several temporal positions (video)");
+      image.grid.push_back({static_cast<std::int32_t>(place.y), static_cast<std::int32_t>(place.x)});
+    }
+  }
+
   MtmdContextPtr ctx_;
   VisionInfo info_;
   std::int32_t n_batch_;
+  bool mrope_ = false;  // the text model takes M-RoPE positions (mtmd_decode_use_mrope)
 };
 
 }  // namespace
@@ -214,9 +231,6 @@ std::unique_ptr<Vision> load_mtmd_vision(const std::string& path, const llama_mo
   if (!ctx) throw std::runtime_error("cannot load the vision projector '" + path + "' (see the log above)");
   if (!mtmd_support_vision(ctx.get()) && !mtmd_support_audio(ctx.get())) {
     throw std::runtime_error("'" + path + "' is neither a vision nor an audio projector");
-  }
-  if (mtmd_decode_use_mrope(ctx.get())) {
-    throw std::runtime_error("'" + path + "' places image tokens with M-RoPE positions, which prefixd does not serve yet");
   }
   VisionInfo info;
   info.path = path;
@@ -236,8 +250,11 @@ std::unique_ptr<Vision> load_mtmd_vision(const std::string& path, const llama_mo
                          info.sample_rate);
   }
   const char* encoders = !info.audio ? "the image encoder" : info.images ? "the image and audio encoders" : "the audio encoder";
-  spdlog::info("projector {} ({}) loaded: {}, {} on the {}", path, info.projector.empty() ? "type not named" : info.projector,
-               takes, encoders, options.use_gpu ? "GPU" : "CPU");
+  spdlog::info("projector {} ({}) loaded: {}, {} on the {}{}", path, info.projector.empty() ? "type not named" : info.projector,
+               takes, encoders, options.use_gpu ? "GPU" : "CPU",
+               mtmd_decode_use_mrope(ctx.get()) ? "; the model takes M-RoPE positions: an image's tokens share one, and "
+                                                  "the text after it resumes by the image grid's longer side"
+                                                : "");
   return std::make_unique<MtmdVision>(std::move(ctx), std::move(info), options.n_batch);
 }
 

@@ -56,6 +56,17 @@ class PreparedImage {
   // Its positions attend to each other both ways (Gemma 3): decoded together with causal
   // attention off, so they can only be computed whole.
   bool non_causal = false;
+  // M-RoPE models (mtmd_decode_use_mrope): an image's tokens all take the temporal position of its
+  // first one, each with its own row and column, and the text after it comes n_pos positions
+  // later (max(rows, columns)); `grid` holds each token's (row, column) offsets in token order.
+  // Empty for audio, whose tokens take one position each on every model, and without M-RoPE
+  // (n_pos == n_tokens).
+  std::int32_t n_pos = 0;
+  struct GridPlace {
+    std::int32_t row = 0;
+    std::int32_t column = 0;
+  };
+  std::vector<GridPlace> grid;
 };
 
 // The width and height an image file declares in its header (PNG, JPEG, GIF, BMP), read without

@@ -120,6 +120,44 @@ ModelSpec qwen2_7b() {
   return spec;
 }
 
+// ---- qwen2vl: Qwen2-VL's text model, qwen2's layout with multi-section RoPE (M-RoPE) -----------
+
+// The tensors are qwen2's; rope.dimension_sections splits each head's rotary frequency pairs
+// among the temporal, height and width parts of a position (the fourth section is unused, 0),
+// and its presence is what makes llama.cpp rotate with M-RoPE. A text token has the same value in
+// every part, so text alone is rotated exactly as plain RoPE; the image tokens libmtmd inserts
+// get (t, y, x) positions, and a whole image advances the text position by the larger side of its
+// token grid rather than by its token count.
+void build_qwen2vl(ModelSpec& spec, const Qwen2Shape& s, std::vector<std::int32_t> sections) {
+  build_qwen2(spec, s);
+  spec.architecture = "qwen2vl";
+  spec.hparams.push_back({"rope.dimension_sections", std::move(sections)});
+}
+
+// `tiny` as a Qwen2-VL text model: the same shapes, vocabulary and chat template, so the same
+// prompts tokenize the same. Heads of 16 rotate 8 frequency pairs, split like Qwen2-VL's
+// [16, 24, 24] of 64 pairs.
+ModelSpec tiny_qwen2vl() {
+  ModelSpec spec{.preset = "tiny-qwen2vl", .display_name = "prefixd tiny-qwen2vl (random)",
+                 .default_weight_type = "f32", .vocab = {.size = 4096, .n_regular = 4000}};
+  build_qwen2vl(spec, {.n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .n_ff = 128, .n_ctx = 4096,
+                       .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = false},
+                {2, 3, 3, 0});
+  return spec;
+}
+
+// Qwen2-VL-7B-Instruct's text model (config.json: hidden 3584, 28 layers, 28 query / 4 KV heads
+// of 128, intermediate 18944, rope_theta 1e6, rms_norm_eps 1e-6, mrope_section [16, 24, 24],
+// max_position_embeddings 32768, untied head, vocabulary padded to 152064): qwen2-7b's shapes.
+ModelSpec qwen2vl_7b() {
+  ModelSpec spec{.preset = "qwen2vl-7b", .display_name = "prefixd qwen2vl-7b (random)",
+                 .default_weight_type = "q8_0", .vocab = {.size = 152064, .n_regular = 151643}};
+  build_qwen2vl(spec, {.n_embd = 3584, .n_layer = 28, .n_head = 28, .n_head_kv = 4, .n_ff = 18944, .n_ctx = 32768,
+                       .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = false},
+                {16, 24, 24, 0});
+  return spec;
+}
+
 // ---- gemma3: sliding-window attention on 5 of every 6 layers, GELU FFN, sandwich norms --------
 
 ModelSpec gemma3_tiny() {
@@ -319,6 +357,12 @@ const std::vector<PresetEntry>& preset_table() {
       {{"qwen2-7b", "qwen2",
         "Qwen2.5-7B shapes: 3584 wide, 28 layers, 28/4 heads, 152064 vocab, q8_0 (~8 GB); for GPU benchmarks"},
        qwen2_7b},
+      {{"tiny-qwen2vl", "qwen2vl",
+        "tiny's shapes and vocabulary as a Qwen2-VL text model (M-RoPE, sections 2/3/3), f32; pairs with the Qwen2-VL projectors"},
+       tiny_qwen2vl},
+      {{"qwen2vl-7b", "qwen2vl",
+        "Qwen2-VL-7B text shapes: 3584 wide, 28 layers, 28/4 heads, M-RoPE 16/24/24, 152064 vocab, q8_0 (~8 GB)"},
+       qwen2vl_7b},
       {{"gemma3-tiny", "gemma3", "Gemma 3 style: 5 sliding-window (64 tokens) + 1 global layer, 128 wide, f16"},
        gemma3_tiny},
       {{"mamba2-tiny", "mamba2", "Mamba-2 recurrent: 4 SSM layers, 128 wide, state 64, f32"}, mamba2_tiny},

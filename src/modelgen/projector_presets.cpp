@@ -21,7 +21,7 @@ TensorSpec ones(std::string name, std::int64_t n) { return {std::move(name), {n}
 TensorSpec small(std::string name, std::int64_t n) { return {std::move(name), {n}, Normal{0.02f}, StorageClass::f32}; }
 std::string vblk(int layer, std::string_view what) { return std::format("v.blk.{}.{}", layer, what); }
 
-// Q, K and V as three matrices (SigLIP) or one of three times the width (Qwen3-VL).
+// Q, K and V as three matrices (SigLIP, Qwen2-VL) or one of three times the width (Qwen3-VL).
 enum class QkvLayout { separate, fused };
 
 // One pre-norm transformer block of a vision tower, with biases everywhere: norm, attention,
@@ -149,6 +149,150 @@ ModelSpec qwen3vl_2b_mmproj() {
                            {.n_embd = 1024, .n_ff = 4096, .n_layer = 24, .n_head = 16, .grid = 48, .text_embd = 2048});
 }
 
+// ---- Qwen2-VL and Qwen2.5-VL: dynamic resolution, 2-D rotary positions, no learned positions --
+
+// What both towers share, as libmtmd loads them: 14-pixel patches embedded by two kernels whose
+// outputs are summed (the two frames of the original 3-D patch convolution; a still image feeds
+// the same pixels to both), no patch bias and no position table (positions are rotary only),
+// blocks with separate Q, K and V (the converter splits the fused QKV), a final norm (the
+// merger's ln_q), then 2×2 neighbouring patches concatenated and mapped through a GELU MLP into
+// the text width. An image keeps its aspect ratio, is resized to a multiple of 28 pixels a side
+// within [8, 4096] tokens' worth of pixels and gives (W/28)·(H/28) tokens. With an M-RoPE text
+// model (qwen2vl) libmtmd gives the image's tokens (t, y, x) positions; with any other its tokens
+// take one position each.
+constexpr std::uint32_t kQwenVlPatch = 14;
+
+std::vector<MetaEntry> qwen_vl_hparams(std::string projector_type, std::uint32_t n_embd, std::uint32_t n_ff,
+                                       std::uint32_t n_layer, std::uint32_t n_head, std::uint32_t text_embd) {
+  return {
+      {"projector_type", std::move(projector_type)},
+      {"has_vision_encoder", true},
+      // Required, but images are sized dynamically: 560 is what the converter writes by default.
+      {"vision.image_size", std::uint32_t{560}},
+      {"vision.patch_size", kQwenVlPatch},
+      {"vision.embedding_length", n_embd},
+      {"vision.feed_forward_length", n_ff},
+      {"vision.block_count", n_layer},
+      {"vision.attention.head_count", n_head},
+      {"vision.attention.layer_norm_epsilon", 1e-6f},
+      {"vision.projection_dim", text_embd},
+      {"vision.spatial_merge_size", std::uint32_t{2}},
+      // OpenAI CLIP's normalisation, which both models' preprocessors use.
+      {"vision.image_mean", std::vector<float>{0.48145466f, 0.4578275f, 0.40821073f}},
+      {"vision.image_std", std::vector<float>{0.26862954f, 0.26130258f, 0.27577711f}},
+  };
+}
+
+void push_qwen_vl_patch_kernels(ModelSpec& spec, std::int64_t n) {
+  constexpr std::int64_t p = kQwenVlPatch;
+  const float stddev = 1.0f / std::sqrt(static_cast<float>(3 * p * p));
+  spec.tensors.push_back(f32_matrix("v.patch_embd.weight", {p, p, 3, n}, stddev));
+  spec.tensors.push_back(f32_matrix("v.patch_embd.weight.1", {p, p, 3, n}, stddev));
+}
+
+// The merger: the final norm (a LayerNorm with bias for Qwen2-VL, an RMS norm for Qwen2.5-VL)
+// and the MLP over four concatenated patches.
+void push_qwen_vl_merger(ModelSpec& spec, std::int64_t n, std::int64_t text_embd, bool norm_bias) {
+  auto& t = spec.tensors;
+  t.push_back(ones("v.post_ln.weight", n));
+  if (norm_bias) t.push_back(small("v.post_ln.bias", n));
+  t.push_back(matrix("mm.0.weight", 4 * n, 4 * n));
+  t.push_back(small("mm.0.bias", 4 * n));
+  t.push_back(matrix("mm.2.weight", 4 * n, text_embd));
+  t.push_back(small("mm.2.bias", text_embd));
+}
+
+// Qwen2-VL: LayerNorms and a quick-GELU MLP (no use_gelu/use_silu key selects it), every block
+// attending over the whole image.
+struct Qwen2VlShape {
+  std::uint32_t n_embd, n_ff, n_layer, n_head, text_embd;
+};
+
+ModelSpec qwen2vl_projector(std::string preset, std::string display, const Qwen2VlShape& s) {
+  ModelSpec spec{.preset = std::move(preset), .architecture = "clip", .display_name = std::move(display),
+                 .default_weight_type = "f16", .vocab = {.size = 0, .n_regular = 0}};
+  spec.file_kind = "mmproj";
+  spec.hparams = qwen_vl_hparams("qwen2vl_merger", s.n_embd, s.n_ff, s.n_layer, s.n_head, s.text_embd);
+  const std::int64_t n = s.n_embd;
+  push_qwen_vl_patch_kernels(spec, n);
+  for (int il = 0; il < static_cast<int>(s.n_layer); ++il) push_vision_block(spec, il, n, s.n_ff, QkvLayout::separate);
+  push_qwen_vl_merger(spec, n, s.text_embd, /*norm_bias=*/true);
+  return spec;
+}
+
+// Qwen2.5-VL: RMS norms (weights only) and a gated SiLU MLP with biases; attention is windowed
+// (112-pixel windows, 4×4 tokens) except in every n_wa_pattern-th block, which sees the whole
+// image (the converter derives the pattern from fullatt_block_indexes, which must be evenly
+// spaced; libmtmd requires the key).
+struct Qwen25VlShape {
+  std::uint32_t n_embd, n_ff, n_layer, n_head, n_wa_pattern, text_embd;
+};
+
+ModelSpec qwen25vl_projector(std::string preset, std::string display, const Qwen25VlShape& s) {
+  ModelSpec spec{.preset = std::move(preset), .architecture = "clip", .display_name = std::move(display),
+                 .default_weight_type = "f16", .vocab = {.size = 0, .n_regular = 0}};
+  spec.file_kind = "mmproj";
+  spec.hparams = qwen_vl_hparams("qwen2.5vl_merger", s.n_embd, s.n_ff, s.n_layer, s.n_head, s.text_embd);
+  spec.hparams.push_back({"use_silu", true});
+  spec.hparams.push_back({"vision.n_wa_pattern", s.n_wa_pattern});
+  const std::int64_t n = s.n_embd, n_ff = s.n_ff;
+  push_qwen_vl_patch_kernels(spec, n);
+  auto& t = spec.tensors;
+  for (int il = 0; il < static_cast<int>(s.n_layer); ++il) {
+    t.push_back(ones(vblk(il, "ln1.weight"), n));
+    for (const char* proj : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
+      t.push_back(matrix(vblk(il, std::format("{}.weight", proj)), n, n));
+      t.push_back(small(vblk(il, std::format("{}.bias", proj)), n));
+    }
+    t.push_back(ones(vblk(il, "ln2.weight"), n));
+    t.push_back(matrix(vblk(il, "ffn_gate.weight"), n, n_ff));
+    t.push_back(small(vblk(il, "ffn_gate.bias"), n_ff));
+    t.push_back(matrix(vblk(il, "ffn_up.weight"), n, n_ff));
+    t.push_back(small(vblk(il, "ffn_up.bias"), n_ff));
+    t.push_back(matrix(vblk(il, "ffn_down.weight"), n_ff, n));
+    t.push_back(small(vblk(il, "ffn_down.bias"), n));
+  }
+  push_qwen_vl_merger(spec, n, s.text_embd, /*norm_bias=*/false);
+  return spec;
+}
+
+// Two 64-wide blocks into `tiny` / `tiny-qwen2vl` (64 wide). The FFN width must differ from the
+// tower's width: libmtmd swaps up and down of a Qwen-VL FFN whose down projection starts at n_embd.
+ModelSpec tiny_qwen2vl_mmproj() {
+  return qwen2vl_projector("tiny-qwen2vl-mmproj", "prefixd tiny Qwen2-VL-style projector (random)",
+                           {.n_embd = 64, .n_ff = 128, .n_layer = 2, .n_head = 4, .text_embd = 64});
+}
+
+// The same tower into 128 wide: qwen35-tiny (Qwen3.5's hybrid layout, which takes M-RoPE
+// positions), gemma3-tiny, mamba2-tiny.
+ModelSpec tiny128_qwen2vl_mmproj() {
+  return qwen2vl_projector("tiny128-qwen2vl-mmproj", "prefixd tiny Qwen2-VL-style projector into 128 (random)",
+                           {.n_embd = 64, .n_ff = 128, .n_layer = 2, .n_head = 4, .text_embd = 128});
+}
+
+// Qwen2-VL-7B's tower (embed_dim 1280, 32 blocks of 16 heads, MLP 4 × 1280) and merger into its
+// 3584-wide text model: the real shapes, random weights (~675 M parameters). The converter writes
+// the vision config's hidden_size (3584) as feed_forward_length; the MLP is 5120 wide.
+ModelSpec qwen2vl_7b_mmproj() {
+  return qwen2vl_projector("qwen2vl-7b-mmproj", "prefixd qwen2vl-7b projector (random)",
+                           {.n_embd = 1280, .n_ff = 5120, .n_layer = 32, .n_head = 16, .text_embd = 3584});
+}
+
+// Two blocks, the first windowed and the second global (n_wa_pattern 2), into 64 wide.
+ModelSpec tiny_qwen25vl_mmproj() {
+  return qwen25vl_projector("tiny-qwen25vl-mmproj", "prefixd tiny Qwen2.5-VL-style projector (random)",
+                            {.n_embd = 64, .n_ff = 128, .n_layer = 2, .n_head = 4, .n_wa_pattern = 2, .text_embd = 64});
+}
+
+// Qwen2.5-VL-7B's tower (1280 wide, 32 blocks of 16 heads, gated MLP 3420, full attention in
+// blocks 7, 15, 23 and 31) and merger into 3584: the real shapes, random weights (~675 M
+// parameters).
+ModelSpec qwen25vl_7b_mmproj() {
+  return qwen25vl_projector("qwen25vl-7b-mmproj", "prefixd qwen25vl-7b projector (random)",
+                            {.n_embd = 1280, .n_ff = 3420, .n_layer = 32, .n_head = 16, .n_wa_pattern = 8,
+                             .text_embd = 3584});
+}
+
 // Qwen2-Audio's encoder (Whisper's) and projector: 128 log-mel bins of 16 kHz audio, two 1-D
 // convolutions (the second of stride 2), a learned position per frame (1500 per 30-second window),
 // pre-norm blocks (no bias on K, as Whisper), an average pool over pairs of frames, a final norm
@@ -267,6 +411,11 @@ const std::vector<ProjectorPreset>& projector_presets() {
       {"tiny-qwen3vl-mmproj", "Qwen3-VL-style projector for tiny (64 wide): tokens by image size, (W/32)x(H/32)", tiny_qwen3vl_mmproj},
       {"qwen3vl-2b-mmproj", "Qwen3-VL 2B's vision tower and merger shapes into 2048 wide, f16 (~830 MB)", qwen3vl_2b_mmproj},
       {"gemma3-4b-mmproj", "Gemma 3 4B's SigLIP-So400m projector shapes into 2560 wide, f16 (~840 MB)", gemma3_4b_mmproj},
+      {"tiny-qwen2vl-mmproj", "Qwen2-VL-style projector for tiny-qwen2vl (64 wide): tokens by image size, (W/28)x(H/28)", tiny_qwen2vl_mmproj},
+      {"tiny128-qwen2vl-mmproj", "Qwen2-VL-style projector into 128 wide (qwen35-tiny, gemma3-tiny, mamba2-tiny): (W/28)x(H/28) tokens", tiny128_qwen2vl_mmproj},
+      {"qwen2vl-7b-mmproj", "Qwen2-VL 7B's vision tower and merger shapes into 3584 wide, f16 (~1.3 GB)", qwen2vl_7b_mmproj},
+      {"tiny-qwen25vl-mmproj", "Qwen2.5-VL-style projector (window attention) for tiny-qwen2vl (64 wide): (W/28)x(H/28) tokens", tiny_qwen25vl_mmproj},
+      {"qwen25vl-7b-mmproj", "Qwen2.5-VL 7B's vision tower (window attention) and merger shapes into 3584 wide, f16 (~1.3 GB)", qwen25vl_7b_mmproj},
       {"tiny-qwen2a-mmproj", "Qwen2-Audio (Whisper) audio projector for tiny (64 wide): 750 tokens per 30 s of audio", tiny_qwen2a_mmproj},
       {"tiny128-qwen2a-mmproj", "Qwen2-Audio audio projector into 128 wide (gemma3-tiny, mamba2-tiny): 750 tokens per 30 s", tiny128_qwen2a_mmproj},
       {"qwen2-audio-7b-mmproj", "Qwen2-Audio 7B's audio encoder and projector shapes into 4096 wide, f16 (~1.3 GB)", qwen2_audio_7b_mmproj},

@@ -69,7 +69,7 @@ bool Scheduler::Impl::prefill_image(size_t index, const PromptImage& image) {
   const auto decode_start = Clock::now();
   const engine::DecodeStatus status = [&] {
     const StepClock::Scope in_model = step_clock_.enter(StepPhase::compute);
-    return engine_.decode_embeddings(embeddings, rows, a.n_past, a.seq, image.image->non_causal);
+    return engine_.decode_embeddings(embeddings, rows, a.n_past, a.seq, *image.image, image.begin);
   }();
   spdlog::trace("step: image of {} rows for request {} decoded in {:.1f} ms", rows, a.id,
                 ms_between(decode_start, Clock::now()));

@@ -10,8 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "api/images/image_input.h"
-#include "server_process.h"
+#include "media_requests.h"
 
 namespace prefixd::testing {
 namespace {
@@ -20,35 +19,6 @@ using nlohmann::json;
 
 const std::string kModels = PREFIXD_TEST_MODELS_DIR;
 const std::string kAudioProjector = kModels + "/tiny-qwen2a-mmproj.gguf";
-
-// A mono 16-bit PCM WAV file of `seconds` of a sine at `hertz`, sampled at `rate`.
-std::string wav(double seconds, double hertz, int rate = 16000) {
-  const auto samples = static_cast<std::uint32_t>(seconds * rate);
-  std::string out;
-  auto put32 = [&](std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-  };
-  auto put16 = [&](std::uint32_t v) {
-    for (int i = 0; i < 2; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-  };
-  out += "RIFF";
-  put32(36 + samples * 2);
-  out += "WAVEfmt ";
-  put32(16);
-  put16(1);  // PCM
-  put16(1);  // mono
-  put32(static_cast<std::uint32_t>(rate));
-  put32(static_cast<std::uint32_t>(rate) * 2);
-  put16(2);
-  put16(16);
-  out += "data";
-  put32(samples * 2);
-  for (std::uint32_t i = 0; i < samples; ++i) {
-    const double v = 0.5 * std::sin(2 * M_PI * hertz * i / rate);
-    put16(static_cast<std::uint16_t>(static_cast<std::int16_t>(std::lround(v * 32767))));
-  }
-  return out;
-}
 
 json audio_part(const std::string& bytes, const std::string& format = "wav") {
   return {{"type", "input_audio"}, {"input_audio", {{"data", api::encode_base64(bytes)}, {"format", format}}}};
@@ -62,13 +32,6 @@ json audio_chat(const json& part, const std::string& question = "What do you hea
           {"temperature", 0}};
 }
 
-json chat(httplib::Client& client, const json& request) {
-  const auto reply = post_json(client, "/v1/chat/completions", request);
-  EXPECT_EQ(reply.status, 200) << reply.raw;
-  return reply.body;
-}
-
-std::string content(const json& reply) { return reply["choices"][0]["message"]["content"].get<std::string>(); }
 
 // Where the clip's positions begin, and how many: its stand-in (negative) ids in /tokenize.
 std::pair<int, int> clip_place(httplib::Client& client, const json& request) {

@@ -14,8 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "api/images/image_input.h"
-#include "server_process.h"
+#include "media_requests.h"
 
 namespace prefixd::testing {
 namespace {
@@ -25,45 +24,6 @@ namespace fs = std::filesystem;
 
 const std::string kModels = PREFIXD_TEST_MODELS_DIR;
 
-// A 24-bit BMP whose pixels are a pure function of (x, y, shade).
-std::string bmp(int width, int height, int shade) {
-  const int row = (width * 3 + 3) / 4 * 4;
-  const auto size = static_cast<std::uint32_t>(54 + row * height);
-  std::string out = "BM";
-  auto put32 = [&](std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-  };
-  auto put16 = [&](std::uint32_t v) {
-    for (int i = 0; i < 2; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-  };
-  put32(size);
-  put32(0);
-  put32(54);
-  put32(40);
-  put32(static_cast<std::uint32_t>(width));
-  put32(static_cast<std::uint32_t>(height));
-  put16(1);
-  put16(24);
-  put32(0);
-  put32(static_cast<std::uint32_t>(row * height));
-  put32(2835);
-  put32(2835);
-  put32(0);
-  put32(0);
-  for (int y = 0; y < height; ++y) {
-    for (int x = 0; x < width; ++x) {
-      out.push_back(static_cast<char>((x * 7 + shade) & 0xFF));
-      out.push_back(static_cast<char>((y * 5 + shade * 3) & 0xFF));
-      out.push_back(static_cast<char>((x * y + shade) & 0xFF));
-    }
-    out.append(static_cast<size_t>(row - width * 3), '\0');
-  }
-  return out;
-}
-
-std::string base64(const std::string& bytes) { return api::encode_base64(bytes); }
-
-std::string data_url(const std::string& bytes) { return "data:image/bmp;base64," + base64(bytes); }
 
 const std::string kSystem =
     "You are a careful assistant who looks at pictures and answers questions about their colours, shapes and "
@@ -78,32 +38,6 @@ json image_chat(const std::string& image_url, const std::string& question = "Wha
           {"temperature", 0}};
 }
 
-json chat(httplib::Client& client, const json& request) {
-  const auto reply = post_json(client, "/v1/chat/completions", request);
-  EXPECT_EQ(reply.status, 200) << reply.raw;
-  return reply.body;
-}
-
-std::string content(const json& reply) { return reply["choices"][0]["message"]["content"].get<std::string>(); }
-
-// Where the image's positions are: its stand-in (negative) ids in what /tokenize reports.
-struct ImagePlace {
-  int begin = -1;
-  int tokens = 0;
-};
-ImagePlace image_place(httplib::Client& client, const json& request) {
-  const auto reply = post_json(client, "/tokenize", {{"messages", request["messages"]}});
-  EXPECT_EQ(reply.status, 200) << reply.raw;
-  ImagePlace place;
-  const json& tokens = reply.body["tokens"];
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i].get<int>() >= 0) continue;
-    if (place.begin < 0) place.begin = static_cast<int>(i);
-    place.tokens += 1;
-  }
-  EXPECT_GE(place.begin, 0) << "no image positions in " << reply.raw;
-  return place;
-}
 
 struct VisionModel {
   std::string name;
@@ -202,12 +136,7 @@ TEST(Images, ARestartWithTheDiskTierServesTheImagePrefixFromDisk) {
     const json cold = chat(*client, a);
     cold_text = content(cold);
     prompt = cold["usage"]["prompt_tokens"].get<int>();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline) {
-      const json disk = get_json(*client, "/v1/cache/stats").body["tiers"]["disk"];
-      if (disk["queue_bytes"] == 0 && disk["entries"].get<int>() >= 1) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    wait_for_disk_writes(*client);
   }
   ServerProcess restarted(config);
   auto client = restarted.client();

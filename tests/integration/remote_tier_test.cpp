@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "media_requests.h"
 #include "server_process.h"
 #include "valkey_process.h"
 
@@ -38,13 +39,6 @@ json chat_request(const std::string& user, int max_tokens = 8) {
           {"temperature", 0}};
 }
 
-json chat(httplib::Client& client, const json& request) {
-  const auto reply = post_json(client, "/v1/chat/completions", request);
-  EXPECT_EQ(reply.status, 200) << reply.raw;
-  return reply.body;
-}
-
-std::string content(const json& reply) { return reply["choices"][0]["message"]["content"].get<std::string>(); }
 int cached(const json& reply) { return reply["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(); }
 int prompt_tokens(const json& reply) { return reply["usage"]["prompt_tokens"].get<int>(); }
 

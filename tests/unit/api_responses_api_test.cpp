@@ -84,7 +84,11 @@ TEST(ResponsesApi, WhatCannotBeServedIsA400NamingTheField) {
   EXPECT_EQ(parsed_error({{"model", "tiny"}}).param, "input");
   EXPECT_EQ(parsed_error({{"input", "x"}, {"model", "gpt-5"}}).status, 404);
   EXPECT_EQ(parsed_error({{"input", "x"}, {"tools", json::array({{{"type", "web_search"}}})}}).param, "tools[0].type");
+  // Without a projector an image part is refused as a whole; a file part is refused by its type.
   EXPECT_EQ(parsed_error({{"input", json::array({{{"role", "user"}, {"content", json::array({{{"type", "input_image"}, {"image_url", "x"}}})}}})}})
+                .param,
+            "input[0].content[0]");
+  EXPECT_EQ(parsed_error({{"input", json::array({{{"role", "user"}, {"content", json::array({{{"type", "input_file"}, {"file_id", "x"}}})}}})}})
                 .param,
             "input[0].content[0].type");
   EXPECT_EQ(parsed_error({{"input", json::array({{{"type", "function_call_output"}, {"output", "x"}}})}}).param, "input[0].call_id");

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <format>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -154,6 +155,9 @@ TEST(ModelgenPresets, ListsEachPresetWithItsArchitecture) {
       {"tiny-mmproj", "clip"},   {"gemma3-tiny-mmproj", "clip"}, {"tiny256-mmproj", "clip"},
       {"gemma3-4b-mmproj", "clip"},  {"tiny-qwen3vl-mmproj", "clip"}, {"qwen3vl-2b-mmproj", "clip"},
       {"tiny-qwen2a-mmproj", "clip"}, {"tiny128-qwen2a-mmproj", "clip"}, {"qwen2-audio-7b-mmproj", "clip"},
+      {"tiny-qwen2vl", "qwen2vl"},    {"qwen2vl-7b", "qwen2vl"},
+      {"tiny-qwen2vl-mmproj", "clip"}, {"tiny128-qwen2vl-mmproj", "clip"}, {"qwen2vl-7b-mmproj", "clip"},
+      {"tiny-qwen25vl-mmproj", "clip"}, {"qwen25vl-7b-mmproj", "clip"},
   };
   EXPECT_EQ(listed, expected);
 }
@@ -187,6 +191,94 @@ TEST(ModelgenPresets, ProjectorsProjectIntoTheirTextModelAndHaveAPositionPerPatc
     EXPECT_EQ(tensor(c.output).ne.at(static_cast<size_t>(c.output_dim)), c.text_embd) << c.projector;
     EXPECT_EQ(tensor("v.position_embd.weight").ne.at(1), c.patches) << c.projector;
     EXPECT_EQ(tensor("v.position_embd.weight").storage, prefixd::modelgen::StorageClass::f32) << c.projector;
+  }
+}
+
+// Qwen2-VL's and Qwen2.5-VL's towers as libmtmd's qwen2vl graph takes them: two 14-pixel patch
+// kernels summed, no patch bias and no position table (the graph asserts the bias away; positions
+// are rotary), separate Q/K/V with biases, the 2×2 merger MLP into the text width; Qwen2.5-VL
+// adds a gated FFN, RMS norms (no norm biases) and the window-attention pattern libmtmd requires.
+TEST(ModelgenPresets, QwenVlProjectorsHaveTheShapesTheQwen2VlGraphTakes) {
+  const struct {
+    const char* projector;
+    const char* type;
+    std::int64_t n_embd, n_ff, n_layer, text_embd;
+    std::uint32_t n_wa_pattern;  // 0: Qwen2-VL (no window attention)
+  } cases[] = {{"tiny-qwen2vl-mmproj", "qwen2vl_merger", 64, 128, 2, 64, 0},
+               {"tiny128-qwen2vl-mmproj", "qwen2vl_merger", 64, 128, 2, 128, 0},
+               {"qwen2vl-7b-mmproj", "qwen2vl_merger", 1280, 5120, 32, 3584, 0},
+               {"tiny-qwen25vl-mmproj", "qwen2.5vl_merger", 64, 128, 2, 64, 2},
+               {"qwen25vl-7b-mmproj", "qwen2.5vl_merger", 1280, 3420, 32, 3584, 8}};
+  for (const auto& c : cases) {
+    const auto spec = prefixd::modelgen::make_spec(c.projector);
+    EXPECT_EQ(spec.file_kind, "mmproj") << c.projector;
+    EXPECT_EQ(spec.default_weight_type, "f16") << c.projector;
+    const auto find = [&](const std::string& name) -> const prefixd::modelgen::TensorSpec* {
+      for (const auto& t : spec.tensors) {
+        if (t.name == name) return &t;
+      }
+      return nullptr;
+    };
+    const auto shape = [&](const std::string& name) {
+      const auto* t = find(name);
+      EXPECT_NE(t, nullptr) << c.projector << " has no " << name;
+      return t != nullptr ? t->ne : Shape{};
+    };
+    const auto hparam = [&](const std::string& key) -> const prefixd::modelgen::MetaValue* {
+      for (const auto& e : spec.hparams) {
+        if (e.key == key) return &e.value;
+      }
+      return nullptr;
+    };
+    ASSERT_NE(hparam("projector_type"), nullptr);
+    EXPECT_EQ(std::get<std::string>(*hparam("projector_type")), c.type);
+    EXPECT_EQ(std::get<std::uint32_t>(*hparam("vision.patch_size")), 14u) << c.projector;
+    EXPECT_EQ(std::get<std::uint32_t>(*hparam("vision.projection_dim")), c.text_embd) << c.projector;
+    EXPECT_EQ(std::get<std::uint32_t>(*hparam("vision.block_count")), c.n_layer) << c.projector;
+    const std::int64_t n = c.n_embd;
+    EXPECT_EQ(shape("v.patch_embd.weight"), (Shape{14, 14, 3, n})) << c.projector;
+    EXPECT_EQ(shape("v.patch_embd.weight.1"), (Shape{14, 14, 3, n})) << c.projector;
+    EXPECT_EQ(find("v.patch_embd.bias"), nullptr) << c.projector;
+    EXPECT_EQ(find("v.position_embd.weight"), nullptr) << c.projector;
+    const std::string last = std::format("v.blk.{}.", c.n_layer - 1);
+    EXPECT_EQ(find(std::format("v.blk.{}.ln1.weight", c.n_layer)), nullptr) << c.projector;
+    for (const char* proj : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
+      EXPECT_EQ(shape(last + proj + ".weight"), (Shape{n, n})) << c.projector << " " << proj;
+      EXPECT_EQ(shape(last + proj + ".bias"), (Shape{n})) << c.projector << " " << proj;
+    }
+    EXPECT_EQ(find(last + "attn_qkv.weight"), nullptr) << c.projector;
+    EXPECT_EQ(shape(last + "ffn_up.weight"), (Shape{n, c.n_ff})) << c.projector;
+    // libmtmd swaps up and down of an FFN whose down projection starts at n_embd.
+    EXPECT_EQ(shape(last + "ffn_down.weight"), (Shape{c.n_ff, n})) << c.projector;
+    EXPECT_NE(c.n_ff, n) << c.projector;
+    EXPECT_EQ(shape("mm.0.weight"), (Shape{4 * n, 4 * n})) << c.projector;
+    EXPECT_EQ(shape("mm.0.bias"), (Shape{4 * n})) << c.projector;
+    EXPECT_EQ(shape("mm.2.weight"), (Shape{4 * n, c.text_embd})) << c.projector;
+    EXPECT_EQ(shape("mm.2.bias"), (Shape{c.text_embd})) << c.projector;
+    EXPECT_EQ(shape("v.post_ln.weight"), (Shape{n})) << c.projector;
+    if (c.n_wa_pattern == 0) {  // Qwen2-VL: LayerNorms with biases, quick-GELU MLP
+      EXPECT_EQ(find(last + "ffn_gate.weight"), nullptr) << c.projector;
+      EXPECT_NE(find(last + "ln1.bias"), nullptr) << c.projector;
+      EXPECT_NE(find("v.post_ln.bias"), nullptr) << c.projector;
+      EXPECT_EQ(hparam("vision.n_wa_pattern"), nullptr) << c.projector;
+      EXPECT_EQ(hparam("use_silu"), nullptr) << c.projector;
+      EXPECT_EQ(hparam("use_gelu"), nullptr) << c.projector;
+    } else {  // Qwen2.5-VL: RMS norms, gated SiLU MLP, window attention
+      EXPECT_EQ(shape(last + "ffn_gate.weight"), (Shape{n, c.n_ff})) << c.projector;
+      EXPECT_EQ(shape(last + "ffn_gate.bias"), (Shape{c.n_ff})) << c.projector;
+      EXPECT_EQ(find(last + "ln1.bias"), nullptr) << c.projector;
+      EXPECT_EQ(find("v.post_ln.bias"), nullptr) << c.projector;
+      ASSERT_NE(hparam("vision.n_wa_pattern"), nullptr) << c.projector;
+      EXPECT_EQ(std::get<std::uint32_t>(*hparam("vision.n_wa_pattern")), c.n_wa_pattern) << c.projector;
+      ASSERT_NE(hparam("use_silu"), nullptr) << c.projector;
+      EXPECT_TRUE(std::get<bool>(*hparam("use_silu"))) << c.projector;
+    }
+  }
+  // The 7B towers' sizes: Qwen2-VL-7B's and Qwen2.5-VL-7B's vision parts are about 675 M parameters.
+  for (const char* projector : {"qwen2vl-7b-mmproj", "qwen25vl-7b-mmproj"}) {
+    std::int64_t parameters = 0;
+    for (const auto& t : prefixd::modelgen::make_spec(projector).tensors) parameters += t.element_count();
+    EXPECT_NEAR(static_cast<double>(parameters), 6.75e8, 0.01e9) << projector;
   }
 }
 
@@ -404,6 +496,25 @@ TEST(ModelgenGguf, Qwen35TinyPutsOneAttentionLayerAfterThreeDeltaNetLayers) {
   EXPECT_EQ(g.shape("blk.0.ssm_conv1d.weight"), (Shape{4, 2 * 64 + 128}));
 }
 
+// `tiny` as a Qwen2-VL text model: tiny's tensors, vocabulary and template, plus the M-RoPE
+// sections that make llama.cpp give image tokens (t, y, x) positions.
+TEST(ModelgenGguf, TinyQwen2vlIsTinyWithMRopeSections) {
+  const ScratchDir dir;
+  const Gguf g(generate(dir, "tiny-qwen2vl"));
+  const Gguf tiny(generate(dir, "tiny"));
+  EXPECT_EQ(g.str("general.architecture"), "qwen2vl");
+  EXPECT_EQ(g.u32("qwen2vl.embedding_length"), 64u);
+  EXPECT_EQ(g.u32("qwen2vl.attention.head_count"), 4u);
+  // Heads of 16: 8 frequency pairs, all of them in the sections.
+  EXPECT_EQ(g.i32s("qwen2vl.rope.dimension_sections"), (std::vector<std::int32_t>{2, 3, 3, 0}));
+  EXPECT_EQ(g.tensor_count(), tiny.tensor_count());
+  EXPECT_EQ(g.shape("blk.1.attn_k.bias"), (Shape{32}));
+  EXPECT_EQ(g.raw("blk.1.attn_q.weight"), tiny.raw("blk.1.attn_q.weight"));  // seeded by name
+  EXPECT_EQ(g.strings("tokenizer.ggml.tokens"), tiny.strings("tokenizer.ggml.tokens"));
+  EXPECT_EQ(g.strings("tokenizer.ggml.merges"), tiny.strings("tokenizer.ggml.merges"));
+  EXPECT_EQ(g.str("tokenizer.chat_template"), tiny.str("tokenizer.chat_template"));
+}
+
 // The shape a spec gives one of its tensors (a failure and no shape when it has none).
 Shape spec_shape(const prefixd::modelgen::ModelSpec& spec, const std::string& name) {
   for (const auto& t : spec.tensors) {
@@ -431,6 +542,36 @@ TEST(ModelgenPresets, Qwen2_7bHasTheQwen2_7bShapes) {
     parameters += n;
   }
   EXPECT_NEAR(static_cast<double>(parameters), 7.62e9, 0.01e9);  // Qwen2.5-7B's 7.62 billion
+}
+
+// Qwen2-VL-7B's text model: Qwen2.5-7B's shapes (checked on the spec: the file is about 8 GB)
+// with Qwen2-VL's M-RoPE sections, [16, 24, 24, 0] of a 128-wide head's 64 frequency pairs.
+TEST(ModelgenPresets, Qwen2vl_7bHasTheQwen2Vl7bTextShapes) {
+  const auto spec = prefixd::modelgen::make_spec("qwen2vl-7b");
+  EXPECT_EQ(spec.architecture, "qwen2vl");
+  EXPECT_EQ(spec.default_weight_type, "q8_0");
+  EXPECT_EQ(spec.vocab.size, 152064u);
+  const auto shape = [&](const std::string& name) { return spec_shape(spec, name); };
+  EXPECT_EQ(shape("token_embd.weight"), (Shape{3584, 152064}));
+  EXPECT_EQ(shape("output.weight"), (Shape{3584, 152064}));
+  EXPECT_EQ(shape("blk.27.attn_q.bias"), (Shape{3584}));
+  EXPECT_EQ(shape("blk.27.attn_k.weight"), (Shape{3584, 4 * 128}));
+  EXPECT_EQ(shape("blk.27.ffn_down.weight"), (Shape{18944, 3584}));
+  const auto hparam = [&](const std::string& key) -> prefixd::modelgen::MetaValue {
+    for (const auto& e : spec.hparams) {
+      if (e.key == key) return e.value;
+    }
+    ADD_FAILURE() << "no " << key;
+    return std::uint32_t{0};
+  };
+  EXPECT_EQ(hparam("rope.dimension_sections"), prefixd::modelgen::MetaValue(std::vector<std::int32_t>{16, 24, 24, 0}));
+  EXPECT_EQ(hparam("rope.freq_base"), prefixd::modelgen::MetaValue(1000000.0f));
+  EXPECT_EQ(hparam("block_count"), prefixd::modelgen::MetaValue(28u));
+  EXPECT_EQ(hparam("attention.head_count"), prefixd::modelgen::MetaValue(28u));
+  EXPECT_EQ(hparam("attention.head_count_kv"), prefixd::modelgen::MetaValue(4u));
+  std::int64_t parameters = 0;
+  for (const auto& t : spec.tensors) parameters += t.element_count();
+  EXPECT_NEAR(static_cast<double>(parameters), 7.62e9, 0.01e9);  // the text part of Qwen2-VL-7B's 8.3 billion
 }
 
 // The real-shape preset is checked on its spec only: writing it takes ~770 MiB of disk.

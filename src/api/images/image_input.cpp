@@ -104,7 +104,7 @@ std::string image_bytes_from_url(std::string_view url, const std::string& param,
 
 // With images, the markers in the messages' text must be exactly the images': client text that
 // spells the marker would move every image after it.
-void check_image_markers(const nlohmann::ordered_json& messages, std::size_t images) {
+void check_image_markers(const nlohmann::ordered_json& messages, std::size_t images, const std::string& param) {
   std::size_t found = 0;
   for (std::size_t i = 0; i < messages.size(); ++i) {
     const auto content = messages[i].find("content");
@@ -113,9 +113,9 @@ void check_image_markers(const nlohmann::ordered_json& messages, std::size_t ima
     for (std::size_t at = text.find(kImageMarker); at != std::string::npos; at = text.find(kImageMarker, at + 1)) ++found;
   }
   if (found != images) {
-    fields::reject("messages", std::format("the messages' text contains '{}', which stands for an image in this server's "
-                                   "prompts; remove it from a request that carries images",
-                                   kImageMarker));
+    fields::reject(param, std::format("the text of '{}' contains '{}', which stands for an image in this server's "
+                                      "prompts; remove it from a request that carries images",
+                                      param, kImageMarker));
   }
 }
 
@@ -157,6 +157,26 @@ void add_audio(std::vector<ImageInput>& images, std::string bytes, std::string p
                                       limits.max_images));
   }
   images.push_back(ImageInput{std::move(bytes), std::move(param), true});
+}
+
+void add_audio_part(const nlohmann::ordered_json& part, const std::string& part_param, std::vector<ImageInput>& images,
+                    const ImageLimits& limits) {
+  const auto audio = part.find("input_audio");
+  const std::string audio_param = part_param + ".input_audio";
+  if (audio == part.end() || !audio->is_object()) {
+    fields::reject(audio_param, std::format("'{}' must be an object with 'data' and 'format'", audio_param));
+  }
+  const auto data = audio->find("data");
+  if (data == audio->end() || !data->is_string()) {
+    fields::reject(audio_param + ".data", std::format("'{}.data' must be a string (base64 of the audio file)", audio_param));
+  }
+  const auto format = audio->find("format");
+  if (format == audio->end() || !format->is_string()) {
+    fields::reject(audio_param + ".format",
+                   std::format("'{}.format' must be a string (\"wav\", \"mp3\" or \"flac\")", audio_param));
+  }
+  std::string bytes = audio_bytes(data->get_ref<const std::string&>(), format->get_ref<const std::string&>(), part_param, limits);
+  add_audio(images, std::move(bytes), part_param, limits);
 }
 
 void add_image(std::vector<ImageInput>& images, std::string bytes, std::string param, const ImageLimits& limits) {

@@ -66,8 +66,15 @@ std::string audio_bytes(std::string_view data, std::string_view format, const st
 // Appends an audio clip to `images` (media in prompt order), under the same per-request limit.
 void add_audio(std::vector<ImageInput>& images, std::string bytes, std::string param, const ImageLimits& limits);
 
+// Reads an OpenAI audio part (chat's and the Responses API's shape alike: {"type": "input_audio",
+// "input_audio": {"data": "<base64>", "format": "wav"}}) at `part_param` and appends its clip;
+// throws as above, naming the part's fields.
+void add_audio_part(const nlohmann::ordered_json& part, const std::string& part_param, std::vector<ImageInput>& images,
+                    const ImageLimits& limits);
+
 // Checks that the messages' text (chat template input, string contents) holds exactly `images`
-// markers; throws the parser's rejection (param "messages") when client text spells the marker.
-void check_image_markers(const nlohmann::ordered_json& messages, std::size_t images);
+// markers; throws the parser's rejection (naming `param`, the field the messages came from) when
+// client text spells the marker.
+void check_image_markers(const nlohmann::ordered_json& messages, std::size_t images, const std::string& param = "messages");
 
 }  // namespace prefixd::api

@@ -135,26 +135,6 @@ void read_image_part(const ordered_json& part, const std::string& part_param, st
   add_image(images, std::move(bytes), part_param, limits);
 }
 
-// An input_audio part: {"type": "input_audio", "input_audio": {"data": "<base64>", "format": "wav"}}.
-void read_audio_part(const ordered_json& part, const std::string& part_param, std::vector<ImageInput>& images,
-                     const ImageLimits& limits) {
-  const auto audio = part.find("input_audio");
-  const std::string audio_param = part_param + ".input_audio";
-  if (audio == part.end() || !audio->is_object()) {
-    reject(audio_param, std::format("'{}' must be an object with 'data' and 'format'", audio_param));
-  }
-  const auto data = audio->find("data");
-  if (data == audio->end() || !data->is_string()) {
-    reject(audio_param + ".data", std::format("'{}.data' must be a string (base64 of the audio file)", audio_param));
-  }
-  const auto format = audio->find("format");
-  if (format == audio->end() || !format->is_string()) {
-    reject(audio_param + ".format", std::format("'{}.format' must be a string (\"wav\", \"mp3\" or \"flac\")", audio_param));
-  }
-  std::string bytes = audio_bytes(data->get_ref<const std::string&>(), format->get_ref<const std::string&>(), part_param, limits);
-  add_audio(images, std::move(bytes), part_param, limits);
-}
-
 // OpenAI content is a string or an array of parts; templates expect strings, so text parts are
 // joined, and an image part becomes kImageMarker in that text with its bytes kept in `images`. The
 // text is moved out of the request tree, which is not read again: a long prompt is not copied.
@@ -173,7 +153,7 @@ ordered_json flatten_content(ordered_json& content, const std::string& param, st
       if (*type == "image_url") {
         read_image_part(part, part_param, images, limits);
       } else {
-        read_audio_part(part, part_param, images, limits);
+        add_audio_part(part, part_param, images, limits);
       }
       if (j > 0) text += '\n';
       text += kImageMarker;

@@ -13,7 +13,8 @@ std::string key_of(const std::string& tenant, const std::string& id) { return te
 ResponseStore::ResponseStore(std::size_t capacity_bytes, std::chrono::seconds ttl) : capacity_bytes_(capacity_bytes), ttl_(ttl) {}
 
 void ResponseStore::put(const std::string& tenant, const std::string& id, StoredResponse response, Clock::time_point now) {
-  const std::size_t bytes = response.object.dump().size() + response.conversation.dump().size() + id.size() + tenant.size();
+  std::size_t bytes = response.object.dump().size() + response.conversation.dump().size() + id.size() + tenant.size();
+  for (const ImageInput& media : response.media) bytes += media.bytes.size() + media.param.size();
   std::lock_guard lock(mutex_);
   expire(now);
   const std::string key = key_of(tenant, id);

@@ -19,11 +19,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/images/image_input.h"
+
 namespace prefixd::api {
 
 struct StoredResponse {
   nlohmann::ordered_json object;  // the response object as it was sent
   nlohmann::ordered_json conversation;  // its messages (keys as sent), the reply included, instructions excluded
+  // The images and audio clips of its conversation, in the order their markers stand in its text
+  // (image_input.h): a continuation sends them again with its own.
+  std::vector<ImageInput> media;
 };
 
 struct ResponseStoreStats {

@@ -21,9 +21,21 @@ using fields::reject;
 
 using fields::kInt32Max;
 
-// A message item's content: a string, or text parts (input_text from a client, output_text from
-// an earlier reply) joined by "\n".
-std::string message_text(const ordered_json& content, const std::string& param) {
+// An input_image part's image: {"type": "input_image", "image_url": "data:image/...;base64,..."}.
+void read_input_image(const ordered_json& part, const std::string& at, std::vector<ImageInput>& images,
+                      const ImageLimits& limits) {
+  require_projector(at, limits);
+  if (part.contains("file_id")) reject(at + ".file_id", std::format("'{}.file_id': this server stores no files; send the image inline as 'image_url' (a data: URL)", at));
+  const auto url = part.find("image_url");
+  if (url == part.end() || !url->is_string()) reject(at + ".image_url", std::format("'{}.image_url' must be a string (a data: URL)", at));
+  add_image(images, image_bytes_from_url(url->get_ref<const std::string&>(), at + ".image_url", limits), at, limits);
+}
+
+// A message item's content: a string, or parts joined by "\n": text (input_text from a client,
+// output_text from an earlier reply), and images and audio clips, each kImageMarker in the text
+// with its bytes appended to `images`.
+std::string message_text(const ordered_json& content, const std::string& param, std::vector<ImageInput>& images,
+                         const ImageLimits& limits) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) reject(param, std::format("'{}' must be a string or an array of content parts", param));
   std::string text;
@@ -31,8 +43,18 @@ std::string message_text(const ordered_json& content, const std::string& param) 
     const ordered_json& part = content[j];
     const std::string at = std::format("{}[{}]", param, j);
     const std::string type = part.is_object() ? part.value("type", "") : "";
+    if (type == "input_image" || type == "input_audio") {
+      if (type == "input_image") {
+        read_input_image(part, at, images, limits);
+      } else {
+        add_audio_part(part, at, images, limits);
+      }
+      if (j > 0) text += '\n';
+      text += kImageMarker;
+      continue;
+    }
     if (type != "input_text" && type != "output_text" && type != "text") {
-      reject(at + ".type", std::format("content parts of type '{}' are not supported (text only)", type));
+      reject(at + ".type", std::format("content parts of type '{}' are not supported (input_text, input_image and input_audio)", type));
     }
     const auto part_text = part.find("text");
     if (part_text == part.end() || !part_text->is_string()) reject(at + ".text", std::format("'{}.text' must be a string", at));
@@ -51,7 +73,7 @@ std::string required_string(const ordered_json& item, const char* field, const s
 }
 
 // Appends the input items to `messages` in the shape chat templates read.
-void add_input(ordered_json& messages, const ordered_json& input) {
+void add_input(ordered_json& messages, const ordered_json& input, std::vector<ImageInput>& images, const ImageLimits& limits) {
   if (input.is_string()) {
     messages.push_back({{"role", "user"}, {"content", input.get<std::string>()}});
     return;
@@ -70,7 +92,7 @@ void add_input(ordered_json& messages, const ordered_json& input) {
       }
       const auto content = item.find("content");
       if (content == item.end()) reject(param + ".content", std::format("'{}.content' is required", param));
-      messages.push_back({{"role", role}, {"content", message_text(*content, param + ".content")}});
+      messages.push_back({{"role", role}, {"content", message_text(*content, param + ".content", images, limits)}});
     } else if (type == "function_call") {
       ordered_json call = {{"id", required_string(item, "call_id", param)},
                    {"type", "function"},
@@ -236,7 +258,7 @@ std::expected<ResponsesRequest, ApiError> parse_responses_request(std::string_vi
     ordered_json messages = ordered_json::array();
     const auto input = sent.find("input");
     if (input == sent.end() || input->is_null()) reject("input", "'input' is required");
-    add_input(messages, *input);
+    add_input(messages, *input, request.images, options.images);
     if (messages.empty()) reject("input", "'input' must hold at least one item");
     request.chat.messages = std::move(messages);
     request.tools = parse_tools(sent, out.tools);

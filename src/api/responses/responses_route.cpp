@@ -3,6 +3,7 @@
 #include <format>
 #include <utility>
 
+#include "api/body/field_reader.h"
 #include "api/openai/responses.h"
 #include "api/reply_answer.h"
 #include "api/responses/responses_api.h"
@@ -27,6 +28,7 @@ http::Response serve_responses(ChatService& chats, const RouteContext& route, St
   const auto caller = route.caller(req);
   if (!caller) return error_response(caller.error());
   nlohmann::ordered_json history = nlohmann::ordered_json::array();
+  std::vector<ImageInput> media;  // the history's images and clips, then this request's
   if (parsed->previous_response_id) {
     auto previous = stored.store.find(caller->tenant, *parsed->previous_response_id);
     if (!previous) {
@@ -36,22 +38,33 @@ http::Response serve_responses(ChatService& chats, const RouteContext& route, St
                                      .param = "previous_response_id", .code = "previous_response_not_found"});
     }
     history = std::move(previous->conversation);
+    media = std::move(previous->media);
   }
+  // The markers in the input's text must be its own media's, whatever the history holds.
+  if (!media.empty() || !parsed->chat.images.empty()) {
+    try {
+      check_image_markers(parsed->chat.chat.messages, parsed->chat.images.size(), "input");
+    } catch (const fields::Rejection& rejection) {
+      return error_response(rejection.error);
+    }
+  }
+  for (ImageInput& image : parsed->chat.images) media.push_back(std::move(image));
   // What the stored conversation continues with: the history and this request's input items.
   nlohmann::ordered_json conversation = history;
   for (const nlohmann::ordered_json& m : parsed->chat.chat.messages) conversation.push_back(m);
   ChatRequest chat = parsed->chat;
   chat.chat.messages = conversation_of(*parsed, history);
+  chat.images = media;
   auto pending = chats.start(std::move(chat), ChatAsk{.tenant = caller->tenant, .protocol = kResponses});
   if (!pending) return error_response(pending.error());
   ResponseMeta meta = chats.reply_meta(Endpoint::chat, "resp_");
   // Keeps the reply (when `store`); called once the reply ended normally.
   auto keep = [stored, store = parsed->store, id = meta.id, tenant = caller->tenant,
-               conversation = std::move(conversation)](const nlohmann::ordered_json& response, const ParsedAssistant& reply) {
+               conversation = std::move(conversation), media = std::move(media)](const nlohmann::ordered_json& response, const ParsedAssistant& reply) {
     if (store && stored.keeps) {
       nlohmann::ordered_json kept = conversation;
       kept.push_back(reply_message(reply));
-      stored.store.put(tenant, id, StoredResponse{.object = response, .conversation = std::move(kept)});
+      stored.store.put(tenant, id, StoredResponse{.object = response, .conversation = std::move(kept), .media = media});
     }
   };
   const std::string id = meta.id;
