@@ -26,6 +26,11 @@ def post(port, path, body, timeout=600):
         return json.load(reply)
 
 
+def get(port, path, timeout=60):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as reply:
+        return json.load(reply)
+
+
 class Server:
     def __init__(self, argv, port, log_path):
         self.port = port

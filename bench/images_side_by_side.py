@@ -5,8 +5,10 @@ family, each server with its own defaults (one slot, 2 threads, same context); t
 turns sent back are fixed text, so both servers get identical conversations. Per turn it
 records the prompt tokens, the tokens each server evaluated, and how many times its vision
 encoder ran (prefixd: the response's prompt_cache.images.encoded; llama-server: its
-"encoding mtmd batch" log lines at -lv 4). Then it checks that prefixd's greedy first answer with
-the prefix cached equals the answer computed cold (cache_prompt false).
+"encoding mtmd batch" log lines at -lv 4) and its prompt time (timings.prompt_ms, the prefill
+before the first token). Then it checks that prefixd's greedy first answer with the prefix cached
+equals the answer computed cold (cache_prompt false), restarts each server (prefixd on its disk
+tier's directory, after its writes settled) and resends the last turn: what each evaluates then.
 
 usage (inside the build environment, after `make build`; generated models under build/models):
   scripts/in-env python3 bench/images_side_by_side.py [--prefixd build/bin/prefixd] [--models build/models]
@@ -16,17 +18,21 @@ import argparse
 import base64
 import math
 import os
+import shutil
 import struct
 import sys
 import tempfile
 import time
 
-from bench_server import Server, free_port, post
+from bench_server import Server, free_port, get, post
 
 FAMILIES = [
     ("dense (Qwen2-Audio projector, audio)", "tiny.gguf", "tiny-qwen2a-mmproj.gguf"),
     ("dense (Gemma 3 projector)", "tiny.gguf", "tiny-mmproj.gguf"),
     ("dense (Qwen3-VL projector)", "tiny.gguf", "tiny-qwen3vl-mmproj.gguf"),
+    ("M-RoPE dense (Qwen2-VL)", "tiny-qwen2vl.gguf", "tiny-qwen2vl-mmproj.gguf"),
+    ("M-RoPE dense (Qwen2.5-VL projector)", "tiny-qwen2vl.gguf", "tiny-qwen25vl-mmproj.gguf"),
+    ("M-RoPE hybrid (qwen35, Qwen2-VL projector)", "qwen35-tiny.gguf", "tiny128-qwen2vl-mmproj.gguf"),
     ("sliding window (gemma3)", "gemma3-tiny.gguf", "gemma3-tiny-mmproj.gguf"),
     ("hybrid (jamba)", "archs/jamba-dense.gguf", "tiny256-mmproj.gguf"),
     ("recurrent (mamba2)", "mamba2-tiny.gguf", "gemma3-tiny-mmproj.gguf"),
@@ -66,6 +72,28 @@ def conversation(media):
     return [system, first]
 
 
+def disk_settled(port):
+    """Waits until prefixd's disk tier has written what it queued."""
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        disk = get(port, "/v1/cache/stats")["tiers"]["disk"]
+        if disk["queue_bytes"] == 0:
+            return
+        time.sleep(0.05)
+
+
+def last_turn(media):
+    messages = conversation(media)
+    for turn in range(2):
+        messages = messages + [{"role": "assistant", "content": ANSWERS[turn]},
+                               {"role": "user", "content": QUESTIONS[turn + 1]}]
+    return messages
+
+
+def evaluated_of(reply, is_prefixd):
+    return reply["prompt_cache"]["fed_tokens"] if is_prefixd else reply["timings"]["prompt_n"]
+
+
 def run_turns(server, is_prefixd, media):
     messages = conversation(media)
     turns = []
@@ -77,14 +105,13 @@ def run_turns(server, is_prefixd, media):
         text = reply["choices"][0]["message"]["content"]
         replies.append(text)
         prompt = reply["usage"]["prompt_tokens"]
+        evaluated = evaluated_of(reply, is_prefixd)
         if is_prefixd:
-            evaluated = reply["prompt_cache"]["fed_tokens"]
             encodes = reply["prompt_cache"].get("images", {}).get("encoded", 0)
         else:
-            evaluated = reply["timings"]["prompt_n"]
             time.sleep(0.2)
             encodes = server.log_text().count("encoding mtmd batch") - before
-        turns.append((prompt, evaluated, encodes))
+        turns.append((prompt, evaluated, encodes, reply["timings"]["prompt_ms"]))
         if turn + 1 < len(QUESTIONS):
             messages = messages + [{"role": "assistant", "content": ANSWERS[turn]},
                                    {"role": "user", "content": QUESTIONS[turn + 1]}]
@@ -110,14 +137,17 @@ def main():
         media = audio if "audio" in name else image
         for target in ("prefixd", "llama-server"):
             port = free_port()
+            disk = tempfile.mkdtemp(prefix="prefixd-images-disk-")
             if target == "prefixd":
                 argv = [args.prefixd, "serve", "--model", model_path, "--mmproj", projector_path, "--host", "127.0.0.1",
                         "--port", str(port), "--ctx-size", "4096", "--parallel", "1", "--threads", args.threads,
-                        "--model-fingerprint-cache", "off", "--no-cache-disk"]
+                        "--model-fingerprint-cache", "off", "--cache-disk-path", disk]
             else:
                 argv = [args.llama_server, "-m", model_path, "--mmproj", projector_path, "--host", "127.0.0.1",
                         "--port", str(port), "-c", "4096", "-np", "1", "-t", args.threads, "--no-webui", "-lv", "4"]
-            server = Server(argv, port, os.path.join(logs, f"{target}-{model.replace('/', '-')}-{projector}.log"))
+            log = os.path.join(logs, f"{target}-{model.replace('/', '-')}-{projector}.log")
+            server = Server(argv, port, log)
+            restarted = None
             try:
                 turns, replies = run_turns(server, target == "prefixd", media)
                 cold_equal = None
@@ -126,20 +156,32 @@ def main():
                     cold = post(port, "/v1/chat/completions", {"messages": conversation(media), "max_tokens": 8,
                                                                "temperature": 0, "cache_prompt": False})
                     cold_equal = cold["choices"][0]["message"]["content"] == replies[0]
-                results[target] = (turns, cold_equal)
-            finally:
+                    disk_settled(port)
                 server.stop()
+                server = None
+                restarted = Server(argv, port, log + ".restarted")
+                again = post(port, "/v1/chat/completions", {"messages": last_turn(media), "max_tokens": 8, "temperature": 0})
+                after_restart = (evaluated_of(again, target == "prefixd"), again["timings"]["prompt_ms"])
+                results[target] = (turns, cold_equal, after_restart)
+            finally:
+                if server is not None:
+                    server.stop()
+                if restarted is not None:
+                    restarted.stop()
+                shutil.rmtree(disk, ignore_errors=True)
         rows.append((name, results))
     print("| model (projector) | turn | prompt tokens prefixd / llama-server | evaluated prefixd / llama-server | "
-          "image encodes prefixd / llama-server |")
-    print("| --- | --- | --- | --- | --- |")
+          "image encodes prefixd / llama-server | prompt ms prefixd / llama-server |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for name, results in rows:
-        p_turns, cold_equal = results["prefixd"]
-        l_turns, _ = results["llama-server"]
+        p_turns, cold_equal, p_restart = results["prefixd"]
+        l_turns, _, l_restart = results["llama-server"]
         for turn in range(3):
             p, l = p_turns[turn], l_turns[turn]
-            print(f"| {name if turn == 0 else ''} | {turn + 1} | {p[0]} / {l[0]} | {p[1]} / {l[1]} | {p[2]} / {l[2]} |")
-        print(f"| | warm = cold (greedy, prefixd) | {'yes' if cold_equal else 'NO'} | | |")
+            print(f"| {name if turn == 0 else ''} | {turn + 1} | {p[0]} / {l[0]} | {p[1]} / {l[1]} | {p[2]} / {l[2]} | "
+                  f"{p[3]:.0f} / {l[3]:.0f} |")
+        print(f"| | 3 again after a restart | | {p_restart[0]} / {l_restart[0]} | | {p_restart[1]:.0f} / {l_restart[1]:.0f} |")
+        print(f"| | warm = cold (greedy, prefixd) | {'yes' if cold_equal else 'NO'} | | | |")
     print(f"\nlogs: {logs}", file=sys.stderr)
 
 

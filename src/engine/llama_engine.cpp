@@ -360,8 +360,9 @@ class LlamaEngine final : public Engine {
       batch.seq_id[i][0] = id(seq);
       batch.logits[i] = 0;
     }
-    // M-RoPE: four positions a row, section-major (t, row, column, unused). An image's rows share
-    // the t of its first token, each at its grid place; a clip's rows take one position each.
+    // M-RoPE: four positions a row, section-major (t, row, column, a fourth). An image's rows share
+    // the t of its first token, each at its grid place, the fourth 0; a clip's rows take one
+    // position each, in all four sections as a text token's (libmtmd places both so).
     std::optional<detail::RopeImage> placed;
     if (mrope_) {
       const Pos t0 = layouts_[static_cast<size_t>(id(seq))].t_of(begin);
@@ -376,6 +377,7 @@ class LlamaEngine final : public Engine {
         rope_positions_[r] = t;
         rope_positions_[n + r] = t + place.row;
         rope_positions_[2 * n + r] = t + place.column;
+        rope_positions_[3 * n + r] = grid ? 0 : t;
       }
       batch.pos = rope_positions_.data();
       if (grid) placed = detail::RopeImage{begin, media.n_tokens, media.n_pos, offset + rows};

@@ -1,8 +1,9 @@
 // Audio through the real server (--mmproj with a generated Qwen2-Audio projector, on a dense, a
-// sliding-window and a recurrent model): an input_audio part is keyed by its decoded sound, so the same clip reuses everything up
-// to and past it, warm = cold, and another clip shares nothing past its first position; a second
-// turn resumes after the clip without encoding it again; every malformed audio part is a 400
-// naming its field, and a server without an audio encoder says so.
+// sliding-window, a recurrent and a hybrid M-RoPE model): an input_audio part is keyed by its
+// decoded sound, so the same clip reuses everything up to and past it, warm = cold, and another
+// clip shares nothing past its first position; a second turn resumes after the clip without
+// encoding it again; every malformed audio part is a 400 naming its field, and a server without an
+// audio encoder says so.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -103,7 +104,9 @@ TEST_P(AudioReuse, AClipIsKeyedByItsSoundAndAnsweredAlikeWarmAndCold) {
 INSTANTIATE_TEST_SUITE_P(EveryFamily, AudioReuse,
                          ::testing::Values(AudioModel{"dense", "tiny.gguf", "tiny-qwen2a-mmproj.gguf"},
                                            AudioModel{"sliding_window", "gemma3-tiny.gguf", "tiny128-qwen2a-mmproj.gguf"},
-                                           AudioModel{"recurrent", "mamba2-tiny.gguf", "tiny128-qwen2a-mmproj.gguf"}),
+                                           AudioModel{"recurrent", "mamba2-tiny.gguf", "tiny128-qwen2a-mmproj.gguf"},
+                                           // Qwen3.5's layout: attention beside a recurrent state, M-RoPE positions.
+                                           AudioModel{"hybrid_mrope", "qwen35-tiny.gguf", "tiny128-qwen2a-mmproj.gguf"}),
                          [](const ::testing::TestParamInfo<AudioModel>& info) { return info.param.name; });
 
 TEST(Audio, EveryBadAudioPartIsA400NamingItsField) {
