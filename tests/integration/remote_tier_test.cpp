@@ -121,6 +121,33 @@ TEST_F(RemoteTier, EveryModelFamilySharesThroughTheTier) {
   }
 }
 
+// An image on an M-RoPE model: 600 cells at one position, the text after it 30 positions on. The
+// shared tier's values carry where the image sits, so B resumes the text after it as A computed it.
+TEST_F(RemoteTier, AnImagePrefixOnAnMRopeModelIsSharedExactly) {
+  ValkeyProcess valkey(pick_free_port());
+  const std::vector<std::string> projector = {"--mmproj", PREFIXD_TEST_MODELS_DIR "/tiny-qwen2vl-mmproj.gguf"};
+  ServerProcess a(remote_server({valkey.url()}, PREFIXD_TEST_MODELS_DIR "/tiny-qwen2vl.gguf", projector));
+  ServerProcess b(remote_server({valkey.url()}, PREFIXD_TEST_MODELS_DIR "/tiny-qwen2vl.gguf", projector));
+  auto ca = a.client();
+  auto cb = b.client();
+  const json request = {
+      {"messages", json::array({{{"role", "user"},
+                                 {"content", json::array({{{"type", "text"}, {"text", "What is in this picture?"}},
+                                                          {{"type", "image_url"}, {"image_url", {{"url", data_url(bmp(840, 560, 7))}}}},
+                                                          {{"type", "text"}, {"text", "Answer in one line."}}})}}})},
+      {"max_tokens", 8},
+      {"temperature", 0}};
+  const json cold = chat(*ca, request);
+  wait_for_writes(*ca);
+  const json warm = chat(*cb, request);
+  const int n = prompt_tokens(warm);
+  ASSERT_GT(n, 600);
+  EXPECT_EQ(warm["prompt_cache"]["tier"], "remote") << warm["prompt_cache"].dump();
+  EXPECT_EQ(cached(warm), n - 1) << warm["prompt_cache"].dump();
+  EXPECT_EQ(warm["prompt_cache"]["images"]["encoded"], 0);
+  EXPECT_EQ(content(warm), content(cold));
+}
+
 TEST_F(RemoteTier, AThreeNodeClusterSharesLikeOneServer) {
   if (!have_program("valkey-cli")) GTEST_SKIP() << "valkey-cli is not on PATH: cannot create a cluster";
   ValkeyCluster cluster(3);
