@@ -23,6 +23,18 @@ std::function<int()> add_mkmodel_options(CLI::App& app) {
   app.add_option("--inert-from", options->inert_from,
                  "Blocks from index N on add nothing to the residual stream but cost their full compute (a "
                  "target that the --layers N model drafts right)");
+  app.add_option("--lora-rank", options->lora_rank,
+                 "Write a LoRA adapter of rank N for the preset instead of the model (random weights seeded by "
+                 "--seed; libllama loads it for the preset's model, e.g. llama-server --lora)")
+      ->check(CLI::Range(1u, 65536u));
+  app.add_option("--lora-alpha", options->lora_alpha,
+                 "The adapter's adapter.lora.alpha; libllama scales it by alpha/rank (default: the rank, scale 1)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--lora-targets", options->lora_targets,
+                 "Comma-separated weights the adapter changes in every block that has them, named without "
+                 "blk.N. and .weight (e.g. attn_q,ffn_up; output for the head) (default: attn_q,attn_k,attn_v,"
+                 "attn_output)")
+      ->delimiter(',');
   app.add_flag("--quiet", options->quiet, "Print nothing on success");
   app.add_flag("--list", *list, "List the presets and exit");
   return [options, list]() {

@@ -73,12 +73,14 @@ std::uint32_t block_count(const ModelSpec& spec) {
 }
 
 // Per-layer hyper-parameters (arrays with one value per block) would have to be cut too; only
-// presets without them take --layers.
+// presets without them take --layers. An array that describes the whole model (M-RoPE's sections
+// of the rotary dimensions) stays as it is.
 void keep_layers(ModelSpec& spec, std::uint32_t layers) {
   const std::uint32_t all = block_count(spec);
   if (layers > all) throw std::runtime_error(std::format("--layers {}: preset {} has {} blocks", layers, spec.preset, all));
   for (MetaEntry& e : spec.hparams) {
     if (e.key == "block_count") e.value = layers;
+    if (e.key == "rope.dimension_sections") continue;
     if (!std::holds_alternative<std::uint32_t>(e.value) && !std::holds_alternative<std::int32_t>(e.value) &&
         !std::holds_alternative<float>(e.value) && !std::holds_alternative<bool>(e.value) &&
         !std::holds_alternative<std::string>(e.value)) {
@@ -116,8 +118,17 @@ void generate_model(const GenerateOptions& options) {
   ModelSpec spec = make_spec(options.preset);
   if (options.inert_from > 0) make_inert(spec, options.inert_from);
   if (options.layers > 0) keep_layers(spec, options.layers);
+  if (options.lora_rank > 0) {
+    spec = make_lora_spec(spec,
+                          {.rank = options.lora_rank, .alpha = options.lora_alpha, .targets = options.lora_targets});
+  } else if (options.lora_alpha != 0.0f || !options.lora_targets.empty()) {
+    throw std::runtime_error("--lora-alpha and --lora-targets need --lora-rank");
+  }
   const std::string type_name = options.weight_type.empty() ? spec.default_weight_type : options.weight_type;
   const ggml_type matrix_type = parse_weight_type(type_name);
+  if (spec.file_kind == "adapter" && matrix_type != GGML_TYPE_F32 && matrix_type != GGML_TYPE_F16) {
+    throw std::runtime_error(std::format("a LoRA adapter is written in f32 or f16, not {}", type_name));
+  }
 
   const auto started = std::chrono::steady_clock::now();
   const std::filesystem::path destination(options.out_path);
@@ -130,9 +141,10 @@ void generate_model(const GenerateOptions& options) {
     }
   }
   if (!options.quiet) {
-    std::fprintf(stderr, "modelgen: generating preset %s (%s, %s weights, seed %llu) into %s\n",
-                 spec.preset.c_str(), spec.architecture.c_str(), type_name.c_str(),
-                 static_cast<unsigned long long>(options.seed), options.out_path.c_str());
+    std::fprintf(stderr, "modelgen: generating %s%s (%s, %s weights, seed %llu) into %s\n",
+                 spec.file_kind == "adapter" ? "a LoRA adapter for preset " : "preset ", spec.preset.c_str(),
+                 spec.architecture.c_str(), type_name.c_str(), static_cast<unsigned long long>(options.seed),
+                 options.out_path.c_str());
   }
 
   const Vocabulary vocab = spec.vocab.size == 0 ? Vocabulary{} : build_vocabulary(spec.vocab);
@@ -142,10 +154,18 @@ void generate_model(const GenerateOptions& options) {
 
   if (!options.quiet) {
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
-    std::fprintf(stderr, "modelgen: wrote %s: %.1f M parameters, %.1f MiB, %zu tokens, %zu merges, %.2f s\n",
-                 options.out_path.c_str(), static_cast<double>(written.parameters) / 1e6,
-                 static_cast<double>(written.bytes) / (1024.0 * 1024.0), vocab.tokens.size(), vocab.merges.size(),
-                 elapsed.count());
+    if (spec.file_kind == "adapter") {
+      std::fprintf(stderr,
+                   "modelgen: wrote %s: %zu LoRA tensor pairs of rank %u, %.3f M parameters, %.2f MiB, %.2f s\n",
+                   options.out_path.c_str(), spec.tensors.size() / 2, options.lora_rank,
+                   static_cast<double>(written.parameters) / 1e6,
+                   static_cast<double>(written.bytes) / (1024.0 * 1024.0), elapsed.count());
+    } else {
+      std::fprintf(stderr, "modelgen: wrote %s: %.1f M parameters, %.1f MiB, %zu tokens, %zu merges, %.2f s\n",
+                   options.out_path.c_str(), static_cast<double>(written.parameters) / 1e6,
+                   static_cast<double>(written.bytes) / (1024.0 * 1024.0), vocab.tokens.size(), vocab.merges.size(),
+                   elapsed.count());
+    }
   }
 }
 

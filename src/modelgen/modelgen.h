@@ -33,6 +33,11 @@ struct GenerateOptions {
   // `inert_from` blocks alone compute, as slowly as the whole. 0: no inert blocks. With `layers`
   // above, the pair is a target and a drafter whose guesses are right by construction.
   std::uint32_t inert_from = 0;
+  // Above 0: write a LoRA adapter of this rank for the preset instead of the model (see
+  // make_lora_spec in spec.h); `seed` seeds its weights, `layers` cuts the base model first.
+  std::uint32_t lora_rank = 0;
+  float lora_alpha = 0.0f;                // 0: the rank
+  std::vector<std::string> lora_targets;  // empty: attn_q, attn_k, attn_v, attn_output
   bool quiet = false;
 };
 

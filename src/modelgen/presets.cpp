@@ -158,6 +158,90 @@ ModelSpec qwen2vl_7b() {
   return spec;
 }
 
+// ---- qwen3vl: Qwen3-VL's text model, Qwen3's layout with interleaved M-RoPE and deepstack ----
+
+struct Qwen3VlShape {
+  std::uint32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
+  float rope_base, rms_eps;
+  bool tied;
+  // Interleaved M-RoPE sections over a head's head_dim / 2 frequency pairs: temporal, height,
+  // width, and a fourth (0), as below.
+  std::vector<std::int32_t> sections;
+  // Vision features added to the residual stream after each of the first n_deepstack blocks.
+  std::uint32_t n_deepstack;
+};
+
+// Qwen3's blocks: no Q/K/V biases, an RMS norm on each query and key head before the rotation,
+// SwiGLU FFN. llama.cpp rotates a qwen3vl model with interleaved M-RoPE (IMROPE): instead of one
+// contiguous run of frequency pairs per part, pair i belongs to part i mod 3 (temporal, height,
+// width) while i < 3 × sections[i mod 3], and to the fourth component past that. Text tokens
+// carry the same value in every part, which makes the rotation plain RoPE for them.
+//
+// Deepstack: the projector of a model with n deepstack layers emits, per image token, the main
+// embedding followed by n more of the same width (the mergers of n inner vision blocks); the
+// model's input width (llama_model_n_embd_inp) is then n_embd × (1 + n), block i < n adds slice
+// i + 1 of that row to its output, and a text token's row carries zeros there. libmtmd refuses a
+// projector whose output width is not that input width, so a text preset's n_deepstack must
+// equal the number of deepstack mergers its projector has.
+void build_qwen3vl(ModelSpec& spec, const Qwen3VlShape& s) {
+  spec.architecture = "qwen3vl";
+  add_common_hparams(spec, s.n_ctx, s.n_embd, s.n_layer, s.rms_eps);
+  spec.hparams.push_back({"feed_forward_length", s.n_ff});
+  spec.hparams.push_back({"attention.head_count", s.n_head});
+  spec.hparams.push_back({"attention.head_count_kv", s.n_head_kv});
+  spec.hparams.push_back({"attention.key_length", s.head_dim});
+  spec.hparams.push_back({"attention.value_length", s.head_dim});
+  spec.hparams.push_back({"rope.freq_base", s.rope_base});
+  spec.hparams.push_back({"rope.dimension_sections", s.sections});
+  spec.hparams.push_back({"n_deepstack_layers", s.n_deepstack});
+
+  const std::int64_t n_embd = s.n_embd, n_ff = s.n_ff, head_dim = s.head_dim;
+  const std::int64_t q_dim = head_dim * s.n_head, kv_dim = head_dim * s.n_head_kv;
+  add_embeddings(spec, s.n_embd, s.tied);
+  for (int il = 0; il < static_cast<int>(s.n_layer); ++il) {
+    spec.tensors.push_back(norm(blk(il, "attn_norm.weight"), n_embd));
+    spec.tensors.push_back(linear(blk(il, "attn_q.weight"), n_embd, q_dim));
+    spec.tensors.push_back(linear(blk(il, "attn_k.weight"), n_embd, kv_dim));
+    spec.tensors.push_back(linear(blk(il, "attn_v.weight"), n_embd, kv_dim));
+    spec.tensors.push_back(norm(blk(il, "attn_q_norm.weight"), head_dim));
+    spec.tensors.push_back(norm(blk(il, "attn_k_norm.weight"), head_dim));
+    spec.tensors.push_back(linear(blk(il, "attn_output.weight"), q_dim, n_embd));
+    spec.tensors.push_back(norm(blk(il, "ffn_norm.weight"), n_embd));
+    spec.tensors.push_back(linear(blk(il, "ffn_gate.weight"), n_embd, n_ff));
+    spec.tensors.push_back(linear(blk(il, "ffn_up.weight"), n_embd, n_ff));
+    spec.tensors.push_back(linear(blk(il, "ffn_down.weight"), n_ff, n_embd));
+  }
+}
+
+// `tiny` as a Qwen3-VL text model: tiny's width, depth, heads, vocabulary and chat template (so
+// the same prompts tokenize the same) in Qwen3's layout, with its own output head like tiny. It
+// pairs with tiny-qwen3vl-mmproj, which has no deepstack mergers: no deepstack layers here, so
+// the input width stays 64. Heads of 16 rotate 8 frequency pairs, split about as Qwen3-VL splits
+// its 64 ([24, 20, 20]): 3 temporal, 3 height, 2 width, which the interleave lays out as
+// t h w t h w t h.
+ModelSpec tiny_qwen3vl() {
+  ModelSpec spec{.preset = "tiny-qwen3vl", .display_name = "prefixd tiny-qwen3vl (random)",
+                 .default_weight_type = "f32", .vocab = {.size = 4096, .n_regular = 4000}};
+  build_qwen3vl(spec, {.n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 128,
+                       .n_ctx = 4096, .rope_base = 5000000.0f, .rms_eps = 1e-6f, .tied = false,
+                       .sections = {3, 3, 2, 0}, .n_deepstack = 0});
+  return spec;
+}
+
+// Qwen3-VL-2B-Instruct's text model (config.json "text_config": hidden 2048, 28 layers, 16 query
+// / 8 KV heads of head_dim 128, intermediate 6144, rope_theta 5e6, rms_norm_eps 1e-6,
+// mrope_section [24, 20, 20] interleaved, max_position_embeddings 262144, tied embeddings, vocab
+// 151936 with <|endoftext|> at 151643) and its vision config's three deepstack_visual_indexes:
+// an input width of 4 × 2048, which qwen3vl-2b-mmproj's three deepstack mergers fill.
+ModelSpec qwen3vl_2b() {
+  ModelSpec spec{.preset = "qwen3vl-2b", .display_name = "prefixd qwen3vl-2b (random)",
+                 .default_weight_type = "q8_0", .vocab = {.size = 151936, .n_regular = 151643}};
+  build_qwen3vl(spec, {.n_embd = 2048, .n_layer = 28, .n_head = 16, .n_head_kv = 8, .head_dim = 128, .n_ff = 6144,
+                       .n_ctx = 262144, .rope_base = 5000000.0f, .rms_eps = 1e-6f, .tied = true,
+                       .sections = {24, 20, 20, 0}, .n_deepstack = 3});
+  return spec;
+}
+
 // ---- gemma3: sliding-window attention on 5 of every 6 layers, GELU FFN, sandwich norms --------
 
 ModelSpec gemma3_tiny() {
@@ -363,6 +447,12 @@ const std::vector<PresetEntry>& preset_table() {
       {{"qwen2vl-7b", "qwen2vl",
         "Qwen2-VL-7B text shapes: 3584 wide, 28 layers, 28/4 heads, M-RoPE 16/24/24, 152064 vocab, q8_0 (~8 GB)"},
        qwen2vl_7b},
+      {{"tiny-qwen3vl", "qwen3vl",
+        "tiny's width, vocabulary and template as a Qwen3-VL text model (q/k norms, interleaved M-RoPE 3/3/2, no deepstack), f32; pairs with tiny-qwen3vl-mmproj"},
+       tiny_qwen3vl},
+      {{"qwen3vl-2b", "qwen3vl",
+        "Qwen3-VL-2B text shapes: 2048 wide, 28 layers, 16/8 heads of 128, interleaved M-RoPE 24/20/20, deepstack 3, 151936 vocab, tied, q8_0 (~1.8 GB)"},
+       qwen3vl_2b},
       {{"gemma3-tiny", "gemma3", "Gemma 3 style: 5 sliding-window (64 tokens) + 1 global layer, 128 wide, f16"},
        gemma3_tiny},
       {{"mamba2-tiny", "mamba2", "Mamba-2 recurrent: 4 SSM layers, 128 wide, state 64, f32"}, mamba2_tiny},

@@ -95,10 +95,19 @@ ModelSpec gemma3_projector(std::string preset, std::string display, const Siglip
 // learned position grid resized to the image's patches, blocks with a fused QKV and 2-D rotary
 // positions, then 2×2 patches merged through an MLP into the text width. Dynamic resolution: an
 // image keeps its aspect and gives (W/32)·(H/32) tokens after a resize into [8, 4096] tokens'
-// worth of pixels; causal. With a text model whose RoPE is not M-RoPE its tokens take one
-// position each.
+// worth of pixels; causal. With an M-RoPE text model (tiny-qwen3vl, qwen3vl-2b) libmtmd gives its
+// tokens (t, y, x) positions; with any other they take one position each.
+//
+// Deepstack: after each block listed in `deepstack`, that block's output goes through a merger of
+// its own (2×2 patches concatenated, LayerNorm over the 4n values, an MLP of the main merger's
+// shape into the text width), and libmtmd appends those outputs to each image token's row after
+// the main one: the projector's output width is text_embd × (1 + deepstack.size()), which must be
+// the text model's input width (qwen3vl.n_deepstack_layers = deepstack.size()). libmtmd counts
+// the mergers from the tensors; llama.cpp's converter also writes the bool array
+// clip.vision.is_deepstack_layers, which libmtmd does not read and which is left out here.
 struct Qwen3VlShape {
   std::uint32_t n_embd, n_ff, n_layer, n_head, grid, text_embd;
+  std::vector<int> deepstack;  // vision block indices, ascending
 };
 
 ModelSpec qwen3vl_projector(std::string preset, std::string display, const Qwen3VlShape& s) {
@@ -135,18 +144,32 @@ ModelSpec qwen3vl_projector(std::string preset, std::string display, const Qwen3
   spec.tensors.push_back(small("mm.0.bias", 4 * n));
   spec.tensors.push_back(matrix("mm.2.weight", 4 * n, s.text_embd));
   spec.tensors.push_back(small("mm.2.bias", s.text_embd));
+  for (const int il : s.deepstack) {
+    const auto ds = [il](std::string_view what) { return std::format("v.deepstack.{}.{}", il, what); };
+    spec.tensors.push_back(ones(ds("norm.weight"), 4 * n));
+    spec.tensors.push_back(small(ds("norm.bias"), 4 * n));
+    spec.tensors.push_back(matrix(ds("fc1.weight"), 4 * n, 4 * n));
+    spec.tensors.push_back(small(ds("fc1.bias"), 4 * n));
+    spec.tensors.push_back(matrix(ds("fc2.weight"), 4 * n, s.text_embd));
+    spec.tensors.push_back(small(ds("fc2.bias"), s.text_embd));
+  }
   return spec;
 }
 
+// No deepstack mergers: its output is 64 wide, the input width of `tiny` and of tiny-qwen3vl
+// (which has no deepstack layers).
 ModelSpec tiny_qwen3vl_mmproj() {
   return qwen3vl_projector("tiny-qwen3vl-mmproj", "prefixd tiny Qwen3-VL-style projector (random)",
                            {.n_embd = 64, .n_ff = 128, .n_layer = 2, .n_head = 4, .grid = 16, .text_embd = 64});
 }
 
-// Qwen3-VL-2B's tower (1024 wide, 24 layers, a 48×48 position grid) into its 2048-wide text model.
+// Qwen3-VL-2B's tower (1024 wide, 24 layers, a 48×48 position grid) into its 2048-wide text model,
+// with its deepstack mergers after blocks 5, 11 and 17 (deepstack_visual_indexes): 4 × 2048 values
+// per image token, the input width of qwen3vl-2b (3 deepstack layers).
 ModelSpec qwen3vl_2b_mmproj() {
   return qwen3vl_projector("qwen3vl-2b-mmproj", "prefixd qwen3vl-2b projector (random)",
-                           {.n_embd = 1024, .n_ff = 4096, .n_layer = 24, .n_head = 16, .grid = 48, .text_embd = 2048});
+                           {.n_embd = 1024, .n_ff = 4096, .n_layer = 24, .n_head = 16, .grid = 48, .text_embd = 2048,
+                            .deepstack = {5, 11, 17}});
 }
 
 // ---- Qwen2-VL and Qwen2.5-VL: dynamic resolution, 2-D rotary positions, no learned positions --
@@ -408,8 +431,8 @@ const std::vector<ProjectorPreset>& projector_presets() {
       {"gemma3-tiny-mmproj", "Gemma 3 (SigLIP) projector for gemma3-tiny: 64-pixel images, 16 tokens each", gemma3_tiny_mmproj},
       {"tiny-mmproj", "Gemma 3 (SigLIP) projector for tiny (64 wide): 64-pixel images, 16 tokens each", tiny_mmproj},
       {"tiny256-mmproj", "Gemma 3 (SigLIP) projector into 256 wide (test-llama-archs models): 16 tokens per image", tiny256_mmproj},
-      {"tiny-qwen3vl-mmproj", "Qwen3-VL-style projector for tiny (64 wide): tokens by image size, (W/32)x(H/32)", tiny_qwen3vl_mmproj},
-      {"qwen3vl-2b-mmproj", "Qwen3-VL 2B's vision tower and merger shapes into 2048 wide, f16 (~830 MB)", qwen3vl_2b_mmproj},
+      {"tiny-qwen3vl-mmproj", "Qwen3-VL-style projector (no deepstack) for tiny and tiny-qwen3vl (64 wide): tokens by image size, (W/32)x(H/32)", tiny_qwen3vl_mmproj},
+      {"qwen3vl-2b-mmproj", "Qwen3-VL 2B's vision tower, merger and 3 deepstack mergers into 2048 wide (4 x 2048 per token, for qwen3vl-2b), f16 (~820 MB)", qwen3vl_2b_mmproj},
       {"gemma3-4b-mmproj", "Gemma 3 4B's SigLIP-So400m projector shapes into 2560 wide, f16 (~840 MB)", gemma3_4b_mmproj},
       {"tiny-qwen2vl-mmproj", "Qwen2-VL-style projector for tiny-qwen2vl (64 wide): tokens by image size, (W/28)x(H/28)", tiny_qwen2vl_mmproj},
       {"tiny128-qwen2vl-mmproj", "Qwen2-VL-style projector into 128 wide (qwen35-tiny, gemma3-tiny, mamba2-tiny): (W/28)x(H/28) tokens", tiny128_qwen2vl_mmproj},

@@ -68,8 +68,10 @@ struct ModelSpec {
   std::vector<MetaEntry> hparams;  // keys without the architecture prefix, e.g. "block_count"
   std::vector<TensorSpec> tensors;
   // "model", or "mmproj" for a vision projector: no tokenizer (vocab.size is 0), keys under
-  // "clip." (architecture "clip").
+  // "clip." (architecture "clip"), or "adapter" for a LoRA adapter (make_lora_spec below).
   std::string file_kind = "model";
+  // Keys written as they are, without the architecture prefix (an adapter's "adapter.type", ...).
+  std::vector<MetaEntry> metadata;
 };
 
 // Builds the spec for a preset name; throws std::runtime_error for an unknown name.
@@ -82,5 +84,22 @@ struct ProjectorPreset {
   ModelSpec (*build)();
 };
 const std::vector<ProjectorPreset>& projector_presets();
+
+// A LoRA adapter for a text model (lora.cpp): a pair of low-rank matrices per targeted weight,
+// which libllama's llama_adapter_lora_init loads for that model.
+struct LoraOptions {
+  std::uint32_t rank = 8;
+  float alpha = 0.0f;                // adapter.lora.alpha; 0: the rank (libllama's scale alpha/rank is 1)
+  std::vector<std::string> targets;  // weight names without "blk.N." and ".weight"; empty: the defaults
+};
+
+// attn_q, attn_k, attn_v, attn_output: every block's attention projections, as common adapters do.
+std::vector<std::string> default_lora_targets();
+
+// The adapter spec for `base` (a text model's spec, after any --layers cut): tensors
+// "<base weight>.lora_a" and ".lora_b" for every 2-D weight of a block that a target names (or the
+// head, target "output"). Throws std::runtime_error on a projector, a zero rank, a negative alpha,
+// or a target that names no weight of the base model.
+ModelSpec make_lora_spec(const ModelSpec& base, const LoraOptions& lora);
 
 }  // namespace prefixd::modelgen

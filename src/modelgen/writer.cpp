@@ -77,6 +77,9 @@ void set_metadata(gguf_context* ctx, const ModelSpec& spec, const Vocabulary& vo
   for (const auto& entry : spec.hparams) {
     set_meta(ctx, spec.architecture + "." + entry.key, entry.value);
   }
+  for (const auto& entry : spec.metadata) {
+    set_meta(ctx, entry.key, entry.value);
+  }
   if (spec.vocab.size == 0) return;  // a projector: no tokenizer
 
   gguf_set_val_str(ctx, "tokenizer.ggml.model", "gpt2");

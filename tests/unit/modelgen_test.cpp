@@ -95,6 +95,7 @@ class Gguf {
   std::string str(const std::string& name) const { return gguf_get_val_str(gguf_.get(), key(name)); }
   std::uint32_t u32(const std::string& name) const { return gguf_get_val_u32(gguf_.get(), key(name)); }
   bool boolean(const std::string& name) const { return gguf_get_val_bool(gguf_.get(), key(name)); }
+  float f32(const std::string& name) const { return gguf_get_val_f32(gguf_.get(), key(name)); }
 
   std::vector<std::string> strings(const std::string& name) const {
     const std::int64_t id = key(name);
@@ -143,6 +144,15 @@ class Gguf {
 
 using Shape = std::vector<std::int64_t>;
 
+// The shape a spec gives one of its tensors (a failure and no shape when it has none).
+Shape spec_shape(const prefixd::modelgen::ModelSpec& spec, const std::string& name) {
+  for (const auto& t : spec.tensors) {
+    if (t.name == name) return t.ne;
+  }
+  ADD_FAILURE() << "no " << name;
+  return {};
+}
+
 TEST(ModelgenPresets, ListsEachPresetWithItsArchitecture) {
   std::set<std::pair<std::string, std::string>> listed;
   for (const auto& preset : prefixd::modelgen::presets()) {
@@ -156,6 +166,7 @@ TEST(ModelgenPresets, ListsEachPresetWithItsArchitecture) {
       {"gemma3-4b-mmproj", "clip"},  {"tiny-qwen3vl-mmproj", "clip"}, {"qwen3vl-2b-mmproj", "clip"},
       {"tiny-qwen2a-mmproj", "clip"}, {"tiny128-qwen2a-mmproj", "clip"}, {"qwen2-audio-7b-mmproj", "clip"},
       {"tiny-qwen2vl", "qwen2vl"},    {"qwen2vl-7b", "qwen2vl"},
+      {"tiny-qwen3vl", "qwen3vl"},    {"qwen3vl-2b", "qwen3vl"},
       {"tiny-qwen2vl-mmproj", "clip"}, {"tiny128-qwen2vl-mmproj", "clip"}, {"qwen2vl-7b-mmproj", "clip"},
       {"tiny-qwen25vl-mmproj", "clip"}, {"qwen25vl-7b-mmproj", "clip"},
   };
@@ -282,6 +293,59 @@ TEST(ModelgenPresets, QwenVlProjectorsHaveTheShapesTheQwen2VlGraphTakes) {
   }
 }
 
+// A Qwen3-VL projector emits, per image token, its merger's output and one more of the same width
+// per deepstack merger (v.deepstack.N.*, after vision block N); libmtmd refuses it unless that
+// is the text model's input width, n_embd × (1 + qwen3vl.n_deepstack_layers). Checked on the
+// specs: qwen3vl-2b's files are about 2.8 GB together.
+TEST(ModelgenPresets, Qwen3VlProjectorsFillTheInputWidthOfTheirTextModels) {
+  const struct {
+    const char* model;
+    const char* projector;
+    std::int64_t n_embd, vision_embd;
+    std::vector<int> deepstack;  // the vision blocks with a deepstack merger
+  } cases[] = {{"tiny-qwen3vl", "tiny-qwen3vl-mmproj", 64, 64, {}},
+               {"qwen3vl-2b", "qwen3vl-2b-mmproj", 2048, 1024, {5, 11, 17}}};
+  for (const auto& c : cases) {
+    const auto model = prefixd::modelgen::make_spec(c.model);
+    const auto projector = prefixd::modelgen::make_spec(c.projector);
+    const auto hparam = [](const prefixd::modelgen::ModelSpec& spec, const std::string& key) {
+      for (const auto& e : spec.hparams) {
+        if (e.key == key) return std::get<std::uint32_t>(e.value);
+      }
+      ADD_FAILURE() << spec.preset << " has no " << key;
+      return 0u;
+    };
+    EXPECT_EQ(std::get<std::string>(projector.hparams.front().value), "qwen3vl_merger") << c.projector;
+    std::vector<int> mergers;
+    for (int il = 0; il < static_cast<int>(hparam(projector, "vision.block_count")); ++il) {
+      const std::string fc1 = std::format("v.deepstack.{}.fc1.weight", il);
+      if (std::ranges::any_of(projector.tensors, [&](const auto& t) { return t.name == fc1; })) mergers.push_back(il);
+    }
+    EXPECT_EQ(mergers, c.deepstack) << c.projector;
+    const std::int64_t n_deepstack = hparam(model, "n_deepstack_layers");
+    EXPECT_EQ(n_deepstack, static_cast<std::int64_t>(c.deepstack.size())) << c.model;
+    EXPECT_EQ(hparam(model, "embedding_length"), c.n_embd) << c.model;
+    EXPECT_EQ(hparam(projector, "vision.projection_dim"), c.n_embd) << c.projector;
+    // libmtmd's output width: the merger's output bias times (1 + the deepstack mergers).
+    const std::int64_t output = spec_shape(projector, "mm.2.bias").at(0) * (1 + static_cast<std::int64_t>(mergers.size()));
+    EXPECT_EQ(output, c.n_embd * (1 + n_deepstack)) << c.projector;
+    const std::int64_t merged = 4 * c.vision_embd;  // 2×2 patches
+    for (const int il : c.deepstack) {
+      const auto ds = [il](const char* what) { return std::format("v.deepstack.{}.{}", il, what); };
+      EXPECT_EQ(spec_shape(projector, ds("norm.weight")), (Shape{merged})) << c.projector;
+      EXPECT_EQ(spec_shape(projector, ds("norm.bias")), (Shape{merged})) << c.projector;
+      EXPECT_EQ(spec_shape(projector, ds("fc1.weight")), (Shape{merged, merged})) << c.projector;
+      EXPECT_EQ(spec_shape(projector, ds("fc1.bias")), (Shape{merged})) << c.projector;
+      EXPECT_EQ(spec_shape(projector, ds("fc2.weight")), (Shape{merged, c.n_embd})) << c.projector;
+      EXPECT_EQ(spec_shape(projector, ds("fc2.bias")), (Shape{c.n_embd})) << c.projector;
+    }
+  }
+  // Qwen3-VL-2B's vision part: the tower and merger (331.4 M) and three deepstack mergers of 25.2 M.
+  std::int64_t parameters = 0;
+  for (const auto& t : prefixd::modelgen::make_spec("qwen3vl-2b-mmproj").tensors) parameters += t.element_count();
+  EXPECT_EQ(parameters, 331379712 + 3 * 25192448);
+}
+
 // An audio projector's shapes as libmtmd's Whisper encoder asserts them: convolution biases that
 // broadcast over frames ([1, n]), 1500 positions per 30-second window, no bias on K, and a
 // projection into the text model's width.
@@ -365,6 +429,12 @@ TEST(ModelgenOptions, LayersAndInertBlocksMakeADrafterPairFromOneSeed) {
   GenerateOptions too_many = first;
   too_many.layers = 3;
   EXPECT_THROW(generate_model(too_many), std::runtime_error);
+  // M-RoPE's sections describe the whole model: an M-RoPE model is cut like any other.
+  GenerateOptions mrope = first;
+  mrope.preset = "tiny-qwen2vl";
+  mrope.out_path = dir.file("mrope.gguf").string();
+  generate_model(mrope);
+  EXPECT_EQ(Gguf(mrope.out_path).u32("qwen2vl.block_count"), 1u);
 }
 
 TEST(ModelgenWeights, LinearWeightsHaveVarianceOneOverFanInAndNormsAreOnes) {
@@ -515,13 +585,79 @@ TEST(ModelgenGguf, TinyQwen2vlIsTinyWithMRopeSections) {
   EXPECT_EQ(g.str("tokenizer.chat_template"), tiny.str("tokenizer.chat_template"));
 }
 
-// The shape a spec gives one of its tensors (a failure and no shape when it has none).
-Shape spec_shape(const prefixd::modelgen::ModelSpec& spec, const std::string& name) {
-  for (const auto& t : spec.tensors) {
-    if (t.name == name) return t.ne;
-  }
-  ADD_FAILURE() << "no " << name;
-  return {};
+// `tiny` as a Qwen3-VL text model: tiny's width, heads, vocabulary and template in Qwen3's layout
+// (no Q/K/V biases, an RMS norm per query and key head), the interleaved M-RoPE sections and no
+// deepstack layers (tiny-qwen3vl-mmproj has no deepstack mergers).
+TEST(ModelgenGguf, TinyQwen3vlSharesTinysVocabularyInQwen3sLayout) {
+  const ScratchDir dir;
+  const Gguf g(generate(dir, "tiny-qwen3vl"));
+  const Gguf tiny(generate(dir, "tiny"));
+  EXPECT_EQ(g.str("general.architecture"), "qwen3vl");
+  EXPECT_EQ(g.u32("qwen3vl.embedding_length"), 64u);
+  EXPECT_EQ(g.u32("qwen3vl.block_count"), 2u);
+  EXPECT_EQ(g.u32("qwen3vl.attention.head_count"), 4u);
+  EXPECT_EQ(g.u32("qwen3vl.attention.head_count_kv"), 2u);
+  EXPECT_EQ(g.u32("qwen3vl.attention.key_length"), 16u);
+  EXPECT_EQ(g.u32("qwen3vl.n_deepstack_layers"), 0u);
+  EXPECT_EQ(g.f32("qwen3vl.rope.freq_base"), 5000000.0f);
+  // Heads of 16: 8 frequency pairs, all of them in the sections.
+  EXPECT_EQ(g.i32s("qwen3vl.rope.dimension_sections"), (std::vector<std::int32_t>{3, 3, 2, 0}));
+  EXPECT_EQ(g.tensor_count(), 3 + 2 * 11);  // its own output head, as tiny
+  EXPECT_EQ(g.shape("output.weight"), (Shape{64, 4096}));
+  EXPECT_EQ(g.shape("blk.1.attn_q_norm.weight"), (Shape{16}));
+  EXPECT_EQ(g.shape("blk.1.attn_k_norm.weight"), (Shape{16}));
+  EXPECT_EQ(g.shape("blk.1.attn_k.weight"), (Shape{64, 32}));
+  EXPECT_FALSE(g.has_tensor("blk.1.attn_q.bias"));
+  EXPECT_FALSE(g.has_tensor("blk.1.attn_k.bias"));
+  EXPECT_FALSE(g.has_tensor("blk.1.attn_v.bias"));
+  EXPECT_EQ(g.raw("token_embd.weight"), tiny.raw("token_embd.weight"));  // seeded by name
+  EXPECT_EQ(g.strings("tokenizer.ggml.tokens"), tiny.strings("tokenizer.ggml.tokens"));
+  EXPECT_EQ(g.strings("tokenizer.ggml.merges"), tiny.strings("tokenizer.ggml.merges"));
+  EXPECT_EQ(g.str("tokenizer.chat_template"), tiny.str("tokenizer.chat_template"));
+}
+
+// Qwen3-VL-2B-Instruct's text model, checked on the spec (the file is about 1.8 GB): Qwen3's
+// layout at 2048 wide, 16 query / 8 KV heads of 128 (so the query width is 2048 and the KV width
+// 1024), the interleaved M-RoPE sections [24, 20, 20, 0] of a head's 64 frequency pairs, three
+// deepstack layers, a tied head.
+TEST(ModelgenPresets, Qwen3vl_2bHasTheQwen3Vl2bTextShapes) {
+  const auto spec = prefixd::modelgen::make_spec("qwen3vl-2b");
+  EXPECT_EQ(spec.architecture, "qwen3vl");
+  EXPECT_EQ(spec.default_weight_type, "q8_0");
+  EXPECT_EQ(spec.vocab.size, 151936u);
+  EXPECT_EQ(spec.vocab.n_regular, 151643u);
+  const auto hparam = [&](const std::string& key) -> prefixd::modelgen::MetaValue {
+    for (const auto& e : spec.hparams) {
+      if (e.key == key) return e.value;
+    }
+    ADD_FAILURE() << "no " << key;
+    return std::uint32_t{0};
+  };
+  using prefixd::modelgen::MetaValue;
+  EXPECT_EQ(hparam("embedding_length"), MetaValue(2048u));
+  EXPECT_EQ(hparam("block_count"), MetaValue(28u));
+  EXPECT_EQ(hparam("feed_forward_length"), MetaValue(6144u));
+  EXPECT_EQ(hparam("attention.head_count"), MetaValue(16u));
+  EXPECT_EQ(hparam("attention.head_count_kv"), MetaValue(8u));
+  EXPECT_EQ(hparam("attention.key_length"), MetaValue(128u));
+  EXPECT_EQ(hparam("attention.value_length"), MetaValue(128u));
+  EXPECT_EQ(hparam("context_length"), MetaValue(262144u));
+  EXPECT_EQ(hparam("rope.freq_base"), MetaValue(5000000.0f));
+  EXPECT_EQ(hparam("attention.layer_norm_rms_epsilon"), MetaValue(1e-6f));
+  EXPECT_EQ(hparam("rope.dimension_sections"), MetaValue(std::vector<std::int32_t>{24, 20, 20, 0}));
+  EXPECT_EQ(hparam("n_deepstack_layers"), MetaValue(3u));
+  const auto shape = [&](const std::string& name) { return spec_shape(spec, name); };
+  EXPECT_EQ(shape("token_embd.weight"), (Shape{2048, 151936}));
+  EXPECT_EQ(shape("blk.27.attn_q.weight"), (Shape{2048, 16 * 128}));
+  EXPECT_EQ(shape("blk.27.attn_k.weight"), (Shape{2048, 8 * 128}));
+  EXPECT_EQ(shape("blk.27.attn_v.weight"), (Shape{2048, 8 * 128}));
+  EXPECT_EQ(shape("blk.27.attn_q_norm.weight"), (Shape{128}));
+  EXPECT_EQ(shape("blk.27.attn_output.weight"), (Shape{16 * 128, 2048}));
+  EXPECT_EQ(shape("blk.27.ffn_down.weight"), (Shape{6144, 2048}));
+  EXPECT_EQ(spec.tensors.size(), 2u + 28 * 11);  // tied head: no output.weight, no biases
+  std::int64_t parameters = 0;
+  for (const auto& t : spec.tensors) parameters += t.element_count();
+  EXPECT_EQ(parameters, 1720574976);  // 2048 × 151936 embeddings, 28 blocks of 50.3 M, the output norm
 }
 
 // The GPU benchmark's model is checked on its spec only: writing it takes about 8 GB.
@@ -682,6 +818,182 @@ TEST(ModelgenAtomicity, FailureLeavesNothingBehind) {
   std::ofstream(dir.file("blocker")) << "a file where a directory should be";
   EXPECT_THROW(generate(dir, "tiny", 42, "", "blocker/tiny.gguf"), std::runtime_error);
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"blocker"});
+}
+
+
+// ---- LoRA adapters (--lora-rank) ----------------------------------------------------------------
+
+fs::path generate_lora(const ScratchDir& dir, const std::string& preset, std::uint32_t rank, std::uint64_t seed,
+                       const std::string& name, const std::string& weight_type = "") {
+  GenerateOptions options;
+  options.preset = preset;
+  options.out_path = dir.file(name).string();
+  options.seed = seed;
+  options.weight_type = weight_type;
+  options.lora_rank = rank;
+  options.quiet = true;
+  generate_model(options);
+  return options.out_path;
+}
+
+// The metadata the Gguf reader has no accessor for: an f32 value, or whether a key is there.
+float gguf_f32(const fs::path& path, const std::string& key) {
+  const gguf_context_ptr ctx{gguf_init_from_file(path.c_str(), {/*no_alloc=*/true, nullptr})};
+  const std::int64_t id = gguf_find_key(ctx.get(), key.c_str());
+  if (id < 0 || gguf_get_kv_type(ctx.get(), id) != GGUF_TYPE_FLOAT32) throw std::runtime_error("no f32 " + key);
+  return gguf_get_val_f32(ctx.get(), id);
+}
+bool gguf_has_key(const fs::path& path, const std::string& key) {
+  const gguf_context_ptr ctx{gguf_init_from_file(path.c_str(), {/*no_alloc=*/true, nullptr})};
+  return gguf_find_key(ctx.get(), key.c_str()) >= 0;
+}
+
+const prefixd::modelgen::TensorSpec* find_tensor(const prefixd::modelgen::ModelSpec& spec, const std::string& name) {
+  for (const auto& t : spec.tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+double stddev_of(const std::vector<float>& values) {
+  double sum_sq = 0;
+  for (const float v : values) sum_sq += static_cast<double>(v) * v;
+  return std::sqrt(sum_sq / static_cast<double>(values.size()));
+}
+
+// libllama's llama_adapter_lora_init pairs "<base>.lora_a" with "<base>.lora_b", requires the base
+// tensor in the model and checks, in ggml order, lora_a = [n_in, rank] and lora_b = [rank, n_out]
+// for a base weight [n_in, n_out]; metadata general.type "adapter", adapter.type "lora",
+// adapter.lora.alpha (f32) and the base model's general.architecture.
+TEST(ModelgenLora, AdapterSpecPairsEachAttentionProjectionWithLowRankHalvesOfItsShape) {
+  using prefixd::modelgen::make_lora_spec;
+  const auto base = prefixd::modelgen::make_spec("tiny");
+  const auto lora = make_lora_spec(base, {.rank = 8});
+  EXPECT_EQ(lora.file_kind, "adapter");
+  EXPECT_EQ(lora.architecture, "qwen2");
+  EXPECT_EQ(lora.vocab.size, 0u);
+  EXPECT_TRUE(lora.hparams.empty());
+  ASSERT_EQ(lora.metadata.size(), 2u);
+  EXPECT_EQ(lora.metadata[0].key, "adapter.type");
+  EXPECT_EQ(std::get<std::string>(lora.metadata[0].value), "lora");
+  EXPECT_EQ(lora.metadata[1].key, "adapter.lora.alpha");
+  EXPECT_EQ(std::get<float>(lora.metadata[1].value), 8.0f);  // default alpha: the rank (scale 1)
+
+  EXPECT_EQ(lora.tensors.size(), 2u * 2 * 4);  // 2 blocks, q/k/v/output, two halves each
+  for (const auto& w : base.tensors) {
+    const bool targeted = w.name.starts_with("blk.") &&
+                          (w.name.ends_with(".attn_q.weight") || w.name.ends_with(".attn_k.weight") ||
+                           w.name.ends_with(".attn_v.weight") || w.name.ends_with(".attn_output.weight"));
+    const auto* a = find_tensor(lora, w.name + ".lora_a");
+    const auto* b = find_tensor(lora, w.name + ".lora_b");
+    ASSERT_EQ(a != nullptr, targeted) << w.name;
+    ASSERT_EQ(b != nullptr, targeted) << w.name;
+    if (!targeted) continue;
+    EXPECT_EQ(a->ne, (Shape{w.ne[0], 8})) << w.name;
+    EXPECT_EQ(b->ne, (Shape{8, w.ne[1]})) << w.name;
+  }
+  EXPECT_EQ(find_tensor(lora, "blk.1.attn_k.weight.lora_a")->ne, (Shape{64, 8}));
+  EXPECT_EQ(find_tensor(lora, "blk.1.attn_k.weight.lora_b")->ne, (Shape{8, 32}));  // 2 KV heads of 16
+  for (const auto& t : lora.tensors) {
+    EXPECT_TRUE(t.name.ends_with(".lora_a") || t.name.ends_with(".lora_b")) << t.name;
+    EXPECT_NE(find_tensor(base, t.name.substr(0, t.name.size() - 7)), nullptr) << t.name;
+  }
+  EXPECT_EQ(std::get<float>(make_lora_spec(base, {.rank = 4, .alpha = 16.0f}).metadata[1].value), 16.0f);
+}
+
+TEST(ModelgenLora, TargetsNameWeightsOfEveryBlockThatHasThemAndUnknownOnesThrow) {
+  using prefixd::modelgen::make_lora_spec;
+  using prefixd::modelgen::make_spec;
+  // qwen35-tiny: only block 3 has attention projections (the others are gated delta-net layers).
+  const auto hybrid = make_lora_spec(make_spec("qwen35-tiny"), {.rank = 8});
+  EXPECT_EQ(hybrid.architecture, "qwen35");
+  EXPECT_EQ(hybrid.tensors.size(), 8u);
+  EXPECT_EQ(find_tensor(hybrid, "blk.3.attn_q.weight.lora_b")->ne, (Shape{8, 512}));  // queries and gate
+  EXPECT_EQ(find_tensor(hybrid, "blk.0.attn_qkv.weight.lora_a"), nullptr);
+
+  const auto gemma = make_lora_spec(make_spec("gemma3-tiny"), {.rank = 4, .targets = {"ffn_down"}});
+  EXPECT_EQ(gemma.architecture, "gemma3");
+  EXPECT_EQ(gemma.tensors.size(), 2u * 6);
+  EXPECT_EQ(find_tensor(gemma, "blk.5.ffn_down.weight.lora_a")->ne, (Shape{256, 4}));
+  EXPECT_EQ(find_tensor(gemma, "blk.5.ffn_down.weight.lora_b")->ne, (Shape{4, 128}));
+
+  const auto head = make_lora_spec(make_spec("tiny"), {.rank = 8, .targets = {"ffn_up", "output"}});
+  EXPECT_EQ(head.tensors.size(), 2u * 3);
+  EXPECT_EQ(find_tensor(head, "output.weight.lora_b")->ne, (Shape{8, 4096}));
+
+  const auto throws_naming = [](const std::string& preset, prefixd::modelgen::LoraOptions options,
+                                const std::string& expected) {
+    try {
+      make_lora_spec(make_spec(preset), options);
+      ADD_FAILURE() << preset << ": expected an exception";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  throws_naming("mamba2-tiny", {.rank = 8}, "ssm_in");  // no attention: names the weights it has
+  throws_naming("tiny", {.rank = 8, .targets = {"attn_q", "bogus"}}, "bogus");
+  throws_naming("tiny", {.rank = 8, .targets = {"token_embd"}}, "token_embd");
+  throws_naming("tiny-mmproj", {.rank = 8}, "not a text model");
+  throws_naming("tiny", {.rank = 0}, "rank");
+  throws_naming("tiny", {.rank = 8, .alpha = -1.0f}, "alpha");
+}
+
+TEST(ModelgenLora, AdapterFileCarriesTheAdapterMetadataAndSmallRandomHalves) {
+  const ScratchDir dir;
+  const fs::path path = generate_lora(dir, "tiny", 8, 42, "tiny-lora.gguf");
+  const Gguf g(path);
+  EXPECT_EQ(g.str("general.type"), "adapter");
+  EXPECT_EQ(g.str("general.architecture"), "qwen2");
+  EXPECT_EQ(g.str("adapter.type"), "lora");
+  EXPECT_EQ(gguf_f32(path, "adapter.lora.alpha"), 8.0f);
+  EXPECT_FALSE(gguf_has_key(path, "tokenizer.ggml.tokens"));
+  EXPECT_FALSE(gguf_has_key(path, "qwen2.block_count"));
+  EXPECT_EQ(g.tensor_count(), 16);
+  EXPECT_EQ(g.shape("blk.0.attn_q.weight.lora_a"), (Shape{64, 8}));
+  EXPECT_EQ(g.shape("blk.0.attn_q.weight.lora_b"), (Shape{8, 64}));
+  EXPECT_EQ(g.type("blk.0.attn_q.weight.lora_a"), GGML_TYPE_F32);
+  EXPECT_EQ(g.type("blk.0.attn_q.weight.lora_b"), GGML_TYPE_F32);
+  // A has the base weight's 1/sqrt(fan_in) spread, B 0.5/sqrt(rank): B (A x) is about half of W x.
+  EXPECT_NEAR(stddev_of(g.f32_values("blk.1.attn_output.weight.lora_a")), 1.0 / 8, 0.125 * 0.15);
+  EXPECT_NEAR(stddev_of(g.f32_values("blk.1.attn_output.weight.lora_b")), 0.5 / std::sqrt(8.0),
+              0.5 / std::sqrt(8.0) * 0.15);
+
+  const Gguf half(generate_lora(dir, "gemma3-tiny", 16, 42, "gemma3-lora.gguf", "f16"));
+  EXPECT_EQ(half.str("general.architecture"), "gemma3");
+  EXPECT_EQ(half.type("blk.0.attn_v.weight.lora_b"), GGML_TYPE_F16);
+  EXPECT_THROW(generate_lora(dir, "tiny", 8, 42, "q8.gguf", "q8_0"), std::runtime_error);  // rows of 8
+  GenerateOptions no_rank;
+  no_rank.out_path = dir.file("no-rank.gguf").string();
+  no_rank.lora_targets = {"attn_q"};
+  no_rank.quiet = true;
+  EXPECT_THROW(generate_model(no_rank), std::runtime_error);
+  EXPECT_FALSE(fs::exists(dir.file("q8.gguf")));
+  EXPECT_FALSE(fs::exists(dir.file("no-rank.gguf")));
+}
+
+TEST(ModelgenLora, SameSeedSameBytesAndLayersKeepTheFirstBlocksHalves) {
+  const ScratchDir dir;
+  const fs::path a = generate_lora(dir, "tiny", 8, 7, "a.gguf");
+  const fs::path b = generate_lora(dir, "tiny", 8, 7, "b.gguf");
+  EXPECT_TRUE(read_bytes(a) == read_bytes(b)) << "two runs with seed 7 differ";
+  const Gguf first(a);
+  const Gguf other(generate_lora(dir, "tiny", 8, 8, "c.gguf"));
+  for (const char* name : {"blk.0.attn_q.weight.lora_a", "blk.1.attn_v.weight.lora_b"}) {
+    EXPECT_NE(first.raw(name), other.raw(name)) << name;
+  }
+  // An adapter for a --layers 1 model: block 0's halves only, the same bytes as the full adapter's.
+  GenerateOptions cut;
+  cut.preset = "tiny";
+  cut.out_path = dir.file("cut.gguf").string();
+  cut.seed = 7;
+  cut.layers = 1;
+  cut.lora_rank = 8;
+  cut.quiet = true;
+  generate_model(cut);
+  const Gguf drafter(cut.out_path);
+  EXPECT_EQ(drafter.tensor_count(), 8);
+  EXPECT_FALSE(drafter.has_tensor("blk.1.attn_q.weight.lora_a"));
+  EXPECT_EQ(drafter.raw("blk.0.attn_k.weight.lora_b"), first.raw("blk.0.attn_k.weight.lora_b"));
 }
 
 }  // namespace
