@@ -1,4 +1,4 @@
-// Images on M-RoPE models (Qwen2-VL, Qwen2.5-VL text models; Qwen3.5's hybrid) through the real
+// Images on M-RoPE models (Qwen2-VL, Qwen2.5-VL and Qwen3-VL text models; Qwen3.5's hybrid) through the real
 // server: an image's tokens share one position and the text after it resumes by the image grid's
 // longer side, so a token's index is not its position. A prefix after an image (and after two) is
 // reused exactly, warm = cold, from the device tier, from host segments whose boundaries fall
@@ -9,13 +9,17 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <map>
 #include <filesystem>
 #include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/server_process.h"
 #include "media_requests.h"
+#include "valkey_process.h"
 
 namespace prefixd::testing {
 namespace {
@@ -128,6 +132,7 @@ INSTANTIATE_TEST_SUITE_P(
         MropeModel{"dense_qwen2vl_deterministic", "tiny-qwen2vl.gguf", "tiny-qwen2vl-mmproj.gguf", 448, 336, {"--deterministic"}},
         // A KV stream per sequence: copies between sequences go through saved states.
         MropeModel{"dense_qwen2vl_streams", "tiny-qwen2vl.gguf", "tiny-qwen2vl-mmproj.gguf", 448, 336, {"--no-kv-unified"}},
+        MropeModel{"dense_qwen3vl", "tiny-qwen3vl.gguf", "tiny-qwen3vl-mmproj.gguf", 448, 352, {}},
         MropeModel{"dense_qwen25vl", "tiny-qwen2vl.gguf", "tiny-qwen25vl-mmproj.gguf", 448, 336, {}},
         MropeModel{"hybrid_qwen35", "qwen35-tiny.gguf", "tiny128-qwen2vl-mmproj.gguf", 448, 336, {}}),
     [](const auto& info) { return info.param.name; });
@@ -160,6 +165,67 @@ TEST(MropeImagesOnDisk, ARestartServesThePrefixAfterAnImageFromDiskAsAColdRunCom
   EXPECT_EQ(content(warm), cold_text);
   std::error_code ec;
   fs::remove_all(dir, ec);
+}
+
+
+// The positions are libmtmd's: on the same model, projector and image, prefixd's first token
+// log-probabilities are llama-server's (the reference for libmtmd's placement), to the last digit
+// they print. A position error moves them by whole units (resuming the text after the image at its
+// token count instead of its grid: up to 1.8).
+TEST(MropeImagesBesideLlamaServer, TheFirstTokenLogprobsAfterAnImageAreLlamaServers) {
+  if (!have_program("llama-server")) GTEST_SKIP() << "llama-server is not on PATH (run through scripts/in-env)";
+  for (const auto& [model, projector] : {std::pair{"tiny-qwen2vl.gguf", "tiny-qwen2vl-mmproj.gguf"},
+                                         std::pair{"tiny-qwen3vl.gguf", "tiny-qwen3vl-mmproj.gguf"}}) {
+    SCOPED_TRACE(model);
+    const auto request = [](int shade) {
+      json r = image_chat(data_url(bmp(448, 224, shade)));
+      r["max_tokens"] = 1;
+      r["logprobs"] = true;
+      r["top_logprobs"] = 5;
+      return r;
+    };
+    // Top-5 log-probabilities by shade; llama-server leaves out logprobs for a token that is a
+    // lone byte of a UTF-8 character, so a shade may be missing on its side.
+    const auto top5 = [&](httplib::Client& client) {
+      std::map<int, std::vector<double>> out;
+      for (int shade = 1; shade <= 6; ++shade) {
+        const auto reply = post_json(client, "/v1/chat/completions", request(shade));
+        EXPECT_EQ(reply.status, 200) << reply.raw;
+        const json& logprobs = reply.body["choices"][0]["logprobs"];
+        if (!logprobs.is_object()) continue;
+        for (const json& top : logprobs["content"][0]["top_logprobs"]) out[shade].push_back(top["logprob"].get<double>());
+      }
+      return out;
+    };
+    std::map<int, std::vector<double>> ours;
+    {
+      ServerProcess server({.model = kModels + "/" + model, .extra_args = {"--mmproj", kModels + "/" + projector}, .parallel = 1,
+                            .ctx_size = 4096});
+      ours = top5(*server.client());
+    }
+    const int port = pick_free_port();
+    const CommandResult where = run_shell("command -v llama-server");
+    std::string binary = where.output;
+    while (!binary.empty() && (binary.back() == '\n' || binary.back() == ' ')) binary.pop_back();
+    bench::ServerProcess peer({.binary = binary,
+                               .args = {"-m", kModels + "/" + model, "--mmproj", kModels + "/" + projector, "--host",
+                                        "127.0.0.1", "--port", std::to_string(port), "-c", "4096", "-np", "1", "-t", "2",
+                                        "-fa", "on", "--no-webui"},
+                               .log_path = "/dev/null",
+                               .strip_env_prefixes = {"PREFIXD_", "LLAMA_ARG_"}},
+                              port);
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(300);
+    const std::map<int, std::vector<double>> theirs = top5(client);
+    int compared = 0;
+    for (const auto& [shade, values] : theirs) {
+      ASSERT_EQ(ours.count(shade), 1u) << "shade " << shade;
+      ASSERT_EQ(ours[shade].size(), values.size());
+      for (size_t i = 0; i < values.size(); ++i) EXPECT_NEAR(ours[shade][i], values[i], 1e-3) << "shade " << shade << " rank " << i;
+      compared += 1;
+    }
+    EXPECT_GE(compared, 3) << "too few prompts gave llama-server's log-probabilities";
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "api/body/field_reader.h"
 #include "api/images/image_input.h"
 #include "api/openai/request_parser.h"
+#include "api/responses/responses_api.h"
 #include "cache/prefix_cache.h"
 #include "engine/vision.h"
 #include "scheduler/image_embeddings.h"
@@ -119,7 +120,8 @@ TEST(ImageInput, TheParserPutsAMarkerWhereEachImageStandsAndKeepsItsBytes) {
                                                                          {{"type", "image_url"}, {"image_url", "data:image/gif;base64,eW8="}}})}}})}};
   const auto parsed = api::parse_chat_request(body.dump(), options);
   ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
-  EXPECT_EQ(parsed->chat.messages[0]["content"], "Look:\n<__media__>\nand\n<__media__>");
+  // As llama-server renders it: text parts joined by a newline, a marker with nothing beside it.
+  EXPECT_EQ(parsed->chat.messages[0]["content"], "Look:<__media__>and<__media__>");
   ASSERT_EQ(parsed->images.size(), 2u);
   EXPECT_EQ(parsed->images[0].bytes, "hi");
   EXPECT_EQ(parsed->images[0].param, "messages[0].content[1]");
@@ -135,6 +137,31 @@ TEST(ImageInput, TheParserPutsAMarkerWhereEachImageStandsAndKeepsItsBytes) {
   options.images.max_images = 2;
   const json text_only = {{"messages", json::array({{{"role", "user"}, {"content", "what does <__media__> mean?"}}})}};
   EXPECT_TRUE(api::parse_chat_request(text_only.dump(), options).has_value());
+}
+
+TEST(ImageInput, TextPartsAreJoinedByANewlineAndMarkersStandNextToTheirNeighboursInEveryProtocol) {
+  api::ParseOptions options;
+  options.images = {.max_images = 4, .max_bytes = 64};
+  const json image = {{"type", "image_url"}, {"image_url", "data:image/png;base64,aGk="}};
+  const auto chat = [&](const json& parts) {
+    const auto parsed = api::parse_chat_request(json{{"messages", json::array({{{"role", "user"}, {"content", parts}}})}}.dump(), options);
+    EXPECT_TRUE(parsed.has_value());
+    return parsed ? parsed->chat.messages[0]["content"].get<std::string>() : std::string();
+  };
+  const json a = {{"type", "text"}, {"text", "A."}};
+  const json b = {{"type", "text"}, {"text", "B."}};
+  EXPECT_EQ(chat(json::array({a, b})), "A.\nB.");
+  EXPECT_EQ(chat(json::array({image, a})), "<__media__>A.");
+  EXPECT_EQ(chat(json::array({image, image, a, b})), "<__media__><__media__>A.\nB.");
+
+  const json input_image = {{"type", "input_image"}, {"image_url", "data:image/png;base64,aGk="}};
+  const json responses = {{"input", json::array({{{"role", "user"},
+                                                  {"content", json::array({{{"type", "input_text"}, {"text", "A."}}, input_image,
+                                                                           {{"type", "input_text"}, {"text", "B."}},
+                                                                           {{"type", "input_text"}, {"text", "C."}}})}}})}};
+  const auto parsed = api::parse_responses_request(responses.dump(), options);
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
+  EXPECT_EQ(parsed->chat.chat.messages[0]["content"], "A.<__media__>B.\nC.");
 }
 
 TEST(ImageTokens, StandInsAreNegativeAndAFunctionOfTheDigestAndPosition) {

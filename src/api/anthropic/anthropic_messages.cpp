@@ -134,7 +134,8 @@ void add_user_turn(Conversation& out, const ordered_json& content, const std::st
   }
   require_blocks(content, param);
   std::string text;
-  bool has_text = false;
+  bool has_text = false;    // a text or image block came
+  bool after_text = false;  // the last block was text: "\n" between text blocks only
   auto breakpoint = std::chrono::seconds::zero();
   for (std::size_t j = 0; j < content.size(); ++j) {
     const ordered_json& block = content[j];
@@ -156,16 +157,17 @@ void add_user_turn(Conversation& out, const ordered_json& content, const std::st
       out.messages.push_back({{"role", "tool"}, {"tool_call_id", id->get<std::string>()}, {"content", std::move(result_text)}});
       out.mark(std::max(breakpoint_ttl(block), inner_breakpoint));
     } else if (type == "text") {
-      if (has_text) text += '\n';
+      if (after_text) text += '\n';
       text += text_of(block, at);
       has_text = true;
+      after_text = true;
       breakpoint = std::max(breakpoint, breakpoint_ttl(block));
     } else if (type == "image") {
       require_projector(at, limits);
       add_image(out.images, image_block_bytes(block, at, limits), at, limits);
-      if (has_text) text += '\n';
-      text += kImageMarker;
+      text += kImageMarker;  // nothing between an image and its neighbours, as chat content is flattened
       has_text = true;
+      after_text = false;
       breakpoint = std::max(breakpoint, breakpoint_ttl(block));
     } else {
       unsupported_block(type, at);

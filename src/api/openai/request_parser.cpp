@@ -136,13 +136,15 @@ void read_image_part(const ordered_json& part, const std::string& part_param, st
 }
 
 // OpenAI content is a string or an array of parts; templates expect strings, so text parts are
-// joined, and an image part becomes kImageMarker in that text with its bytes kept in `images`. The
+// joined by "\n", and an image part becomes kImageMarker in that text, with nothing between it and
+// the parts beside it (llama-server renders the same text, so both tokenize a prompt alike) with its bytes kept in `images`. The
 // text is moved out of the request tree, which is not read again: a long prompt is not copied.
 ordered_json flatten_content(ordered_json& content, const std::string& param, std::vector<ImageInput>& images,
                      const ImageLimits& limits) {
   if (content.is_string()) return std::move(content);
   if (!content.is_array()) reject(param, std::format("'{}' must be a string or an array of content parts", param));
   std::string text;
+  bool after_text = false;  // text parts are joined by "\n"; media markers stand next to the text (as llama-server joins them)
   for (std::size_t j = 0; j < content.size(); ++j) {
     ordered_json& part = content[j];
     const std::string part_param = std::format("{}[{}]", param, j);
@@ -155,8 +157,8 @@ ordered_json flatten_content(ordered_json& content, const std::string& param, st
       } else {
         add_audio_part(part, part_param, images, limits);
       }
-      if (j > 0) text += '\n';
       text += kImageMarker;
+      after_text = false;
       continue;
     }
     if (*type != "text") {
@@ -167,8 +169,9 @@ ordered_json flatten_content(ordered_json& content, const std::string& param, st
     if (part_text == part.end() || !part_text->is_string()) {
       reject(part_param + ".text", std::format("'{}.text' must be a string", part_param));
     }
-    if (j > 0) text += '\n';
+    if (after_text) text += '\n';
     text += part_text->get_ref<const std::string&>();
+    after_text = true;
   }
   return text;
 }

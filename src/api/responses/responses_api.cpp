@@ -31,14 +31,16 @@ void read_input_image(const ordered_json& part, const std::string& at, std::vect
   add_image(images, image_bytes_from_url(url->get_ref<const std::string&>(), at + ".image_url", limits), at, limits);
 }
 
-// A message item's content: a string, or parts joined by "\n": text (input_text from a client,
-// output_text from an earlier reply), and images and audio clips, each kImageMarker in the text
-// with its bytes appended to `images`.
+// A message item's content: a string, or parts: text (input_text from a client, output_text from
+// an earlier reply) joined by "\n", and images and audio clips, each kImageMarker in the text with
+// nothing between it and its neighbours (as chat content is flattened), its bytes appended to
+// `images`.
 std::string message_text(const ordered_json& content, const std::string& param, std::vector<ImageInput>& images,
                          const ImageLimits& limits) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) reject(param, std::format("'{}' must be a string or an array of content parts", param));
   std::string text;
+  bool after_text = false;  // as chat's: "\n" between text parts only
   for (std::size_t j = 0; j < content.size(); ++j) {
     const ordered_json& part = content[j];
     const std::string at = std::format("{}[{}]", param, j);
@@ -49,8 +51,8 @@ std::string message_text(const ordered_json& content, const std::string& param, 
       } else {
         add_audio_part(part, at, images, limits);
       }
-      if (j > 0) text += '\n';
       text += kImageMarker;
+      after_text = false;
       continue;
     }
     if (type != "input_text" && type != "output_text" && type != "text") {
@@ -58,8 +60,9 @@ std::string message_text(const ordered_json& content, const std::string& param, 
     }
     const auto part_text = part.find("text");
     if (part_text == part.end() || !part_text->is_string()) reject(at + ".text", std::format("'{}.text' must be a string", at));
-    if (j > 0) text += '\n';
+    if (after_text) text += '\n';
     text += part_text->get<std::string>();
+    after_text = true;
   }
   return text;
 }
