@@ -11,7 +11,7 @@ equals the answer computed cold (cache_prompt false), restarts each server (pref
 tier's directory, after its writes settled) and resends the last turn: what each evaluates then.
 
 usage (inside the build environment, after `make build`; generated models under build/models):
-  scripts/in-env python3 bench/images_side_by_side.py [--prefixd build/bin/prefixd] [--models build/models]
+  scripts/in-env python3 bench/images_side_by_side.py [--prefixd build/bin/prefixd] [--models build/models] [--rounds N]
 Prints one markdown table (docs/benchmarks.md, "Images").
 """
 import argparse
@@ -124,6 +124,9 @@ def main():
     parser.add_argument("--llama-server", default="llama-server")
     parser.add_argument("--models", default="build/models")
     parser.add_argument("--threads", default="2")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="runs per server and family; 2 or more run the servers A B B A and report the prompt "
+                             "times' median (min-max)")
     args = parser.parse_args()
     image = {"type": "image_url",
              "image_url": {"url": "data:image/bmp;base64," + base64.b64encode(bmp(40, 30, 3)).decode()}}
@@ -133,9 +136,11 @@ def main():
     for name, model, projector in FAMILIES:
         model_path = os.path.join(args.models, model)
         projector_path = os.path.join(args.models, projector)
-        results = {}
+        results = {"prefixd": [], "llama-server": []}
         media = audio if "audio" in name else image
-        for target in ("prefixd", "llama-server"):
+        order = ["prefixd", "llama-server"] if args.rounds < 2 else ["prefixd", "llama-server", "llama-server", "prefixd"]
+        targets = [order[i % len(order)] for i in range(2 * max(args.rounds, 1))]
+        for target in targets:
             port = free_port()
             disk = tempfile.mkdtemp(prefix="prefixd-images-disk-")
             if target == "prefixd":
@@ -162,7 +167,7 @@ def main():
                 restarted = Server(argv, port, log + ".restarted")
                 again = post(port, "/v1/chat/completions", {"messages": last_turn(media), "max_tokens": 8, "temperature": 0})
                 after_restart = (evaluated_of(again, target == "prefixd"), again["timings"]["prompt_ms"])
-                results[target] = (turns, cold_equal, after_restart)
+                results[target].append((turns, cold_equal, after_restart))
             finally:
                 if server is not None:
                     server.stop()
@@ -173,14 +178,27 @@ def main():
     print("| model (projector) | turn | prompt tokens prefixd / llama-server | evaluated prefixd / llama-server | "
           "image encodes prefixd / llama-server | prompt ms prefixd / llama-server |")
     print("| --- | --- | --- | --- | --- | --- |")
+    def spread(values):
+        values = sorted(values)
+        middle = values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+        return f"{middle:.0f}" if len(values) == 1 else f"{middle:.0f} ({values[0]:.0f}–{values[-1]:.0f})"
+
     for name, results in rows:
-        p_turns, cold_equal, p_restart = results["prefixd"]
-        l_turns, _, l_restart = results["llama-server"]
+        p_runs, l_runs = results["prefixd"], results["llama-server"]
+        # Token counts are the same in every run of a server (the checks below say so); times vary.
+        p_turns, _, p_restart = p_runs[0]
+        l_turns, _, l_restart = l_runs[0]
+        same = all(r[0][t][:3] == p_turns[t][:3] and r[2][0] == p_restart[0] for r in p_runs for t in range(3)) and \
+            all(r[0][t][:3] == l_turns[t][:3] and r[2][0] == l_restart[0] for r in l_runs for t in range(3))
+        cold_equal = all(r[1] for r in p_runs)
         for turn in range(3):
             p, l = p_turns[turn], l_turns[turn]
             print(f"| {name if turn == 0 else ''} | {turn + 1} | {p[0]} / {l[0]} | {p[1]} / {l[1]} | {p[2]} / {l[2]} | "
-                  f"{p[3]:.0f} / {l[3]:.0f} |")
-        print(f"| | 3 again after a restart | | {p_restart[0]} / {l_restart[0]} | | {p_restart[1]:.0f} / {l_restart[1]:.0f} |")
+                  f"{spread([r[0][turn][3] for r in p_runs])} / {spread([r[0][turn][3] for r in l_runs])} |")
+        print(f"| | 3 again after a restart | | {p_restart[0]} / {l_restart[0]} | | "
+              f"{spread([r[2][1] for r in p_runs])} / {spread([r[2][1] for r in l_runs])} |")
+        if not same:
+            print("| | token counts differed between runs of a server | | | | |")
         print(f"| | warm = cold (greedy, prefixd) | {'yes' if cold_equal else 'NO'} | | | |")
     print(f"\nlogs: {logs}", file=sys.stderr)
 
