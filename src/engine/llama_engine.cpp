@@ -515,8 +515,7 @@ class LlamaEngine final : public Engine {
   }
 
   Bytes save_checkpoint(SeqId seq) const override {
-    if (memory_is_trimmable(info_)) return {};
-    Bytes out = raw_checkpoint(seq);
+    Bytes out = raw_checkpoint(seq);  // empty for a trimmable memory
     if (mrope_ && !out.empty()) layouts_[static_cast<size_t>(id(seq))].append_to(out);
     return out;
   }
