@@ -26,6 +26,7 @@
 #include "api/cache_views.h"
 #include "api/chat/chat_service.h"
 #include "api/control/cache_control.h"
+#include "api/embeddings/embedding_service.h"
 #include "api/errors.h"
 #include "api/native/native_completion.h"
 #include "api/native/slots.h"
@@ -98,6 +99,7 @@ class HttpServer::Impl {
                                 .model_key = engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint}),
         site_(web_site(options_)),
         chats_(engine, scheduler_, prompts_, control_, stopping_, options_.grammar_limits, options_.stream_keep_alive, served_id_),
+        embeddings_(engine, scheduler_, chats_, stopping_, served_id_, options_.slots, options_.embd_normalize),
         views_(engine, scheduler_, control_, chats_, route_, options_.slots, options_.kv_events),
         started_(unix_seconds()),
         transport_(options_.http, http::Handlers{
@@ -223,6 +225,19 @@ class HttpServer::Impl {
     post("/detokenize", [this](http::Request& req, std::string_view) {
       return answer_of(detokenize_answer(req.body, engine_.vocab(), parse_options_.max_json_nodes));
     });
+    // Embeddings and rerank scores (a server started with --embeddings or --reranking): OpenAI's
+    // shape at /v1/embeddings, llama-server's at /embedding and /embeddings.
+    post("/v1/embeddings", [this](http::Request& req, std::string_view) {
+      return embeddings_.embeddings(route_, req, EmbeddingsEndpoint::openai);
+    });
+    for (const char* path : {"/embedding", "/embeddings"}) {
+      post(path, [this](http::Request& req, std::string_view) {
+        return embeddings_.embeddings(route_, req, EmbeddingsEndpoint::native);
+      });
+    }
+    for (const char* path : {"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"}) {
+      post(path, [this](http::Request& req, std::string_view) { return embeddings_.rerank(route_, req); });
+    }
     // llama-server's native API.
     post("/completion", [this](http::Request& req, std::string_view) { return serve_native_completion(chats_, route_, req); });
     post("/infill", [this](http::Request& req, std::string_view) { return serve_infill(chats_, route_, req); });
@@ -288,6 +303,7 @@ class HttpServer::Impl {
   std::optional<webui::Site> site_;  // the web UI's files; nullopt: --no-webui
   std::atomic<bool> stopping_{false};  // raised by shutdown(): no new generation starts
   ChatService chats_;  // the pipeline under the chat, Messages and Responses adapters
+  EmbeddingService embeddings_;  // /v1/embeddings, /embedding, /v1/rerank (--embeddings, --reranking)
   CacheViews views_;
   ResponseStore responses_{options_.response_store_bytes, std::chrono::seconds(options_.response_ttl_seconds)};  // POST /v1/responses with store
   std::int64_t started_;

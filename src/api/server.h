@@ -51,6 +51,8 @@ struct ServerOptions {
   std::string cache_shared_prefix;        // text every session of a tenant shares (session isolation)
   std::int32_t slots = 0;                 // requests decoded at once (reported in /v1/cache/summary)
   std::uint32_t default_seed = engine::kRandomSeed;  // --seed: the seed of requests that send none
+  // --embd-normalize: how embeddings are normalized unless a request says (embeddings.h)
+  std::int32_t embd_normalize = 2;
   GrammarLimits grammar_limits;           // --max-grammar-rules
   // --stream-keepalive: the longest a streamed reply stays silent before a keep-alive (stream_relay.h)
   std::chrono::milliseconds stream_keep_alive = kKeepAliveInterval;

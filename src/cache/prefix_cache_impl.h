@@ -62,6 +62,7 @@ inline CacheConfig resolve(CacheConfig config, const engine::Engine& engine) {
   if (!config.retain_tokens) config.retain_tokens = engine.context_size();
   config.retain_tokens = std::max<std::int64_t>(0, *config.retain_tokens);
   if (!engine.model().partial_copy_supported) config.enabled = false;  // a partial copy would abort
+  if (!engine.model().has_memory) config.enabled = false;  // an encoder keeps nothing between calls
   // Measured on the CPU (docs/design.md): with idle cells demoted as soon as a request runs,
   // rewriting the device tier when idle made prefill slower, not faster; on a GPU it would be a
   // round trip over the bus. So automatic means never; `idle` remains an explicit choice.

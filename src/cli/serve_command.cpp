@@ -67,6 +67,8 @@ struct ServeOptions {
   std::string cache_isolation = "tenant";
   std::string shared_prefix_path;  // --cache-shared-prefix-file
   std::int64_t seed = -1;          // --seed; -1: a random seed per request
+  std::string pooling = "model";   // --pooling; model: the model's own
+  bool reranking = false;          // --reranking: embeddings pooled by the model's classifier head
 };
 
 std::uint64_t available_memory_bytes() {
@@ -248,6 +250,15 @@ int run_serve(ServeOptions& o) {
                                                     : engine::KvLayout::automatic;
   o.context.swa_full = o.swa_full == "on" ? engine::SwaFull::on : o.swa_full == "off" ? engine::SwaFull::off
                                                                                        : engine::SwaFull::automatic;
+  if (o.reranking) {
+    if (o.pooling != "model" && o.pooling != "rank") {
+      throw std::runtime_error(std::format("--reranking pools by rank: drop --pooling {}", o.pooling));
+    }
+    o.context.embeddings = true;
+    o.context.pooling = engine::Pooling::rank;
+  } else {
+    o.context.pooling = *engine::parse_pooling(o.pooling);  // the flag's check took only known names
+  }
   o.context.fingerprint_cache = resolve_fingerprint_cache(o.fingerprint_cache, o.scheduler.cache.disk_path);
   o.context.kv_memory_budget = available_memory_bytes() / 4;
   if (!o.chat_template_file.empty()) {
@@ -308,33 +319,36 @@ int run_serve(ServeOptions& o) {
   scheduler::Scheduler scheduler(*model, o.scheduler, drafter.get());
   const cache::CacheConfig& resolved = scheduler.cache_config();
   const bool trimmable = cache::Family::of(model->model())->trimmable();
-  if (cache_on && !model->model().partial_copy_supported) {
+  if (cache_on && !model->model().has_memory) {
+    spdlog::warn("prompt cache: off: this model keeps no memory between calls (an encoder)");
+  } else if (cache_on && !model->model().partial_copy_supported) {
     spdlog::warn("prompt cache: off for architecture {}: libllama cannot copy part of its sequences",
                  model->model().architecture);
   }
+  const bool cache_runs = cache_on && model->model().has_memory && model->model().partial_copy_supported;
   spdlog::info("prompt cache: {}; device tier {} idle cells in {} holder sequences (compaction {}), host tier {:.1f} "
                "MiB ({} tokens at {} bytes/token, {} segments), min prefix {}, block {} ({}), ttl {} s",
-               cache_on ? (trimmable ? "on, any prefix" : "on, at checkpoints") : "off",
+               cache_runs ? (trimmable ? "on, any prefix" : "on, at checkpoints") : "off",
                resolved.device_cells.value_or(0),
-               cache_on ? std::clamp(model->sequence_count() - o.context.n_parallel - 1, 0, o.scheduler.cache_holders) : 0,
+               cache_runs ? std::clamp(model->sequence_count() - o.context.n_parallel - 1, 0, o.scheduler.cache_holders) : 0,
                cache::compaction_name(resolved.compaction),
                static_cast<double>(cache.host_capacity_bytes) / (1 << 20),
                per_token > 0 ? cache.host_capacity_bytes / per_token : 0, per_token, cache.host_max_segments,
                cache.min_prefix, cache.block_size, o.apc_hash, o.cache_ttl_seconds);
-  if (cache_on && !trimmable) {
+  if (cache_runs && !trimmable) {
     spdlog::info("checkpoints: at user-turn boundaries, every {} prompt tokens, where a prompt leaves a prefix it "
                  "shares, before and after the last prompt token; {:.1f} MiB, {} entries, {} per session; warm-up after replies {}",
                  cache.checkpoint_every, static_cast<double>(cache.checkpoint_capacity_bytes) / (1 << 20),
                  cache.checkpoint_max_entries, cache.checkpoints_per_session, o.scheduler.cache_warmup ? "on" : "off");
   }
-  if (cache_on && !cache.disk_path.empty()) {
+  if (cache_runs && !cache.disk_path.empty()) {
     spdlog::info("disk tier: {} ({}; at most {:.1f} MiB: {}; write-behind queue {:.1f} MiB; --no-cache-disk turns it "
                  "off), model fingerprint {}",
                  cache.disk_path, disk->source, static_cast<double>(cache.disk_capacity_bytes) / (1 << 20),
                  disk->capacity_source, static_cast<double>(cache.disk_queue_bytes) / (1 << 20),
                  model->model().fingerprint);
   }
-  if (cache_on && !cache.remote_urls.empty()) {
+  if (cache_runs && !cache.remote_urls.empty()) {
     std::string seeds;
     for (const std::string& url : cache.remote_urls) seeds += (seeds.empty() ? "" : ", ") + url;
     spdlog::info("shared tier: {} (timeout {} ms, write-behind queue {:.1f} MiB)", seeds, cache.remote_timeout_ms,
@@ -422,6 +436,25 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                 "that every kind of cache hit answers exactly as a cold prompt (slower prefill; with layers on a GPU every call is "
                 "padded by a rule measured at startup; default off)")
       ->capture_default_str()->envname("PREFIXD_DETERMINISTIC");
+  cmd->add_flag("--embeddings,--embedding", o->context.embeddings,
+                "Serve embeddings (/v1/embeddings, /embedding) instead of generating: the model's outputs are pooled "
+                "per input (--pooling); generation endpoints answer 400 (default off)")
+      // CLI11 keeps no reader of the bound value for a flag with two names: it is given one.
+      ->default_function([o] { return std::string(o->context.embeddings ? "1" : "0"); })
+      ->capture_default_str()->envname("PREFIXD_EMBEDDINGS");
+  cmd->add_flag("--reranking,--rerank", o->reranking,
+                "Serve /v1/rerank with a reranker model: --embeddings with --pooling rank (default off)")
+      ->default_function([o] { return std::string(o->reranking ? "1" : "0"); })
+      ->capture_default_str()->envname("PREFIXD_RERANKING");
+  cmd->add_option("--pooling", o->pooling,
+                  "How --embeddings pools a sequence's outputs: model (the model's own), none (a vector per token), "
+                  "mean, cls (the first token), last, rank (a reranker's score)")
+      ->capture_default_str()->envname("PREFIXD_POOLING")
+      ->check(CLI::IsMember({"model", "none", "mean", "cls", "last", "rank"}));
+  cmd->add_option("--embd-normalize", o->server.embd_normalize,
+                  "How embeddings are normalized unless a request says: -1 none, 0 max absolute scaled to int16, "
+                  "1 taxicab, 2 Euclidean, p > 2 the p-norm")
+      ->capture_default_str()->envname("PREFIXD_EMBD_NORMALIZE")->check(CLI::Range(-1, 1 << 20));
   cmd->add_option("-s,--seed", o->seed, "Sampling seed of a request that sends none (-1: a random one per request)")
       ->capture_default_str()->envname("PREFIXD_SEED")->check(CLI::Range(std::int64_t{-1}, std::int64_t{0xFFFFFFFE}));
   cmd->add_option("--gpu-layers,--n-gpu-layers", o->context.gpu_layers, "Layers to offload to a GPU backend, if one is built in")

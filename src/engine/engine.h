@@ -73,6 +73,17 @@ class Vocabulary {
   virtual std::int32_t size() const = 0;
   // The model's fill-in-the-middle markers (from its GGUF metadata, or recognised by their text).
   virtual std::optional<InfillTokens> infill_tokens() const { return std::nullopt; }
+  // The tokens a reranker reads for one (query, document) pair: the model's rerank template
+  // (tokenizer.chat_template.rerank) with {query} and {document} filled in, special tokens parsed,
+  // when it has one; else [BOS] query [EOS] [SEP] document [EOS], each marker where the
+  // vocabulary adds it (a cross-encoder's pair). This default: the query with the vocabulary's
+  // markers, then the document.
+  virtual std::vector<Token> rerank_tokens(std::string_view query, std::string_view document) const {
+    std::vector<Token> tokens = tokenize(query, true, false);
+    const std::vector<Token> doc = tokenize(document, false, false);
+    tokens.insert(tokens.end(), doc.begin(), doc.end());
+    return tokens;
+  }
 };
 
 // A sampler chain built for one request; owned by the scheduler and used only on its thread.
@@ -129,6 +140,12 @@ class Engine {
   // As decode(), and a batch of one row is computed as a row-wise call (rowwise_rows).
   virtual DecodeStatus decode_padded(std::span<const BatchToken> batch) { return decode(batch); }
   virtual std::span<const float> logits(std::int32_t row) const = 0;
+  // With ModelInfo::embeddings: under mean, cls and rank pooling what the last decode pooled for
+  // `seq` from its rows in that call (every row is read, so the whole prompt must be in the call);
+  // under none the output of batch row `row`, and under last the same (the row of the prompt's last
+  // token, which last pooling takes as it is). ModelInfo::embedding_width floats; empty when the
+  // call computed none for it.
+  virtual std::span<const float> embedding(SeqId /*seq*/, std::int32_t /*row*/) const { return {}; }
   // The vision projector, or nullptr for a text-only engine.
   virtual Vision* vision() const { return nullptr; }
   // Runs the model over embedding rows instead of tokens (an image's, from Vision::encode):

@@ -146,6 +146,34 @@ using detail::WindowStates;
 constexpr std::int32_t kRowwiseRows = 63;
 
 // Whether the text model rotates by M-RoPE's several position components (Qwen2-VL and later).
+// The model's rerank prompt (tokenizer.chat_template.rerank), empty when it has none.
+std::string rerank_template(const llama_model* model) {
+  const char* text = llama_model_chat_template(model, "rerank");
+  return text == nullptr ? std::string() : std::string(text);
+}
+
+enum llama_pooling_type llama_pooling_of(Pooling pooling) {
+  switch (pooling) {
+    case Pooling::model: return LLAMA_POOLING_TYPE_UNSPECIFIED;
+    case Pooling::none: return LLAMA_POOLING_TYPE_NONE;
+    case Pooling::mean: return LLAMA_POOLING_TYPE_MEAN;
+    case Pooling::cls: return LLAMA_POOLING_TYPE_CLS;
+    case Pooling::last: return LLAMA_POOLING_TYPE_LAST;
+    case Pooling::rank: return LLAMA_POOLING_TYPE_RANK;
+  }
+  return LLAMA_POOLING_TYPE_UNSPECIFIED;
+}
+
+Pooling pooling_of(enum llama_pooling_type type) {
+  switch (type) {
+    case LLAMA_POOLING_TYPE_MEAN: return Pooling::mean;
+    case LLAMA_POOLING_TYPE_CLS: return Pooling::cls;
+    case LLAMA_POOLING_TYPE_LAST: return Pooling::last;
+    case LLAMA_POOLING_TYPE_RANK: return Pooling::rank;
+    default: return Pooling::none;
+  }
+}
+
 bool uses_mrope(const llama_model* model) {
   const llama_rope_type rope = llama_model_rope_type(model);
   return rope == LLAMA_ROPE_TYPE_MROPE || rope == LLAMA_ROPE_TYPE_IMROPE;
@@ -159,7 +187,7 @@ class LlamaEngine final : public Engine {
       : model_(std::move(model)),
         ctx_(std::move(ctx)),
         info_(std::move(info)),
-        vocab_(llama_model_get_vocab(model_.get())),
+        vocab_(llama_model_get_vocab(model_.get()), rerank_template(model_.get())),
         batch_(static_cast<int>(std::max<std::uint32_t>(llama_n_batch(ctx_.get()), 2))),
         vision_(std::move(vision)),
         pad_seq_(pad_seq),
@@ -193,6 +221,11 @@ class LlamaEngine final : public Engine {
     return padded() ? batch_size() / padding_.multiple * padding_.multiple : kRowwiseRows;
   }
   bool padded() const { return padding_.least > 0; }
+  // Pooled embeddings read every row of a call: libllama outputs them all (and warns when a batch
+  // does not say so).
+  bool pooled_outputs() const {
+    return info_.embeddings && llama_pooling_type(ctx_.get()) != LLAMA_POOLING_TYPE_NONE;
+  }
   bool deterministic() const override { return deterministic_; }
   std::int32_t sequence_count() const override {
     return static_cast<std::int32_t>(llama_n_seq_max(ctx_.get())) / id_stride_ - reserved_;
@@ -213,7 +246,7 @@ class LlamaEngine final : public Engine {
       batch.pos[i] = rope_pos(id(tokens[i].seq), tokens[i].pos);
       batch.n_seq_id[i] = 1;
       batch.seq_id[i][0] = id(tokens[i].seq);
-      batch.logits[i] = tokens[i].logits ? 1 : 0;
+      batch.logits[i] = tokens[i].logits || pooled_outputs() ? 1 : 0;
     }
     // A lone row gets a second one, of the pad sequence, so that it takes the kernels of a
     // row-wise call (kRowwiseRows). The pad row comes last and its cell is freed at once.
@@ -223,11 +256,11 @@ class LlamaEngine final : public Engine {
       batch.pos[1] = 0;
       batch.n_seq_id[1] = 1;
       batch.seq_id[1][0] = pad_seq_;
-      batch.logits[1] = 0;
+      batch.logits[1] = pooled_outputs() ? 1 : 0;
       batch.n_tokens = 2;
     }
     const int32_t rc = llama_decode(ctx_.get(), batch);
-    if (padded) llama_memory_seq_rm(memory(), pad_seq_, -1, -1);
+    if (padded && memory() != nullptr) llama_memory_seq_rm(memory(), pad_seq_, -1, -1);
     return status_of(rc);
   }
 
@@ -395,6 +428,14 @@ class LlamaEngine final : public Engine {
     return {data, static_cast<size_t>(info_.n_vocab)};
   }
 
+  std::span<const float> embedding(SeqId seq, std::int32_t row) const override {
+    if (!info_.embeddings || info_.embedding_width <= 0) return {};
+    const float* data = pooled_outputs() ? llama_get_embeddings_seq(ctx_.get(), id(seq))
+                                         : llama_get_embeddings_ith(ctx_.get(), row);
+    if (data == nullptr) return {};
+    return {data, static_cast<size_t>(info_.embedding_width)};
+  }
+
   const float* row_logits(std::int32_t row) const {
     if (!logits_copied_) return llama_get_logits_ith(ctx_.get(), row);
     if (row < 0 || static_cast<std::size_t>(row) >= copied_rows_.size() || copied_rows_[static_cast<std::size_t>(row)] < 0) {
@@ -413,6 +454,7 @@ class LlamaEngine final : public Engine {
   }
 
   void copy_sequence(SeqId src, SeqId dst, Pos p0, Pos p1) override {
+    if (memory() == nullptr) return;  // nothing is kept between calls (ModelInfo::has_memory)
     if (info_.cells_shared) {
       llama_memory_seq_cp(memory(), id(src), id(dst), rope_pos(id(src), p0), rope_pos(id(src), p1));
       if (mrope_ && src != dst) layouts_[static_cast<size_t>(id(dst))].copy_from(layouts_[static_cast<size_t>(id(src))], p1);
@@ -474,7 +516,8 @@ class LlamaEngine final : public Engine {
     const bool one_position = rope == LLAMA_ROPE_TYPE_NORM || rope == LLAMA_ROPE_TYPE_NEOX;
     // With a stream per sequence a moved chunk would have to be copied alone into a sequence that
     // holds other cells, which streams cannot do (copy_stream).
-    return one_position && memory_is_trimmable(info_) && info_.cells_shared && llama_memory_can_shift(memory());
+    return one_position && memory_is_trimmable(info_) && info_.cells_shared && memory() != nullptr &&
+           llama_memory_can_shift(memory());
   }
 
   bool shift_sequence(SeqId seq, Pos p0, Pos p1, Pos delta) override {
@@ -484,6 +527,7 @@ class LlamaEngine final : public Engine {
   }
 
   PosRange sequence_positions(SeqId seq) const override {
+    if (memory() == nullptr) return {};
     const Pos first = llama_memory_seq_pos_min(memory(), id(seq));
     const Pos last = llama_memory_seq_pos_max(memory(), id(seq));
     if (!mrope_) return {first, last};
@@ -492,7 +536,7 @@ class LlamaEngine final : public Engine {
   }
 
   void clear() override {
-    llama_memory_clear(memory(), true);
+    if (memory() != nullptr) llama_memory_clear(memory(), true);
     for (detail::RopeLayout& layout : layouts_) layout.clear();
   }
 
@@ -603,6 +647,7 @@ class LlamaEngine final : public Engine {
   // Removes the cells of token indices [p0, p1) from libllama's sequence `seq` (every sequence when
   // negative), and the images that went with them from its layout.
   bool seq_rm(llama_seq_id seq, Pos p0, Pos p1) {
+    if (memory() == nullptr) return true;  // a model without memory keeps nothing to remove
     const bool removed = llama_memory_seq_rm(memory(), seq, rope_pos(seq, p0), rope_pos(seq, p1));
     if (mrope_ && removed && p1 < 0) {
       for (size_t s = 0; s < layouts_.size(); ++s) {
@@ -877,8 +922,11 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
 
   // A stream per sequence where asked, or (automatic) where it makes --deterministic exact under
   // concurrency: a model with attention cells (ContextOptions::kv_layout, streams_serve).
+  // Not for embeddings: a deterministic stream per sequence splits a call by its rows, and each
+  // part would replace the outputs of the last.
   const bool streams = options.kv_layout == KvLayout::streams ||
-                       (options.kv_layout == KvLayout::automatic && options.deterministic && streams_serve(info.family));
+                       (options.kv_layout == KvLayout::automatic && options.deterministic && streams_serve(info.family) &&
+                        !options.embeddings);
   // Each holder is a whole stream there: at most n_holder_seqs_streams of the cache's ids.
   if (streams && options.n_holder_seqs_streams >= 0) {
     n_seq = options.n_parallel + std::min(options.n_holder_seqs, options.n_holder_seqs_streams);
@@ -963,6 +1011,23 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
   } else {
     spdlog::warn("no sequence id left to pad one-row batches: a cached prompt may answer unlike a cold one");
   }
+  // Pooled embeddings: libllama reserves its worst-case graph with the batch split evenly between
+  // the sequences, and aborts when their count does not divide it. Unused ids go in before the
+  // reserved ones (which stay last: sequence_count()).
+  if (options.embeddings && options.n_batch % (n_seq * id_stride) != 0) {
+    int rounded = n_seq;
+    while (rounded < options.n_batch && options.n_batch % (rounded * id_stride) != 0) ++rounded;
+    if (rounded > static_cast<int>(llama_max_parallel_sequences()) || options.n_batch % (rounded * id_stride) != 0) {
+      throw std::runtime_error(std::format("--embeddings: libllama needs the {} sequences this context holds to divide "
+                                           "--batch-size {}: choose a batch size with a divisor from {} to {}",
+                                           n_seq * id_stride, options.n_batch, n_seq, llama_max_parallel_sequences()));
+    }
+    const int extra = rounded - n_seq;
+    for (SeqId* reserved : {&pad_seq, &guard_seq, &info.window_pin}) {
+      if (*reserved >= 0) *reserved += extra;
+    }
+    n_seq = rounded;
+  }
   // libllama needs a batch to hold one output row per sequence (it aborts otherwise).
   if (options.n_batch < n_seq * id_stride) {
     throw std::runtime_error("--batch-size " + std::to_string(options.n_batch) + " is smaller than the " +
@@ -974,8 +1039,45 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
   if (streams) params.n_ctx *= params.n_seq_max;
   params.no_perf = true;
   params.flash_attn_type = options.flash_attention ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  if (options.embeddings) {
+    // The calls of a deterministic stream per sequence are split by row count, and each would
+    // replace the last one's pooled outputs.
+    if (options.deterministic && streams) {
+      throw std::runtime_error("--embeddings with --deterministic needs the unified KV pool: add --kv-unified");
+    }
+    params.embeddings = true;
+    params.pooling_type = llama_pooling_of(options.pooling);
+  }
   ContextPtr ctx(llama_init_from_model(model.get(), params));
   if (!ctx) throw std::runtime_error("cannot create a context for '" + model_path + "' (out of memory?)");
+  info.has_memory = llama_get_memory(ctx.get()) != nullptr;
+  // Last pooling is the last token's own output, which a context that pools nothing gives as well.
+  // Such a context splits and computes calls as a generating one does, where every kind of cache hit
+  // computes the last token as a cold prompt does: a pooling context splits a call by sequence, so a
+  // prompt's last token computed alone would take other kernels than beside the tokens before it.
+  bool last_by_row = false;
+  if (options.embeddings && info.has_memory && llama_pooling_type(ctx.get()) == LLAMA_POOLING_TYPE_LAST) {
+    params.pooling_type = LLAMA_POOLING_TYPE_NONE;
+    ctx.reset(llama_init_from_model(model.get(), params));
+    if (!ctx) throw std::runtime_error("cannot create a context for '" + model_path + "' (out of memory?)");
+    last_by_row = true;
+  }
+  if (options.embeddings) {
+    info.embeddings = true;
+    info.pooling = last_by_row ? Pooling::last : pooling_of(llama_pooling_type(ctx.get()));
+    info.embedding_width = info.pooling == Pooling::rank ? static_cast<std::int32_t>(llama_model_n_cls_out(model.get()))
+                                                         : llama_model_n_embd_out(model.get());
+    if (info.embedding_width <= 0) {
+      throw std::runtime_error(std::format("--pooling {}: this model has no {}", pooling_name(info.pooling),
+                                           info.pooling == Pooling::rank ? "classifier head (not a reranker)" : "output width"));
+    }
+    spdlog::info("embeddings: pooling {}{}, {} floats per {}, {}", pooling_name(info.pooling),
+                 options.pooling == Pooling::model ? " (the model's)" : "", info.embedding_width,
+                 info.pooling == Pooling::none ? "token" : info.pooling == Pooling::rank ? "pair" : "input",
+                 !info.has_memory ? "no memory: each input is computed in one call, nothing is cached"
+                 : info.pooling == Pooling::last ? "from the last token: inputs reuse cached prefixes"
+                                                 : "every token in one call: inputs are not cached");
+  }
   info.placement = detail::describe_placement(options.gpu_layers, info, llama_n_ctx(ctx.get()));
   // Another device's kernels compute other K/V for the same tokens: a prefix saved on the CPU is
   // not reused on a GPU, nor between GPUs of another kind, nor with other layers offloaded.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -26,7 +27,8 @@ bool overlaps(std::span<const TextRange> ranges, std::size_t begin, std::size_t 
 
 }  // namespace
 
-LlamaVocabulary::LlamaVocabulary(const llama_vocab* vocab) : vocab_(vocab) {
+LlamaVocabulary::LlamaVocabulary(const llama_vocab* vocab, std::string rerank_template)
+    : vocab_(vocab), rerank_template_(std::move(rerank_template)) {
   const enum llama_vocab_type type = llama_vocab_type(vocab_);
   std::size_t longest = 0;
   bool strips = false;
@@ -64,6 +66,36 @@ LlamaVocabulary::LlamaVocabulary(const llama_vocab* vocab) : vocab_(vocab) {
   } else {
     spdlog::warn("the tokenizer does not spell its input byte for byte: prompt lengths are known only once tokenized");
   }
+}
+
+std::vector<Token> LlamaVocabulary::rerank_tokens(std::string_view query, std::string_view document) const {
+  if (!rerank_template_.empty()) {
+    // Each placeholder filled once, left to right, so that a query holding "{document}" stays text.
+    std::string prompt;
+    std::string_view rest = rerank_template_;
+    while (!rest.empty()) {
+      const std::size_t q = rest.find("{query}");
+      const std::size_t d = rest.find("{document}");
+      const std::size_t at = std::min(q, d);
+      if (at == std::string_view::npos) break;
+      prompt += rest.substr(0, at);
+      prompt += at == q ? query : document;
+      rest.remove_prefix(at + (at == q ? std::string_view("{query}").size() : std::string_view("{document}").size()));
+    }
+    prompt += rest;
+    return tokenize(prompt, false, true);
+  }
+  std::vector<Token> tokens;
+  const auto append = [&tokens](const std::vector<Token>& more) { tokens.insert(tokens.end(), more.begin(), more.end()); };
+  Token end = llama_vocab_eos(vocab_);
+  if (end == LLAMA_TOKEN_NULL) end = llama_vocab_sep(vocab_);
+  if (llama_vocab_get_add_bos(vocab_)) tokens.push_back(llama_vocab_bos(vocab_));
+  append(tokenize(query, false, false));
+  if (llama_vocab_get_add_eos(vocab_)) tokens.push_back(end);
+  if (llama_vocab_get_add_sep(vocab_)) tokens.push_back(llama_vocab_sep(vocab_));
+  append(tokenize(document, false, false));
+  if (llama_vocab_get_add_eos(vocab_)) tokens.push_back(end);
+  return tokens;
 }
 
 std::vector<Token> LlamaVocabulary::tokenize(std::string_view text, bool add_special, bool parse_special) const {

@@ -16,7 +16,8 @@ class LlamaVocabulary final : public Vocabulary {
  public:
   // Reads the special tokens and the longest token once; `vocab` is owned by the model, which
   // must outlive this object.
-  explicit LlamaVocabulary(const llama_vocab* vocab);
+  // `rerank_template`: the model's tokenizer.chat_template.rerank (empty when it has none).
+  explicit LlamaVocabulary(const llama_vocab* vocab, std::string rerank_template = {});
 
   std::vector<Token> tokenize(std::string_view text, bool add_special, bool parse_special) const override;
   std::vector<Token> tokenize_with_literals(std::string_view text, bool add_special,
@@ -27,6 +28,7 @@ class LlamaVocabulary final : public Vocabulary {
   bool is_end_of_generation(Token token) const override { return llama_vocab_is_eog(vocab_, token); }
   std::int32_t size() const override { return llama_vocab_n_tokens(vocab_); }
   std::optional<InfillTokens> infill_tokens() const override;
+  std::vector<Token> rerank_tokens(std::string_view query, std::string_view document) const override;
 
  private:
   // A token that libllama's tokenizer splits out of the text before tokenizing the rest: control
@@ -54,6 +56,7 @@ class LlamaVocabulary final : public Vocabulary {
   std::vector<Special> specials_;          // longest text first
   std::vector<std::string> control_texts_; // longest first; empty when literals are not supported
   std::optional<TokenSpan> span_;
+  std::string rerank_template_;
 };
 
 }  // namespace prefixd::engine::detail

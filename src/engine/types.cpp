@@ -14,6 +14,25 @@ const char* family_name(ModelFamily family) {
   return "unknown";
 }
 
+const char* pooling_name(Pooling pooling) {
+  switch (pooling) {
+    case Pooling::model: return "model";
+    case Pooling::none: return "none";
+    case Pooling::mean: return "mean";
+    case Pooling::cls: return "cls";
+    case Pooling::last: return "last";
+    case Pooling::rank: return "rank";
+  }
+  return "unknown";
+}
+
+std::optional<Pooling> parse_pooling(std::string_view name) {
+  for (const Pooling p : {Pooling::model, Pooling::none, Pooling::mean, Pooling::cls, Pooling::last, Pooling::rank}) {
+    if (name == pooling_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
 ContextFit fit_context_size(const ModelInfo& info, std::uint64_t kv_memory_budget) {
   constexpr std::int32_t kMaxContext = 1 << 22;
   const std::int32_t wanted = info.n_ctx_train > 0 ? std::min(info.n_ctx_train, kMaxContext) : kFallbackContextSize;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace prefixd::engine {
@@ -23,6 +24,14 @@ enum class ModelFamily {
 };
 
 const char* family_name(ModelFamily family);
+
+// How an embedding is pooled from the outputs of a sequence's tokens (llama.cpp's pooling types):
+// `model` asks for the model's own (its GGUF's pooling_type); none gives one vector per token;
+// mean, cls (the first token) and last pool one per sequence; rank runs a reranker's classifier
+// head over it (a relevance score per class).
+enum class Pooling { model, none, mean, cls, last, rank };
+const char* pooling_name(Pooling pooling);
+std::optional<Pooling> parse_pooling(std::string_view name);
 
 struct ModelInfo {
   std::string id;            // display id, the file name without extension unless overridden
@@ -85,6 +94,16 @@ struct ModelInfo {
     bool output_offloaded = false;
     std::uint64_t kv_device_bytes = 0;      // the context's K/V that lives in device memory
   } placement;
+  // False for a model whose context keeps no memory (an encoder such as BERT, attending both
+  // ways): each call sees only its own tokens, so a prompt is computed in one call and nothing of
+  // it can be kept. Set when the context is created.
+  bool has_memory = true;
+  // Set when the context is created with ContextOptions::embeddings: the pooling in effect (never
+  // `model`), and how many floats Engine::embedding gives (the output width, or the classes of a
+  // reranker's head under rank).
+  bool embeddings = false;
+  Pooling pooling = Pooling::none;
+  std::int32_t embedding_width = 0;
 };
 
 // True when a sequence's whole memory is attention K/V that can be cut back to any earlier
@@ -143,6 +162,10 @@ struct ContextOptions {
   // Text file remembering model file digests across restarts (model_fingerprint.h); empty: the
   // file is hashed at every load.
   std::string fingerprint_cache;
+  // Compute embeddings instead of logits (an embedding or reranking server, --embeddings): the
+  // context outputs pooled vectors (or each token's, under Pooling::none) and generates nothing.
+  bool embeddings = false;
+  Pooling pooling = Pooling::model;  // read only with embeddings
 };
 
 // The context size ContextOptions::n_ctx = 0 asks for: the model's training context (or

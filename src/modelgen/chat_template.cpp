@@ -72,4 +72,17 @@ std::string_view chat_template() {
 )tmpl";
 }
 
+// Shape of a rerank prompt (one per query and document; llama-server fills in the placeholders):
+//   <|im_start|>system\n{instruction}<|im_end|>\n
+//   <|im_start|>user\nQuery: {query}\nDocument: {document}<|im_end|>\n
+//   <|im_start|>assistant\n
+// The reranker scores the token that comes next: its classifier holds the head's rows for the
+// answers "yes" and "no".
+std::string_view rerank_template() {
+  return "<|im_start|>system\nYou check search results. Say whether the document answers the query: reply "
+         "\"yes\" or \"no\" and nothing else.<|im_end|>\n"
+         "<|im_start|>user\nQuery: {query}\nDocument: {document}<|im_end|>\n"
+         "<|im_start|>assistant\n";
+}
+
 }  // namespace prefixd::modelgen

@@ -74,7 +74,7 @@ std::uint32_t block_count(const ModelSpec& spec) {
 
 // Per-layer hyper-parameters (arrays with one value per block) would have to be cut too; only
 // presets without them take --layers. An array that describes the whole model (M-RoPE's sections
-// of the rotary dimensions) stays as it is.
+// of the rotary dimensions, a classifier's output labels) stays as it is.
 void keep_layers(ModelSpec& spec, std::uint32_t layers) {
   const std::uint32_t all = block_count(spec);
   if (layers > all) throw std::runtime_error(std::format("--layers {}: preset {} has {} blocks", layers, spec.preset, all));
@@ -83,7 +83,7 @@ void keep_layers(ModelSpec& spec, std::uint32_t layers) {
     if (e.key == "rope.dimension_sections") continue;
     if (!std::holds_alternative<std::uint32_t>(e.value) && !std::holds_alternative<std::int32_t>(e.value) &&
         !std::holds_alternative<float>(e.value) && !std::holds_alternative<bool>(e.value) &&
-        !std::holds_alternative<std::string>(e.value)) {
+        !std::holds_alternative<std::string>(e.value) && !std::holds_alternative<std::vector<std::string>>(e.value)) {
       throw std::runtime_error(std::format("--layers: preset {} has per-layer parameters ({})", spec.preset, e.key));
     }
   }

@@ -1,7 +1,8 @@
 // prefixd modelgen — writes GGUF model files with random weights and real architecture shapes.
 //
 // Owns: presets (architecture hyper-parameters and tensor layouts), a deterministic weight
-// generator, a byte-level BPE vocabulary with ChatML special tokens, and a ChatML chat template.
+// generator, a byte-level BPE vocabulary with ChatML special tokens, a ChatML chat template (and a
+// rerank prompt), and a BERT-style WordPiece vocabulary for the encoder presets.
 // Must not know: llama.h (files are written with gguf.h from libggml), serving, caching.
 #pragma once
 

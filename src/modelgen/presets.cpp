@@ -8,6 +8,7 @@
 
 #include "modelgen/modelgen.h"
 #include "modelgen/spec.h"
+#include "modelgen/vocab.h"
 
 namespace prefixd::modelgen {
 
@@ -158,6 +159,26 @@ ModelSpec qwen2vl_7b() {
   return spec;
 }
 
+// Qwen3's blocks: no Q/K/V biases, an RMS norm on each query and key head before the rotation,
+// SwiGLU FFN. The Qwen3-VL text models and the Qwen3 embedding and reranking models share them.
+void add_qwen3_blocks(ModelSpec& spec, std::int64_t n_embd, std::uint32_t n_layer, std::int64_t n_head,
+                      std::int64_t n_head_kv, std::int64_t head_dim, std::int64_t n_ff) {
+  const std::int64_t q_dim = head_dim * n_head, kv_dim = head_dim * n_head_kv;
+  for (int il = 0; il < static_cast<int>(n_layer); ++il) {
+    spec.tensors.push_back(norm(blk(il, "attn_norm.weight"), n_embd));
+    spec.tensors.push_back(linear(blk(il, "attn_q.weight"), n_embd, q_dim));
+    spec.tensors.push_back(linear(blk(il, "attn_k.weight"), n_embd, kv_dim));
+    spec.tensors.push_back(linear(blk(il, "attn_v.weight"), n_embd, kv_dim));
+    spec.tensors.push_back(norm(blk(il, "attn_q_norm.weight"), head_dim));
+    spec.tensors.push_back(norm(blk(il, "attn_k_norm.weight"), head_dim));
+    spec.tensors.push_back(linear(blk(il, "attn_output.weight"), q_dim, n_embd));
+    spec.tensors.push_back(norm(blk(il, "ffn_norm.weight"), n_embd));
+    spec.tensors.push_back(linear(blk(il, "ffn_gate.weight"), n_embd, n_ff));
+    spec.tensors.push_back(linear(blk(il, "ffn_up.weight"), n_embd, n_ff));
+    spec.tensors.push_back(linear(blk(il, "ffn_down.weight"), n_ff, n_embd));
+  }
+}
+
 // ---- qwen3vl: Qwen3-VL's text model, Qwen3's layout with interleaved M-RoPE and deepstack ----
 
 struct Qwen3VlShape {
@@ -171,11 +192,22 @@ struct Qwen3VlShape {
   std::uint32_t n_deepstack;
 };
 
-// Qwen3's blocks: no Q/K/V biases, an RMS norm on each query and key head before the rotation,
-// SwiGLU FFN. llama.cpp rotates a qwen3vl model with interleaved M-RoPE (IMROPE): instead of one
-// contiguous run of frequency pairs per part, pair i belongs to part i mod 3 (temporal, height,
-// width) while i < 3 × sections[i mod 3], and to the fourth component past that. Text tokens
-// carry the same value in every part, which makes the rotation plain RoPE for them.
+// A Qwen3 block stack's feed-forward width, heads (query and K/V, each head_dim wide) and RoPE base.
+void add_attention_hparams(ModelSpec& spec, std::uint32_t n_ff, std::uint32_t n_head, std::uint32_t n_head_kv,
+                           std::uint32_t head_dim, float rope_base) {
+  spec.hparams.push_back({"feed_forward_length", n_ff});
+  spec.hparams.push_back({"attention.head_count", n_head});
+  spec.hparams.push_back({"attention.head_count_kv", n_head_kv});
+  spec.hparams.push_back({"attention.key_length", head_dim});
+  spec.hparams.push_back({"attention.value_length", head_dim});
+  spec.hparams.push_back({"rope.freq_base", rope_base});
+}
+
+// Qwen3's blocks, rotated the Qwen3-VL way: llama.cpp rotates a qwen3vl model with interleaved
+// M-RoPE (IMROPE): instead of one contiguous run of frequency pairs per part, pair i belongs to
+// part i mod 3 (temporal, height, width) while i < 3 × sections[i mod 3], and to the fourth
+// component past that. Text tokens carry the same value in every part, which makes the rotation
+// plain RoPE for them.
 //
 // Deepstack: the projector of a model with n deepstack layers emits, per image token, the main
 // embedding followed by n more of the same width (the mergers of n inner vision blocks); the
@@ -186,31 +218,12 @@ struct Qwen3VlShape {
 void build_qwen3vl(ModelSpec& spec, const Qwen3VlShape& s) {
   spec.architecture = "qwen3vl";
   add_common_hparams(spec, s.n_ctx, s.n_embd, s.n_layer, s.rms_eps);
-  spec.hparams.push_back({"feed_forward_length", s.n_ff});
-  spec.hparams.push_back({"attention.head_count", s.n_head});
-  spec.hparams.push_back({"attention.head_count_kv", s.n_head_kv});
-  spec.hparams.push_back({"attention.key_length", s.head_dim});
-  spec.hparams.push_back({"attention.value_length", s.head_dim});
-  spec.hparams.push_back({"rope.freq_base", s.rope_base});
+  add_attention_hparams(spec, s.n_ff, s.n_head, s.n_head_kv, s.head_dim, s.rope_base);
   spec.hparams.push_back({"rope.dimension_sections", s.sections});
   spec.hparams.push_back({"n_deepstack_layers", s.n_deepstack});
 
-  const std::int64_t n_embd = s.n_embd, n_ff = s.n_ff, head_dim = s.head_dim;
-  const std::int64_t q_dim = head_dim * s.n_head, kv_dim = head_dim * s.n_head_kv;
   add_embeddings(spec, s.n_embd, s.tied);
-  for (int il = 0; il < static_cast<int>(s.n_layer); ++il) {
-    spec.tensors.push_back(norm(blk(il, "attn_norm.weight"), n_embd));
-    spec.tensors.push_back(linear(blk(il, "attn_q.weight"), n_embd, q_dim));
-    spec.tensors.push_back(linear(blk(il, "attn_k.weight"), n_embd, kv_dim));
-    spec.tensors.push_back(linear(blk(il, "attn_v.weight"), n_embd, kv_dim));
-    spec.tensors.push_back(norm(blk(il, "attn_q_norm.weight"), head_dim));
-    spec.tensors.push_back(norm(blk(il, "attn_k_norm.weight"), head_dim));
-    spec.tensors.push_back(linear(blk(il, "attn_output.weight"), q_dim, n_embd));
-    spec.tensors.push_back(norm(blk(il, "ffn_norm.weight"), n_embd));
-    spec.tensors.push_back(linear(blk(il, "ffn_gate.weight"), n_embd, n_ff));
-    spec.tensors.push_back(linear(blk(il, "ffn_up.weight"), n_embd, n_ff));
-    spec.tensors.push_back(linear(blk(il, "ffn_down.weight"), n_ff, n_embd));
-  }
+  add_qwen3_blocks(spec, s.n_embd, s.n_layer, s.n_head, s.n_head_kv, s.head_dim, s.n_ff);
 }
 
 // `tiny` as a Qwen3-VL text model: tiny's width, depth, heads, vocabulary and chat template (so
@@ -239,6 +252,164 @@ ModelSpec qwen3vl_2b() {
   build_qwen3vl(spec, {.n_embd = 2048, .n_layer = 28, .n_head = 16, .n_head_kv = 8, .head_dim = 128, .n_ff = 6144,
                        .n_ctx = 262144, .rope_base = 5000000.0f, .rms_eps = 1e-6f, .tied = true,
                        .sections = {24, 20, 20, 0}, .n_deepstack = 3});
+  return spec;
+}
+
+// ---- qwen3: Qwen3's decoder blocks as embedding and reranking models --------------------------
+
+struct Qwen3Shape {
+  std::uint32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
+  float rope_base, rms_eps;
+};
+
+// Qwen3's blocks with plain RoPE and a tied head, as Qwen3-Embedding-0.6B and Qwen3-Reranker-0.6B
+// have them. The attention stays causal: what makes a qwen3 file an embedding or a reranking
+// model is only its qwen3.pooling_type (and a reranker's classifier), which the caller adds.
+void build_qwen3(ModelSpec& spec, const Qwen3Shape& s) {
+  spec.architecture = "qwen3";
+  add_common_hparams(spec, s.n_ctx, s.n_embd, s.n_layer, s.rms_eps);
+  add_attention_hparams(spec, s.n_ff, s.n_head, s.n_head_kv, s.head_dim, s.rope_base);
+  add_embeddings(spec, s.n_embd, /*tied=*/true);
+  add_qwen3_blocks(spec, s.n_embd, s.n_layer, s.n_head, s.n_head_kv, s.head_dim, s.n_ff);
+}
+
+// llama_pooling_type values, as GGUF's <arch>.pooling_type stores them.
+constexpr std::uint32_t kPoolingMean = 1;  // the mean of the sequence's final hidden states
+constexpr std::uint32_t kPoolingLast = 3;  // the last token's final hidden state
+constexpr std::uint32_t kPoolingRank = 4;  // a classifier on one token's state: a relevance score
+
+// tiny's width, depth, heads, FFN and context in Qwen3's blocks (Qwen3's RoPE base and epsilon).
+const Qwen3Shape kTinyQwen3 = {.n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 16,
+                               .n_ff = 128, .n_ctx = 4096, .rope_base = 1000000.0f, .rms_eps = 1e-6f};
+
+// A Qwen3-Embedding-style model with tiny's vocabulary and template: an embedding is the final
+// (output-normed) hidden state of the last token, which under causal attention is the only one
+// that has seen the whole input. llama-server L2-normalizes it.
+ModelSpec tiny_embed() {
+  ModelSpec spec{.preset = "tiny-embed", .display_name = "prefixd tiny-embed (random)",
+                 .default_weight_type = "f32", .vocab = {.size = 4096, .n_regular = 4000}};
+  build_qwen3(spec, kTinyQwen3);
+  spec.hparams.push_back({"pooling_type", kPoolingLast});
+  return spec;
+}
+
+// Qwen3-Embedding-0.6B (config.json: hidden 1024, 28 layers, 16 query / 8 KV heads of head_dim
+// 128, intermediate 3072, rope_theta 1e6, rms_norm_eps 1e-6, max_position_embeddings 32768, tied
+// embeddings; sentence-transformers last-token pooling), with the large presets' Qwen vocabulary
+// layout (151936 rows, <|endoftext|> at 151643).
+ModelSpec qwen3_embed_0_6b() {
+  ModelSpec spec{.preset = "qwen3-embed-0.6b", .display_name = "prefixd qwen3-embed-0.6b (random)",
+                 .default_weight_type = "q8_0", .vocab = {.size = 151936, .n_regular = 151643}};
+  build_qwen3(spec, {.n_embd = 1024, .n_layer = 28, .n_head = 16, .n_head_kv = 8, .head_dim = 128, .n_ff = 3072,
+                     .n_ctx = 32768, .rope_base = 1000000.0f, .rms_eps = 1e-6f});
+  spec.hparams.push_back({"pooling_type", kPoolingLast});
+  return spec;
+}
+
+// tiny as Qwen3-Reranker is converted by llama.cpp's convert_hf_to_gguf.py. The reranker is a
+// causal LM asked, through a prompt, whether a document answers a query; its score is the
+// probability that the next token is "yes" rather than "no". The converter keeps only what that
+// needs: qwen3.pooling_type RANK, qwen3.classifier.output_labels ["yes", "no"], and
+// cls.output.weight, the LM head's rows for the "yes" and the "no" token stacked in that order
+// (the head is the embedding table here: tied). libllama then takes the last token's state,
+// multiplies it by those two rows and soft-maxes the pair; llama-server reports the first, P(yes).
+// The prompt is a named chat template, tokenizer.chat_template.rerank (listed in
+// tokenizer.chat_templates), with {query} and {document} for llama-server to fill in; the ChatML
+// template stays the default one.
+//
+// tiny's merges have no "yes" or "no" token, so the rows are those of each answer's first token,
+// the byte tokens "y" and "n" (a byte token's id is the byte's value).
+ModelSpec tiny_qwen3_reranker() {
+  ModelSpec spec{.preset = "tiny-qwen3-reranker", .display_name = "prefixd tiny-qwen3-reranker (random)",
+                 .default_weight_type = "f32", .vocab = {.size = 4096, .n_regular = 4000}};
+  build_qwen3(spec, kTinyQwen3);
+  spec.hparams.push_back({"pooling_type", kPoolingRank});
+  spec.hparams.push_back({"classifier.output_labels", std::vector<std::string>{"yes", "no"}});
+  const TensorSpec& head = spec.tensors.front();  // token_embd.weight, the tied head
+  RowsOf answers{head.name, std::get<Normal>(head.init), {'y', 'n'}};
+  spec.tensors.push_back({"cls.output.weight", {kTinyQwen3.n_embd, 2}, std::move(answers), StorageClass::matrix});
+  spec.metadata.push_back({"tokenizer.chat_template.rerank", std::string(rerank_template())});
+  spec.metadata.push_back({"tokenizer.chat_templates", std::vector<std::string>{"rerank"}});
+  return spec;
+}
+
+// ---- bert: a bidirectional encoder, as BERT / bge-small / all-MiniLM are converted ------------
+
+struct BertShape {
+  std::uint32_t n_embd, n_layer, n_head, n_ff, n_ctx;
+  float norm_eps;
+};
+
+// LayerNorm: gain 1 and bias 0, as freshly initialised.
+TensorSpec layer_norm_bias(std::string name, std::int64_t n) {
+  return {std::move(name), {n}, Constant{0.0f}, StorageClass::f32};
+}
+
+// Post-norm blocks: x = LN(x + attention(x)); x = LN(x + FFN(x)), the FFN a GELU MLP; every linear
+// map has a bias. Input: token + position + token type (segment) embeddings, layer-normed; the
+// position table has one row per trained position (n_ctx), and libllama adds row 0 ("sentence
+// A") of token_types to every token. bert.attention.causal false makes every token see the whole
+// input; bert.pooling_type says how a sequence becomes one vector. WordPiece vocabulary.
+void build_bert(ModelSpec& spec, const BertShape& s, std::uint32_t pooling) {
+  spec.architecture = "bert";
+  spec.vocab.kind = TokenizerKind::wordpiece;
+  spec.hparams.push_back({"context_length", s.n_ctx});
+  spec.hparams.push_back({"embedding_length", s.n_embd});
+  spec.hparams.push_back({"feed_forward_length", s.n_ff});
+  spec.hparams.push_back({"block_count", s.n_layer});
+  spec.hparams.push_back({"attention.head_count", s.n_head});
+  spec.hparams.push_back({"attention.layer_norm_epsilon", s.norm_eps});
+  spec.hparams.push_back({"attention.causal", false});
+  spec.hparams.push_back({"pooling_type", pooling});
+
+  const std::int64_t n_embd = s.n_embd, n_ff = s.n_ff;
+  spec.tensors.push_back(linear("token_embd.weight", n_embd, spec.vocab.size));
+  // BERT's initializer range (0.02) for the position and segment tables; f32, as llama.cpp keeps them.
+  spec.tensors.push_back({"token_types.weight", {n_embd, kBertTokenTypeCount}, Normal{0.02f}, StorageClass::f32});
+  spec.tensors.push_back({"position_embd.weight", {n_embd, s.n_ctx}, Normal{0.02f}, StorageClass::f32});
+  spec.tensors.push_back(norm("token_embd_norm.weight", n_embd));
+  spec.tensors.push_back(layer_norm_bias("token_embd_norm.bias", n_embd));
+  for (int il = 0; il < static_cast<int>(s.n_layer); ++il) {
+    for (const char* proj : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
+      spec.tensors.push_back(linear(blk(il, std::format("{}.weight", proj)), n_embd, n_embd));
+      spec.tensors.push_back(bias(blk(il, std::format("{}.bias", proj)), n_embd));
+    }
+    spec.tensors.push_back(norm(blk(il, "attn_output_norm.weight"), n_embd));
+    spec.tensors.push_back(layer_norm_bias(blk(il, "attn_output_norm.bias"), n_embd));
+    spec.tensors.push_back(linear(blk(il, "ffn_up.weight"), n_embd, n_ff));
+    spec.tensors.push_back(bias(blk(il, "ffn_up.bias"), n_ff));
+    spec.tensors.push_back(linear(blk(il, "ffn_down.weight"), n_ff, n_embd));
+    spec.tensors.push_back(bias(blk(il, "ffn_down.bias"), n_embd));
+    spec.tensors.push_back(norm(blk(il, "layer_output_norm.weight"), n_embd));
+    spec.tensors.push_back(layer_norm_bias(blk(il, "layer_output_norm.bias"), n_embd));
+  }
+}
+
+// 64 wide (4 heads of 16), 2 blocks, a 4× FFN and BERT's 512 positions and 1e-12 epsilon.
+const BertShape kTinyBert = {.n_embd = 64, .n_layer = 2, .n_head = 4, .n_ff = 256, .n_ctx = 512, .norm_eps = 1e-12f};
+
+// A sentence-embedding model (all-MiniLM / bge-small style): mean pooling over all tokens,
+// [CLS] and [SEP] included; llama-server L2-normalizes the mean.
+ModelSpec tiny_bert() {
+  ModelSpec spec{.preset = "tiny-bert", .display_name = "prefixd tiny-bert (random)", .default_weight_type = "f32",
+                 .vocab = {.size = 4096}};
+  build_bert(spec, kTinyBert, kPoolingMean);
+  return spec;
+}
+
+// A cross-encoder reranker (bge-reranker style): query and document go in as one input,
+// [CLS] query [SEP] document [SEP], and RANK pooling scores the [CLS] token's state with
+// RoBERTa's classification head, which libllama's pooling computes as
+// cls.output(tanh(cls(h_CLS))): cls maps n_embd to n_embd, cls.output to one logit, the score.
+ModelSpec tiny_bert_reranker() {
+  ModelSpec spec{.preset = "tiny-bert-reranker", .display_name = "prefixd tiny-bert-reranker (random)",
+                 .default_weight_type = "f32", .vocab = {.size = 4096}};
+  build_bert(spec, kTinyBert, kPoolingRank);
+  const std::int64_t n_embd = kTinyBert.n_embd;
+  spec.tensors.push_back(linear("cls.weight", n_embd, n_embd));
+  spec.tensors.push_back(bias("cls.bias", n_embd));
+  spec.tensors.push_back(linear("cls.output.weight", n_embd, 1));
+  spec.tensors.push_back(bias("cls.output.bias", 1));
   return spec;
 }
 
@@ -453,6 +624,21 @@ const std::vector<PresetEntry>& preset_table() {
       {{"qwen3vl-2b", "qwen3vl",
         "Qwen3-VL-2B text shapes: 2048 wide, 28 layers, 16/8 heads of 128, interleaved M-RoPE 24/20/20, deepstack 3, 151936 vocab, tied, q8_0 (~1.8 GB)"},
        qwen3vl_2b},
+      {{"tiny-embed", "qwen3",
+        "Qwen3-Embedding style: tiny's width and vocabulary in Qwen3's layout, last-token pooling, tied, f32"},
+       tiny_embed},
+      {{"qwen3-embed-0.6b", "qwen3",
+        "Qwen3-Embedding-0.6B shapes: 1024 wide, 28 layers, 16/8 heads of 128, last-token pooling, 151936 vocab, q8_0 (~640 MB)"},
+       qwen3_embed_0_6b},
+      {{"tiny-qwen3-reranker", "qwen3",
+        "Qwen3-Reranker style: tiny-embed's layout, RANK pooling over a yes/no classifier from the head, rerank prompt template, f32"},
+       tiny_qwen3_reranker},
+      {{"tiny-bert", "bert",
+        "BERT sentence encoder: 64 wide, 2 bidirectional layers, 4096-piece WordPiece vocab, mean pooling, 512 positions, f32"},
+       tiny_bert},
+      {{"tiny-bert-reranker", "bert",
+        "tiny-bert as a cross-encoder reranker: RANK pooling of [CLS] through a classification head, f32"},
+       tiny_bert_reranker},
       {{"gemma3-tiny", "gemma3", "Gemma 3 style: 5 sliding-window (64 tokens) + 1 global layer, 128 wide, f16"},
        gemma3_tiny},
       {{"mamba2-tiny", "mamba2", "Mamba-2 recurrent: 4 SSM layers, 128 wide, state 64, f32"}, mamba2_tiny},

@@ -11,9 +11,9 @@
 namespace prefixd::modelgen {
 
 // One GGUF metadata value. Arrays are stored as vectors; the writer maps each alternative to the
-// matching gguf type (u32, i32, f32, bool, str, arr[u32], arr[i32], arr[f32]).
-using MetaValue = std::variant<std::uint32_t, std::int32_t, float, bool, std::string,
-                               std::vector<std::uint32_t>, std::vector<std::int32_t>, std::vector<float>>;
+// matching gguf type (u32, i32, f32, bool, str, arr[u32], arr[i32], arr[f32], arr[str]).
+using MetaValue = std::variant<std::uint32_t, std::int32_t, float, bool, std::string, std::vector<std::uint32_t>,
+                               std::vector<std::int32_t>, std::vector<float>, std::vector<std::string>>;
 
 struct MetaEntry {
   std::string key;
@@ -36,7 +36,16 @@ struct Constant {
 struct InverseSoftplusLogUniform {
   float dt_min, dt_max;
 };
-using Init = std::variant<Normal, Uniform, Constant, InverseSoftplusLogUniform>;
+// Chosen rows of another tensor, the way llama.cpp's converter builds Qwen3-Reranker's classifier
+// from the LM head's rows for "yes" and "no": row i of this tensor is row rows[i] of `source`, a
+// tensor with the same row length drawn with `source_init` (a linear weight). The source need not
+// be written to the file; its values are recomputed from (seed, source name, its chunk).
+struct RowsOf {
+  std::string source;
+  Normal source_init;
+  std::vector<std::int64_t> rows;
+};
+using Init = std::variant<Normal, Uniform, Constant, InverseSoftplusLogUniform, RowsOf>;
 
 enum class StorageClass {
   matrix,  // a linear weight: stored in the model's weight type (f32 / f16 / q8_0)
@@ -53,10 +62,16 @@ struct TensorSpec {
   std::int64_t element_count() const;
 };
 
+enum class TokenizerKind {
+  byte_level_bpe,  // GPT-2 style BPE with ChatML special tokens (tokenizer.ggml.model "gpt2")
+  wordpiece,       // BERT's uncased WordPiece (tokenizer.ggml.model "bert"); n_regular is unused
+};
+
 // Tokenizer layout a preset asks for; the vocabulary module fills it in.
 struct VocabLayout {
   std::uint32_t size = 0;       // total number of tokens == embedding rows
   std::uint32_t n_regular = 0;  // byte tokens + merges + filler words; specials follow
+  TokenizerKind kind = TokenizerKind::byte_level_bpe;
 };
 
 struct ModelSpec {

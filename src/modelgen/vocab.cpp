@@ -228,6 +228,9 @@ std::vector<std::string> pre_tokenize(std::string_view text) {
 }
 
 Vocabulary build_vocabulary(const VocabLayout& layout) {
+  if (layout.kind == TokenizerKind::wordpiece) {
+    return build_wordpiece_vocabulary(layout);
+  }
   // Qwen2.5-Coder's order: the ChatML markers, the tool-call tags, then fill-in-the-middle.
   static constexpr std::string_view kSpecials[] = {"<|endoftext|>",  "<|im_start|>",    "<|im_end|>",    "<tool_call>",
                                                    "</tool_call>",   "<|fim_prefix|>",  "<|fim_middle|>", "<|fim_suffix|>",
@@ -276,6 +279,7 @@ Vocabulary build_vocabulary(const VocabLayout& layout) {
     v.tokens.push_back(std::format("<|extra_{}|>", n));
     v.token_types.push_back(kTokenControl);
   }
+  v.chat_template = chat_template();
   return v;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <type_traits>
 
 #include "modelgen/rng.h"
@@ -36,9 +37,30 @@ void fill(const Init& init, Rng& rng, std::vector<float>& values) {
             const float dt = std::exp(lo + (hi - lo) * rng.uniform());
             v = dt + std::log(-std::expm1(-dt));  // softplus(v) == dt
           }
+        } else if constexpr (std::is_same_v<T, RowsOf>) {
+          throw std::logic_error("internal error: RowsOf values are copied, not drawn");
         }
       },
       init);
+}
+
+// Rows [first_row, first_row + n_rows) of a RowsOf tensor: each is recomputed from the chunk of the
+// source tensor that holds it, drawing that chunk's stream up to the row (the source's rows are
+// as long as this tensor's, so its chunks hold the same number of rows).
+void copy_rows(const RowsOf& how, std::int64_t n_per_row, std::uint64_t seed, std::int64_t first_row,
+               std::int64_t n_rows, std::vector<float>& values) {
+  const std::int64_t per_chunk = std::max<std::int64_t>(1, kChunkElements / n_per_row);
+  if (first_row + n_rows > static_cast<std::int64_t>(how.rows.size())) {
+    throw std::logic_error("internal error: RowsOf names fewer rows than the tensor has");
+  }
+  std::vector<float> drawn;
+  for (std::int64_t i = 0; i < n_rows; ++i) {
+    const std::int64_t row = how.rows[static_cast<std::size_t>(first_row + i)];
+    Rng rng(stream_seed(seed, fnv1a(how.source), static_cast<std::uint64_t>(row / per_chunk)));
+    drawn.resize(static_cast<std::size_t>((row % per_chunk + 1) * n_per_row));
+    fill(how.source_init, rng, drawn);
+    std::copy(drawn.end() - n_per_row, drawn.end(), values.begin() + i * n_per_row);
+  }
 }
 
 }  // namespace
@@ -61,8 +83,12 @@ void encode_chunk(const TensorSpec& tensor, ggml_type type, std::uint64_t seed, 
   const std::int64_t n_rows = std::min(rows_per_chunk(tensor), rows - first_row);
 
   std::vector<float> values(static_cast<std::size_t>(n_rows * n_per_row));
-  Rng rng(stream_seed(seed, fnv1a(tensor.name), static_cast<std::uint64_t>(index)));
-  fill(tensor.init, rng, values);
+  if (const auto* rows = std::get_if<RowsOf>(&tensor.init)) {
+    copy_rows(*rows, n_per_row, seed, first_row, n_rows, values);
+  } else {
+    Rng rng(stream_seed(seed, fnv1a(tensor.name), static_cast<std::uint64_t>(index)));
+    fill(tensor.init, rng, values);
+  }
 
   out.resize(ggml_row_size(type, n_per_row) * static_cast<std::size_t>(n_rows));
   switch (type) {

@@ -29,6 +29,15 @@ std::uint32_t file_type(ggml_type matrix_type) {
   }
 }
 
+void set_string_array(gguf_context* ctx, const char* key, const std::vector<std::string>& strings) {
+  std::vector<const char*> pointers;  // borrowed: gguf copies the strings
+  pointers.reserve(strings.size());
+  for (const auto& s : strings) {
+    pointers.push_back(s.c_str());
+  }
+  gguf_set_arr_str(ctx, key, pointers.data(), pointers.size());
+}
+
 void set_meta(gguf_context* ctx, const std::string& key, const MetaValue& value) {
   std::visit(
       [&](const auto& v) {
@@ -49,18 +58,11 @@ void set_meta(gguf_context* ctx, const std::string& key, const MetaValue& value)
           gguf_set_arr_data(ctx, key.c_str(), GGUF_TYPE_INT32, v.data(), v.size());
         } else if constexpr (std::is_same_v<T, std::vector<float>>) {
           gguf_set_arr_data(ctx, key.c_str(), GGUF_TYPE_FLOAT32, v.data(), v.size());
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          set_string_array(ctx, key.c_str(), v);
         }
       },
       value);
-}
-
-void set_string_array(gguf_context* ctx, const char* key, const std::vector<std::string>& strings) {
-  std::vector<const char*> pointers;  // borrowed: gguf copies the strings
-  pointers.reserve(strings.size());
-  for (const auto& s : strings) {
-    pointers.push_back(s.c_str());
-  }
-  gguf_set_arr_str(ctx, key, pointers.data(), pointers.size());
 }
 
 void set_metadata(gguf_context* ctx, const ModelSpec& spec, const Vocabulary& vocab, ggml_type matrix_type,
@@ -82,23 +84,46 @@ void set_metadata(gguf_context* ctx, const ModelSpec& spec, const Vocabulary& vo
   }
   if (spec.vocab.size == 0) return;  // a projector: no tokenizer
 
-  gguf_set_val_str(ctx, "tokenizer.ggml.model", "gpt2");
-  gguf_set_val_str(ctx, "tokenizer.ggml.pre", "qwen2");
+  gguf_set_val_str(ctx, "tokenizer.ggml.model", vocab.model.c_str());
+  gguf_set_val_str(ctx, "tokenizer.ggml.pre", vocab.pre.c_str());
+  if (vocab.token_type_count > 0) {
+    gguf_set_val_u32(ctx, "tokenizer.ggml.token_type_count", vocab.token_type_count);
+  }
   set_string_array(ctx, "tokenizer.ggml.tokens", vocab.tokens);
   gguf_set_arr_data(ctx, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, vocab.token_types.data(),
                     vocab.token_types.size());
-  set_string_array(ctx, "tokenizer.ggml.merges", vocab.merges);
-  gguf_set_val_u32(ctx, "tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(vocab.bos_id));
-  gguf_set_val_u32(ctx, "tokenizer.ggml.eos_token_id", static_cast<std::uint32_t>(vocab.eos_id));
-  gguf_set_val_u32(ctx, "tokenizer.ggml.padding_token_id", static_cast<std::uint32_t>(vocab.pad_id));
-  const std::pair<const char*, std::int32_t> fim_keys[] = {
-      {"tokenizer.ggml.fim_pre_token_id", vocab.fim.prefix},     {"tokenizer.ggml.fim_mid_token_id", vocab.fim.middle},
-      {"tokenizer.ggml.fim_suf_token_id", vocab.fim.suffix},     {"tokenizer.ggml.fim_pad_token_id", vocab.fim.pad},
-      {"tokenizer.ggml.fim_rep_token_id", vocab.fim.repository}, {"tokenizer.ggml.fim_sep_token_id", vocab.fim.file_separator}};
-  for (const auto& [key, id] : fim_keys) gguf_set_val_u32(ctx, key, static_cast<std::uint32_t>(id));
-  gguf_set_val_bool(ctx, "tokenizer.ggml.add_bos_token", false);
-  gguf_set_val_bool(ctx, "tokenizer.ggml.add_eos_token", false);
-  gguf_set_val_str(ctx, "tokenizer.chat_template", std::string(chat_template()).c_str());
+  if (!vocab.merges.empty()) {
+    set_string_array(ctx, "tokenizer.ggml.merges", vocab.merges);
+  }
+  // Special token ids: only those the vocabulary has ("seperator" is llama.cpp's spelling).
+  const std::pair<const char*, std::int32_t> id_keys[] = {
+      {"tokenizer.ggml.bos_token_id", vocab.bos_id},
+      {"tokenizer.ggml.eos_token_id", vocab.eos_id},
+      {"tokenizer.ggml.unknown_token_id", vocab.unk_id},
+      {"tokenizer.ggml.seperator_token_id", vocab.sep_id},
+      {"tokenizer.ggml.padding_token_id", vocab.pad_id},
+      {"tokenizer.ggml.cls_token_id", vocab.cls_id},
+      {"tokenizer.ggml.mask_token_id", vocab.mask_id},
+      {"tokenizer.ggml.fim_pre_token_id", vocab.fim.prefix},
+      {"tokenizer.ggml.fim_mid_token_id", vocab.fim.middle},
+      {"tokenizer.ggml.fim_suf_token_id", vocab.fim.suffix},
+      {"tokenizer.ggml.fim_pad_token_id", vocab.fim.pad},
+      {"tokenizer.ggml.fim_rep_token_id", vocab.fim.repository},
+      {"tokenizer.ggml.fim_sep_token_id", vocab.fim.file_separator}};
+  for (const auto& [key, id] : id_keys) {
+    if (id >= 0) gguf_set_val_u32(ctx, key, static_cast<std::uint32_t>(id));
+  }
+  gguf_set_val_bool(ctx, "tokenizer.ggml.add_bos_token", vocab.add_bos);
+  gguf_set_val_bool(ctx, "tokenizer.ggml.add_eos_token", vocab.add_eos);
+  if (vocab.add_sep) {
+    gguf_set_val_bool(ctx, "tokenizer.ggml.add_sep_token", *vocab.add_sep);
+  }
+  if (vocab.lowercase) {
+    gguf_set_val_bool(ctx, "tokenizer.ggml.normalizer.lowercase", true);
+  }
+  if (!vocab.chat_template.empty()) {
+    gguf_set_val_str(ctx, "tokenizer.chat_template", std::string(vocab.chat_template).c_str());
+  }
 }
 
 class Output {

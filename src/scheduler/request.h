@@ -93,6 +93,15 @@ struct DraftSettings {
   std::optional<float> p_min;
 };
 
+// What an embedding request computes (an engine with ModelInfo::embeddings), instead of generating.
+//  - last_row: what the engine pools from the prompt's last token (a causal model's last pooling).
+//    That token is computed in the row-wise call a generated request's last prompt token takes, so
+//    the prompt's earlier tokens may come from the cache as any prompt's do, warm = cold.
+//  - whole_prompt: every token of the prompt in one model call (mean, cls and rank pooling read
+//    every row, and a model without memory sees only its call), each with its output; nothing is
+//    read from or left to the cache. The prompt must fit in one batch.
+enum class EmbedMode { none, last_row, whole_prompt };
+
 struct GenerationRequest {
   std::vector<engine::Token> prompt;        // at least one token
   // Sorted by position, non-overlapping; the prompt's last token is never an image's. Requires an
@@ -103,6 +112,10 @@ struct GenerationRequest {
   // Feed the whole prompt, sample nothing, and leave all of it to the cache (the control plane's
   // update and prepare_modules). Finishes with `length` and no text once the prompt is in.
   bool prefill_only = false;
+  // Return the prompt's embedding in the done event instead of generating (EmbedMode), with
+  // per_token (Pooling::none, whole_prompt only) one vector per prompt token.
+  EmbedMode embed = EmbedMode::none;
+  bool per_token = false;
   std::vector<std::string> stop;            // generation stops before any of these strings
   // llama.cpp's t_max_predict_ms: once the reply holds a newline, generation ends (`length`) when
   // this long has passed since its first token; zero: no limit. Code completion bounds its wait.
@@ -206,6 +219,9 @@ struct StreamEvent {
   Usage usage;                            // kind == done
   CacheReport cache;                      // kind == done
   Timings timings;                        // kind == done
+  // kind == done, for an embedding request that finished: the pooled vector, or one per prompt
+  // token in order (engine::ModelInfo::embedding_width floats each).
+  std::vector<float> embedding;
 
   static StreamEvent text_event(std::string text) {
     StreamEvent e;

@@ -104,6 +104,11 @@ std::expected<std::shared_ptr<RequestStream>, SubmitError> Scheduler::Impl::subm
   if (static_cast<std::int32_t>(request.prompt.size()) > max_prompt_tokens()) {
     return reject(SubmitError::prompt_too_long);
   }
+  // An embedding whose prompt is computed in one call reads and leaves nothing in the cache.
+  if (request.embed == EmbedMode::whole_prompt) {
+    if (static_cast<std::int32_t>(request.prompt.size()) > engine_.batch_size()) return reject(SubmitError::prompt_too_long);
+    request.cache.enabled = false;
+  }
   if (stopping_) return reject(SubmitError::shutting_down);
   // A burst into an idle server fills its free slots first: only requests beyond them queue.
   if (static_cast<std::int32_t>(inbox_.size()) + waiting_in_thread_ >= options_.max_queued + open_slots_) {

@@ -96,7 +96,7 @@ void Scheduler::Impl::set_up_speculation(engine::Engine* drafter) {
 
 // The rows a request may add to its decode token: its call holds at most the row-wise bound.
 void Scheduler::Impl::start_drafting(Active& a) {
-  if (!speculation_ || a.request.prefill_only) return;
+  if (!speculation_ || a.request.prefill_only || a.request.embed != EmbedMode::none) return;
   const SpeculationOptions& o = options_.speculation;
   const std::int32_t call_rows = engine_.rowwise_rows() > 0 ? engine_.rowwise_rows() : engine_.batch_size();
   const std::int32_t most = std::min(a.request.speculative.n_max.value_or(o.draft_max), call_rows - 1);

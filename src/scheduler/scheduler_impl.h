@@ -125,6 +125,8 @@ class Scheduler::Impl {
   void requeue(size_t index);
   void finish(size_t index, FinishReason reason, std::string error);
   void finish_prefills();
+  void take_embedding(Active& a, std::int32_t first_row, std::int32_t rows);
+  void finish_embedding(size_t index);
   void end_sequence(Active& a, bool keep);
 
   // scheduler_images.cpp

@@ -72,6 +72,7 @@ struct Active {
   bool wrote_newline = false;  // a sampled token held '\n' (time_limit_after_newline counts from then on)
   bool out_of_time = false;    // ended by time_limit_after_newline
   std::vector<GeneratedLogprobs> pending_logprobs;  // tokens not yet sent with a text event
+  std::vector<float> embedding;  // an embedding request's result (GenerationRequest::embed), once computed
   bool waiting = false;  // the cache will hand it a prefix another request is computing (take_resolved)
   // The reply is delivered; the sequence is fed the template's end of turn before it goes to the
   // cache (no events, no sampling). n_prompt then counts those tokens too.
@@ -122,6 +123,8 @@ struct Active {
   bool prefilling() const { return !waiting && n_past < n_prompt; }
   bool decoding() const { return !waiting && !drawing && n_past >= n_prompt; }
   bool uses_cache() const { return request.cache.enabled; }
+  // Its whole prompt goes into one call (EmbedMode::whole_prompt).
+  bool whole_prompt() const { return request.embed == EmbedMode::whole_prompt; }
   // Whose replies and template inputs are remembered together (SessionMemory).
   std::string session() const { return request.cache.namespace_digest + request.cache.session_key; }
 };

@@ -49,7 +49,7 @@ void Scheduler::Impl::step() {
 // is sampled from and so computed in a row-wise call (sampled_calls); none when the rest of the
 // prompt joins that call (tail_joins_rowwise_call).
 std::int32_t Scheduler::Impl::prefill_end(const Active& a) const {
-  if (a.warming || a.request.prefill_only) return a.n_prompt;
+  if (a.warming || a.request.prefill_only || a.whole_prompt()) return a.n_prompt;
   return tail_joins_rowwise_call(a) ? a.n_past : a.n_prompt - 1;
 }
 
@@ -62,7 +62,7 @@ std::int32_t Scheduler::Impl::prefill_end(const Active& a) const {
 // it was. Not with images in it, nor across a checkpoint the cache takes inside it, nor where
 // chunks are aligned (--deterministic) or a GPU computes a row differently by its call's size.
 bool Scheduler::Impl::tail_joins_rowwise_call(const Active& a) const {
-  if (!a.prefilling() || a.warming || a.request.prefill_only) return false;
+  if (!a.prefilling() || a.warming || a.request.prefill_only || a.whole_prompt()) return false;
   if (engine_.deterministic() || engine_.model().on_accelerator || engine_.rowwise_rows() <= 0) return false;
   const std::int32_t rest = a.n_prompt - a.n_past;
   if (rest < 2 || rest > std::min(engine_.rowwise_rows(), engine_.batch_size())) return false;
@@ -119,22 +119,24 @@ bool Scheduler::Impl::prefill_calls() {
     if (const std::int32_t stop = a->uses_cache() && !a->warming ? life().next_stop(a->seq) : -1; stop > a->n_past) {
       take = std::min(take, stop - a->n_past);
     }
-    if (aligned) {
+    if (aligned && !a->whole_prompt()) {
       const std::int32_t k = engine_.rowwise_rows();
       take = std::min(take, (a->n_past / k + 1) * k - a->n_past);
     }
     if (take <= 0) continue;
+    // A whole-prompt embedding goes in only all at once, then beside the others of its request.
+    if (a->whole_prompt() && take < end - a->n_past) continue;
     const bool completes = !a->warming && a->n_past + take == end;
     // Bounded packing: a prompt joining the completing ones spares itself and every prompt still
     // waiting behind it one step, which costs at least the step's decode tokens, and makes each
     // completing prompt wait for its tokens. It joins when the first outweighs the second.
-    if (completing > 0 && packing_ == PrefillPacking::bounded &&
+    if (completing > 0 && packing_ == PrefillPacking::bounded && a->request.embed == EmbedMode::none &&
         (!completes || completing * take > (waiting - served) * decode_tokens)) {
       break;
     }
     chunks.emplace_back(a, take);
     rows += static_cast<size_t>(take);
-    if (completes && packing_ == PrefillPacking::off) break;
+    if (completes && packing_ == PrefillPacking::off && a->request.embed == EmbedMode::none) break;
     served += a->warming ? 0 : 1;
     completing += completes ? 1 : 0;
   }
@@ -152,11 +154,13 @@ bool Scheduler::Impl::prefill_calls() {
   for (size_t first = 0; first < chunks.size();) {
     const size_t last = aligned ? first + 1 : chunks.size();
     batch_.clear();
+    std::vector<std::int32_t> first_row;  // of each chunk of the call
     for (size_t c = first; c < last; ++c) {
       const auto& [a, take] = chunks[c];
+      first_row.push_back(static_cast<std::int32_t>(batch_.size()));
       for (std::int32_t j = 0; j < take; ++j) {
         const std::int32_t pos = a->n_past + j;
-        batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(pos)], pos, a->seq, false});
+        batch_.push_back(BatchToken{a->tokens[static_cast<size_t>(pos)], pos, a->seq, a->whole_prompt()});
       }
     }
     const std::span<const Chunk> call(chunks.begin() + static_cast<std::ptrdiff_t>(first),
@@ -183,6 +187,9 @@ bool Scheduler::Impl::prefill_calls() {
         a->n_past += take;
         if (a->uses_cache()) life().advance(a->seq, a->n_past);
       }
+    }
+    for (size_t c = 0; c < call.size(); ++c) {
+      if (call[c].first->whole_prompt()) take_embedding(*call[c].first, first_row[c], call[c].second);
     }
     for (const auto& [a, take] : call) report_progress(*a);
     first = last;
@@ -286,6 +293,11 @@ void Scheduler::Impl::sample_all() {
     }
     if (!a.draft.empty()) {
       verify_draft(i);
+      continue;
+    }
+    if (a.request.embed == EmbedMode::last_row) {
+      take_embedding(a, a.row, 1);
+      finish_embedding(i);
       continue;
     }
     const std::optional<Token> token = a.sampler->sample_quick(a.row);
@@ -507,6 +519,7 @@ void Scheduler::Impl::finish(size_t index, FinishReason reason, std::string erro
   done.finish = reason;
   done.error = std::move(error);
   done.stop_sequence = a->text.matched_stop();
+  done.embedding = std::move(a->embedding);
   done.usage = Usage{a->n_prompt, a->generated, a->cache.cached_tokens};
   done.cache = a->cache;
   done.timings.queued_ms = ms_between(a->submitted, a->started);
@@ -545,12 +558,44 @@ void Scheduler::Impl::finish(size_t index, FinishReason reason, std::string erro
 void Scheduler::Impl::finish_prefills() {
   for (size_t i = 0; i < active_.size();) {
     const Active& a = *active_[i];
-    if (a.request.prefill_only && !a.waiting && a.n_past == a.n_prompt) {
+    if (a.whole_prompt() && a.n_past == a.n_prompt) {
+      finish_embedding(i);
+    } else if (a.request.prefill_only && !a.waiting && a.n_past == a.n_prompt) {
       finish(i, FinishReason::length, "");
     } else {
       ++i;
     }
   }
+}
+
+// An embedding request's vectors from the call that just computed `rows` of its tokens from batch
+// row `first_row` on: one pooled vector, or (per_token) one per row.
+void Scheduler::Impl::take_embedding(Active& a, std::int32_t first_row, std::int32_t rows) {
+  const StepClock::Scope in_output = step_clock_.enter(StepPhase::output);
+  if (!a.request.per_token) {
+    const std::span<const float> pooled = engine_.embedding(a.seq, first_row + rows - 1);
+    a.embedding.assign(pooled.begin(), pooled.end());
+    return;
+  }
+  for (std::int32_t r = first_row; r < first_row + rows; ++r) {
+    const std::span<const float> row = engine_.embedding(a.seq, r);
+    if (row.empty()) {
+      a.embedding.clear();
+      return;
+    }
+    a.embedding.insert(a.embedding.end(), row.begin(), row.end());
+  }
+}
+
+// An embedding request whose vectors were taken ends; the engine gave none is a failure.
+void Scheduler::Impl::finish_embedding(size_t index) {
+  Active& a = *active_[index];
+  if (a.first_token == Clock::time_point{}) a.first_token = Clock::now();
+  if (a.embedding.empty()) {
+    finish(index, FinishReason::error, "the model computed no embedding for the input");
+    return;
+  }
+  finish(index, FinishReason::stop, "");
 }
 
 // Gives the request's sequence back: its K/V to the cache when `keep`, else dropped.

@@ -19,6 +19,7 @@
 
 #include "modelgen/modelgen.h"
 #include "modelgen/spec.h"
+#include "modelgen/vocab.h"
 
 namespace {
 
@@ -169,6 +170,8 @@ TEST(ModelgenPresets, ListsEachPresetWithItsArchitecture) {
       {"tiny-qwen3vl", "qwen3vl"},    {"qwen3vl-2b", "qwen3vl"},
       {"tiny-qwen2vl-mmproj", "clip"}, {"tiny128-qwen2vl-mmproj", "clip"}, {"qwen2vl-7b-mmproj", "clip"},
       {"tiny-qwen25vl-mmproj", "clip"}, {"qwen25vl-7b-mmproj", "clip"},
+      {"tiny-embed", "qwen3"},        {"qwen3-embed-0.6b", "qwen3"}, {"tiny-qwen3-reranker", "qwen3"},
+      {"tiny-bert", "bert"},          {"tiny-bert-reranker", "bert"},
   };
   EXPECT_EQ(listed, expected);
 }
@@ -994,6 +997,295 @@ TEST(ModelgenLora, SameSeedSameBytesAndLayersKeepTheFirstBlocksHalves) {
   EXPECT_EQ(drafter.tensor_count(), 8);
   EXPECT_FALSE(drafter.has_tensor("blk.1.attn_q.weight.lora_a"));
   EXPECT_EQ(drafter.raw("blk.0.attn_k.weight.lora_b"), first.raw("blk.0.attn_k.weight.lora_b"));
+}
+
+// ---- Embedding and reranking models -------------------------------------------------------------
+
+std::uint32_t spec_u32(const prefixd::modelgen::ModelSpec& spec, const std::string& key) {
+  for (const auto& e : spec.hparams) {
+    if (e.key == key) return std::get<std::uint32_t>(e.value);
+  }
+  ADD_FAILURE() << spec.preset << " has no " << key;
+  return 0;
+}
+
+// tiny-embed: Qwen3-Embedding's layout (Qwen3's blocks, tied head) at tiny's width, with tiny's
+// vocabulary and template; qwen3.pooling_type LAST (3) makes libllama return the last token's
+// final hidden state. The attention stays causal (no qwen3.attention.causal key).
+TEST(ModelgenEmbedding, TinyEmbedIsAQwen3ModelWithLastTokenPooling) {
+  const ScratchDir dir;
+  const fs::path path = generate(dir, "tiny-embed");
+  const Gguf g(path);
+  const Gguf tiny(generate(dir, "tiny"));
+  EXPECT_EQ(g.str("general.architecture"), "qwen3");
+  EXPECT_EQ(g.u32("qwen3.pooling_type"), 3u);
+  EXPECT_FALSE(gguf_has_key(path, "qwen3.attention.causal"));
+  EXPECT_EQ(g.u32("qwen3.embedding_length"), 64u);
+  EXPECT_EQ(g.u32("qwen3.block_count"), 2u);
+  EXPECT_EQ(g.u32("qwen3.attention.head_count"), 4u);
+  EXPECT_EQ(g.u32("qwen3.attention.head_count_kv"), 2u);
+  EXPECT_EQ(g.u32("qwen3.attention.key_length"), 16u);
+  EXPECT_EQ(g.tensor_count(), 2 + 2 * 11);  // tied head, no classifier
+  EXPECT_FALSE(g.has_tensor("output.weight"));
+  EXPECT_FALSE(g.has_tensor("cls.output.weight"));
+  EXPECT_EQ(g.shape("blk.1.attn_q_norm.weight"), (Shape{16}));
+  EXPECT_EQ(g.shape("blk.1.attn_k.weight"), (Shape{64, 32}));
+  EXPECT_FALSE(g.has_tensor("blk.1.attn_q.bias"));
+  EXPECT_EQ(g.raw("token_embd.weight"), tiny.raw("token_embd.weight"));  // seeded by name
+  EXPECT_EQ(g.strings("tokenizer.ggml.tokens"), tiny.strings("tokenizer.ggml.tokens"));
+  EXPECT_EQ(g.strings("tokenizer.ggml.merges"), tiny.strings("tokenizer.ggml.merges"));
+  EXPECT_EQ(g.str("tokenizer.chat_template"), tiny.str("tokenizer.chat_template"));
+}
+
+// Qwen3-Embedding-0.6B, checked on the spec (the file is about 608 MiB).
+TEST(ModelgenEmbedding, Qwen3Embed0_6bHasQwen3Embedding06bShapes) {
+  const auto spec = prefixd::modelgen::make_spec("qwen3-embed-0.6b");
+  EXPECT_EQ(spec.architecture, "qwen3");
+  EXPECT_EQ(spec.default_weight_type, "q8_0");
+  EXPECT_EQ(spec.vocab.size, 151936u);
+  EXPECT_EQ(spec.vocab.n_regular, 151643u);
+  EXPECT_EQ(spec_u32(spec, "embedding_length"), 1024u);
+  EXPECT_EQ(spec_u32(spec, "block_count"), 28u);
+  EXPECT_EQ(spec_u32(spec, "feed_forward_length"), 3072u);
+  EXPECT_EQ(spec_u32(spec, "attention.head_count"), 16u);
+  EXPECT_EQ(spec_u32(spec, "attention.head_count_kv"), 8u);
+  EXPECT_EQ(spec_u32(spec, "attention.key_length"), 128u);
+  EXPECT_EQ(spec_u32(spec, "attention.value_length"), 128u);
+  EXPECT_EQ(spec_u32(spec, "context_length"), 32768u);
+  EXPECT_EQ(spec_u32(spec, "pooling_type"), 3u);
+  const auto shape = [&](const std::string& name) { return spec_shape(spec, name); };
+  EXPECT_EQ(shape("token_embd.weight"), (Shape{1024, 151936}));
+  EXPECT_EQ(shape("blk.27.attn_q.weight"), (Shape{1024, 16 * 128}));
+  EXPECT_EQ(shape("blk.27.attn_k.weight"), (Shape{1024, 8 * 128}));
+  EXPECT_EQ(shape("blk.27.attn_output.weight"), (Shape{16 * 128, 1024}));
+  EXPECT_EQ(shape("blk.27.attn_k_norm.weight"), (Shape{128}));
+  EXPECT_EQ(shape("blk.27.ffn_down.weight"), (Shape{3072, 1024}));
+  EXPECT_EQ(spec.tensors.size(), 2u + 28 * 11);
+  std::int64_t parameters = 0;
+  for (const auto& t : spec.tensors) parameters += t.element_count();
+  EXPECT_EQ(parameters, 596049920);  // 1024 × 151936 embeddings, 28 blocks of 15.7 M, the output norm
+}
+
+// tiny-qwen3-reranker, as llama.cpp's converter writes Qwen3-Reranker: RANK pooling, two output
+// labels, and cls.output.weight made of the (tied) head's rows for the two answers, "yes" first;
+// the rerank prompt is a named template with placeholders, listed in tokenizer.chat_templates.
+TEST(ModelgenEmbedding, TinyQwen3RerankerClassifiesWithTheHeadRowsOfItsAnswers) {
+  const ScratchDir dir;
+  const fs::path path = generate(dir, "tiny-qwen3-reranker");
+  const Gguf g(path);
+  const Gguf embed(generate(dir, "tiny-embed"));
+  EXPECT_EQ(g.str("general.architecture"), "qwen3");
+  EXPECT_EQ(g.u32("qwen3.pooling_type"), 4u);
+  EXPECT_EQ(g.strings("qwen3.classifier.output_labels"), (std::vector<std::string>{"yes", "no"}));
+  EXPECT_EQ(g.tensor_count(), embed.tensor_count() + 1);
+  EXPECT_EQ(g.raw("blk.1.ffn_up.weight"), embed.raw("blk.1.ffn_up.weight"));
+  ASSERT_EQ(g.shape("cls.output.weight"), (Shape{64, 2}));
+  // tiny's merges make no "yes" or "no" token: the answers start with the byte tokens "y" and "n".
+  const auto tokens = g.strings("tokenizer.ggml.tokens");
+  ASSERT_EQ(tokens.at('y'), "y");
+  ASSERT_EQ(tokens.at('n'), "n");
+  const auto head = g.f32_values("token_embd.weight");
+  const auto cls = g.f32_values("cls.output.weight");
+  const auto row = [](const std::vector<float>& values, std::size_t r) {
+    return std::vector<float>(values.begin() + static_cast<std::ptrdiff_t>(r * 64),
+                              values.begin() + static_cast<std::ptrdiff_t>((r + 1) * 64));
+  };
+  EXPECT_EQ(row(cls, 0), row(head, 'y'));
+  EXPECT_EQ(row(cls, 1), row(head, 'n'));
+
+  const std::string rerank = g.str("tokenizer.chat_template.rerank");
+  for (const char* part : {"{query}", "{document}", "<|im_start|>user\n"}) {
+    EXPECT_NE(rerank.find(part), std::string::npos) << part;
+  }
+  EXPECT_TRUE(rerank.ends_with("<|im_start|>assistant\n"));
+  EXPECT_EQ(rerank.find("{%"), std::string::npos) << "llama-server substitutes, it does not render Jinja";
+  EXPECT_EQ(g.strings("tokenizer.chat_templates"), std::vector<std::string>{"rerank"});
+  EXPECT_EQ(g.str("tokenizer.chat_template"), embed.str("tokenizer.chat_template"));
+
+  // The rows are copied before quantization: in q8_0 they are the head's rows byte for byte.
+  const Gguf q8(generate(dir, "tiny-qwen3-reranker", 42, "q8_0", "q8.gguf"));
+  ASSERT_EQ(q8.type("cls.output.weight"), GGML_TYPE_Q8_0);
+  const std::size_t row_bytes = ggml_row_size(GGML_TYPE_Q8_0, 64);
+  const std::string q8_head = q8.raw("token_embd.weight");
+  EXPECT_EQ(q8.raw("cls.output.weight"),
+            q8_head.substr('y' * row_bytes, row_bytes) + q8_head.substr('n' * row_bytes, row_bytes));
+
+  // The labels describe the whole model: --layers keeps them.
+  GenerateOptions cut;
+  cut.preset = "tiny-qwen3-reranker";
+  cut.out_path = dir.file("cut.gguf").string();
+  cut.layers = 1;
+  cut.quiet = true;
+  generate_model(cut);
+  const Gguf first(cut.out_path);
+  EXPECT_EQ(first.u32("qwen3.block_count"), 1u);
+  EXPECT_EQ(first.strings("qwen3.classifier.output_labels"), (std::vector<std::string>{"yes", "no"}));
+  EXPECT_EQ(first.raw("cls.output.weight"), g.raw("cls.output.weight"));
+}
+
+// tiny-bert: the tensors llama.cpp's bert loader requires (token, segment and position embeddings,
+// an embedding LayerNorm, Q/K/V/output with biases, two post-norms, a biased up/down FFN per block)
+// and no head; non-causal attention, mean pooling, LayerNorm epsilon 1e-12, 512 positions.
+TEST(ModelgenEmbedding, TinyBertHasTheTensorsOfLlamaCppsBertGraph) {
+  const ScratchDir dir;
+  const fs::path path = generate(dir, "tiny-bert");
+  const Gguf g(path);
+  EXPECT_EQ(g.str("general.architecture"), "bert");
+  EXPECT_FALSE(g.boolean("bert.attention.causal"));
+  EXPECT_EQ(g.u32("bert.pooling_type"), 1u);
+  EXPECT_EQ(g.f32("bert.attention.layer_norm_epsilon"), 1e-12f);
+  EXPECT_EQ(g.u32("bert.context_length"), 512u);
+  EXPECT_EQ(g.u32("bert.embedding_length"), 64u);
+  EXPECT_EQ(g.u32("bert.feed_forward_length"), 256u);
+  EXPECT_EQ(g.u32("bert.block_count"), 2u);
+  EXPECT_EQ(g.u32("bert.attention.head_count"), 4u);
+  EXPECT_FALSE(gguf_has_key(path, "bert.attention.head_count_kv"));
+  EXPECT_EQ(g.tensor_count(), 5 + 2 * 16);
+  EXPECT_EQ(g.shape("token_embd.weight"), (Shape{64, 4096}));
+  EXPECT_EQ(g.shape("token_types.weight"), (Shape{64, 2}));
+  EXPECT_EQ(g.u32("tokenizer.ggml.token_type_count"), 2u);
+  EXPECT_EQ(g.shape("position_embd.weight"), (Shape{64, 512}));
+  EXPECT_EQ(g.shape("token_embd_norm.bias"), (Shape{64}));
+  for (const char* proj : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
+    EXPECT_EQ(g.shape(std::format("blk.1.{}.weight", proj)), (Shape{64, 64})) << proj;
+    EXPECT_EQ(g.shape(std::format("blk.1.{}.bias", proj)), (Shape{64})) << proj;
+  }
+  EXPECT_EQ(g.shape("blk.1.ffn_up.weight"), (Shape{64, 256}));
+  EXPECT_EQ(g.shape("blk.1.ffn_up.bias"), (Shape{256}));
+  EXPECT_EQ(g.shape("blk.1.ffn_down.weight"), (Shape{256, 64}));
+  EXPECT_EQ(g.shape("blk.1.ffn_down.bias"), (Shape{64}));
+  for (const char* norm : {"blk.1.attn_output_norm", "blk.1.layer_output_norm", "token_embd_norm"}) {
+    for (const float v : g.f32_values(std::string(norm) + ".weight")) ASSERT_EQ(v, 1.0f) << norm;
+    for (const float v : g.f32_values(std::string(norm) + ".bias")) ASSERT_EQ(v, 0.0f) << norm;
+  }
+  for (const char* absent : {"output.weight", "output_norm.weight", "cls.weight", "cls.output.weight"}) {
+    EXPECT_FALSE(g.has_tensor(absent)) << absent;
+  }
+  // llama.cpp keeps the position and segment tables in f32; the linear weights take the type.
+  const Gguf q8(generate(dir, "tiny-bert", 42, "q8_0", "q8.gguf"));
+  EXPECT_EQ(q8.type("position_embd.weight"), GGML_TYPE_F32);
+  EXPECT_EQ(q8.type("token_types.weight"), GGML_TYPE_F32);
+  EXPECT_EQ(q8.type("blk.0.attn_q.weight"), GGML_TYPE_Q8_0);
+  EXPECT_EQ(q8.type("blk.0.attn_q.bias"), GGML_TYPE_F32);
+}
+
+// tiny-bert-reranker: tiny-bert's encoder with RoBERTa's classification head, which llama.cpp's
+// RANK pooling applies to the [CLS] state: cls (n_embd to n_embd, tanh) then cls.output (to one
+// score). One score, so no output labels.
+TEST(ModelgenEmbedding, TinyBertRerankerAddsTheClassificationHead) {
+  const ScratchDir dir;
+  const fs::path path = generate(dir, "tiny-bert-reranker");
+  const Gguf g(path);
+  const Gguf encoder(generate(dir, "tiny-bert"));
+  EXPECT_EQ(g.u32("bert.pooling_type"), 4u);
+  EXPECT_FALSE(g.boolean("bert.attention.causal"));
+  EXPECT_FALSE(gguf_has_key(path, "bert.classifier.output_labels"));
+  EXPECT_EQ(g.tensor_count(), encoder.tensor_count() + 4);
+  EXPECT_EQ(g.shape("cls.weight"), (Shape{64, 64}));
+  EXPECT_EQ(g.shape("cls.bias"), (Shape{64}));
+  EXPECT_EQ(spec_shape(prefixd::modelgen::make_spec("tiny-bert-reranker"), "cls.output.weight"), (Shape{64, 1}));
+  EXPECT_EQ(g.shape("cls.output.weight"), (Shape{64}));  // ggml_n_dims leaves out the trailing 1
+  EXPECT_EQ(g.shape("cls.output.bias"), (Shape{1}));
+  EXPECT_EQ(g.raw("blk.0.attn_q.weight"), encoder.raw("blk.0.attn_q.weight"));
+  EXPECT_EQ(g.strings("tokenizer.ggml.tokens"), encoder.strings("tokenizer.ggml.tokens"));
+}
+
+// The WordPiece vocabulary as convert_hf_to_gguf.py writes BERT's: tokenizer model "bert", the
+// bracketed specials as control tokens with their ids under the tokenizer keys, [CLS] and [SEP]
+// as BOS and EOS added around every input, one [SEP] between a pair's texts, an uncased (lowercase)
+// vocabulary; word-start pieces behind U+2581 and continuation pieces bare (no "##"); no merges
+// and no chat template.
+TEST(ModelgenVocabulary, WordPieceIsStoredAsLlamaCppsConverterStoresBert) {
+  const ScratchDir dir;
+  const fs::path path = generate(dir, "tiny-bert");
+  const Gguf g(path);
+  EXPECT_EQ(g.str("tokenizer.ggml.model"), "bert");
+  EXPECT_EQ(g.str("tokenizer.ggml.pre"), "default");
+  EXPECT_FALSE(gguf_has_key(path, "tokenizer.ggml.merges"));
+  EXPECT_FALSE(gguf_has_key(path, "tokenizer.chat_template"));
+  const auto tokens = g.strings("tokenizer.ggml.tokens");
+  const auto types = g.i32s("tokenizer.ggml.token_type");
+  ASSERT_EQ(tokens.size(), 4096u);
+  ASSERT_EQ(types.size(), tokens.size());
+  EXPECT_EQ(std::set<std::string>(tokens.begin(), tokens.end()).size(), tokens.size()) << "token texts repeat";
+  constexpr std::int32_t kNormal = 1, kControl = 3;
+  const std::vector<std::string> specials = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  for (std::size_t id = 0; id < specials.size(); ++id) {
+    EXPECT_EQ(tokens[id], specials[id]);
+    EXPECT_EQ(types[id], kControl) << specials[id];
+  }
+  EXPECT_EQ(g.u32("tokenizer.ggml.padding_token_id"), 0u);
+  EXPECT_EQ(g.u32("tokenizer.ggml.unknown_token_id"), 1u);
+  EXPECT_EQ(g.u32("tokenizer.ggml.cls_token_id"), 2u);
+  EXPECT_EQ(g.u32("tokenizer.ggml.bos_token_id"), 2u);
+  EXPECT_EQ(g.u32("tokenizer.ggml.seperator_token_id"), 3u);  // sic: llama.cpp's key
+  EXPECT_EQ(g.u32("tokenizer.ggml.eos_token_id"), 3u);
+  EXPECT_EQ(g.u32("tokenizer.ggml.mask_token_id"), 4u);
+  EXPECT_TRUE(g.boolean("tokenizer.ggml.add_bos_token"));
+  EXPECT_TRUE(g.boolean("tokenizer.ggml.add_eos_token"));
+  EXPECT_FALSE(g.boolean("tokenizer.ggml.add_sep_token"));
+  EXPECT_TRUE(g.boolean("tokenizer.ggml.normalizer.lowercase"));
+
+  const std::string word_start = "\xE2\x96\x81";
+  const std::set<std::string> vocab(tokens.begin(), tokens.end());
+  for (char c = 'a'; c <= 'z'; ++c) {
+    EXPECT_TRUE(vocab.contains(word_start + c)) << c;
+    EXPECT_TRUE(vocab.contains(std::string(1, c))) << c;
+  }
+  for (const std::string& piece : {word_start + "the", word_start + "assistant", word_start + ",", word_start + "7",
+                                   std::string("ing")}) {
+    EXPECT_TRUE(vocab.contains(piece)) << piece;
+  }
+  for (std::size_t id = specials.size(); id < tokens.size(); ++id) {
+    const std::string& t = tokens[id];
+    if (t.starts_with("[unused")) {
+      EXPECT_EQ(types[id], kControl) << t;
+      continue;
+    }
+    EXPECT_EQ(types[id], kNormal) << t;
+    EXPECT_FALSE(t.starts_with("##")) << t;
+    EXPECT_TRUE(std::ranges::none_of(t, [](char c) { return c >= 'A' && c <= 'Z'; })) << t;
+  }
+}
+
+// The pieces, tokenized the way llama.cpp's WPM tokenizer does (lowercase, split at whitespace
+// and punctuation, then greedy longest match from the start of "▁" + word, a word with no match
+// becoming [UNK]): English text the corpus never saw comes out as pieces, several characters each
+// on average, and never [UNK].
+TEST(ModelgenVocabulary, WordPieceTokenizesOrdinaryEnglishIntoPiecesNotUnknown) {
+  const ScratchDir dir;
+  const auto tokens = Gguf(generate(dir, "tiny-bert")).strings("tokenizer.ggml.tokens");
+  const std::set<std::string> vocab(tokens.begin(), tokens.end());
+  const auto tokenize = [&](const std::string& text) {
+    std::vector<std::string> pieces;
+    for (const std::string& word : prefixd::modelgen::bert_words(text)) {
+      const std::string w = "\xE2\x96\x81" + word;
+      std::vector<std::string> out;
+      for (std::size_t i = 0; i < w.size();) {
+        std::size_t j = w.size();
+        while (j > i && !vocab.contains(w.substr(i, j - i))) --j;
+        if (j == i) {
+          out = {"[UNK]"};
+          break;
+        }
+        out.push_back(w.substr(i, j - i));
+        i = j;
+      }
+      pieces.insert(pieces.end(), out.begin(), out.end());
+    }
+    return pieces;
+  };
+  const std::string text =
+      "Yesterday the quick brown fox jumped over three lazy dogs! Rivers carry water from distant mountains to "
+      "the ocean, and engineers measure how quickly it flows in 2031.";
+  const auto pieces = tokenize(text);
+  EXPECT_EQ(std::ranges::count(pieces, "[UNK]"), 0);
+  EXPECT_LT(pieces.size(), text.size() / 3) << "mostly single letters";
+  const std::string word_start = "\xE2\x96\x81";
+  EXPECT_EQ(tokenize("Hello, world"),
+            (std::vector<std::string>{word_start + "hello", word_start + ",", word_start + "world"}));
+  EXPECT_EQ(prefixd::modelgen::bert_words("Don't STOP-now"),
+            (std::vector<std::string>{"don", "'", "t", "stop", "-", "now"}));
 }
 
 }  // namespace

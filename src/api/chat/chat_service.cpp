@@ -1,5 +1,6 @@
 #include "api/chat/chat_service.h"
 
+#include <format>
 #include <algorithm>
 #include <type_traits>
 #include <utility>
@@ -14,6 +15,13 @@ namespace {
 // Prompt tokens read back to decide whether the template opened a reasoning block at the end.
 constexpr std::size_t kReasoningTailTokens = 16;
 
+SplitReply split_reply(std::optional<ReasoningSplitter> splitter, std::string text) {
+  if (!splitter) return SplitReply{.reasoning = {}, .content = std::move(text)};
+  return split_whole(std::move(*splitter), text);
+}
+
+}  // namespace
+
 ApiError submit_error(scheduler::SubmitError error) {
   const std::string message = scheduler::submit_error_message(error);
   switch (error) {
@@ -25,13 +33,6 @@ ApiError submit_error(scheduler::SubmitError error) {
   }
   return internal_error(message);
 }
-
-SplitReply split_reply(std::optional<ReasoningSplitter> splitter, std::string text) {
-  if (!splitter) return SplitReply{.reasoning = {}, .content = std::move(text)};
-  return split_whole(std::move(*splitter), text);
-}
-
-}  // namespace
 
 ParsedAssistant PendingReply::Calls::read(SplitReply split) const {
   ParsedAssistant parsed;
@@ -119,6 +120,14 @@ ResponseMeta ChatService::reply_meta(Endpoint endpoint, std::string_view id_pref
 
 template <class Parsed>
 std::expected<PendingReply, ApiError> ChatService::submit(Parsed request, ChatAsk ask) {
+  // An embedding or reranking server's context computes no logits.
+  if (engine_.model().embeddings) {
+    return std::unexpected(invalid_request(std::format(
+        "this server computes {} (started with --{}): it generates no text; POST {}",
+        engine_.model().pooling == engine::Pooling::rank ? "rerank scores" : "embeddings",
+        engine_.model().pooling == engine::Pooling::rank ? "reranking" : "embeddings",
+        engine_.model().pooling == engine::Pooling::rank ? "/v1/rerank" : "/v1/embeddings"), "generation_not_enabled"));
+  }
   auto generation = prompt_of(request, ask.tenant);
   if (!generation) return std::unexpected(generation.error());
   for (cache::RetainAsk& retain : ask.retain) {

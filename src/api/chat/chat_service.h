@@ -41,6 +41,9 @@
 
 namespace prefixd::api {
 
+// The answer to a request the scheduler refused: 503 when it is busy or stopping, else 400.
+ApiError submit_error(scheduler::SubmitError error);
+
 // What differs between protocols inside the pipeline (their wire shapes are the adapters').
 struct ChatProtocol {
   ReplyEcho echo;  // how its clients send a reply that called tools back
