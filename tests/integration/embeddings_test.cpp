@@ -339,17 +339,21 @@ TEST_P(Rerank, FieldsShapeTheAnswerAndBadOnesAreRefused) {
   for (size_t i = 0; i < kDocuments.size(); ++i) {
     EXPECT_EQ(ordered.body["results"][i]["index"], i);
     const auto same = std::ranges::find_if(results, [&](const json& r) { return r["index"] == i; });
-    EXPECT_EQ(ordered.body["results"][i]["relevance_score"], (*same)["relevance_score"]);
+    // Scores of pairs computed in one call beside others may differ in the sixth digit (llama-server's too).
+    EXPECT_NEAR(ordered.body["results"][i]["relevance_score"].get<double>(), (*same)["relevance_score"].get<double>(), 1e-4);
   }
   // Cohere's {"text"} documents and TEI's `texts` (a bare array of scores).
   json objects = json::array();
   for (const json& d : kDocuments) objects.push_back({{"text", d}});
   const JsonReply cohere = post_json(*client, "/v1/rerank", {{"query", "what is a cat"}, {"documents", objects}});
-  EXPECT_EQ(cohere.body["results"], results);
+  ASSERT_EQ(cohere.body["results"].size(), results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_NEAR(cohere.body["results"][i]["relevance_score"].get<double>(), results[i]["relevance_score"].get<double>(), 1e-4);
+  }
   const JsonReply tei = post_json(*client, "/rerank", {{"query", "what is a cat"}, {"texts", kDocuments}, {"return_text", true}});
   ASSERT_EQ(tei.status, 200) << tei.raw;
   ASSERT_TRUE(tei.body.is_array());
-  EXPECT_EQ(tei.body[0]["score"], results[0]["relevance_score"]);
+  EXPECT_NEAR(tei.body[0]["score"].get<double>(), results[0]["relevance_score"].get<double>(), 1e-4);
   EXPECT_EQ(tei.body[0]["text"], kDocuments[results[0]["index"].get<size_t>()]);
   const auto refused = [&](const json& body, const std::string& param) {
     const JsonReply reply = post_json(*client, "/v1/rerank", body);
