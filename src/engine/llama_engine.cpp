@@ -197,6 +197,8 @@ class LlamaEngine final : public Engine {
         padding_(padding),
         id_stride_(id_stride),
         mrope_(uses_mrope(model_.get())),
+        last_by_row_(info_.embeddings && info_.pooling == Pooling::last &&
+                     llama_pooling_type(ctx_.get()) == LLAMA_POOLING_TYPE_NONE),
         layouts_(mrope_ ? llama_n_seq_max(ctx_.get()) : 0),
         logits_(*this) {
     if (guard_seq >= 0 && pad_seq >= 0) {
@@ -258,6 +260,12 @@ class LlamaEngine final : public Engine {
       batch.seq_id[1][0] = pad_seq_;
       batch.logits[1] = pooled_outputs() ? 1 : 0;
       batch.n_tokens = 2;
+    }
+    // Last pooling (last_by_row_): embeddings on only for a call with rows that are read.
+    if (last_by_row_) {
+      const bool read = std::ranges::any_of(tokens, [](const BatchToken& t) { return t.logits; });
+      if (read != embeddings_on_) llama_set_embeddings(ctx_.get(), read);
+      embeddings_on_ = read;
     }
     const int32_t rc = llama_decode(ctx_.get(), batch);
     if (padded && memory() != nullptr) llama_memory_seq_rm(memory(), pad_seq_, -1, -1);
@@ -430,6 +438,7 @@ class LlamaEngine final : public Engine {
 
   std::span<const float> embedding(SeqId seq, std::int32_t row) const override {
     if (!info_.embeddings || info_.embedding_width <= 0) return {};
+    if (last_by_row_ && !embeddings_on_) return {};
     const float* data = pooled_outputs() ? llama_get_embeddings_seq(ctx_.get(), id(seq))
                                          : llama_get_embeddings_ith(ctx_.get(), row);
     if (data == nullptr) return {};
@@ -707,6 +716,10 @@ class LlamaEngine final : public Engine {
   // M-RoPE (Qwen2-VL and later): the text model places an image's tokens at its grid, so a token's
   // index is not its position; each libllama sequence's layout maps the two (rope_layout.h).
   bool mrope_ = false;
+  // Last pooling: the context pools nothing and outputs embeddings only for the calls whose rows
+  // are read (run_batch); embeddings_on_ says whether the last call did.
+  bool last_by_row_ = false;
+  bool embeddings_on_ = false;
   std::vector<detail::RopeLayout> layouts_;  // by libllama's sequence id; empty without M-RoPE
   std::vector<llama_pos> rope_positions_;    // an embedding batch's four sections (decode_embeddings)
 
@@ -1051,13 +1064,16 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
   ContextPtr ctx(llama_init_from_model(model.get(), params));
   if (!ctx) throw std::runtime_error("cannot create a context for '" + model_path + "' (out of memory?)");
   info.has_memory = llama_get_memory(ctx.get()) != nullptr;
-  // Last pooling is the last token's own output, which a context that pools nothing gives as well.
-  // Such a context splits and computes calls as a generating one does, where every kind of cache hit
-  // computes the last token as a cold prompt does: a pooling context splits a call by sequence, so a
-  // prompt's last token computed alone would take other kernels than beside the tokens before it.
+  // Last pooling is the last token's own output, which a generating context gives as well once
+  // it outputs embeddings. Such a context splits and computes calls as a generating one does, where
+  // every kind of cache hit computes the last token as a cold prompt does (a pooling context splits
+  // a call by sequence, so a prompt's last token computed alone would take other kernels than
+  // beside the tokens before it), and it outputs embeddings only for the calls that read them
+  // (LlamaEngine::run_batch): libllama outputs every row of a call while they are on, logits too.
   bool last_by_row = false;
   if (options.embeddings && info.has_memory && llama_pooling_type(ctx.get()) == LLAMA_POOLING_TYPE_LAST) {
     params.pooling_type = LLAMA_POOLING_TYPE_NONE;
+    params.embeddings = false;
     ctx.reset(llama_init_from_model(model.get(), params));
     if (!ctx) throw std::runtime_error("cannot create a context for '" + model_path + "' (out of memory?)");
     last_by_row = true;

@@ -62,7 +62,8 @@ std::int32_t Scheduler::Impl::prefill_end(const Active& a) const {
 // it was. Not with images in it, nor across a checkpoint the cache takes inside it, nor where
 // chunks are aligned (--deterministic) or a GPU computes a row differently by its call's size.
 bool Scheduler::Impl::tail_joins_rowwise_call(const Active& a) const {
-  if (!a.prefilling() || a.warming || a.request.prefill_only || a.whole_prompt()) return false;
+  // Not for an embedding: every row of a call that reads embeddings is an output (logits too).
+  if (!a.prefilling() || a.warming || a.request.prefill_only || a.request.embed != EmbedMode::none) return false;
   if (engine_.deterministic() || engine_.model().on_accelerator || engine_.rowwise_rows() <= 0) return false;
   const std::int32_t rest = a.n_prompt - a.n_past;
   if (rest < 2 || rest > std::min(engine_.rowwise_rows(), engine_.batch_size())) return false;
