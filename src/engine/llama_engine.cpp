@@ -243,12 +243,13 @@ class LlamaEngine final : public Engine {
     if (rowwise_streams()) return run_rowwise_streams(tokens);
     llama_batch& batch = batch_.get();
     batch.n_tokens = static_cast<int32_t>(tokens.size());
+    const bool every_row = pooled_outputs();
     for (size_t i = 0; i < tokens.size(); ++i) {
       batch.token[i] = tokens[i].token;
       batch.pos[i] = rope_pos(id(tokens[i].seq), tokens[i].pos);
       batch.n_seq_id[i] = 1;
       batch.seq_id[i][0] = id(tokens[i].seq);
-      batch.logits[i] = tokens[i].logits || pooled_outputs() ? 1 : 0;
+      batch.logits[i] = tokens[i].logits || every_row ? 1 : 0;
     }
     // A lone row gets a second one, of the pad sequence, so that it takes the kernels of a
     // row-wise call (kRowwiseRows). The pad row comes last and its cell is freed at once.
@@ -258,7 +259,7 @@ class LlamaEngine final : public Engine {
       batch.pos[1] = 0;
       batch.n_seq_id[1] = 1;
       batch.seq_id[1][0] = pad_seq_;
-      batch.logits[1] = pooled_outputs() ? 1 : 0;
+      batch.logits[1] = every_row ? 1 : 0;
       batch.n_tokens = 2;
     }
     // Last pooling (last_by_row_): embeddings on only for a call with rows that are read.
