@@ -32,6 +32,10 @@ struct CacheFields {
   // is a namespace field of its own). nullopt when absent; never empty.
   std::optional<std::string> salt;
   std::int32_t shift_reuse_min = -1;  // n_cache_reuse; -1: the server's --cache-reuse
+  // `lora` (llama-server's [{id, scale}]): the LoRA adapters for this request alone, ids unchecked
+  // (AdapterTable::resolve); nullopt or empty: the server's scales. A namespace field, as the
+  // salt is: it changes every K/V the request computes.
+  std::optional<std::vector<engine::AdapterScale>> lora;
 };
 
 // What /v1/chat/completions and /v1/completions have in common.

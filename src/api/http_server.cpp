@@ -19,6 +19,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "api/adapters/adapter_routes.h"
 #include "api/anthropic/anthropic_messages.h"
 #include "cache/family.h"
 #include "api/anthropic/messages_route.h"
@@ -93,7 +94,8 @@ class HttpServer::Impl {
                                .isolation = options_.cache_isolation,
                                .shared_prefix_text = options_.cache_shared_prefix,
                                .turn_boundaries = cache::Family::of(engine.model())->checkpoints_at_turns(),
-                               .vision = engine.vision()}),
+                               .vision = engine.vision(),
+                               .adapters = adapters_.empty() ? nullptr : &adapters_}),
         control_(prompts_, scheduler_, control_parse_options(engine, options_, served_id_),
                  ControlOptions{.artifact_dir = options_.artifact_dir,
                                 .model_key = engine.model().fingerprint.empty() ? engine.model().id : engine.model().fingerprint}),
@@ -238,6 +240,12 @@ class HttpServer::Impl {
     for (const char* path : {"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"}) {
       post(path, [this](http::Request& req, std::string_view) { return embeddings_.rerank(route_, req); });
     }
+    // LoRA adapters: the loaded ones and the server's scales (llama-server's shape).
+    for (const char* method : {"GET", "POST"}) {
+      t.add({.method = method, .path = "/lora-adapters", .handler = [this](http::Request& req, std::string_view) {
+               return serve_lora_adapters(adapters_, route_, req);
+             }});
+    }
     // llama-server's native API.
     post("/completion", [this](http::Request& req, std::string_view) { return serve_native_completion(chats_, route_, req); });
     post("/infill", [this](http::Request& req, std::string_view) { return serve_infill(chats_, route_, req); });
@@ -298,6 +306,7 @@ class HttpServer::Impl {
   std::string served_id_;
   ParseOptions parse_options_;
   const RouteContext route_{.parse = parse_options_, .keys = keys_.get()};
+  AdapterTable adapters_{engine_.model().adapters, options_.lora_scales};  // before prompts_, which reads it
   PromptBuilder prompts_;
   CacheControl control_;
   std::optional<webui::Site> site_;  // the web UI's files; nullopt: --no-webui

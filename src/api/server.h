@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "api/control/cache_isolation.h"
 #include "api/body/json_bounds.h"
@@ -53,6 +54,9 @@ struct ServerOptions {
   std::uint32_t default_seed = engine::kRandomSeed;  // --seed: the seed of requests that send none
   // --embd-normalize: how embeddings are normalized unless a request says (embeddings.h)
   std::int32_t embd_normalize = 2;
+  // The starting scale of each LoRA adapter the engine loaded, by id (--lora 1, --lora-scaled its
+  // own, 0 under --lora-init-without-apply); missing ones start at 1. POST /lora-adapters changes them.
+  std::vector<float> lora_scales;
   GrammarLimits grammar_limits;           // --max-grammar-rules
   // --stream-keepalive: the longest a streamed reply stays silent before a keep-alive (stream_relay.h)
   std::chrono::milliseconds stream_keep_alive = kKeepAliveInterval;

@@ -134,6 +134,9 @@ struct RequestKey {
   std::vector<UnbrokenSpan> unbroken;
   // The request's n_cache_reuse: -1 the server's CacheConfig::shift_reuse_min, 0 off, else its own.
   std::int32_t shift_reuse_min = -1;
+  // The LoRA adapters its namespace computes under, in words (empty: none); KV events carry it
+  // with the namespace's blocks. The namespace digest already keeps other adapters' K/V apart.
+  std::string adapter;
 };
 
 enum class Outcome { cold, hit_extend, hit_restore, partial, bypass };

@@ -47,10 +47,9 @@ HoldingsSummary::HoldingsSummary(const BlockHasher& hasher, const DeviceTier& de
 void HoldingsSummary::count_in(Medium medium, const Held& held, const Seen& seen) {
   const bool record = recorded(held.scope);
   const auto block = static_cast<std::size_t>(hasher_.block_size());
-  std::optional<BlocksStored> run;  // consecutive blocks new to the tier
+  BlocksStored run;  // consecutive blocks new to the tier; open while it has hashes
   const auto close_run = [&] {
-    if (run) events_.emplace_back(std::move(*run));
-    run.reset();
+    if (!run.hashes.empty()) events_.emplace_back(std::exchange(run, BlocksStored{}));
   };
   Counts& counts = in_medium_[static_cast<int>(medium)];
   for (std::size_t i = 0; i < held.blocks.size(); ++i) {
@@ -60,15 +59,15 @@ void HoldingsSummary::count_in(Medium medium, const Held& held, const Seen& seen
       close_run();
       continue;
     }
-    if (!run) {
-      run.emplace();
-      run->medium = medium;
-      run->scope = held.scope;
-      run->parent = i == 0 ? seen.parent : std::optional(held.blocks[i - 1]);
+    if (run.hashes.empty()) {
+      run.medium = medium;
+      run.scope = held.scope;
+      run.adapter = held.adapter;
+      run.parent = i == 0 ? seen.parent : std::optional(held.blocks[i - 1]);
     }
-    run->hashes.push_back(b);
+    run.hashes.push_back(b);
     const auto tokens = seen.tokens.subspan(seen.first_token + i * block, block);
-    run->tokens.insert(run->tokens.end(), tokens.begin(), tokens.end());
+    run.tokens.insert(run.tokens.end(), tokens.begin(), tokens.end());
   }
   close_run();
 }
@@ -107,6 +106,32 @@ HoldingsSummary::Held HoldingsSummary::segment_held(const Digest& key, const Dig
   return held;
 }
 
+std::string HoldingsSummary::segment_adapter(Medium medium, const SegmentMemo& memo, Digest parent,
+                                             engine::Pos begin) const {
+  if (adapters_.empty()) return {};
+  const DiskStore* disk = backing_.disk();
+  while (begin > 0) {
+    if (const auto found = memo.find(parent); found != memo.end()) return found->second.adapter;
+    if (medium == Medium::host) {
+      const HostSegment* before = host_.store().peek(parent);
+      if (before == nullptr || before->begin >= begin) return {};
+      begin = before->begin;
+      parent = before->parent;
+    } else {
+      const std::optional<RecordMeta> before = disk != nullptr ? disk->meta(parent) : std::nullopt;
+      if (!before || before->begin >= begin) return {};
+      begin = before->begin;
+      parent = before->parent;
+    }
+  }
+  const auto label = adapters_.find(parent);
+  return label == adapters_.end() ? std::string() : label->second;
+}
+
+void HoldingsSummary::label_namespace(const std::string& ns, const std::string& adapter) {
+  if (!adapter.empty()) adapters_.try_emplace(hasher_.root(ns), adapter);
+}
+
 void HoldingsSummary::refresh_segments(Medium medium, std::optional<std::vector<Digest>> changed,
                                        std::vector<std::pair<Medium, Held>>& gone) {
   SegmentMemo& memo = segments_[static_cast<int>(medium)];
@@ -115,6 +140,7 @@ void HoldingsSummary::refresh_segments(Medium medium, std::optional<std::vector<
                        std::span<const Token> tokens, const ScopeId& scope) {
     Seen seen;
     Held held = segment_held(key, parent, begin, tokens, scope, seen);
+    held.adapter = segment_adapter(medium, into, parent, begin);
     count_in(medium, into.emplace(key, std::move(held)).first->second, seen);
   };
   if (!changed) {
@@ -182,7 +208,10 @@ void HoldingsSummary::refresh() {
       entries_.erase(found);
       continue;
     }
-    const Held& held = entries.emplace(key, Held{hasher_.chain(e.lineage, e.tokens), e.scope}).first->second;
+    std::string adapter;
+    if (const auto label = adapters_.find(hasher_.root(e.lineage.ns)); label != adapters_.end()) adapter = label->second;
+    const Held& held =
+        entries.emplace(key, Held{hasher_.chain(e.lineage, e.tokens), e.scope, std::move(adapter)}).first->second;
     count_in(Medium::device, held, Seen{.tokens = e.tokens});
   }
   for (auto& [key, held] : entries_) gone.emplace_back(Medium::device, std::move(held));

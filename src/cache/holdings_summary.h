@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -35,12 +36,17 @@ class HoldingsSummary {
   // Every tier was emptied (a reset of every scope): forgets what was held and records one
   // AllBlocksCleared in place of a removal of each block.
   void cleared();
+  // The blocks of namespace `ns` (its digest) are computed under these LoRA adapters
+  // (RequestKey::adapter): their stored events say so from now on. Kept for the process's life,
+  // one entry per namespace with adapters.
+  void label_namespace(const std::string& ns, const std::string& adapter);
 
  private:
   // The blocks of one device entry or segment, and whose they are.
   struct Held {
     std::vector<Digest> blocks;
     ScopeId scope{};
+    std::string adapter;  // label_namespace's label of its namespace; empty: none known
   };
   // What a new holder brings: its blocks, the tokens they cover from `first_token` on, and what the
   // first block hangs off (nullopt: the namespace root, or a session's fork).
@@ -61,6 +67,10 @@ class HoldingsSummary {
                         std::vector<std::pair<Medium, Held>>& gone);
   Held segment_held(const Digest& key, const Digest& parent, engine::Pos begin, std::span<const engine::Token> tokens,
                     const ScopeId& scope, Seen& seen) const;
+  // The label of the namespace a segment of `medium` hangs off, found through the segments before
+  // it (a segment's parent is the key of the one before it, the namespace root at 0), `memo`'s
+  // first.
+  std::string segment_adapter(Medium medium, const SegmentMemo& memo, Digest parent, engine::Pos begin) const;
   void count_in(Medium medium, const Held& held, const Seen& seen);
   void count_out(Medium medium, const Held& held);
   bool recorded(const ScopeId& scope) const { return scopes_ && scopes_(scope); }
@@ -81,6 +91,7 @@ class HoldingsSummary {
   bool walk_all_ = false;  // the memo was emptied: the next refresh walks every store whole
   KvEventScopes scopes_;
   std::vector<KvEvent> events_;
+  std::unordered_map<Digest, std::string, DigestHash> adapters_;  // namespace root → label_namespace's label
   // Removals found by the current refresh, per tier and scope, recorded at its end.
   std::map<std::pair<Medium, ScopeId>, std::vector<Digest>> removed_;
 };

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct BlocksStored {
   std::vector<engine::Token> tokens;
   Medium medium = Medium::device;
   ScopeId scope{};
+  // The LoRA adapters its namespace computes under (RequestKey::adapter); empty: none, or not
+  // known to this process (a block read from disk before any request under them ran).
+  std::string adapter;
 };
 
 struct BlocksRemoved {

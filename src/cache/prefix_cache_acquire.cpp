@@ -10,6 +10,7 @@ namespace prefixd::cache {
 Acquisition PrefixCache::Impl::acquire(const RequestKey& key, std::span<const Token> prompt, SeqId seq,
                                        RemoteFetch* fetched) {
   if (!config_.enabled) return bypass(key.scope);
+  summary_.label_namespace(key.namespace_digest, key.adapter);  // what it leaves is labelled so
   refresh_window_entries();
   Lease& lease = leases_[seq];
   const std::uint64_t order = ++next_order_;

@@ -1,5 +1,8 @@
 // `prefixd serve`: load the model, start the scheduler thread and the HTTP server.
+#include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <iterator>
 #include <filesystem>
@@ -19,6 +22,7 @@
 #include "cli/disk_location.h"
 #include "cli/serve_http_options.h"
 #include "cli/serve_kv_events.h"
+#include "cli/serve_models.h"
 #include "cli/memory_return.h"
 #include "cli/server_signals.h"
 #include "engine/engine.h"
@@ -69,7 +73,38 @@ struct ServeOptions {
   std::int64_t seed = -1;          // --seed; -1: a random seed per request
   std::string pooling = "model";   // --pooling; model: the model's own
   bool reranking = false;          // --reranking: embeddings pooled by the model's classifier head
+  ModelHostFlags models;                 // --models-dir and its limits (serve_models.h)
+  std::vector<std::string> lora;         // --lora FILE[,FILE...]: adapters at scale 1
+  std::vector<std::string> lora_scaled;  // --lora-scaled FILE:SCALE[,...]
+  bool lora_init_without_apply = false;  // every adapter starts at scale 0
 };
+
+// --lora and --lora-scaled: the adapters' paths into the context options and their starting
+// scales into the server's, ids in that order (every --lora, then every --lora-scaled).
+void resolve_lora(ServeOptions& o) {
+  std::vector<float> scales;
+  for (const std::string& path : o.lora) {
+    if (path.empty()) throw std::runtime_error("--lora: an empty file name");
+    o.context.lora_paths.push_back(path);
+    scales.push_back(1.0f);
+  }
+  for (const std::string& item : o.lora_scaled) {
+    const std::size_t colon = item.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size()) {
+      throw std::runtime_error(std::format("--lora-scaled '{}': expected FILE:SCALE", item));
+    }
+    const std::string scale_text = item.substr(colon + 1);
+    float scale = 0;
+    const auto [end, ec] = std::from_chars(scale_text.data(), scale_text.data() + scale_text.size(), scale);
+    if (ec != std::errc() || end != scale_text.data() + scale_text.size() || !std::isfinite(scale)) {
+      throw std::runtime_error(std::format("--lora-scaled '{}': '{}' is not a number", item, scale_text));
+    }
+    o.context.lora_paths.push_back(item.substr(0, colon));
+    scales.push_back(scale);
+  }
+  if (o.lora_init_without_apply) std::ranges::fill(scales, 0.0f);
+  o.server.lora_scales = std::move(scales);
+}
 
 std::uint64_t available_memory_bytes() {
   std::ifstream meminfo("/proc/meminfo");
@@ -92,6 +127,7 @@ std::unique_ptr<engine::Engine> load_draft_model(const ServeOptions& o, const en
   engine::ContextOptions context = o.context;
   context.n_ctx = target.context_size();
   context.mmproj_path.clear();
+  context.lora_paths.clear();  // the target's adapters: the drafter's guesses are verified under them
   context.deterministic = false;
   context.kv_layout = engine::KvLayout::pool;  // guesses are verified: no answer rests on the drafter's cells
   if (o.draft_gpu_layers >= 0) context.gpu_layers = o.draft_gpu_layers;
@@ -176,6 +212,25 @@ int run_serve(ServeOptions& o) {
   for (const std::string& url : o.scheduler.cache.remote_urls) {
     if (auto endpoint = remote::parse_remote_url(url); !endpoint) throw std::runtime_error("--cache-remote: " + endpoint.error());
   }
+  // A model named for this server wins over a folder (which a configuration file may give): each
+  // model's own server is started so.
+  if (!o.models.dir.empty() && (!o.model_path.empty() || !o.hf_repo.empty())) {
+    spdlog::info("--models-dir {} is set, and --model or --hf-repo too: serving that one model", o.models.dir);
+  } else if (!o.models.dir.empty()) {
+    if (!o.cache_disk && !o.scheduler.cache.disk_path.empty()) {
+      throw std::runtime_error("--no-cache-disk and --cache-disk-path contradict each other: give one");
+    }
+    const auto keys = o.server.keys != nullptr ? o.server.keys
+                      : o.server.api_key.empty() ? nullptr
+                                                 : std::make_shared<api::KeyStore>(api::KeyRing::single(o.server.api_key));
+    return run_model_host(o.models,
+                          ModelHostSetup{.http = o.server.http,
+                                         .keys = keys,
+                                         .cache_disk = cache_on && o.cache_disk,
+                                         .disk_path = o.scheduler.cache.disk_path,
+                                         .grace = std::chrono::milliseconds(static_cast<std::int64_t>(o.http.shutdown_grace_s * 1000))},
+                          signals);
+  }
   if (o.model_path.empty() == o.hf_repo.empty()) {
     throw std::runtime_error(o.model_path.empty() ? "give the model: --model FILE or --hf-repo OWNER/NAME[:QUANT]"
                                                   : "--model and --hf-repo name two models: give one");
@@ -259,6 +314,7 @@ int run_serve(ServeOptions& o) {
   } else {
     o.context.pooling = *engine::parse_pooling(o.pooling);  // the flag's check took only known names
   }
+  resolve_lora(o);
   o.context.fingerprint_cache = resolve_fingerprint_cache(o.fingerprint_cache, o.scheduler.cache.disk_path);
   o.context.kv_memory_budget = available_memory_bytes() / 4;
   if (!o.chat_template_file.empty()) {
@@ -455,6 +511,20 @@ std::function<int()> add_serve_options(CLI::App& serve_app) {
                   "How embeddings are normalized unless a request says: -1 none, 0 max absolute scaled to int16, "
                   "1 taxicab, 2 Euclidean, p > 2 the p-norm")
       ->capture_default_str()->envname("PREFIXD_EMBD_NORMALIZE")->check(CLI::Range(-1, 1 << 20));
+  add_model_host_options(*cmd, o->models);
+  cmd->add_option("--lora", o->lora,
+                  "LoRA adapter (GGUF) to load and apply at scale 1 (repeat, or separate with commas); requests pick "
+                  "adapters and scales with `lora`, POST /lora-adapters sets the server's")
+      ->delimiter(',')->envname("PREFIXD_LORA");
+  cmd->add_option("--lora-scaled", o->lora_scaled,
+                  "LoRA adapter with its own scale: FILE:SCALE (repeat, or separate with commas); ids follow every "
+                  "--lora")
+      ->delimiter(',')->envname("PREFIXD_LORA_SCALED");
+  cmd->add_flag("--lora-init-without-apply", o->lora_init_without_apply,
+                "Load the adapters at scale 0: none applies until POST /lora-adapters or a request's `lora` says "
+                "(default off)")
+      ->default_function([o] { return std::string(o->lora_init_without_apply ? "1" : "0"); })
+      ->capture_default_str()->envname("PREFIXD_LORA_INIT_WITHOUT_APPLY");
   cmd->add_option("-s,--seed", o->seed, "Sampling seed of a request that sends none (-1: a random one per request)")
       ->capture_default_str()->envname("PREFIXD_SEED")->check(CLI::Range(std::int64_t{-1}, std::int64_t{0xFFFFFFFE}));
   cmd->add_option("--gpu-layers,--n-gpu-layers", o->context.gpu_layers, "Layers to offload to a GPU backend, if one is built in")

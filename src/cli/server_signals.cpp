@@ -17,7 +17,12 @@ ServerSignals::ServerSignals() {
 }
 
 void ServerSignals::start(api::HttpServer& server, std::chrono::milliseconds grace, std::function<void()> reload) {
-  waiter_ = std::jthread([this, &server, grace, reload = std::move(reload)] {
+  start([&server](std::chrono::milliseconds g) { server.shutdown(g); }, grace, std::move(reload));
+}
+
+void ServerSignals::start(std::function<void(std::chrono::milliseconds)> shutdown, std::chrono::milliseconds grace,
+                          std::function<void()> reload) {
+  waiter_ = std::jthread([this, shutdown = std::move(shutdown), grace, reload = std::move(reload)] {
     for (int stops = 0;;) {
       int signal = 0;
       if (sigwait(&set_, &signal) != 0 || signal == SIGUSR2) return;
@@ -28,10 +33,10 @@ void ServerSignals::start(api::HttpServer& server, std::chrono::milliseconds gra
       if (++stops == 1) {
         spdlog::info("signal {}: shutting down; requests in flight have {:.1f} s to finish", signal,
                      static_cast<double>(grace.count()) / 1000);
-        server.shutdown(grace);
+        shutdown(grace);
       } else {
         spdlog::info("signal {}: ending the requests still running", signal);
-        server.shutdown(std::chrono::milliseconds(0));
+        shutdown(std::chrono::milliseconds(0));
       }
     }
   });

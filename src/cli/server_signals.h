@@ -20,6 +20,9 @@ class ServerSignals {
   // Waits for signals until stop(): the first SIGINT/SIGTERM drains the server within `grace`, a
   // second one ends what still runs at once; SIGHUP calls `reload` (on the signal thread).
   void start(api::HttpServer& server, std::chrono::milliseconds grace, std::function<void()> reload);
+  // The same for any server: `shutdown(grace)` drains it.
+  void start(std::function<void(std::chrono::milliseconds)> shutdown, std::chrono::milliseconds grace,
+             std::function<void()> reload);
   // Ends the waiter; call it before the server it was started with goes away.
   void stop();
   ~ServerSignals();

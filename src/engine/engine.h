@@ -133,6 +133,13 @@ class Engine {
   // (ContextOptions::deterministic).
   virtual bool deterministic() const { return false; }
 
+  // The LoRA adapters (ModelInfo::adapters ids, each at most once, scale not 0) every following
+  // decode applies, until the next call; empty: the base model. A call computes one set: requests
+  // under other sets take calls of their own. Throws std::invalid_argument for an unknown id.
+  virtual void use_adapters(std::span<const AdapterScale> adapters) {
+    if (!adapters.empty()) throw std::invalid_argument("this engine loads no LoRA adapters");
+  }
+
   // Runs the model over `batch` (at most batch_size() tokens). After ok, logits(row) is valid for
   // every row whose BatchToken::logits was set, until the next decode. On failure the KV cache
   // holds no partial result of this batch.

@@ -133,6 +133,7 @@ void log_placement(const ModelInfo& info, int gpu_layers) {
 
 namespace {
 
+using detail::AdapterPtr;
 using detail::ContextPtr;
 using detail::ModelPtr;
 using detail::WindowStates;
@@ -181,10 +182,11 @@ bool uses_mrope(const llama_model* model) {
 
 class LlamaEngine final : public Engine {
  public:
-  LlamaEngine(ModelPtr model, ContextPtr ctx, ModelInfo info, std::unique_ptr<Vision> vision, SeqId pad_seq,
-              SeqId guard_seq, bool deterministic, std::int32_t stream_cells, detail::CallPadding padding,
-              std::int32_t id_stride)
+  LlamaEngine(ModelPtr model, std::vector<AdapterPtr> adapters, ContextPtr ctx, ModelInfo info,
+              std::unique_ptr<Vision> vision, SeqId pad_seq, SeqId guard_seq, bool deterministic,
+              std::int32_t stream_cells, detail::CallPadding padding, std::int32_t id_stride)
       : model_(std::move(model)),
+        adapters_(std::move(adapters)),
         ctx_(std::move(ctx)),
         info_(std::move(info)),
         vocab_(llama_model_get_vocab(model_.get()), rerank_template(model_.get())),
@@ -231,6 +233,26 @@ class LlamaEngine final : public Engine {
   bool deterministic() const override { return deterministic_; }
   std::int32_t sequence_count() const override {
     return static_cast<std::int32_t>(llama_n_seq_max(ctx_.get())) / id_stride_ - reserved_;
+  }
+
+  void use_adapters(std::span<const AdapterScale> adapters) override {
+    if (std::ranges::equal(adapters, applied_)) return;
+    std::vector<llama_adapter_lora*> handles;
+    std::vector<float> scales;
+    for (const AdapterScale& a : adapters) {
+      if (a.id < 0 || static_cast<std::size_t>(a.id) >= adapters_.size()) {
+        throw std::invalid_argument(std::format("no LoRA adapter has id {} ({} loaded)", a.id, adapters_.size()));
+      }
+      if (a.scale == 0.0f || std::ranges::find(handles, adapters_[static_cast<std::size_t>(a.id)].get()) != handles.end()) {
+        throw std::invalid_argument(std::format("LoRA adapter {}: listed twice or at scale 0", a.id));
+      }
+      handles.push_back(adapters_[static_cast<std::size_t>(a.id)].get());
+      scales.push_back(a.scale);
+    }
+    if (llama_set_adapters_lora(ctx_.get(), handles.data(), handles.size(), scales.data()) != 0) {
+      throw std::runtime_error("libllama refused the LoRA adapters");
+    }
+    applied_.assign(adapters.begin(), adapters.end());
   }
 
   DecodeStatus decode(std::span<const BatchToken> tokens) override { return run_batch(tokens, deterministic_); }
@@ -693,8 +715,10 @@ class LlamaEngine final : public Engine {
   }
 
   ModelPtr model_;
+  std::vector<AdapterPtr> adapters_;  // by AdapterScale::id; outlive ctx_, which applies them
   ContextPtr ctx_;
   ModelInfo info_;
+  std::vector<AdapterScale> applied_;  // what ctx_ applies now (use_adapters)
   detail::LlamaVocabulary vocab_;
   detail::OwnedBatch batch_;
   std::unique_ptr<Vision> vision_;
@@ -909,6 +933,37 @@ bool streams_serve(ModelFamily family) {
 // The families whose calls can be padded on a GPU: every row in the sequence's own stream.
 bool padding_serves(ModelFamily family) { return family == ModelFamily::dense || family == ModelFamily::sliding_window; }
 
+// Loads a LoRA adapter for `model` into `into`; libllama's complaint becomes the error (an adapter
+// made for another architecture or shapes, a file that is no adapter).
+AdapterInfo load_adapter(llama_model* model, const std::string& path, const std::string& fingerprint_cache,
+                         std::vector<AdapterPtr>& into) {
+  if (!std::filesystem::is_regular_file(path)) throw std::runtime_error(std::format("--lora: no file at '{}'", path));
+  AdapterPtr adapter;
+  std::string complaint;
+  {
+    detail::LlamaErrorCapture capture;
+    adapter.reset(llama_adapter_lora_init(model, path.c_str()));
+    complaint = capture.text();
+  }
+  if (!adapter) {
+    throw std::runtime_error(std::format("--lora: cannot load '{}' as a LoRA adapter of this model{}", path,
+                                         complaint.empty() ? "" : ": " + complaint));
+  }
+  AdapterInfo info{.path = path, .name = std::filesystem::path(path).stem().string()};
+  std::string alpha(64, '\0');
+  if (const int32_t n = llama_adapter_meta_val_str(adapter.get(), "adapter.lora.alpha", alpha.data(), alpha.size()); n > 0) {
+    alpha.resize(static_cast<std::size_t>(n));
+    try {
+      info.alpha = std::stof(alpha);
+    } catch (const std::exception&) {
+      info.alpha = 0;
+    }
+  }
+  info.fingerprint = FingerprintCache(fingerprint_cache).fingerprint(path).digest;
+  into.push_back(std::move(adapter));
+  return info;
+}
+
 std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, const ContextOptions& options,
                                                const std::string& model_id) {
   if (options.n_parallel < 1) throw std::runtime_error("--parallel must be at least 1");
@@ -932,6 +987,13 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
   ModelPtr model = load_model(model_path, false, options.gpu_layers, !options.deterministic);
   ModelInfo info = detail::describe_model(model.get(), model_path, model_id);
   info.fingerprint = fingerprint_file(model_path, options.fingerprint_cache);
+  std::vector<AdapterPtr> adapters;
+  for (const std::string& path : options.lora_paths) {
+    AdapterInfo adapter = load_adapter(model.get(), path, options.fingerprint_cache, adapters);
+    spdlog::info("LoRA adapter {}: {} (alpha {}, fingerprint {})", info.adapters.size(), path, adapter.alpha,
+                 adapter.fingerprint);
+    info.adapters.push_back(std::move(adapter));
+  }
   info.on_accelerator = options.gpu_layers != 0 && detail::has_gpu_device();
 
   // A stream per sequence where asked, or (automatic) where it makes --deterministic exact under
@@ -1151,8 +1213,9 @@ std::unique_ptr<Engine> load_llama_engine_here(const std::string& model_path, co
   // the rows that pad its calls in its own stream (run_rowwise_streams).
   const std::int32_t pad_cells = !options.deterministic || id_stride > 1 ? 0 : padded ? padding.rows_for(1) - 1 : 1;
   const std::int32_t stream_cells = streams ? static_cast<std::int32_t>(llama_n_ctx_seq(ctx.get())) - pad_cells : 0;
-  return std::make_unique<LlamaEngine>(std::move(model), std::move(ctx), std::move(info), std::move(vision), pad_seq,
-                                       guard_seq, options.deterministic, stream_cells, padding, id_stride);
+  return std::make_unique<LlamaEngine>(std::move(model), std::move(adapters), std::move(ctx), std::move(info),
+                                       std::move(vision), pad_seq, guard_seq, options.deterministic, stream_cells,
+                                       padding, id_stride);
 }
 
 }  // namespace

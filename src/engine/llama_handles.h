@@ -19,7 +19,13 @@ struct SamplerDeleter {
   void operator()(llama_sampler* sampler) const { llama_sampler_free(sampler); }
 };
 
+struct AdapterDeleter {
+  void operator()(llama_adapter_lora* adapter) const { llama_adapter_lora_free(adapter); }
+};
+
 using ModelPtr = std::unique_ptr<llama_model, ModelDeleter>;
+// Freed before its model, after every context that applied it (declare it between the two).
+using AdapterPtr = std::unique_ptr<llama_adapter_lora, AdapterDeleter>;
 using ContextPtr = std::unique_ptr<llama_context, ContextDeleter>;
 using SamplerPtr = std::unique_ptr<llama_sampler, SamplerDeleter>;
 

@@ -33,6 +33,23 @@ enum class Pooling { model, none, mean, cls, last, rank };
 const char* pooling_name(Pooling pooling);
 std::optional<Pooling> parse_pooling(std::string_view name);
 
+// A LoRA adapter loaded with the model (ContextOptions::lora_paths).
+struct AdapterInfo {
+  std::string path;
+  std::string name;         // the file name without its extension
+  // XXH3-128 of the adapter file, as ModelInfo::fingerprint is of the model's: what names the
+  // adapter in a cache namespace, so K/V it changed is reused only under the same file.
+  std::string fingerprint;
+  float alpha = 0;          // adapter.lora.alpha (0: the file gives none; libllama then scales by 1)
+};
+
+// An adapter (by ModelInfo::adapters index) and the scale it applies at.
+struct AdapterScale {
+  std::int32_t id = 0;
+  float scale = 1.0f;
+  friend bool operator==(const AdapterScale&, const AdapterScale&) = default;
+};
+
 struct ModelInfo {
   std::string id;            // display id, the file name without extension unless overridden
   std::string path;
@@ -104,6 +121,8 @@ struct ModelInfo {
   bool embeddings = false;
   Pooling pooling = Pooling::none;
   std::int32_t embedding_width = 0;
+  // The LoRA adapters loaded with the model (ContextOptions::lora_paths), by id: their index.
+  std::vector<AdapterInfo> adapters;
 };
 
 // True when a sequence's whole memory is attention K/V that can be cut back to any earlier
@@ -166,6 +185,9 @@ struct ContextOptions {
   // context outputs pooled vectors (or each token's, under Pooling::none) and generates nothing.
   bool embeddings = false;
   Pooling pooling = Pooling::model;  // read only with embeddings
+  // LoRA adapters (GGUF, libllama's format) to load for the model (--lora): none applies until
+  // Engine::use_adapters says so.
+  std::vector<std::string> lora_paths;
 };
 
 // The context size ContextOptions::n_ctx = 0 asks for: the model's training context (or

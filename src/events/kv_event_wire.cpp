@@ -105,7 +105,9 @@ std::expected<WireEvent, std::string> read_event(const object& o, bool& known) {
     }
     if (f[4].type != msgpack::type::POSITIVE_INTEGER) return std::unexpected("BlockStored's block size is not a positive integer");
     stored.block_size = static_cast<std::int64_t>(f[4].via.u64);
+    if (n > 5 && f[5].type == msgpack::type::POSITIVE_INTEGER) stored.lora_id = static_cast<std::int64_t>(f[5].via.u64);
     if (n > 6) stored.medium = read_medium(f[6]);
+    if (n > 7 && f[7].type == msgpack::type::STR) stored.lora_name.assign(f[7].via.str.ptr, f[7].via.str.size);
     known = true;
     return stored;
   }
@@ -113,6 +115,15 @@ std::expected<WireEvent, std::string> read_event(const object& o, bool& known) {
 }
 
 }  // namespace
+
+std::int64_t lora_id_of(std::string_view lora_name) {
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, 64 bits
+  for (const char c : lora_name) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ull;
+  }
+  return static_cast<std::int64_t>(h & 0x7fffffffffffffffull);
+}
 
 std::optional<HashFormat> parse_hash_format(std::string_view name) {
   if (name == "int") return HashFormat::integer;
@@ -144,7 +155,7 @@ std::string encode_batch(std::span<const cache::KvEvent> events, double timestam
   pk.pack_array(static_cast<std::uint32_t>(events.size()));
   for (const cache::KvEvent& event : events) {
     if (const auto* stored = std::get_if<cache::BlocksStored>(&event)) {
-      pk.pack_array(7);
+      pk.pack_array(stored->adapter.empty() ? 7 : 8);
       pack_str(pk, "BlockStored");
       pack_hashes(pk, stored->hashes, format);
       if (stored->parent) {
@@ -155,8 +166,13 @@ std::string encode_batch(std::span<const cache::KvEvent> events, double timestam
       pk.pack_array(static_cast<std::uint32_t>(stored->tokens.size()));
       for (engine::Token t : stored->tokens) pk.pack_int32(t);
       pk.pack_int32(block_size);
-      pk.pack_nil();  // lora_id: no adapters
+      if (stored->adapter.empty()) {
+        pk.pack_nil();  // lora_id: the base model
+      } else {
+        pk.pack_int64(lora_id_of(stored->adapter));
+      }
       pack_str(pk, wire_medium(stored->medium));
+      if (!stored->adapter.empty()) pack_str(pk, stored->adapter);  // lora_name
     } else if (const auto* removed = std::get_if<cache::BlocksRemoved>(&event)) {
       pk.pack_array(3);
       pack_str(pk, "BlockRemoved");

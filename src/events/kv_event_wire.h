@@ -4,11 +4,14 @@
 // A message is three ZeroMQ frames: the topic, the batch's sequence number (8 bytes, big-endian)
 // and the payload, a MessagePack array [timestamp (float seconds since the epoch), [event...]].
 // Each event is an array whose first element names it:
-//   ["BlockStored", [hash...], parent hash | nil, [token id...], block_size, lora_id (nil), medium]
+//   ["BlockStored", [hash...], parent hash | nil, [token id...], block_size, lora_id | nil, medium,
+//    lora_name (only when the blocks were computed under LoRA adapters)]
 //   ["BlockRemoved", [hash...], medium]
 //   ["AllBlocksCleared"]
 // A hash is the block's chain hash (block_hash.h): by default an unsigned 64-bit integer, its last
 // 8 bytes read big-endian (vLLM's integer block hashes); as `bytes`, the whole 32-byte digest.
+// lora_name is the adapters' label (cache::BlocksStored::adapter: "name" or "a@0.5+b"), lora_id
+// lora_id_of(lora_name); both are absent (nil, and no eighth field) for the base model.
 // Media: the device tier is "GPU" (vLLM's name for the engine's own KV memory, whatever the
 // device), the host tier "CPU" (vLLM's CPU offload), the disk tier "DISK".
 #pragma once
@@ -30,6 +33,9 @@ std::optional<HashFormat> parse_hash_format(std::string_view name);  // "int" or
 
 const char* wire_medium(cache::Medium medium);  // "GPU", "CPU", "DISK"
 
+// A LoRA label's lora_id: FNV-1a of its bytes, 63 bits (the same label, the same id on every server).
+std::int64_t lora_id_of(std::string_view lora_name);
+
 // The hash as the wire carries it in integer form.
 std::uint64_t hash_as_integer(const cache::Digest& digest);
 
@@ -45,6 +51,8 @@ struct WireStored {
   std::vector<std::int64_t> tokens;
   std::int64_t block_size = 0;
   std::string medium;
+  std::optional<std::int64_t> lora_id;
+  std::string lora_name;
 };
 struct WireRemoved {
   std::vector<std::uint64_t> hashes;

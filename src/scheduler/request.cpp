@@ -10,7 +10,8 @@ cache::RequestKey cache_key(const CacheOptions& options) {
                            .shared_prefix = options.shared_prefix,
                            .retain = options.retain,
                            .unbroken = options.unbroken,
-                           .shift_reuse_min = options.shift_reuse_min};
+                           .shift_reuse_min = options.shift_reuse_min,
+                           .adapter = options.adapter_label};
 }
 
 const char* finish_reason_name(FinishReason reason) {

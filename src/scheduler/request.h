@@ -48,6 +48,9 @@ struct CacheOptions {
   std::vector<cache::UnbrokenSpan> unbroken;
   // n_cache_reuse: -1 the server's --cache-reuse, 0 off, else the shortest chunk worth shifting.
   std::int32_t shift_reuse_min = -1;
+  // The LoRA adapters the namespace holds, in words (AppliedAdapters::label; empty: none): what
+  // KV events say of its blocks (cache::RequestKey::adapter).
+  std::string adapter_label;
 };
 
 // Who a request is to the prompt cache: the one place a cache::RequestKey is made from a request.
@@ -116,6 +119,9 @@ struct GenerationRequest {
   // per_token (Pooling::none, whole_prompt only) one vector per prompt token.
   EmbedMode embed = EmbedMode::none;
   bool per_token = false;
+  // The LoRA adapters its every token is computed under (Engine::use_adapters: sorted by id, no
+  // scale 0); empty: the base model. Part of its cache namespace too, which the caller computes.
+  std::vector<engine::AdapterScale> adapters;
   std::vector<std::string> stop;            // generation stops before any of these strings
   // llama.cpp's t_max_predict_ms: once the reply holds a newline, generation ends (`length`) when
   // this long has passed since its first token; zero: no limit. Code completion bounds its wait.

@@ -4,6 +4,7 @@
 #include "cache/request_key.h"
 
 #include <algorithm>
+#include <format>
 #include <future>
 #include <iterator>
 #include <spdlog/spdlog.h>
@@ -94,6 +95,11 @@ std::expected<std::shared_ptr<RequestStream>, SubmitError> Scheduler::Impl::subm
       sampler = engine_.make_sampler(request.sampling);
     } catch (const std::exception&) {
       sampler = nullptr;
+    }
+  }
+  for (const engine::AdapterScale& a : request.adapters) {
+    if (a.id < 0 || static_cast<std::size_t>(a.id) >= engine_.model().adapters.size() || a.scale == 0.0f) {
+      throw std::invalid_argument(std::format("submit: no LoRA adapter {} to apply at {}", a.id, a.scale));
     }
   }
   // An image's positions are computed in one piece: the cache never resumes inside one.

@@ -186,6 +186,7 @@ void Scheduler::Impl::start(Queued queued, const cache::Acquisition& got) {
   a->stream = std::move(queued.stream);
   a->submitted = queued.submitted;
   a->started = Clock::now();
+  a->last_step = step_serial_;  // behind every request that ran before it came (choose_adapters)
   a->seq = free_seqs_.back();
   free_seqs_.pop_back();
   a->tokens = queued.request.prompt;

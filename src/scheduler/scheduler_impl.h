@@ -106,6 +106,7 @@ class Scheduler::Impl {
 
   // scheduler_step.cpp
   void step();
+  void choose_adapters();
   std::int32_t prefill_end(const Active& a) const;
   bool has_sampled_row(const Active& a) const;
   bool tail_joins_rowwise_call(const Active& a) const;
@@ -172,6 +173,7 @@ class Scheduler::Impl {
   cache::CacheOperations& operations();
   const cache::CacheOperations& operations() const;
   std::vector<std::unique_ptr<Active>> active_;
+  std::uint64_t step_serial_ = 0;  // steps taken: Active::last_step
   std::vector<engine::BatchToken> batch_;
   PrefillPacking packing_ = PrefillPacking::off;  // which prompts share a completing batch (see step())
   double seconds_per_prompt_token_ = 0;  // measured (observe_prefill_speed); 0 until a prefill ran

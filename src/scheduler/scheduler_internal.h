@@ -96,6 +96,11 @@ struct Active {
   std::int32_t rollback_from = -1;
   bool ends_after_rollback = false;
   bool rollback_failed = false;
+  // A step computes under one set of LoRA adapters (choose_adapters): a request under another
+  // sits that step out (benched), and the set whose request has gone longest without a step
+  // (last_step, a serial of steps) is served next.
+  bool benched = false;
+  std::uint64_t last_step = 0;
   // The steps it took part in and their time by phase (joined in start(), left in finish()): its
   // debug line says whether its time went to the model or around it.
   StepShare step_share;
@@ -120,8 +125,8 @@ struct Active {
     return n_prompt;
   }
 
-  bool prefilling() const { return !waiting && n_past < n_prompt; }
-  bool decoding() const { return !waiting && !drawing && n_past >= n_prompt; }
+  bool prefilling() const { return !waiting && !benched && n_past < n_prompt; }
+  bool decoding() const { return !waiting && !benched && !drawing && n_past >= n_prompt; }
   bool uses_cache() const { return request.cache.enabled; }
   // Its whole prompt goes into one call (EmbedMode::whole_prompt).
   bool whole_prompt() const { return request.embed == EmbedMode::whole_prompt; }

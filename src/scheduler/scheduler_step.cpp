@@ -28,6 +28,15 @@ using engine::Token;
 // token of every prompt that is now complete).
 void Scheduler::Impl::step() {
   if (active_.empty()) return;
+  ++step_serial_;
+  choose_adapters();
+  // Benched requests sit out this step only.
+  const struct Unbench {
+    std::vector<std::unique_ptr<Active>>& active;
+    ~Unbench() {
+      for (auto& a : active) a->benched = false;
+    }
+  } unbench{active_};
   // Idle cached cells give way before the step needs theirs (running requests grow by their
   // generated tokens, and a lone row takes one more for its padding): a call that finds no free
   // cell fails in libllama and is only retried after the cache has made room.
@@ -43,6 +52,27 @@ void Scheduler::Impl::step() {
   finish_warmups();
   finish_prefills();
   sampled_calls();
+}
+
+// A call computes under one set of LoRA adapters, so a step serves the requests of one set: the
+// set of the request with work that has gone longest without a step (the oldest Active::last_step,
+// the first in active_ among equals), and every other set's requests sit the step out (benched).
+// Without adapters every request is under the empty set and nothing changes.
+void Scheduler::Impl::choose_adapters() {
+  if (engine_.model().adapters.empty()) return;
+  const Active* longest = nullptr;
+  for (const auto& a : active_) {
+    if (!a->prefilling() && !a->decoding()) continue;
+    if (longest == nullptr || a->last_step < longest->last_step) longest = a.get();
+  }
+  if (longest == nullptr) return;
+  const std::vector<engine::AdapterScale> chosen = longest->request.adapters;
+  for (auto& a : active_) {
+    a->benched = a->request.adapters != chosen;
+    if (!a->benched) a->last_step = step_serial_;
+  }
+  const StepClock::Scope in_model = step_clock_.enter(StepPhase::compute);
+  engine_.use_adapters(chosen);
 }
 
 // The prompt tokens a request still prefills in prefill calls: those before its last one, which

@@ -13,6 +13,7 @@
 
 #include "bench/server_process.h"
 #include "media_requests.h"
+#include "llama_server_peer.h"
 #include "server_process.h"
 #include "valkey_process.h"
 
@@ -52,24 +53,6 @@ std::vector<std::vector<float>> vectors_of(const JsonReply& reply) {
   return out;
 }
 
-// llama-server on the same model and flags, on a free port (skips without it).
-struct Peer {
-  explicit Peer(std::vector<std::string> args) : port(pick_free_port()) {
-    const CommandResult where = run_shell("command -v llama-server");
-    std::string binary = where.output;
-    while (!binary.empty() && (binary.back() == '\n' || binary.back() == ' ')) binary.pop_back();
-    args.insert(args.end(), {"--host", "127.0.0.1", "--port", std::to_string(port), "-t", "2", "--no-webui"});
-    process = std::make_unique<bench::ServerProcess>(
-        bench::ServerLaunch{.binary = binary, .args = args, .log_path = "/dev/null",
-                            .strip_env_prefixes = {"PREFIXD_", "LLAMA_ARG_"}},
-        port);
-    client = std::make_unique<httplib::Client>("127.0.0.1", port);
-    client->set_read_timeout(300);
-  }
-  int port;
-  std::unique_ptr<bench::ServerProcess> process;
-  std::unique_ptr<httplib::Client> client;
-};
 
 struct EmbeddingModel {
   std::string file;
@@ -95,7 +78,7 @@ TEST_P(Embeddings, VectorsAreLlamaServersOnTheSameModel) {
     ours = post_json(*server.client(), "/v1/embeddings", request);
   }
   ASSERT_EQ(ours.status, 200) << ours.raw;
-  Peer peer({"-m", model, "--embeddings", "-c", "2048", "-np", "2"});
+  LlamaServerPeer peer({"-m", model, "--embeddings", "-c", "2048", "-np", "2"});
   const JsonReply theirs = post_json(*peer.client, "/v1/embeddings", request);
   ASSERT_EQ(theirs.status, 200) << theirs.raw;
   const auto a = vectors_of(ours);
@@ -299,7 +282,7 @@ TEST_P(Rerank, ScoresAreLlamaServersOnTheSameModel) {
     ours = post_json(*server.client(), "/v1/rerank", request);
   }
   ASSERT_EQ(ours.status, 200) << ours.raw;
-  Peer peer({"-m", model, "--reranking", "-c", "4096", "-np", "2"});
+  LlamaServerPeer peer({"-m", model, "--reranking", "-c", "4096", "-np", "2"});
   const JsonReply theirs = post_json(*peer.client, "/v1/rerank", request);
   ASSERT_EQ(theirs.status, 200) << theirs.raw;
   ASSERT_EQ(ours.body["results"].size(), kDocuments.size());

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/server_process.h"
+#include "llama_server_peer.h"
 #include "media_requests.h"
 #include "valkey_process.h"
 
@@ -203,20 +204,9 @@ TEST(MropeImagesBesideLlamaServer, TheFirstTokenLogprobsAfterAnImageAreLlamaServ
                             .ctx_size = 4096});
       ours = top5(*server.client());
     }
-    const int port = pick_free_port();
-    const CommandResult where = run_shell("command -v llama-server");
-    std::string binary = where.output;
-    while (!binary.empty() && (binary.back() == '\n' || binary.back() == ' ')) binary.pop_back();
-    bench::ServerProcess peer({.binary = binary,
-                               .args = {"-m", kModels + "/" + model, "--mmproj", kModels + "/" + projector, "--host",
-                                        "127.0.0.1", "--port", std::to_string(port), "-c", "4096", "-np", "1", "-t", "2",
-                                        "-fa", "on", "--no-webui"},
-                               .log_path = "/dev/null",
-                               .strip_env_prefixes = {"PREFIXD_", "LLAMA_ARG_"}},
-                              port);
-    httplib::Client client("127.0.0.1", port);
-    client.set_read_timeout(300);
-    const std::map<int, std::vector<double>> theirs = top5(client);
+    LlamaServerPeer peer({"-m", kModels + "/" + model, "--mmproj", kModels + "/" + projector, "-c", "4096", "-np", "1",
+                          "-fa", "on"});
+    const std::map<int, std::vector<double>> theirs = top5(*peer.client);
     int compared = 0;
     for (const auto& [shade, values] : theirs) {
       ASSERT_EQ(ours.count(shade), 1u) << "shade " << shade;

@@ -164,6 +164,44 @@ TEST_F(KvEventsTest, AScopeTheFilterRefusesIsNeverAnnounced) {
   for (const KvEvent& e : events) EXPECT_EQ(std::get<BlocksRemoved>(e).hashes.size(), 26u);
 }
 
+// A namespace computed under LoRA adapters: its stored blocks carry their label in every tier
+// (device, then the host tier it is demoted to, then disk), found through a segment's parents;
+// another namespace's carry none.
+TEST_F(KvEventsTest, AdapterLabelsFollowTheirBlocksToEveryTier) {
+  auto cache = make();
+  RequestKey adapted{"ns-adapted", "s"};
+  adapted.adapter = "lora-a@0.5";
+  const RequestKey base{"ns-base", "s"};
+  cache->record_kv_events([](const ScopeId&) { return true; });
+  serve(*cache, adapted, a);
+  serve(*cache, base, b);
+  std::vector<KvEvent> events = cache->take_kv_events();
+  PrefixCacheProbe(*cache).flush_disk();
+  cache->release_device_cells(1 << 20);
+  for (KvEvent& e : cache->take_kv_events()) events.push_back(std::move(e));
+  const std::vector<Digest> adapted_chain = cache->chain_of(adapted, a);
+  const std::set<Digest> adapted_blocks(adapted_chain.begin(), adapted_chain.end());
+  std::map<Medium, std::int64_t> labelled;
+  std::int64_t unlabelled = 0;
+  for (const KvEvent& e : events) {
+    const auto* s = std::get_if<BlocksStored>(&e);
+    if (s == nullptr) continue;
+    const bool ours = adapted_blocks.contains(s->hashes.front());
+    for (const Digest& h : s->hashes) EXPECT_EQ(adapted_blocks.contains(h), ours) << "a run is of one namespace";
+    if (ours) {
+      EXPECT_EQ(s->adapter, "lora-a@0.5") << medium_name(s->medium);
+      labelled[s->medium] += static_cast<std::int64_t>(s->hashes.size());
+    } else {
+      EXPECT_EQ(s->adapter, "") << medium_name(s->medium);
+      unlabelled += static_cast<std::int64_t>(s->hashes.size());
+    }
+  }
+  EXPECT_EQ(labelled[Medium::device], 26);
+  EXPECT_EQ(labelled[Medium::host], 26) << "demoted segments reach the label through their parents";
+  EXPECT_EQ(labelled[Medium::disk], 26);
+  EXPECT_GT(unlabelled, 0);
+}
+
 Digest digest_of(std::uint8_t first, std::uint8_t last) {
   Digest d{};
   d.front() = first;
@@ -179,12 +217,13 @@ TEST(KvEventWire, BatchesDecodeToTheEventsEncodedInBothHashForms) {
                                    Medium::host, {}});
   events.emplace_back(BlocksStored{{digest_of(4, 4)}, std::nullopt, {1, 2, 3, 4}, Medium::device, {}});
   events.emplace_back(BlocksRemoved{{digest_of(1, 2)}, Medium::disk, {}});
+  events.emplace_back(BlocksStored{{digest_of(5, 5)}, std::nullopt, {1, 2, 3, 4}, Medium::device, {}, "lora-a+lora-b@0.5"});
   for (const auto format : {events::HashFormat::integer, events::HashFormat::bytes}) {
     const std::string payload = events::encode_batch(events, 1234.5, 4, format);
     const auto decoded = events::decode_batch(std::span(reinterpret_cast<const std::uint8_t*>(payload.data()), payload.size()));
     ASSERT_TRUE(decoded) << decoded.error();
     EXPECT_EQ(decoded->timestamp, 1234.5);
-    ASSERT_EQ(decoded->events.size(), 4u);
+    ASSERT_EQ(decoded->events.size(), 5u);
     EXPECT_TRUE(std::holds_alternative<events::WireCleared>(decoded->events[0]));
     const auto& host = std::get<events::WireStored>(decoded->events[1]);
     EXPECT_EQ(host.hashes, (std::vector<std::uint64_t>{events::hash_as_integer(digest_of(1, 2)),
@@ -197,7 +236,15 @@ TEST(KvEventWire, BatchesDecodeToTheEventsEncodedInBothHashForms) {
     EXPECT_FALSE(device.parent.has_value());
     EXPECT_EQ(device.medium, "GPU");
     EXPECT_EQ(std::get<events::WireRemoved>(decoded->events[3]).medium, "DISK");
+    EXPECT_FALSE(host.lora_id.has_value()) << "the base model's blocks: lora_id nil, no lora_name";
+    EXPECT_EQ(host.lora_name, "");
+    const auto& adapted = std::get<events::WireStored>(decoded->events[4]);
+    EXPECT_EQ(adapted.lora_name, "lora-a+lora-b@0.5");
+    EXPECT_EQ(adapted.lora_id, events::lora_id_of("lora-a+lora-b@0.5"));
+    EXPECT_EQ(adapted.medium, "GPU");
   }
+  EXPECT_GE(events::lora_id_of("x"), 0);
+  EXPECT_NE(events::lora_id_of("lora-a"), events::lora_id_of("lora-a@0.5"));
   EXPECT_EQ(events::hash_as_integer(digest_of(0, 0x2a)), 0x800000000000002aull) << "the last 8 bytes, big-endian";
 }
 

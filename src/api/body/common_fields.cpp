@@ -4,6 +4,7 @@
 #include <format>
 #include <string>
 
+#include "api/adapters/adapter_table.h"
 #include "api/errors.h"
 
 namespace prefixd::api::fields {
@@ -67,6 +68,11 @@ CacheFields read_cache_fields(const FieldReader& in, bool cache_prompt_default, 
   cache.session_key = key ? *key : end_user.value_or("");
   cache.salt = in.string("cache_salt", /*extended=*/true);
   if (cache.salt && cache.salt->empty()) reject("cache_salt", "'cache_salt' must be a non-empty string when present");
+  if (const ordered_json* lora = in.find_extended("lora")) {
+    auto choice = parse_adapter_choice(*lora, "lora");
+    if (!choice) throw Rejection{std::move(choice.error())};
+    cache.lora = std::move(*choice);
+  }
   return cache;
 }
 

@@ -36,6 +36,7 @@ void read_streaming(const FieldReader& in, CommonParams& params);
 // no probabilities and ignores it). n_min above n_max is refused.
 scheduler::DraftSettings read_speculative(const FieldReader& in);
 
+// Also `lora` (parse_adapter_choice), at the root or in extra_body.
 CacheFields read_cache_fields(const FieldReader& in, bool cache_prompt_default, const std::optional<std::string>& end_user);
 
 }  // namespace prefixd::api::fields

@@ -26,8 +26,9 @@ struct NamespaceFields {
   // The model file's fingerprint (engine::ModelInfo::fingerprint): a digest of the whole GGUF, so
   // files with equal shapes and different weights never share K/V.
   std::string model_id;
-  // Always empty today: prefixd loads no LoRA adapters. An adapter changes every K/V value, so
-  // once one can be loaded its digest goes here.
+  // The LoRA adapters the request applies (AppliedAdapters::namespace_field: each one's file
+  // fingerprint and exact scale); empty under none, so the base model's K/V is shared with a server
+  // that loads no adapters. An adapter changes every K/V value.
   std::string lora_id;
   // engine::ModelInfo::runtime_signature: what of the context changes K/V values or their
   // serialized layout — the RoPE settings in effect (base, scaling, YaRN, long/short factors), the

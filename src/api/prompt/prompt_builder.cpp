@@ -273,9 +273,19 @@ std::expected<scheduler::GenerationRequest, ApiError> PromptBuilder::finish(cons
   out.cache.enabled = params.cache.enabled;
   out.cache.session_key = params.cache.session_key;
   out.cache.shift_reuse_min = params.cache.shift_reuse_min;
-  // lora_id stays empty: prefixd loads no adapters.
+  AppliedAdapters adapters;
+  if (options_.adapters != nullptr) {
+    auto resolved = options_.adapters->resolve(params.cache.lora);
+    if (!resolved) return std::unexpected(std::move(resolved.error()));
+    adapters = std::move(*resolved);
+  } else if (params.cache.lora && !params.cache.lora->empty()) {
+    return std::unexpected(invalid_param("lora[0].id", "'lora': this server loads no LoRA adapters (--lora)"));
+  }
+  out.adapters = std::move(adapters.adapters);
+  out.cache.adapter_label = std::move(adapters.label);
   out.cache.prompt_inputs = std::move(inputs);
   out.cache.namespace_digest = namespace_digest(NamespaceFields{.model_id = model_key_,
+                                                                .lora_id = adapters.namespace_field,
                                                                 .runtime_signature = runtime_signature_,
                                                                 .tenant = std::string(tenant),
                                                                 .cache_salt = params.cache.salt});

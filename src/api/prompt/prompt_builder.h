@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/adapters/adapter_table.h"
 #include "api/control/cache_isolation.h"
 #include "api/prompt/chat_template.h"
 #include "api/errors.h"
@@ -44,6 +45,8 @@ struct PromptOptions {
   bool turn_boundaries = true;
   // The engine's vision projector (engine::Engine::vision), or null: chats with images are refused.
   const engine::Vision* vision = nullptr;
+  // The LoRA adapters and the server's scales (must outlive the builder), or null: none loaded.
+  const AdapterTable* adapters = nullptr;
 };
 
 class PromptBuilder {
