@@ -217,6 +217,10 @@ int run_serve(ServeOptions& o) {
   if (!o.models.dir.empty() && (!o.model_path.empty() || !o.hf_repo.empty())) {
     spdlog::info("--models-dir {} is set, and --model or --hf-repo too: serving that one model", o.models.dir);
   } else if (!o.models.dir.empty()) {
+    if (!o.kv_events.endpoint.empty()) {
+      throw std::runtime_error("--kv-events-endpoint with --models-dir: each model's server would publish on that one "
+                               "address; publish from single-model servers (one per model) instead");
+    }
     if (!o.cache_disk && !o.scheduler.cache.disk_path.empty()) {
       throw std::runtime_error("--no-cache-disk and --cache-disk-path contradict each other: give one");
     }

@@ -131,6 +131,7 @@ class ModelHost::Impl {
     }
     changed_.notify_all();
     watchers_.clear();  // joined: each ends once its child is healthy, gone or timed out
+    idle_thread_.request_stop();
     if (idle_thread_.joinable()) idle_thread_.join();
     for (auto& e : entries_) {
       if (e->child) e->child->stop();

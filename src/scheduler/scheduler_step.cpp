@@ -56,14 +56,18 @@ void Scheduler::Impl::step() {
 
 // A call computes under one set of LoRA adapters, so a step serves the requests of one set: the
 // set of the request with work that has gone longest without a step (the oldest Active::last_step,
-// the first in active_ among equals), and every other set's requests sit the step out (benched).
+// the first in active_ among equals; a warm-up's only when no other request has work), and every
+// other set's requests sit the step out (benched).
 // Without adapters every request is under the empty set and nothing changes.
 void Scheduler::Impl::choose_adapters() {
   if (engine_.model().adapters.empty()) return;
+  // Warm-ups (work for a later request) choose only when nothing else waits.
   const Active* longest = nullptr;
   for (const auto& a : active_) {
     if (!a->prefilling() && !a->decoding()) continue;
-    if (longest == nullptr || a->last_step < longest->last_step) longest = a.get();
+    const bool before = longest == nullptr || (longest->warming && !a->warming) ||
+                        (longest->warming == a->warming && a->last_step < longest->last_step);
+    if (before) longest = a.get();
   }
   if (longest == nullptr) return;
   const std::vector<engine::AdapterScale> chosen = longest->request.adapters;
