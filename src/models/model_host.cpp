@@ -363,15 +363,18 @@ class ModelHost::Impl {
                                        "model_too_large", "model"));
         }
         std::vector<std::unique_ptr<ModelChild>> stopping;
-        if (make_room(e, stopping)) {
-          begin_load(e);
-          tried = true;
-        }
+        const bool room = make_room(e, stopping);
         if (!stopping.empty()) {
+          // The models making room stop before this one starts: their memory is free by then.
           lock.unlock();
-          stopping.clear();  // each stops as it goes
+          stopping.clear();
           lock.lock();
           changed_.notify_all();
+          continue;
+        }
+        if (room) {
+          begin_load(e);
+          tried = true;
           continue;
         }
       }
