@@ -1,10 +1,12 @@
-"""What the Python benchmarks (bench/*.py) share: a free loopback port, a JSON POST, a server
-process that is up once its /health answers, rounds of targets ordered A B B A, and their report
-put into a docs page."""
+"""What the Python benchmarks (bench/*.py) share: a free loopback port, a JSON POST, a completion
+that must generate every token asked, a server process that is up once its /health answers,
+rounds of targets ordered A B B A, medians with their range, and their report put into a docs
+page."""
 import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +31,30 @@ def post(port, path, body, timeout=600):
 def get(port, path, timeout=60):
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as reply:
         return json.load(reply)
+
+
+def random_ids(rng, n, low=100, high=20000):
+    """`n` token ids drawn from `rng` in [low, high): a prompt no cache has seen."""
+    return [rng.randrange(low, high) for _ in range(n)]
+
+
+def full_completion(port, body):
+    """POSTs `body` to /v1/completions; the reply must hold all of its max_tokens (send ignore_eos).
+    Returns the reply and the wall seconds it took."""
+    start = time.perf_counter()
+    reply = post(port, "/v1/completions", body)
+    wall = time.perf_counter() - start
+    got = reply["usage"]["completion_tokens"]
+    if got != body["max_tokens"]:
+        raise RuntimeError(f"asked for {body['max_tokens']} tokens, got {got}")
+    return reply, wall
+
+
+def median_spread(values, fmt="{:.1f}"):
+    """The median of `values` and, of more than one, their range: "12.3 (11.9–13.0)"."""
+    values = sorted(values)
+    mid = fmt.format(statistics.median(values))
+    return mid if len(values) == 1 else f"{mid} ({fmt.format(values[0])}–{fmt.format(values[-1])})"
 
 
 class Server:

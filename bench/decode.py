@@ -39,7 +39,8 @@ import sys
 import tempfile
 import time
 
-from bench_server import Server, add_report_arguments, free_port, post, put_into_docs, run_rounds, write_outputs
+from bench_server import (Server, add_report_arguments, free_port, full_completion, put_into_docs, random_ids, run_rounds,
+                          write_outputs)
 
 REPLY = 64
 HIT_SENDS = 12
@@ -54,18 +55,12 @@ TARGETS = ["prefixd", "llama-server"]
 
 
 def ids(rng, n):
-    return [rng.randrange(ID_LOW, ID_HIGH) for _ in range(n)]
+    return random_ids(rng, n, ID_LOW, ID_HIGH)
 
 
 def completion(port, prompt, max_tokens):
-    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True, "cache_prompt": True}
-    start = time.perf_counter()
-    reply = post(port, "/v1/completions", body)
-    wall = time.perf_counter() - start
-    got = reply["usage"]["completion_tokens"]
-    if got != max_tokens:
-        raise RuntimeError(f"asked for {max_tokens} tokens, got {got}")
-    return reply, wall
+    return full_completion(port, {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
+                                  "cache_prompt": True})
 
 
 def server_argv(target, args, model, port, ctx_per_slot, slots, disk_dir):

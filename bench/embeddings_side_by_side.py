@@ -22,7 +22,7 @@ import statistics
 import sys
 import time
 
-from bench_server import Server, free_port, post, run_rounds
+from bench_server import Server, free_port, median_spread, post, run_rounds
 
 WORDS = ("river mill bridge meadow children summer winter water edges wheel spring thaw stone road town market "
          "evening lamp window garden orchard apples baker bread morning bell tower clock square fountain pigeons").split()
@@ -30,12 +30,6 @@ WORDS = ("river mill bridge meadow children summer winter water edges wheel spri
 
 def text(seed, n_words):
     return " ".join(WORDS[(seed * 7 + i * 13 + i * i) % len(WORDS)] for i in range(n_words))
-
-
-def median_spread(values):
-    values = sorted(values)
-    mid = statistics.median(values)
-    return f"{mid:.1f}" if len(values) == 1 else f"{mid:.1f} ({values[0]:.1f}–{values[-1]:.1f})"
 
 
 def timed(port, path, body):

@@ -32,9 +32,8 @@ import sys
 import tempfile
 import time
 
-from bench_server import Server, free_port, post, run_rounds
+from bench_server import Server, free_port, full_completion, median_spread, random_ids, run_rounds
 
-ID_LOW, ID_HIGH = 100, 20000
 CASES = [
     ("none", [[{"id": 0, "scale": 0.0}]]),
     ("one", [[{"id": 0, "scale": 1.0}]]),
@@ -44,19 +43,10 @@ CASES = [
 ]
 
 
-def median_spread(values, fmt="{:.1f}"):
-    values = sorted(values)
-    mid = fmt.format(statistics.median(values))
-    return mid if len(values) == 1 else f"{mid} ({fmt.format(values[0])}–{fmt.format(values[-1])})"
-
-
 def generate(port, rng, lora, tokens):
-    body = {"prompt": [rng.randrange(ID_LOW, ID_HIGH) for _ in range(32)], "max_tokens": tokens, "temperature": 0,
-            "ignore_eos": True, "cache_prompt": False, "lora": lora}
-    reply = post(port, "/v1/completions", body)
-    if reply["usage"]["completion_tokens"] != tokens:
-        raise RuntimeError(f"asked for {tokens} tokens, got {reply['usage']['completion_tokens']}")
-    return reply
+    body = {"prompt": random_ids(rng, 32), "max_tokens": tokens, "temperature": 0, "ignore_eos": True,
+            "cache_prompt": False, "lora": lora}
+    return full_completion(port, body)[0]
 
 
 def main():

@@ -22,27 +22,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-from bench_server import Server, free_port, post, run_rounds
+from bench_server import Server, free_port, full_completion, median_spread, random_ids, run_rounds
 
-ID_LOW, ID_HIGH = 100, 20000
-
-
-def median_spread(values, fmt="{:.0f}"):
-    values = sorted(values)
-    mid = fmt.format(statistics.median(values))
-    return mid if len(values) == 1 else f"{mid} ({fmt.format(values[0])}–{fmt.format(values[-1])})"
 
 
 def timed_completion(port, rng, model):
-    body = {"model": model, "prompt": [rng.randrange(ID_LOW, ID_HIGH) for _ in range(32)], "max_tokens": 16,
-            "temperature": 0, "ignore_eos": True, "cache_prompt": False}
-    start = time.perf_counter()
-    reply = post(port, "/v1/completions", body)
-    if reply["usage"]["completion_tokens"] != 16:
-        raise RuntimeError(f"asked for 16 tokens, got {reply['usage']['completion_tokens']}")
-    return 1000 * (time.perf_counter() - start)
+    body = {"model": model, "prompt": random_ids(rng, 32), "max_tokens": 16, "temperature": 0, "ignore_eos": True,
+            "cache_prompt": False}
+    return 1000 * full_completion(port, body)[1]
 
 
 def main():

@@ -63,6 +63,9 @@ void add_scheduler_metrics(metrics::Registry& r, const scheduler::SchedulerStats
   r.counter("prefixd_prefill_preemptions_total",
             "Running prefills that gave way to a queued request with far less to compute (they resume from the cache).",
             stats.prefill_preemptions_total);
+  r.counter("prefixd_lora_adapter_switches_total",
+            "Times the model's LoRA adapters changed because requests under another adapter set took their turn.",
+            stats.adapter_switches_total);
   r.counter("prefixd_images_total", "Images in the prompts of finished requests.", stats.images_total);
   r.counter("prefixd_images_cached_total", "Images whose every position was reused from the prompt cache.", stats.images_cached_total);
   r.counter("prefixd_images_encoded_total", "Images the vision encoder ran for.",

@@ -518,16 +518,7 @@ class ModelHost::Impl {
       res.headers.push_back({"Cache-Control", "no-cache"});
       std::shared_ptr<router::UpstreamCall> relay = std::move(call);
       std::shared_ptr<Lease> held = std::move(lease);  // held until the stream ends
-      res.stream = [relay, held](http::ChunkWriter& out) {
-        while (auto chunk = relay->next()) {
-          if (!out.write(*chunk)) return;
-        }
-        if (const std::string failure = relay->failure(); !failure.empty()) {
-          const json event = {{"error", {{"message", "the model's server failed mid-stream: " + failure},
-                                         {"type", "server_error"}, {"code", "upstream_failed"}}}};
-          out.write("data: " + event.dump() + "\n\n");
-        }
-      };
+      res.stream = [relay, held](http::ChunkWriter& out) { router::relay_event_stream(*relay, out, "the model's server"); };
       return res;
     }
     std::string body = call->read_all();

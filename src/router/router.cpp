@@ -250,15 +250,7 @@ class Router::Impl {
       std::shared_ptr<UpstreamCall> relay = std::move(call);
       std::shared_ptr<Backend::InFlight> held = std::move(in_flight);
       res.stream = [this, relay, held, url = backend.url()](http::ChunkWriter& out) {
-        while (auto chunk = relay->next()) {
-          if (!out.write(*chunk)) return;
-        }
-        if (const std::string failure = relay->failure(); !failure.empty()) {
-          metrics_.stream_error(url);
-          const ordered_json event = {{"error", {{"message", "the backend failed mid-stream: " + failure},
-                                         {"type", "server_error"}, {"param", nullptr}, {"code", "upstream_failed"}}}};
-          out.write("data: " + event.dump() + "\n\n");
-        }
+        if (!relay_event_stream(*relay, out, "the backend").empty()) metrics_.stream_error(url);
       };
       return res;
     }

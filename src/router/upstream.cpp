@@ -1,6 +1,7 @@
 #include "router/upstream.h"
 
 #include <httplib.h>
+#include <nlohmann/json.hpp>
 
 namespace prefixd::router {
 
@@ -101,6 +102,20 @@ std::string UpstreamCall::read_all() {
   std::string out;
   while (auto chunk = next()) out += *chunk;
   return out;
+}
+
+std::string relay_event_stream(UpstreamCall& call, http::ChunkWriter& out, std::string_view who) {
+  while (auto chunk = call.next()) {
+    if (!out.write(*chunk)) return {};
+  }
+  std::string failure = call.failure();
+  if (!failure.empty()) {
+    const nlohmann::ordered_json event = {
+        {"error", {{"message", std::string(who) + " failed mid-stream: " + failure},
+                   {"type", "server_error"}, {"param", nullptr}, {"code", "upstream_failed"}}}};
+    out.write("data: " + event.dump() + "\n\n");
+  }
+  return failure;
 }
 
 }  // namespace prefixd::router

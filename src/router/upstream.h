@@ -11,10 +11,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "http/message.h"
 #include "router/backend.h"
 
 namespace httplib {
@@ -78,5 +80,11 @@ class UpstreamCall {
   std::unique_ptr<httplib::Client> client_;  // stop() from the destructor ends a blocked read at once
   std::jthread thread_;  // last: it uses every member above
 };
+
+// Relays the rest of `call`'s event stream to `out` as it arrives. When the exchange ends early,
+// the client gets one last SSE event, an error with code `upstream_failed` whose message names
+// `who` ("the backend", "the model's server") and the cause, and the cause is returned; empty when
+// the stream ended whole or the client left first.
+std::string relay_event_stream(UpstreamCall& call, http::ChunkWriter& out, std::string_view who);
 
 }  // namespace prefixd::router

@@ -103,6 +103,7 @@ struct SchedulerStats {
   std::int64_t warmups_total = 0;            // replies whose sequence was warmed up
   std::int64_t prompt_input_changes_total = 0;  // requests whose session changed template inputs
   std::int64_t prefill_preemptions_total = 0;   // cold prefills that gave way to a request that fits after
+  std::int64_t adapter_switches_total = 0;      // turns handed to another LoRA adapter set (choose_adapters)
 
   // Images in the prompts of finished requests; of which every position was reused from the cache;
   // the vision encoder's runs; embeddings taken from the embedding cache instead; what it keeps.

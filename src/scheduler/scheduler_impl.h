@@ -174,6 +174,9 @@ class Scheduler::Impl {
   const cache::CacheOperations& operations() const;
   std::vector<std::unique_ptr<Active>> active_;
   std::uint64_t step_serial_ = 0;  // steps taken: Active::last_step
+  // The LoRA adapter set whose turn it is and when the turn began (choose_adapters, kAdapterTurn).
+  std::vector<engine::AdapterScale> turn_adapters_;
+  Clock::time_point turn_started_{};
   std::vector<engine::BatchToken> batch_;
   PrefillPacking packing_ = PrefillPacking::off;  // which prompts share a completing batch (see step())
   double seconds_per_prompt_token_ = 0;  // measured (observe_prefill_speed); 0 until a prefill ran

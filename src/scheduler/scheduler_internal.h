@@ -48,6 +48,14 @@ struct Queued {
 // bound keeps the order's gain on the median and caps any prompt's slowdown near this factor.
 inline constexpr std::int64_t kMaxPrefillSlowdown = 4;
 
+// While requests under several LoRA adapter sets have work, a set keeps the steps (its turn) for at
+// least this long while its own requests have work, then the set that waited longest takes over.
+// libllama re-plans its graph's memory (a reserve) at the next call after the adapters change,
+// which costs a good part of a decode step on a CPU: switching at every step made two requests
+// under different sets run at 0.91x llama-server's pair (docs/benchmarks.md, "LoRA adapters").
+// Steps longer than a turn (a long prefill chunk) switch at each step, where a reserve costs little.
+inline constexpr Clock::duration kAdapterTurn = std::chrono::milliseconds(250);
+
 // A request that has been given a sequence id.
 struct Active {
   std::uint64_t id = 0;
@@ -97,8 +105,8 @@ struct Active {
   bool ends_after_rollback = false;
   bool rollback_failed = false;
   // A step computes under one set of LoRA adapters (choose_adapters): a request under another
-  // sits that step out (benched), and the set whose request has gone longest without a step
-  // (last_step, a serial of steps) is served next.
+  // sits that step out (benched), and when a set's turn ends, the set whose request has gone
+  // longest without a step (last_step, a serial of steps) is served next.
   bool benched = false;
   std::uint64_t last_step = 0;
   // The steps it took part in and their time by phase (joined in start(), left in finish()): its

@@ -54,29 +54,39 @@ void Scheduler::Impl::step() {
   sampled_calls();
 }
 
-// A call computes under one set of LoRA adapters, so a step serves the requests of one set: the
-// set of the request with work that has gone longest without a step (the oldest Active::last_step,
-// the first in active_ among equals; a warm-up's only when no other request has work), and every
-// other set's requests sit the step out (benched).
+// A call computes under one set of LoRA adapters, so a step serves the requests of one set, and
+// every other set's requests sit the step out (benched). A set keeps the steps for a turn of
+// kAdapterTurn while its requests (not counting warm-ups) have work; then the turn goes to the set
+// of the request with work that has gone longest without a step (the oldest Active::last_step,
+// the first in active_ among equals; a warm-up's only when no other request has work).
 // Without adapters every request is under the empty set and nothing changes.
 void Scheduler::Impl::choose_adapters() {
   if (engine_.model().adapters.empty()) return;
-  // Warm-ups (work for a later request) choose only when nothing else waits.
   const Active* longest = nullptr;
+  bool turn_has_work = false;
   for (const auto& a : active_) {
     if (!a->prefilling() && !a->decoding()) continue;
+    if (!a->warming && a->request.adapters == turn_adapters_) turn_has_work = true;
     const bool before = longest == nullptr || (longest->warming && !a->warming) ||
                         (longest->warming == a->warming && a->last_step < longest->last_step);
     if (before) longest = a.get();
   }
   if (longest == nullptr) return;
-  const std::vector<engine::AdapterScale> chosen = longest->request.adapters;
+  const Clock::time_point now = Clock::now();
+  if (!turn_has_work || now - turn_started_ >= kAdapterTurn) {
+    if (longest->request.adapters != turn_adapters_) {
+      turn_adapters_ = longest->request.adapters;
+      std::lock_guard lock(mutex_);
+      stats_.adapter_switches_total += 1;
+    }
+    turn_started_ = now;
+  }
   for (auto& a : active_) {
-    a->benched = a->request.adapters != chosen;
+    a->benched = a->request.adapters != turn_adapters_;
     if (!a->benched) a->last_step = step_serial_;
   }
   const StepClock::Scope in_model = step_clock_.enter(StepPhase::compute);
-  engine_.use_adapters(chosen);
+  engine_.use_adapters(turn_adapters_);
 }
 
 // The prompt tokens a request still prefills in prefill calls: those before its last one, which

@@ -154,12 +154,22 @@ TEST(Lora, RequestsUnderDifferentAdaptersAtOnceAnswerAsAlone) {
   }
   std::vector<std::string> alone;
   for (const json& body : bodies) alone.push_back(complete(*client, body).text);
+  const auto counters = [&client] {
+    const std::string text = client->Get("/metrics")->body;
+    return std::pair{metric_value(text, "prefixd_lora_adapter_switches_total"), metric_value(text, "prefixd_decode_steps_total")};
+  };
   for (int round = 0; round < 2; ++round) {
+    const auto [switches_before, steps_before] = counters();
     std::vector<std::future<Answer>> running;
     for (const json& body : bodies) {
       running.push_back(std::async(std::launch::async, [&server, body] { return complete(*server.client(), body); }));
     }
     for (size_t i = 0; i < bodies.size(); ++i) EXPECT_EQ(running[i].get().text, alone[i]) << "request " << i << ", round " << round;
+    // Each set had turns, and a turn spans several steps (kAdapterTurn): a switch at every step,
+    // which costs libllama a reserve each, would make switches about as many as steps.
+    const auto [switches, steps] = counters();
+    EXPECT_GE(switches - switches_before, 3) << "four sets, each served";
+    EXPECT_LE(2 * (switches - switches_before), steps - steps_before) << "a set keeps several steps";
   }
 }
 
