@@ -97,9 +97,9 @@ class DiskStore final : public SegmentIndex {
   // Removes the files of `scope`, and drops its queued jobs (counted as `reset`); returns what they
   // held.
   ScopeUsage clear_scope(const ScopeId& scope);
-  // Calls `visit` with the header of every indexed segment file, under the store's lock (keep it
-  // short). The holdings summary (holdings_summary.cpp) and the tree view (prefix_cache_tree.cpp)
-  // use it.
+  // Calls `visit` with the header of every indexed segment file, under the store's lock: keep it
+  // short, and call nothing of the store from it (the lock is not recursive). The holdings summary
+  // (holdings_summary.cpp) and the tree view (prefix_cache_tree.cpp) use it.
   void for_each_segment(const std::function<void(const RecordMeta&)>& visit) const;
   // The keys of files indexed or removed since the last call (ChangedKeys::take; nullopt: walk
   // every segment with for_each_segment).

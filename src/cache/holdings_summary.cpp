@@ -42,7 +42,11 @@ const char* medium_name(Medium medium) {
 
 HoldingsSummary::HoldingsSummary(const BlockHasher& hasher, const DeviceTier& device, HostTier& host,
                                  const BackingTiers& backing)
-    : hasher_(hasher), device_(device), host_(host), backing_(backing) {}
+    : hasher_(hasher),
+      device_(device),
+      host_(host),
+      backing_(backing),
+      labels_(backing.disk() != nullptr ? backing.disk()->dir() / "labels" : std::filesystem::path()) {}
 
 void HoldingsSummary::count_in(Medium medium, const Held& held, const Seen& seen) {
   const bool record = recorded(held.scope);
@@ -108,7 +112,7 @@ HoldingsSummary::Held HoldingsSummary::segment_held(const Digest& key, const Dig
 
 std::string HoldingsSummary::segment_adapter(Medium medium, const SegmentMemo& memo, Digest parent,
                                              engine::Pos begin) const {
-  if (adapters_.empty()) return {};
+  if (labels_.empty()) return {};
   const DiskStore* disk = backing_.disk();
   while (begin > 0) {
     if (const auto found = memo.find(parent); found != memo.end()) return found->second.adapter;
@@ -124,12 +128,11 @@ std::string HoldingsSummary::segment_adapter(Medium medium, const SegmentMemo& m
       parent = before->parent;
     }
   }
-  const auto label = adapters_.find(parent);
-  return label == adapters_.end() ? std::string() : label->second;
+  return labels_.find(parent);
 }
 
 void HoldingsSummary::label_namespace(const std::string& ns, const std::string& adapter) {
-  if (!adapter.empty()) adapters_.try_emplace(hasher_.root(ns), adapter);
+  labels_.add(hasher_.root(ns), adapter);
 }
 
 void HoldingsSummary::refresh_segments(Medium medium, std::optional<std::vector<Digest>> changed,
@@ -161,7 +164,15 @@ void HoldingsSummary::refresh_segments(Medium medium, std::optional<std::vector<
         if (const HostSegment* s = host_.store().peek(key)) keep(key, parent, s->begin, s->token_ids, s->scope);
       }
     } else if (disk != nullptr) {
-      disk->for_each_segment([&](const RecordMeta& meta) { keep(meta.key, meta.parent, meta.begin, meta.tokens, meta.scope); });
+      // The keys first, then each header outside the store's lock: a segment's label is found
+      // through the headers of the segments before it, which asks the store again.
+      std::vector<Digest> keys;
+      disk->for_each_segment([&](const RecordMeta& meta) { keys.push_back(meta.key); });
+      for (const Digest& key : keys) {
+        if (const std::optional<RecordMeta> meta = disk->meta(key); meta && meta->kind == RecordKind::segment) {
+          keep(meta->key, meta->parent, meta->begin, meta->tokens, meta->scope);
+        }
+      }
     }
     for (auto& [key, held] : memo) gone.emplace_back(medium, std::move(held));
     memo = std::move(now);
@@ -208,10 +219,9 @@ void HoldingsSummary::refresh() {
       entries_.erase(found);
       continue;
     }
-    std::string adapter;
-    if (const auto label = adapters_.find(hasher_.root(e.lineage.ns)); label != adapters_.end()) adapter = label->second;
     const Held& held =
-        entries.emplace(key, Held{hasher_.chain(e.lineage, e.tokens), e.scope, std::move(adapter)}).first->second;
+        entries.emplace(key, Held{hasher_.chain(e.lineage, e.tokens), e.scope, labels_.find(hasher_.root(e.lineage.ns))})
+            .first->second;
     count_in(Medium::device, held, Seen{.tokens = e.tokens});
   }
   for (auto& [key, held] : entries_) gone.emplace_back(Medium::device, std::move(held));

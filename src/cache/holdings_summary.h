@@ -17,6 +17,7 @@
 #include "cache/device_tier.h"
 #include "cache/host_tier.h"
 #include "cache/kv_events.h"
+#include "cache/namespace_labels.h"
 
 namespace prefixd::cache {
 
@@ -37,8 +38,8 @@ class HoldingsSummary {
   // AllBlocksCleared in place of a removal of each block.
   void cleared();
   // The blocks of namespace `ns` (its digest) are computed under these LoRA adapters
-  // (RequestKey::adapter): their stored events say so from now on. Kept for the process's life,
-  // one entry per namespace with adapters.
+  // (RequestKey::adapter): their stored events say so from now on. Kept in NamespaceLabels (with
+  // a disk tier, in its directory too, so that a restart keeps them).
   void label_namespace(const std::string& ns, const std::string& adapter);
 
  private:
@@ -91,7 +92,7 @@ class HoldingsSummary {
   bool walk_all_ = false;  // the memo was emptied: the next refresh walks every store whole
   KvEventScopes scopes_;
   std::vector<KvEvent> events_;
-  std::unordered_map<Digest, std::string, DigestHash> adapters_;  // namespace root → label_namespace's label
+  NamespaceLabels labels_;  // namespace root → label_namespace's label
   // Removals found by the current refresh, per tier and scope, recorded at its end.
   std::map<std::pair<Medium, ScopeId>, std::vector<Digest>> removed_;
 };

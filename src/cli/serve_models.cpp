@@ -100,14 +100,13 @@ int run_model_host(const ModelHostFlags& flags, const ModelHostSetup& setup, Ser
     if (!disk_base.empty()) argv.insert(argv.end(), {"--cache-disk-path", (disk_base / model.id).string()});
     return argv;
   };
-  options.authorize_admin = [keys = setup.keys](const http::Request& req) -> std::optional<std::pair<int, std::string>> {
-    const auto refused = [](const api::ApiError& e) {
-      const nlohmann::json body = {{"error", {{"message", e.message}, {"type", "invalid_request_error"}, {"code", e.code}}}};
-      return std::pair<int, std::string>(e.status, body.dump());
-    };
+  options.authorize = [keys = setup.keys](const http::Request& req,
+                                           std::string_view admin_for) -> std::optional<std::pair<int, std::string>> {
+    const auto refused = [](const api::ApiError& e) { return std::pair<int, std::string>(e.status, e.to_json().dump()); };
     const auto caller = api::identify(keys.get(), req.header("Authorization"), req.header("X-Api-Key"));
     if (!caller) return refused(caller.error());
-    if (auto admin = api::require_admin(*caller, "loading and unloading models"); !admin) return refused(admin.error());
+    if (admin_for.empty()) return std::nullopt;
+    if (auto admin = api::require_admin(*caller, admin_for); !admin) return refused(admin.error());
     return std::nullopt;
   };
   models::ModelHost host(std::move(options));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "util/hex.h"
+
 namespace prefixd::http {
 namespace {
 
@@ -12,21 +14,14 @@ bool iequals(std::string_view a, std::string_view b) {
          });
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 std::string percent_decode(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '+') {
       out += ' ';
-    } else if (text[i] == '%' && i + 2 < text.size() && hex_value(text[i + 1]) >= 0 && hex_value(text[i + 2]) >= 0) {
-      out += static_cast<char>(hex_value(text[i + 1]) * 16 + hex_value(text[i + 2]));
+    } else if (text[i] == '%' && i + 2 < text.size() && util::hex_digit_value(text[i + 1]) >= 0 && util::hex_digit_value(text[i + 2]) >= 0) {
+      out += static_cast<char>(util::hex_digit_value(text[i + 1]) * 16 + util::hex_digit_value(text[i + 2]));
       i += 2;
     } else {
       out += text[i];

@@ -190,12 +190,18 @@ class ModelHost::Impl {
     try {
       const bool get = req.method == "GET";
       if (get && req.path == "/health") return http::Response{.body = R"({"status":"ok"})"};
+      const bool loads = req.method == "POST" && (req.path == "/models/load" || req.path == "/models/unload");
+      const bool own_metrics = get && req.path == "/metrics" && req.query_param("model").empty();
+      if (options_.authorize) {
+        const std::string_view admin_for = loads ? "loading and unloading models" : own_metrics ? "/metrics" : "";
+        if (auto refused = options_.authorize(req, admin_for)) {
+          return http::Response{.status = refused->first, .content_type = "application/json", .body = refused->second};
+        }
+      }
       if (get && (req.path == "/v1/models" || req.path == "/models")) return list();
       if (get && req.path.starts_with("/v1/models/")) return one(req.path.substr(11));
-      if (req.method == "POST" && (req.path == "/models/load" || req.path == "/models/unload")) {
-        return load_or_unload(req, req.path == "/models/load");
-      }
-      if (get && req.path == "/metrics" && req.query_param("model").empty()) return metrics(req);
+      if (loads) return load_or_unload(req, req.path == "/models/load");
+      if (own_metrics) return metrics(req);
       if (get && req.path == "/props" && req.query_param("model").empty()) {
         const json body = {{"role", "router"}, {"models_autoload", options_.autoload}, {"max_instances", options_.max_loaded}};
         return http::Response{.body = body.dump()};
@@ -248,11 +254,6 @@ class ModelHost::Impl {
   // POST /models/load and /models/unload {"model": ID}: llama-server's shapes. A load returns once
   // the model answers (or failed); an unload once it stopped (after the requests it serves).
   http::Response load_or_unload(const http::Request& req, bool load) {
-    if (options_.authorize_admin) {
-      if (auto refused = options_.authorize_admin(req)) {
-        return http::Response{.status = refused->first, .content_type = "application/json", .body = refused->second};
-      }
-    }
     const json body = json::parse(req.body, nullptr, false);
     if (body.is_discarded() || !body.is_object()) return error(400, "the request body must be a JSON object", "invalid_json");
     const auto model = body.find("model");

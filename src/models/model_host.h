@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "http/server.h"
@@ -36,9 +37,12 @@ struct HostOptions {
   std::chrono::seconds load_timeout{600};  // a child that is not healthy by then failed to load
   // The child's command line for `model` listening on 127.0.0.1:`port`.
   std::function<std::vector<std::string>(const CatalogModel& model, int port)> child_argv;
-  // Whether a request may load and unload models: nullopt when it may, else the refusal (status,
-  // JSON body). Empty: anyone may.
-  std::function<std::optional<std::pair<int, std::string>>(const http::Request&)> authorize_admin;
+  // Whether a request may go on: nullopt when it may, else the refusal (status, JSON body). Asked
+  // of every request but /health before anything else (a request for an unloaded model loads it,
+  // which may unload another: a caller without a key must not); `admin_for` names what needs an
+  // admin key (loading and unloading models, /metrics), empty when any key will do. Empty
+  // function: no keys, anyone may.
+  std::function<std::optional<std::pair<int, std::string>>(const http::Request&, std::string_view admin_for)> authorize;
 };
 
 class ModelHost {

@@ -1,4 +1,5 @@
-// prefixd util — lowercase hexadecimal of bytes (digests, keys, file names): the one encoder.
+// prefixd util — lowercase hexadecimal of bytes (digests, keys, file names): the one encoder, and
+// its decoder.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,26 @@ inline std::string to_hex(std::span<const std::uint8_t> bytes) {
 
 inline std::string to_hex(std::string_view bytes) {
   return to_hex(std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
+}
+
+// The value of one hexadecimal digit (either case), or -1.
+inline int hex_digit_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Decodes `hex` into `out`; false (out partly written) unless it is exactly 2 * out.size() digits.
+inline bool from_hex(std::string_view hex, std::span<std::uint8_t> out) {
+  if (hex.size() != 2 * out.size()) return false;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const int high = hex_digit_value(hex[2 * i]);
+    const int low = hex_digit_value(hex[2 * i + 1]);
+    if (high < 0 || low < 0) return false;
+    out[i] = static_cast<std::uint8_t>(high * 16 + low);
+  }
+  return true;
 }
 
 }  // namespace prefixd::util

@@ -3,13 +3,14 @@
 // one's state; /models/load and /models/unload work as llama-server's; --models-max unloads the
 // least recently used idle model and never one serving a request; --models-idle-seconds unloads an
 // unused one; each model keeps its disk tier in a folder of its own and its metrics under its name;
-// every bad name is refused naming it.
+// with keys the front checks them before anything loads; every bad name is refused naming it.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <string>
@@ -160,6 +161,40 @@ TEST(ModelsDir, LoadUnloadAndIdleUnloadWorkAsLlamaServers) {
   const JsonReply unloaded = post_json(*client, "/models/unload", {{"model", "gemma"}});
   ASSERT_EQ(unloaded.status, 200) << unloaded.raw;
   EXPECT_EQ(states(*client)["gemma"], "unloaded");
+  std::filesystem::remove_all(dir.disk());
+}
+
+// With keys the front checks them itself, on every route but /health and before anything loads:
+// a request without a valid key loads nothing (a load may unload another model for room); loading,
+// unloading and the front's /metrics need an admin key; a tenant's key is served by the model.
+TEST(ModelsDir, KeysAreCheckedAtTheFrontBeforeAnythingLoads) {
+  ModelsDir dir;
+  const std::filesystem::path keys = dir.path.string() + "-keys";
+  std::ofstream(keys) << "alpha-key-1 alpha\nops-admin-key ops admin\n";
+  ServerProcess server(host_config(dir, {"--api-keys", keys.string()}));
+  auto anonymous = server.client();
+  auto wrong = server.client("not-a-key");
+  auto tenant = server.client("alpha-key-1");
+  auto admin = server.client("ops-admin-key");
+  EXPECT_EQ(anonymous->Get("/health")->status, 200);
+  const JsonReply refused = post_json(*anonymous, "/v1/completions", completion("tiny"));
+  EXPECT_EQ(refused.status, 401) << refused.raw;
+  EXPECT_EQ(refused.body["error"]["type"], "authentication_error") << refused.raw;
+  EXPECT_EQ(post_json(*wrong, "/v1/chat/completions", {{"model", "gemma"}, {"messages", json::array()}}).status, 401);
+  EXPECT_EQ(get_json(*anonymous, "/v1/models").status, 401);
+  EXPECT_EQ(anonymous->Get("/slots?model=tiny")->status, 401);
+  for (const auto& [id, state] : states(*tenant)) EXPECT_EQ(state, "unloaded") << id << ": nothing without a key loads";
+
+  const JsonReply load = post_json(*tenant, "/models/load", {{"model", "tiny"}});
+  EXPECT_EQ(load.status, 403) << load.raw;
+  EXPECT_EQ(tenant->Get("/metrics")->status, 403);
+  EXPECT_EQ(states(*tenant)["tiny"], "unloaded");
+  const JsonReply served = post_json(*tenant, "/v1/completions", completion("tiny"));
+  EXPECT_EQ(served.status, 200) << served.raw;
+  EXPECT_EQ(admin->Get("/metrics")->status, 200);
+  EXPECT_EQ(post_json(*admin, "/models/unload", {{"model", "tiny"}}).status, 200);
+  EXPECT_EQ(states(*admin)["tiny"], "unloaded");
+  std::filesystem::remove(keys);
   std::filesystem::remove_all(dir.disk());
 }
 

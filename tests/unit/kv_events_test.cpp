@@ -2,11 +2,15 @@
 // tier, rebuilds exactly what each tier holds (PrefixCache::summary by medium) through hits,
 // demotions to the host tier, a disk tier across a restart, a reset and a scope's reset; a stored
 // run's hashes are its tokens' chain; scopes the filter refuses never appear; the wire encoding
-// decodes back to the same events in both hash forms; the publisher numbers batches and replays
+// decodes back to the same events in both hash forms; adapter labels follow blocks to every tier
+// and across a restart (DIR/labels); the publisher numbers batches and replays
 // them, including those a full queue kept off the live stream.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -16,6 +20,7 @@
 
 #include "cache/changed_keys.h"
 #include "cache/kv_events.h"
+#include "cache/namespace_labels.h"
 #include "cache/scope.h"
 #include "events/kv_event_publisher.h"
 #include "events/kv_event_wire.h"
@@ -200,6 +205,74 @@ TEST_F(KvEventsTest, AdapterLabelsFollowTheirBlocksToEveryTier) {
   EXPECT_EQ(labelled[Medium::host], 26) << "demoted segments reach the label through their parents";
   EXPECT_EQ(labelled[Medium::disk], 26);
   EXPECT_GT(unlabelled, 0);
+}
+
+// The labels outlive the process with the disk tier: a restarted cache announces the disk blocks
+// of a namespace computed under adapters with their label before any request under them comes.
+TEST_F(KvEventsTest, ARestartedCacheAnnouncesItsDiskBlocksWithTheirAdapters) {
+  RequestKey adapted{"ns-adapted", "s"};
+  adapted.adapter = "lora-a@0.5+lora-b";
+  std::vector<Digest> adapted_chain;
+  {
+    auto cache = make();
+    serve(*cache, adapted, a);
+    serve(*cache, key, b);
+    PrefixCacheProbe(*cache).flush_disk();
+    adapted_chain = cache->chain_of(adapted, a);
+  }
+  engine.reset();
+  auto reopened = make();
+  reopened->record_kv_events([](const ScopeId&) { return true; });
+  std::int64_t labelled = 0;
+  std::int64_t unlabelled = 0;
+  for (const KvEvent& e : reopened->take_kv_events()) {
+    const auto* s = std::get_if<BlocksStored>(&e);
+    if (s == nullptr) continue;
+    EXPECT_EQ(s->medium, Medium::disk);
+    const bool ours = std::ranges::find(adapted_chain, s->hashes.front()) != adapted_chain.end();
+    EXPECT_EQ(s->adapter, ours ? "lora-a@0.5+lora-b" : "");
+    (ours ? labelled : unlabelled) += static_cast<std::int64_t>(s->hashes.size());
+  }
+  EXPECT_EQ(labelled, 26);
+  EXPECT_GT(unlabelled, 0) << "the base namespace's blocks, unlabelled";
+}
+
+// DIR/labels: a line per label, read back; a line that does not parse is skipped, a root keeps its
+// first label, and a label with a line break stays in memory.
+TEST(NamespaceLabels, KeepsItsLabelsInItsFileAndSkipsWhatDoesNotParse) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("labels-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path file = dir / "labels";
+  std::filesystem::remove(file);
+  Digest one{};
+  one[0] = 1;
+  Digest two{};
+  two[31] = 0xab;
+  Digest three{};
+  three[5] = 7;
+  {
+    NamespaceLabels labels(file);
+    EXPECT_TRUE(labels.empty()) << "no file: no labels";
+    labels.add(one, "a@0.5");
+    labels.add(one, "b");
+    labels.add(two, "a+b@2");
+    labels.add(three, "bad\nname");
+    labels.add(three, "");
+    EXPECT_EQ(labels.find(one), "a@0.5") << "a root keeps its first label";
+    EXPECT_EQ(labels.find(three), "bad\nname");
+  }
+  {
+    std::ofstream out(file, std::ios::app);
+    out << "not-a-digest label\n" << std::string(64, 'g') << " label\n" << std::string(64, '0') << "\n";
+  }
+  const NamespaceLabels reread(file);
+  EXPECT_EQ(reread.size(), 2u);
+  EXPECT_EQ(reread.find(one), "a@0.5");
+  EXPECT_EQ(reread.find(two), "a+b@2");
+  EXPECT_EQ(reread.find(three), "") << "a label with a line break is not written";
+  const NamespaceLabels in_memory{std::filesystem::path()};
+  EXPECT_TRUE(in_memory.empty());
+  std::filesystem::remove_all(dir);
 }
 
 Digest digest_of(std::uint8_t first, std::uint8_t last) {
