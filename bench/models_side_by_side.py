@@ -90,7 +90,7 @@ def main():
     for key, label in labels.items():
         p = [m[key] for n, m in results if n == "prefixd"]
         q = [m[key] for n, m in results if n == "llama-server"]
-        print(f"| {label} | {median_spread(p)} | {median_spread(q)} | {statistics.median(p) / statistics.median(q):.2f}× |")
+        print(f"| {label} | {median_spread(p, '{:.0f}')} | {median_spread(q, '{:.0f}')} | {statistics.median(p) / statistics.median(q):.2f}× |")
 
 
 if __name__ == "__main__":
