@@ -217,9 +217,10 @@ int run_serve(ServeOptions& o) {
   if (!o.models.dir.empty() && (!o.model_path.empty() || !o.hf_repo.empty())) {
     spdlog::info("--models-dir {} is set, and --model or --hf-repo too: serving that one model", o.models.dir);
   } else if (!o.models.dir.empty()) {
-    if (!o.kv_events.endpoint.empty()) {
-      throw std::runtime_error("--kv-events-endpoint with --models-dir: each model's server would publish on that one "
-                               "address; publish from single-model servers (one per model) instead");
+    if (!o.kv_events.replay_endpoint.empty()) {
+      throw std::runtime_error("--kv-events-replay-endpoint with --models-dir: each model's server numbers its own "
+                               "batches, which one replay address cannot serve; subscribe without replay, or run a "
+                               "single-model server per model");
     }
     if (!o.cache_disk && !o.scheduler.cache.disk_path.empty()) {
       throw std::runtime_error("--no-cache-disk and --cache-disk-path contradict each other: give one");
@@ -232,7 +233,9 @@ int run_serve(ServeOptions& o) {
                                          .keys = keys,
                                          .cache_disk = cache_on && o.cache_disk,
                                          .disk_path = o.scheduler.cache.disk_path,
-                                         .grace = std::chrono::milliseconds(static_cast<std::int64_t>(o.http.shutdown_grace_s * 1000))},
+                                         .grace = std::chrono::milliseconds(static_cast<std::int64_t>(o.http.shutdown_grace_s * 1000)),
+                                         .kv_events_endpoint = o.kv_events.endpoint,
+                                         .kv_events_topic = o.kv_events.topic},
                           signals);
   }
   if (o.model_path.empty() == o.hf_repo.empty()) {

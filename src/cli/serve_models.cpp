@@ -4,6 +4,8 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <stdexcept>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -11,6 +13,7 @@
 #include "api/auth/access.h"
 #include "cli/disk_location.h"
 #include "cli/server_signals.h"
+#include "events/kv_event_forwarder.h"
 #include "models/model_host.h"
 
 namespace prefixd::cli {
@@ -28,7 +31,8 @@ std::vector<std::string> passed_on_arguments() {
   }
   static const std::set<std::string> with_value = {"--models-dir", "--models-max", "--models-max-bytes",
                                                    "--models-idle-seconds", "--host", "--port", "--cache-disk-path",
-                                                   "--alias", "--mmproj", "-m", "--model"};
+                                                   "--alias", "--mmproj", "-m", "--model", "--kv-events-endpoint",
+                                                   "--kv-events-topic"};
   static const std::set<std::string> without_value = {"--models-autoload", "--no-models-autoload"};
   std::vector<std::string> out;
   bool after_serve = false;
@@ -50,6 +54,19 @@ std::vector<std::string> passed_on_arguments() {
 }
 
 }  // namespace
+
+std::string model_topic(const std::string& topic, const std::string& model) {
+  static constexpr std::string_view kPlaceholder = "{model}";
+  if (topic.find(kPlaceholder) == std::string::npos) return topic.empty() ? model : topic + "@" + model;
+  std::string out;
+  for (std::size_t at = 0;;) {
+    const std::size_t found = topic.find(kPlaceholder, at);
+    out += topic.substr(at, found == std::string::npos ? std::string::npos : found - at);
+    if (found == std::string::npos) return out;
+    out += model;
+    at = found + kPlaceholder.size();
+  }
+}
 
 void add_model_host_options(CLI::App& cmd, ModelHostFlags& flags) {
   cmd.add_option("--models-dir", flags.dir,
@@ -90,7 +107,17 @@ int run_model_host(const ModelHostFlags& flags, const ModelHostSetup& setup, Ser
       .idle_unload = std::chrono::seconds(flags.idle_seconds),
       .autoload = flags.autoload,
   };
-  options.child_argv = [self, passed, disk_base](const models::CatalogModel& model, int port) {
+  std::unique_ptr<events::KvEventForwarder> forwarder;
+  if (!setup.kv_events_endpoint.empty()) {
+    auto started = events::KvEventForwarder::start(setup.kv_events_endpoint);
+    if (!started) throw std::runtime_error(started.error());
+    forwarder = std::move(*started);
+    spdlog::info("KV events: every model's on {} under its own topic ({}), relayed from {}", setup.kv_events_endpoint,
+                 model_topic(setup.kv_events_topic, "NAME"), forwarder->inner_endpoint());
+  }
+  const std::string kv_inner = forwarder != nullptr ? forwarder->inner_endpoint() : std::string();
+  options.child_argv = [self, passed, disk_base, kv_inner, topic = setup.kv_events_topic](const models::CatalogModel& model,
+                                                                                         int port) {
     std::vector<std::string> argv = {self.string(), "serve"};
     argv.insert(argv.end(), passed.begin(), passed.end());
     argv.insert(argv.end(), {"--model", model.file.string(), "--alias", model.id, "--host",
@@ -98,6 +125,7 @@ int run_model_host(const ModelHostFlags& flags, const ModelHostSetup& setup, Ser
     if (!model.projector.empty()) argv.insert(argv.end(), {"--mmproj", model.projector.string()});
     // A folder per model: a disk tier removes records made for another model.
     if (!disk_base.empty()) argv.insert(argv.end(), {"--cache-disk-path", (disk_base / model.id).string()});
+    if (!kv_inner.empty()) argv.insert(argv.end(), {"--kv-events-endpoint", kv_inner, "--kv-events-topic", model_topic(topic, model.id)});
     return argv;
   };
   options.authorize = [keys = setup.keys](const http::Request& req,

@@ -10,13 +10,12 @@
 
 namespace prefixd::events {
 
-namespace {
-
-// vLLM's convention: a stable side binds, a volatile one connects.
-bool binds(const std::string& endpoint) {
+bool endpoint_binds(const std::string& endpoint) {
   return endpoint.find('*') != std::string::npos || endpoint.find("::") != std::string::npos ||
          endpoint.starts_with("ipc://") || endpoint.starts_with("inproc://");
 }
+
+namespace {
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -35,7 +34,7 @@ std::expected<std::unique_ptr<KvEventPublisher>, std::string> KvEventPublisher::
   try {
     sockets->pub.set(zmq::sockopt::sndhwm, config.high_water_mark);
     sockets->pub.set(zmq::sockopt::linger, 1000);
-    if (binds(config.endpoint)) {
+    if (endpoint_binds(config.endpoint)) {
       sockets->pub.bind(config.endpoint);
     } else {
       sockets->pub.connect(config.endpoint);

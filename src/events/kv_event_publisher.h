@@ -32,6 +32,10 @@
 
 namespace prefixd::events {
 
+// vLLM's convention for an event endpoint: a stable side binds, a volatile one connects. True for
+// an address with a wildcard host (`*`, `::`) or an ipc:// or inproc:// one: bind there.
+bool endpoint_binds(const std::string& endpoint);
+
 struct PublisherConfig {
   // Where the PUB socket binds (an address with a wildcard host, `*` or `::`, or an ipc:// or
   // inproc:// one) or connects (any other, e.g. a forwarder's tcp://host:port).

@@ -3,11 +3,13 @@
 // one's state; /models/load and /models/unload work as llama-server's; --models-max unloads the
 // least recently used idle model and never one serving a request; --models-idle-seconds unloads an
 // unused one; each model keeps its disk tier in a folder of its own and its metrics under its name;
-// with keys the front checks them before anything loads; every bad name is refused naming it.
+// with keys the front checks them before anything loads; every model's KV events come on one
+// address under a topic of its own; every bad name is refused naming it.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +18,10 @@
 #include <string>
 #include <thread>
 
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "events/kv_event_wire.h"
 #include "server_process.h"
 
 namespace prefixd::testing {
@@ -195,6 +201,65 @@ TEST(ModelsDir, KeysAreCheckedAtTheFrontBeforeAnythingLoads) {
   EXPECT_EQ(post_json(*admin, "/models/unload", {{"model", "tiny"}}).status, 200);
   EXPECT_EQ(states(*admin)["tiny"], "unloaded");
   std::filesystem::remove(keys);
+  std::filesystem::remove_all(dir.disk());
+}
+
+// With --kv-events-endpoint the front publishes every model's KV events on that one address, each
+// model's under its own topic (`kv@pod-a` gives `kv@pod-a@tiny`, llm-d's form) with its own
+// numbers; a replay endpoint is refused with --models-dir.
+TEST(ModelsDir, EveryModelsKvEventsComeOnOneAddressUnderItsOwnTopic) {
+  ModelsDir dir;
+  const int port = pick_free_port();
+  ServerProcess server(host_config(dir, {"--kv-events-endpoint", "tcp://*:" + std::to_string(port), "--kv-events-topic",
+                                         "kv@pod-a", "--kv-events-interval-ms", "5"}));
+  zmq::context_t context;
+  zmq::socket_t sub(context, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "");
+  sub.set(zmq::sockopt::rcvtimeo, 100);
+  sub.connect("tcp://127.0.0.1:" + std::to_string(port));
+  auto client = server.client();
+  std::map<std::string, std::int64_t> stored;  // topic → blocks stored
+  std::map<std::string, std::vector<std::int64_t>> seqs;
+  const auto both = [&] { return stored["kv@pod-a@tiny"] > 0 && stored["kv@pod-a@gemma"] > 0; };
+  // A subscription reaches a model's publisher some time after it connects: requests go on, each
+  // with a new prompt, until both models' stored blocks came.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int round = 0; !both() && std::chrono::steady_clock::now() < deadline; ++round) {
+    for (const std::string model : {"tiny", "gemma"}) {
+      json body = completion(model, 2);
+      body["prompt"] = std::to_string(round) + " " + body["prompt"].get<std::string>() + " the tide and the gulls";
+      const JsonReply reply = post_json(*client, "/v1/completions", body);
+      ASSERT_EQ(reply.status, 200) << reply.raw;
+    }
+    for (int quiet = 0; quiet < 5;) {
+      std::vector<zmq::message_t> frames;
+      if (!zmq::recv_multipart(sub, std::back_inserter(frames))) {
+        ++quiet;
+        continue;
+      }
+      ASSERT_EQ(frames.size(), 3u);
+      const std::string topic = frames[0].to_string();
+      ASSERT_TRUE(topic == "kv@pod-a@tiny" || topic == "kv@pod-a@gemma") << topic;
+      const auto seq = events::parse_sequence_frame(std::span(frames[1].data<std::uint8_t>(), frames[1].size()));
+      ASSERT_TRUE(seq.has_value());
+      seqs[topic].push_back(*seq);
+      const auto batch = events::decode_batch(std::span(frames[2].data<std::uint8_t>(), frames[2].size()));
+      ASSERT_TRUE(batch) << batch.error();
+      for (const events::WireEvent& e : batch->events) {
+        if (const auto* s = std::get_if<events::WireStored>(&e)) stored[topic] += static_cast<std::int64_t>(s->hashes.size());
+      }
+    }
+  }
+  EXPECT_TRUE(both()) << "tiny: " << stored["kv@pod-a@tiny"] << " blocks, gemma: " << stored["kv@pod-a@gemma"];
+  for (const auto& [topic, numbers] : seqs) {
+    EXPECT_TRUE(std::ranges::is_sorted(numbers)) << topic << ": each model numbers its own batches";
+  }
+
+  const CommandResult replay = run_shell(std::string(PREFIXD_BINARY) + " serve --models-dir " + dir.path.string() +
+                                         " --port 0 --kv-events-endpoint tcp://*:" + std::to_string(pick_free_port()) +
+                                         " --kv-events-replay-endpoint tcp://*:" + std::to_string(pick_free_port()) + " 2>&1");
+  EXPECT_NE(replay.status, 0);
+  EXPECT_NE(replay.output.find("--kv-events-replay-endpoint with --models-dir"), std::string::npos) << replay.output;
   std::filesystem::remove_all(dir.disk());
 }
 

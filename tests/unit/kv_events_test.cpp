@@ -4,7 +4,8 @@
 // run's hashes are its tokens' chain; scopes the filter refuses never appear; the wire encoding
 // decodes back to the same events in both hash forms; adapter labels follow blocks to every tier
 // and across a restart (DIR/labels); the publisher numbers batches and replays
-// them, including those a full queue kept off the live stream.
+// them, including those a full queue kept off the live stream; a forwarder relays several
+// publishers' streams on one address, each whole under its topic.
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "cache/kv_events.h"
 #include "cache/namespace_labels.h"
 #include "cache/scope.h"
+#include "events/kv_event_forwarder.h"
 #include "events/kv_event_publisher.h"
 #include "events/kv_event_wire.h"
 #include "support/cache_fixture.h"
@@ -434,6 +436,52 @@ TEST(KvEventPublisher, AnAddressZeroMqRefusesIsAnError) {
 
 namespace prefixd::cache {
 namespace {
+
+// Two publishers behind one forwarder (a server of several models): a subscriber of the public
+// address gets both streams whole, each under its topic with its own numbers from 0; an address
+// ZeroMQ refuses is an error naming it.
+TEST(KvEventForwarder, RelaysEveryPublishersMessagesWholeUnderTheirTopics) {
+  const std::string outer = ipc("forwarded");
+  auto forwarder = events::KvEventForwarder::start(outer);
+  ASSERT_TRUE(forwarder) << forwarder.error();
+  EXPECT_TRUE((*forwarder)->inner_endpoint().starts_with("tcp://127.0.0.1:")) << (*forwarder)->inner_endpoint();
+  auto first = events::KvEventPublisher::start({.endpoint = (*forwarder)->inner_endpoint(), .topic = "kv@pod@one"});
+  auto second = events::KvEventPublisher::start({.endpoint = (*forwarder)->inner_endpoint(), .topic = "kv@pod@two"});
+  ASSERT_TRUE(first && second);
+  zmq::context_t context;
+  zmq::socket_t sub(context, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "");
+  sub.set(zmq::sockopt::rcvtimeo, 50);
+  sub.connect(outer);
+  // Published again until both subscriptions are up (a PUB socket drops what nobody asked for).
+  std::map<std::string, std::vector<std::int64_t>> seqs;
+  for (std::uint8_t i = 0; i < 200 && (seqs["kv@pod@one"].empty() || seqs["kv@pod@two"].empty()); ++i) {
+    (*first)->publish(one_block(i));
+    (*second)->publish(one_block(static_cast<std::uint8_t>(i + 100)));
+    for (;;) {
+      std::vector<zmq::message_t> frames;
+      if (!zmq::recv_multipart(sub, std::back_inserter(frames))) break;
+      ASSERT_EQ(frames.size(), 3u) << "topic, number, payload";
+      const auto seq = events::parse_sequence_frame(std::span(frames[1].data<std::uint8_t>(), frames[1].size()));
+      ASSERT_TRUE(seq.has_value());
+      const auto batch = events::decode_batch(std::span(frames[2].data<std::uint8_t>(), frames[2].size()));
+      ASSERT_TRUE(batch) << batch.error();
+      const std::string topic = frames[0].to_string();
+      ASSERT_TRUE(topic == "kv@pod@one" || topic == "kv@pod@two") << topic;
+      const auto& stored = std::get<events::WireStored>(batch->events.at(0));
+      EXPECT_EQ(stored.tokens.front() >= 100, topic == "kv@pod@two") << "each payload under its own topic";
+      seqs[topic].push_back(*seq);
+    }
+  }
+  for (const auto& [topic, numbers] : seqs) {
+    ASSERT_FALSE(numbers.empty()) << topic;
+    EXPECT_TRUE(std::ranges::is_sorted(numbers)) << topic << ": each publisher's numbers, in order";
+    EXPECT_EQ(std::ranges::adjacent_find(numbers), numbers.end()) << topic;
+  }
+  const auto refused = events::KvEventForwarder::start("tcp://*:not-a-port");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("tcp://*:not-a-port"), std::string::npos) << refused.error();
+}
 
 TEST(ChangedKeys, TracksFromTheFirstAskAndFallsBackToAWalkWhenTooMuchChanged) {
   ChangedKeys changed;
