@@ -22,7 +22,8 @@ void add_kv_event_options(CLI::App& cmd, KvEventFlags& flags) {
                  "(tcp://*:5558; default: none)")
       ->envname("PREFIXD_KV_EVENTS_REPLAY_ENDPOINT");
   cmd.add_option("--kv-events-topic", flags.topic,
-                 "The topic frame of every message (llm-d reads kv@POD@MODEL; default: empty)")
+                 "The topic frame of every message (llm-d reads kv@POD@MODEL; default: empty). With --models-dir "
+                 "each model's topic is this with {model} replaced by its name, else TOPIC@NAME")
       ->envname("PREFIXD_KV_EVENTS_TOPIC");
   cmd.add_option("--kv-events-tenants", flags.tenants,
                  "Tenants whose blocks are announced (comma-separated; * for every tenant); no other tenant's "
