@@ -149,28 +149,29 @@ void HoldingsSummary::refresh_segments(Medium medium, std::optional<std::vector<
   if (!changed) {
     // The whole store: what is in the memo carries over, the rest is new, the memo's rest is gone.
     SegmentMemo now;
-    const auto keep = [&](const Digest& key, const Digest& parent, engine::Pos begin, std::span<const Token> tokens,
-                          const ScopeId& scope) {
-      if (now.contains(key)) return;
-      if (auto found = memo.find(key); found != memo.end()) {
-        now.emplace(key, std::move(found->second));
-        memo.erase(found);
-        return;
-      }
-      add(now, key, parent, begin, tokens, scope);
+    // True when `key` is already in `now` or carried over from the memo; else the caller adds it.
+    const auto carried = [&](const Digest& key) {
+      if (now.contains(key)) return true;
+      const auto found = memo.find(key);
+      if (found == memo.end()) return false;
+      now.emplace(key, std::move(found->second));
+      memo.erase(found);
+      return true;
     };
     if (medium == Medium::host) {
       for (const auto& [parent, key] : host_.store().parent_links()) {
-        if (const HostSegment* s = host_.store().peek(key)) keep(key, parent, s->begin, s->token_ids, s->scope);
+        const HostSegment* s = host_.store().peek(key);
+        if (s != nullptr && !carried(key)) add(now, key, parent, s->begin, s->token_ids, s->scope);
       }
     } else if (disk != nullptr) {
-      // The keys first, then each header outside the store's lock: a segment's label is found
-      // through the headers of the segments before it, which asks the store again.
+      // The keys first, then the header of each new one outside the store's lock: a segment's label
+      // is found through the headers of the segments before it, which asks the store again.
       std::vector<Digest> keys;
       disk->for_each_segment([&](const RecordMeta& meta) { keys.push_back(meta.key); });
       for (const Digest& key : keys) {
+        if (carried(key)) continue;
         if (const std::optional<RecordMeta> meta = disk->meta(key); meta && meta->kind == RecordKind::segment) {
-          keep(meta->key, meta->parent, meta->begin, meta->tokens, meta->scope);
+          add(now, key, meta->parent, meta->begin, meta->tokens, meta->scope);
         }
       }
     }

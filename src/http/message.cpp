@@ -20,8 +20,9 @@ std::string percent_decode(std::string_view text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '+') {
       out += ' ';
-    } else if (text[i] == '%' && i + 2 < text.size() && util::hex_digit_value(text[i + 1]) >= 0 && util::hex_digit_value(text[i + 2]) >= 0) {
-      out += static_cast<char>(util::hex_digit_value(text[i + 1]) * 16 + util::hex_digit_value(text[i + 2]));
+    } else if (std::uint8_t byte = 0; text[i] == '%' && i + 2 < text.size() &&
+                                      util::from_hex(text.substr(i + 1, 2), std::span(&byte, 1))) {
+      out += static_cast<char>(byte);
       i += 2;
     } else {
       out += text[i];
