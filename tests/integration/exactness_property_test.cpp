@@ -20,6 +20,7 @@
 // seed. A failure names the seed and the draw.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <format>
@@ -297,6 +298,7 @@ TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
     if (only >= 0 && n != only) continue;
     reuse_draws += d.cache_reuse > 0 ? 1 : 0;
     SCOPED_TRACE(where);
+    const auto draw_started = std::chrono::steady_clock::now();
     const std::filesystem::path disk_dir =
         std::filesystem::temp_directory_path() / std::format("prefixd-exactness-{}-{}-{}", ::getpid(), seed, n);
     std::filesystem::remove_all(disk_dir);
@@ -339,6 +341,8 @@ TEST(Exactness, CachedTextEqualsColdTextOverDrawnConfigurations) {
                             << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
     }
     std::filesystem::remove_all(disk_dir);
+    std::printf("exactness: %s: %zu exchanges in %.1f s\n", where.c_str(), all.size(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - draw_started).count());
     for (const Exchange& e : all) {
       const std::string at = std::format("session {} turn {} ({}): prompt {} cached {} tier {}", e.session, e.turn, e.kind,
                                          e.prompt_tokens, e.cached_tokens, e.tier);
