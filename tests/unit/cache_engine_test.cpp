@@ -25,7 +25,7 @@ std::unique_ptr<engine::Engine> tiny_engine(bool flash_attention = false) {
   o.n_batch = 64;
   o.n_parallel = 2;
   o.n_holder_seqs = 5;
-  o.n_threads = 2;
+  o.n_threads = 1;  // one: ctest runs another test beside this one (tests/integration/server_process.cpp says why)
   o.flash_attention = flash_attention;
   return engine::load_llama_engine(PREFIXD_TINY_MODEL, o);
 }

@@ -28,7 +28,7 @@ engine::ContextOptions small_context() {
   o.n_batch = 64;
   o.n_parallel = 1;
   o.n_holder_seqs = 1;
-  o.n_threads = 2;
+  o.n_threads = 1;  // one: ctest runs another test beside this one (tests/integration/server_process.cpp says why)
   return o;
 }
 
